@@ -1,0 +1,29 @@
+# Every target creates or reuses .venv/ and installs the pinned set itself.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv test chaos lint audit bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==25.3
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+chaos: $(STAMP)
+	$(PY) -m harness chaos $(CHAOS_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check harness tests
+	$(PY) -m ruff format --check harness tests
+	$(PY) -m mypy
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,131 @@
+"""The runtime's errors: one root, each leaf naming its cause and its remedy.
+
+The runtime is usable on its own, so its part of the tree lives here and
+imports nothing else of the project; ``harness.errors`` adds the harness's
+leaves under the same root.
+
+    HarnessError
+    ├── ToolTableError            a tool table file is malformed
+    ├── DecisionKeyError          no cell of the decision matrix for a key
+    ├── FailpointSpecError        a failpoint spec cannot be parsed
+    ├── FailpointTriggered        an armed failpoint with action ``raise`` fired
+    ├── JournalError
+    │   ├── JournalCorruptError   a record before the tail fails its checks
+    │   ├── JournalLockedError    another process holds the journal
+    │   └── JournalWriteError     an append could not be made durable (e.g. ENOSPC)
+    └── ToolError                 a tool call failed (raised by tools)
+        └── TransientToolError    a failure worth retrying, if the class allows
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class HarnessError(Exception):
+    """Root of every error this project raises on purpose.
+
+    Remedy: catch this to handle any of them; the message of each leaf says
+    what to change.
+    """
+
+
+class ToolTableError(HarnessError):
+    """A tool table file is malformed: unknown class, duplicate tool, wrong type.
+
+    Remedy: fix the named entry of the named file; nothing was loaded.
+    """
+
+    def __init__(self, path: Path | str, entry: str, problem: str) -> None:
+        self.path = str(path)
+        self.entry = entry
+        self.problem = problem
+        super().__init__(f"{self.path}: entry {entry!r}: {problem}")
+
+
+class DecisionKeyError(HarnessError, KeyError):
+    """The decision matrix has no cell for a (state, class, ask_user) key.
+
+    Cause: a state or class value the seed's table does not know, for example a
+    record written by a newer version. Remedy: upgrade the runtime or repair
+    the journal; the runtime refuses to guess a decision.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown decision key"
+
+
+class FailpointSpecError(HarnessError, ValueError):
+    """A failpoint spec (``name@N=action,...``) cannot be parsed.
+
+    Remedy: fix the spec in the environment variable named in the message;
+    nothing was run.
+    """
+
+
+class FailpointTriggered(HarnessError):
+    """An armed failpoint with action ``raise`` fired.
+
+    Cause: a test or a supervisor armed it on purpose. Remedy: none needed;
+    it stands for an error raised at that exact point.
+    """
+
+
+class JournalError(HarnessError):
+    """A journal cannot be read or written.
+
+    Remedy: see the leaf; the message names the file.
+    """
+
+
+class JournalCorruptError(JournalError):
+    """A record before the journal's tail fails its length, checksum or format.
+
+    Cause: the file was damaged in the middle (a torn *tail* is normal after a
+    crash and is dropped, not reported). Nothing was run: the runtime refuses
+    to recover from a history it cannot prove. Remedy: restore the journal from
+    a copy, or move it away to start over, knowing that every op it recorded
+    will be forgotten.
+    """
+
+    def __init__(self, path: Path | str, offset: int, record_number: int, problem: str) -> None:
+        self.path = str(path)
+        self.offset = offset
+        self.record_number = record_number
+        self.problem = problem
+        super().__init__(
+            f"{self.path}: corrupt journal at byte {offset} (record #{record_number}): {problem}"
+        )
+
+
+class JournalLockedError(JournalError):
+    """Another live process holds the journal's lock.
+
+    Cause: a second agent was started on the same journal. Remedy: stop the
+    other agent, or give this one its own journal. The lock is an OS lock that
+    the kernel frees when its holder dies, so a killed agent never blocks.
+    """
+
+
+class JournalWriteError(JournalError):
+    """An append could not be made durable (for example the disk is full).
+
+    The failed record is not in the journal and the tool was not run; every
+    record before it is intact. Remedy: free space and restart; recovery
+    continues from the last durable record.
+    """
+
+
+class ToolError(HarnessError):
+    """A tool call failed; the op is journaled FAILED.
+
+    Remedy: none at the runtime level; the model decides what to do next.
+    """
+
+
+class TransientToolError(ToolError):
+    """A tool failure that may succeed if tried again (timeout, busy resource).
+
+    The executor retries it in-process only when the tool's class is
+    retry-safe (read-only or idempotent), a bounded number of times.
+    """

@@ -1,0 +1,192 @@
+"""Failpoints: named crash points compiled into the runtime, armed from outside.
+
+A failpoint is a call ``failpoint("op.after_effect")`` at a fixed place in the
+code. Unarmed it costs one dictionary lookup. Armed, through the environment
+variable ``HARNESS_FAILPOINTS``, it acts on its N-th hit in this process:
+
+    spec    := entry ("," entry)*
+    entry   := name ["@" N] "=" action ["(" arg ")"]
+    action  := kill | exit | raise | sleep | enospc
+
+``op.after_effect@3=kill`` kills the process on the third hit of that point;
+without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
+``sleep(250)`` sleeps 250 ms, ``enospc`` raises ``OSError(ENOSPC)`` where the
+point is (the journal's append site stands for a full disk).
+
+``kill`` hand-shakes with a supervisor when one is listening: the process
+writes ``reached <name> <hit>`` to the file descriptor named by
+``HARNESS_FAILPOINT_CHANNEL`` and waits to be SIGKILLed from outside, so that
+the supervisor knows exactly where the victim stood. Alone, it SIGKILLs itself.
+
+Contract: a malformed spec or an unknown failpoint name raises
+``FailpointSpecError`` from ``arm_from_environ``, before anything runs.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from harness.runtime.errors import FailpointSpecError, FailpointTriggered
+
+__all__ = [
+    "CHANNEL_ENV",
+    "FAILPOINTS",
+    "FAILPOINTS_ENV",
+    "FailpointSpec",
+    "arm",
+    "arm_from_environ",
+    "disarm",
+    "failpoint",
+    "parse_failpoints",
+]
+
+FAILPOINTS_ENV = "HARNESS_FAILPOINTS"
+CHANNEL_ENV = "HARNESS_FAILPOINT_CHANNEL"
+
+FAILPOINTS: tuple[str, ...] = (
+    "op.before_intent",
+    "op.after_intent",
+    "op.mid_effect",
+    "op.after_effect",
+    "op.after_finish",
+    "recovery.after_decision",
+    "recovery.before_retry",
+    "recovery.after_hint",
+    "journal.append",
+)
+"""Every failpoint compiled into the runtime, in protocol order."""
+
+ACTIONS = ("kill", "exit", "raise", "sleep", "enospc")
+
+# How long a victim waits for the supervisor's SIGKILL before killing itself,
+# so that a dead supervisor never leaves it hanging.
+_HANDSHAKE_TIMEOUT_S = 30.0
+
+_ENTRY = re.compile(
+    r"^(?P<name>[a-z_]+(?:\.[a-z_]+)+)(?:@(?P<hit>[0-9]+))?=(?P<action>[a-z]+)"
+    r"(?:\((?P<arg>[0-9]+)\))?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FailpointSpec:
+    """One armed point: act on hit ``hit`` (every hit when None)."""
+
+    name: str
+    action: str
+    hit: int | None = None
+    arg: int | None = None
+
+    def __str__(self) -> str:
+        at = "" if self.hit is None else f"@{self.hit}"
+        arg = "" if self.arg is None else f"({self.arg})"
+        return f"{self.name}{at}={self.action}{arg}"
+
+
+def parse_failpoints(text: str, *, source: str = FAILPOINTS_ENV) -> tuple[FailpointSpec, ...]:
+    """Parse a spec; ``FailpointSpecError`` names the source, the entry and the problem."""
+    specs: list[FailpointSpec] = []
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        match = _ENTRY.match(entry)
+        if match is None:
+            raise FailpointSpecError(
+                f"{source}: entry {entry!r} is not name[@N]=action[(arg)], e.g. op.after_effect@3=kill"
+            )
+        name, action = match["name"], match["action"]
+        if name not in FAILPOINTS:
+            raise FailpointSpecError(
+                f"{source}: entry {entry!r}: unknown failpoint {name!r} "
+                f"(known: {', '.join(FAILPOINTS)})"
+            )
+        if action not in ACTIONS:
+            raise FailpointSpecError(
+                f"{source}: entry {entry!r}: unknown action {action!r} (known: {', '.join(ACTIONS)})"
+            )
+        hit = int(match["hit"]) if match["hit"] is not None else None
+        if hit == 0:
+            raise FailpointSpecError(f"{source}: entry {entry!r}: hits count from 1")
+        arg = int(match["arg"]) if match["arg"] is not None else None
+        if action == "sleep" and arg is None:
+            raise FailpointSpecError(f"{source}: entry {entry!r}: sleep needs milliseconds, sleep(250)")
+        specs.append(FailpointSpec(name, action, hit, arg))
+    return tuple(specs)
+
+
+class _Trigger:
+    __slots__ = ("hits", "specs")
+
+    def __init__(self) -> None:
+        self.hits = 0
+        self.specs: list[FailpointSpec] = []
+
+    def fire(self, name: str) -> None:
+        self.hits += 1
+        for spec in self.specs:
+            if spec.hit is None or spec.hit == self.hits:
+                _act(spec, self.hits)
+
+
+_armed: dict[str, _Trigger] = {}
+
+
+def failpoint(name: str) -> None:
+    """Mark a crash point; acts only when armed for this name."""
+    trigger = _armed.get(name)
+    if trigger is not None:
+        trigger.fire(name)
+
+
+def arm(specs: tuple[FailpointSpec, ...]) -> None:
+    """Arm these specs (in addition to any already armed); hit counts start at 0."""
+    for spec in specs:
+        _armed.setdefault(spec.name, _Trigger()).specs.append(spec)
+
+
+def disarm() -> None:
+    _armed.clear()
+
+
+def arm_from_environ(environ: Mapping[str, str] = os.environ) -> tuple[FailpointSpec, ...]:
+    """Arm what ``HARNESS_FAILPOINTS`` asks for; refuse a bad spec before anything runs."""
+    specs = parse_failpoints(environ.get(FAILPOINTS_ENV, ""))
+    channel = environ.get(CHANNEL_ENV)
+    if channel is not None and not channel.isdigit():
+        raise FailpointSpecError(f"{CHANNEL_ENV}: {channel!r} is not a file descriptor number")
+    arm(specs)
+    return specs
+
+
+def _act(spec: FailpointSpec, hit: int) -> None:
+    if spec.action == "kill":
+        _kill_here(spec.name, hit)
+    elif spec.action == "exit":
+        os._exit(70 if spec.arg is None else spec.arg)
+    elif spec.action == "raise":
+        raise FailpointTriggered(f"failpoint {spec.name} fired on hit {hit}")
+    elif spec.action == "sleep":
+        time.sleep((spec.arg or 0) / 1000)
+    elif spec.action == "enospc":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _kill_here(name: str, hit: int) -> None:
+    channel = os.environ.get(CHANNEL_ENV)
+    if channel is not None:
+        try:
+            os.write(int(channel), f"reached {name} {hit}\n".encode())
+        except OSError:
+            pass  # no supervisor is listening any more: die alone
+        else:
+            deadline = time.monotonic() + _HANDSHAKE_TIMEOUT_S
+            while time.monotonic() < deadline:
+                time.sleep(0.05)  # SIGKILL arrives from outside while we wait
+    os.kill(os.getpid(), signal.SIGKILL)

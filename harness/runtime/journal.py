@@ -1,0 +1,289 @@
+"""The write-ahead journal: an append-only file of framed, checksummed records.
+
+Frame layout (big-endian)::
+
+    magic b"HJ" | version u8 | length u32 | crc32 u32 | payload (JSON, `length` bytes)
+
+The CRC covers version, length and payload. Every append is one ``write`` and
+one ``fsync``; creating the file also fsyncs its directory, so the file itself
+survives a power cut.
+
+Reading proves each record it returns. A bad frame with no valid frame after
+it is a torn tail (the crash interrupted the last append): it is reported and,
+by a writer, cut off. A bad frame with a valid frame after it is corruption in
+the middle: ``JournalCorruptError`` names the file, the byte offset and the
+record number, and nothing is run.
+
+One writer at a time: a ``JournalWriter`` holds an ``flock`` on the file. The
+kernel drops it when the holder dies, so a SIGKILLed agent never blocks its
+successor, while a second live process is refused at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import struct
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.runtime.errors import (
+    JournalCorruptError,
+    JournalError,
+    JournalLockedError,
+    JournalWriteError,
+)
+from harness.runtime.failpoints import failpoint
+from harness.runtime.records import Record, record_from_json, record_to_json
+
+__all__ = [
+    "FORMAT_VERSION",
+    "JournalScan",
+    "JournalWriter",
+    "ScannedRecord",
+    "TornTail",
+    "encode_frame",
+    "scan_bytes",
+    "scan_journal",
+]
+
+MAGIC = b"HJ"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct(">2sBII")
+HEADER_SIZE = _HEADER.size
+MAX_PAYLOAD = 16 * 1024 * 1024  # larger "lengths" are damage, not records
+
+
+def encode_frame(record: Record) -> bytes:
+    payload = json.dumps(
+        record_to_json(record), separators=(",", ":"), ensure_ascii=False
+    ).encode()
+    body = struct.pack(">BI", FORMAT_VERSION, len(payload)) + payload
+    return MAGIC + body[:5] + struct.pack(">I", zlib.crc32(body)) + payload
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedRecord:
+    offset: int
+    end: int
+    record: Record
+
+
+@dataclass(frozen=True, slots=True)
+class TornTail:
+    """An unprovable last frame: where it starts, how long it is, and why it failed."""
+
+    offset: int
+    length: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class JournalScan:
+    records: tuple[ScannedRecord, ...]
+    valid_end: int
+    torn: TornTail | None
+
+
+def _check_frame(data: bytes, pos: int) -> tuple[int, bytes] | str:
+    """The frame's end and payload if it is provably whole, else why not."""
+    if len(data) - pos < HEADER_SIZE:
+        return f"partial header ({len(data) - pos} of {HEADER_SIZE} bytes)"
+    magic, version, length, crc = _HEADER.unpack_from(data, pos)
+    if magic != MAGIC:
+        return f"bad magic {magic!r}"
+    if version != FORMAT_VERSION:
+        return f"unknown format version {version}"
+    if length > MAX_PAYLOAD:
+        return f"implausible length {length}"
+    end = pos + HEADER_SIZE + length
+    if end > len(data):
+        return f"partial payload ({len(data) - pos - HEADER_SIZE} of {length} bytes)"
+    payload = data[pos + HEADER_SIZE : end]
+    if zlib.crc32(data[pos + 2 : pos + 7] + payload) != crc:
+        return "checksum mismatch"
+    return end, payload
+
+
+def _valid_frame_after(data: bytes, pos: int) -> int | None:
+    """Offset of the first provable frame after ``pos``, if any (damage vs torn tail)."""
+    start = pos + 1
+    while True:
+        found = data.find(MAGIC, start)
+        if found < 0:
+            return None
+        if not isinstance(_check_frame(data, found), str):
+            return found
+        start = found + 1
+
+
+def scan_bytes(data: bytes, *, source: str = "<bytes>") -> JournalScan:
+    """Prove every record in ``data``; drop a torn tail; refuse damage in the middle."""
+    records: list[ScannedRecord] = []
+    pos = 0
+    while pos < len(data):
+        checked = _check_frame(data, pos)
+        if isinstance(checked, str):
+            later = _valid_frame_after(data, pos)
+            if later is not None:
+                raise JournalCorruptError(
+                    source, pos, len(records) + 1,
+                    f"{checked}, with a valid record at byte {later} after it",
+                )
+            return JournalScan(tuple(records), pos, TornTail(pos, len(data) - pos, checked))
+        end, payload = checked
+        try:
+            record = record_from_json(json.loads(payload))
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+            raise JournalCorruptError(
+                source, pos, len(records) + 1, f"checksum holds but payload is not a record: {exc}"
+            ) from None
+        records.append(ScannedRecord(pos, end, record))
+        pos = end
+    return JournalScan(tuple(records), pos, None)
+
+
+def scan_journal(path: Path | str) -> JournalScan:
+    """Read a journal without locking it (for checkers and planners that only read)."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return JournalScan((), 0, None)
+    except OSError as exc:
+        raise JournalError(f"{path}: cannot read journal: {exc.strerror}") from exc
+    return scan_bytes(data, source=str(path))
+
+
+class JournalWriter:
+    """The single writer of a journal: holds its lock, appends durably.
+
+    Opening cuts off a torn tail (reported in ``scan.torn``) so that new
+    records never follow garbage. ``synced_size`` is the length known to be
+    on disk: everything up to the last fsync.
+    """
+
+    def __init__(self, path: Path | str, *, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self._fsync = fsync
+        created = not self.path.exists()
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot open journal: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise JournalLockedError(
+                f"{self.path}: journal is held by another live process "
+                f"({_owner(self.path)}); run one agent per journal"
+            ) from None
+        self._fd: int | None = fd
+        try:
+            _write_owner(self.path)
+            if created:
+                self._sync_directory()
+            self.scan = scan_bytes(_read_fd(fd), source=str(self.path))
+            if self.scan.torn is not None:
+                os.ftruncate(fd, self.scan.valid_end)
+                os.fsync(fd)
+        except BaseException:
+            self.close()
+            raise
+        self.size = self.scan.valid_end
+        self.synced_size = self.size
+
+    def append(self, record: Record, *, sync: bool = True) -> int:
+        """Append one record durably; returns its offset."""
+        return self.append_many((record,), sync=sync)
+
+    def append_many(self, records: Iterable[Record], *, sync: bool = True) -> int:
+        """Append records in one write and (by default) one fsync; returns the first offset."""
+        fd = self._require_open()
+        frames = b"".join(encode_frame(r) for r in records)
+        offset = self.size
+        try:
+            failpoint("journal.append")
+            written = os.write(fd, frames)
+            if written != len(frames):
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(frames)} bytes)")
+            if sync and self._fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            self._undo_partial(offset)
+            raise JournalWriteError(
+                f"{self.path}: append at byte {offset} failed ({exc.strerror or exc}); "
+                f"the record is not journaled and earlier records are intact"
+            ) from exc
+        self.size = offset + len(frames)
+        if sync and self._fsync:
+            self.synced_size = self.size
+        return offset
+
+    def sync(self) -> None:
+        os.fsync(self._require_open())
+        self.synced_size = self.size
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # also releases the flock
+            self._fd = None
+
+    def _require_open(self) -> int:
+        if self._fd is None:
+            raise JournalError(f"{self.path}: journal is closed (an earlier append failed?)")
+        return self._fd
+
+    def _undo_partial(self, offset: int) -> None:
+        # A partial frame must not stay in the middle of the file; if even
+        # the truncate fails the writer closes, and the next opener drops the
+        # partial frame as a torn tail.
+        try:
+            os.ftruncate(self._require_open(), offset)
+        except OSError:
+            self.close()
+
+    def _sync_directory(self) -> None:
+        dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def __enter__(self) -> JournalWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks = []
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _owner_path(path: Path) -> Path:
+    return path.with_name(path.name + ".owner")
+
+
+def _write_owner(path: Path) -> None:
+    # Only for the message a refused second writer sees; the lock is the truth.
+    try:
+        _owner_path(path).write_text(str(os.getpid()))
+    except OSError:
+        pass
+
+
+def _owner(path: Path) -> str:
+    try:
+        return f"pid {int(_owner_path(path).read_text())}"
+    except (OSError, ValueError):
+        return "pid unknown"

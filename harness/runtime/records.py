@@ -1,0 +1,239 @@
+"""Journal records: what the runtime writes ahead, and their JSON form.
+
+Each record is a frozen dataclass with a ``kind`` tag. The journal frames and
+checksums their JSON payloads; this module only maps records to and from
+plain dicts, and refuses a dict it cannot map with ``ValueError`` (the journal
+turns that into a corruption error naming the offset).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from harness.runtime.classes import ToolClass
+from harness.runtime.matrix import Decision, OpState
+
+__all__ = [
+    "DecisionRecord",
+    "FinishRecord",
+    "HintRecord",
+    "IncarnationRecord",
+    "IntentRecord",
+    "Record",
+    "RecoveredRecord",
+    "ResolvedRecord",
+    "TailDroppedRecord",
+    "digest",
+    "record_from_json",
+    "record_to_json",
+]
+
+JSON: TypeAlias = Any
+
+
+def digest(value: JSON) -> str:
+    """A short, stable digest of a JSON value (canonical form, sha256)."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class IncarnationRecord:
+    """One life of the process began: the first record it writes."""
+
+    incarnation: int
+    pid: int
+    kind = "incarnation"
+
+
+@dataclass(frozen=True, slots=True)
+class IntentRecord:
+    """STARTED: durable before the tool runs; carries the class snapshot."""
+
+    op_id: str
+    tool: str
+    snapshot: ToolClass
+    args: Mapping[str, JSON]
+    args_digest: str
+    attempt: int
+    incarnation: int
+    redo_of: str | None = None
+    kind = "intent"
+
+
+@dataclass(frozen=True, slots=True)
+class FinishRecord:
+    """FINISHED: the tool returned (SUCCEEDED) or raised (FAILED)."""
+
+    op_id: str
+    succeeded: bool
+    result: JSON
+    result_digest: str
+    attempt: int
+    incarnation: int
+    error: str | None = None
+    transient: bool = False
+    kind = "finish"
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """A recovery decision, journaled before it is acted on."""
+
+    op_id: str
+    state: OpState
+    snapshot: ToolClass
+    decision: Decision
+    incarnation: int
+    kind = "decision"
+
+
+@dataclass(frozen=True, slots=True)
+class HintRecord:
+    """A VERIFY hint was handed to the model."""
+
+    op_id: str
+    incarnation: int
+    hint: str
+    kind = "hint"
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRecord:
+    """The model closed a VERIFY op (effect found, redone as another op, or unverifiable)."""
+
+    op_id: str
+    incarnation: int
+    resolution: str
+    redo_op: str | None = None
+    kind = "resolved"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveredRecord:
+    """Recovery of this incarnation finished; the normal flow starts after it."""
+
+    incarnation: int
+    decisions: int
+    kind = "recovered"
+
+
+@dataclass(frozen=True, slots=True)
+class TailDroppedRecord:
+    """A torn tail of ``length`` bytes at ``offset`` was found and cut off at open."""
+
+    offset: int
+    length: int
+    reason: str
+    incarnation: int
+    kind = "tail_dropped"
+
+
+Record: TypeAlias = (
+    IncarnationRecord
+    | IntentRecord
+    | FinishRecord
+    | DecisionRecord
+    | HintRecord
+    | ResolvedRecord
+    | RecoveredRecord
+    | TailDroppedRecord
+)
+
+
+def record_to_json(record: Record) -> dict[str, JSON]:
+    data: dict[str, JSON] = {"kind": record.kind}
+    for name in record.__slots__:  # type: ignore[union-attr]
+        value = getattr(record, name)
+        if isinstance(value, ToolClass):
+            value = value.to_json()
+        elif isinstance(value, OpState | Decision):
+            value = value.value
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        data[name] = value
+    return data
+
+
+def _str(data: Mapping[str, JSON], key: str) -> str:
+    value = data[key]
+    if not isinstance(value, str):
+        raise ValueError(f"field {key!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _opt_str(data: Mapping[str, JSON], key: str) -> str | None:
+    return None if data.get(key) is None else _str(data, key)
+
+
+def _int(data: Mapping[str, JSON], key: str) -> int:
+    value = data[key]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"field {key!r} must be an integer, got {type(value).__name__}")
+    return value
+
+
+def _bool(data: Mapping[str, JSON], key: str) -> bool:
+    value = data[key]
+    if not isinstance(value, bool):
+        raise ValueError(f"field {key!r} must be a boolean, got {type(value).__name__}")
+    return value
+
+
+def _snapshot(data: Mapping[str, JSON]) -> ToolClass:
+    value = data["snapshot"]
+    if not isinstance(value, dict):
+        raise ValueError("field 'snapshot' must be an object")
+    return ToolClass.from_json(value)
+
+
+def _args(data: Mapping[str, JSON]) -> Mapping[str, JSON]:
+    value = data["args"]
+    if not isinstance(value, dict):
+        raise ValueError("field 'args' must be an object")
+    return value
+
+
+_DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
+    "incarnation": lambda d: IncarnationRecord(_int(d, "incarnation"), _int(d, "pid")),
+    "intent": lambda d: IntentRecord(
+        _str(d, "op_id"), _str(d, "tool"), _snapshot(d), _args(d), _str(d, "args_digest"),
+        _int(d, "attempt"), _int(d, "incarnation"), _opt_str(d, "redo_of"),
+    ),
+    "finish": lambda d: FinishRecord(
+        _str(d, "op_id"), _bool(d, "succeeded"), d["result"], _str(d, "result_digest"),
+        _int(d, "attempt"), _int(d, "incarnation"), _opt_str(d, "error"), _bool(d, "transient"),
+    ),
+    "decision": lambda d: DecisionRecord(
+        _str(d, "op_id"), OpState(d["state"]), _snapshot(d), Decision(d["decision"]),
+        _int(d, "incarnation"),
+    ),
+    "hint": lambda d: HintRecord(_str(d, "op_id"), _int(d, "incarnation"), _str(d, "hint")),
+    "resolved": lambda d: ResolvedRecord(
+        _str(d, "op_id"), _int(d, "incarnation"), _str(d, "resolution"), _opt_str(d, "redo_op"),
+    ),
+    "recovered": lambda d: RecoveredRecord(_int(d, "incarnation"), _int(d, "decisions")),
+    "tail_dropped": lambda d: TailDroppedRecord(
+        _int(d, "offset"), _int(d, "length"), _str(d, "reason"), _int(d, "incarnation"),
+    ),
+}
+
+
+def record_from_json(data: JSON) -> Record:
+    """Map a decoded payload back to its record; ``ValueError`` if it is not one."""
+    if not isinstance(data, dict):
+        raise ValueError("record payload must be a JSON object")
+    kind = data.get("kind")
+    decoder = _DECODERS.get(kind) if isinstance(kind, str) else None
+    if decoder is None:
+        raise ValueError(f"unknown record kind {kind!r}")
+    try:
+        return decoder(data)
+    except KeyError as exc:
+        raise ValueError(f"{kind} record lacks field {exc.args[0]!r}") from None
+    except (TypeError, AttributeError) as exc:
+        raise ValueError(f"{kind} record is malformed: {exc}") from None

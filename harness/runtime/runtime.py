@@ -1,0 +1,212 @@
+"""The runtime: a journal, an executor and a recovery planner behind one object.
+
+    runtime = Runtime.open("agent.journal")          # lock, read, new incarnation
+    report = runtime.recover(execute)                # RETRY what is safe, hints for the rest
+    outcome = runtime.call("s001", "write_file", {...}, execute)
+
+Contract:
+- ``open`` refuses a corrupt journal or a second live writer before anything runs.
+- ``recover`` journals every decision before acting on any, retries only what
+  the snapshot allows, and hands each VERIFY hint to the caller (journaled as
+  delivered). Planning twice, or after a kill during recovery, decides the same.
+- ``call`` never runs an op the journal knows: a durable success returns its
+  recorded result, a failure its error, an op awaiting verification its hint.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.runtime.classes import ToolTable
+from harness.runtime.executor import CallOutcome, Executor, ToolFunction
+from harness.runtime.failpoints import arm_from_environ, failpoint
+from harness.runtime.journal import JournalWriter
+from harness.runtime.matrix import Decision, OpState, RecoveryDecision
+from harness.runtime.records import (
+    DecisionRecord,
+    FinishRecord,
+    HintRecord,
+    IncarnationRecord,
+    Record,
+    RecoveredRecord,
+    ResolvedRecord,
+    TailDroppedRecord,
+)
+from harness.runtime.recovery import OpHistory, apply_record, fold, last_incarnation, plan_recovery
+
+__all__ = ["RecoveryReport", "Runtime", "VerifyHint"]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyHint:
+    """An op whose effect the model must check before deciding to redo it."""
+
+    op_id: str
+    tool: str
+    args: Mapping[str, Any]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    incarnation: int
+    decisions: tuple[RecoveryDecision, ...]
+    hints: tuple[VerifyHint, ...]
+    retried: tuple[CallOutcome, ...]
+
+
+class Runtime:
+    """The seed's recovery system around one journal; one instance per process life."""
+
+    def __init__(
+        self,
+        journal: JournalWriter,
+        table: ToolTable,
+        *,
+        max_attempts: int = 3,
+    ) -> None:
+        self.journal = journal
+        self.table = table
+        records = [s.record for s in journal.scan.records]
+        self.incarnation = last_incarnation(records) + 1
+        self.ops: dict[str, OpHistory] = fold(records)
+        self.executor = Executor(
+            journal, self.incarnation, on_record=self._note, max_attempts=max_attempts
+        )
+        self._awaiting_verify: dict[str, VerifyHint] = {}
+        self._write(IncarnationRecord(self.incarnation, os.getpid()))
+        torn = journal.scan.torn
+        if torn is not None:
+            self._write(TailDroppedRecord(torn.offset, torn.length, torn.reason, self.incarnation))
+
+    @classmethod
+    def open(
+        cls,
+        path: Path | str,
+        *,
+        table: ToolTable | None = None,
+        arm_failpoints: bool = True,
+        max_attempts: int = 3,
+    ) -> Runtime:
+        """Arm failpoints from the environment, lock and read the journal, start an incarnation."""
+        if arm_failpoints:
+            arm_from_environ()
+        journal = JournalWriter(path)
+        try:
+            return cls(journal, table or ToolTable.default(), max_attempts=max_attempts)
+        except BaseException:
+            journal.close()
+            raise
+
+    # -- recovery --------------------------------------------------------------------------
+
+    def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
+        """This start's decisions, from the journal alone; acts on nothing."""
+        return plan_recovery(self.ops, not_started=not_started)
+
+    def recover(
+        self, execute: ToolFunction, *, not_started: Mapping[str, str] | None = None
+    ) -> RecoveryReport:
+        """Journal every decision, then retry what is safe and hand over VERIFY hints."""
+        decisions = self.plan(not_started)
+        self._write_many(
+            [
+                DecisionRecord(d.op_id, d.state, d.snapshot, d.decision, self.incarnation)
+                for d in decisions
+            ]
+        )
+        retried: list[CallOutcome] = []
+        for decision in decisions:
+            if decision.decision is Decision.SKIP:
+                continue
+            failpoint("recovery.after_decision")
+            op = self.ops[decision.op_id]
+            if decision.decision is Decision.RETRY:
+                failpoint("recovery.before_retry")
+                retried.append(self.retry(op, execute))
+            elif decision.decision is Decision.VERIFY and decision.hint is not None:
+                self._awaiting_verify[op.op_id] = VerifyHint(
+                    op.op_id, op.tool, op.args, decision.hint
+                )
+        hints = self.deliver_hints()
+        self._write(RecoveredRecord(self.incarnation, len(decisions)))
+        return RecoveryReport(self.incarnation, tuple(decisions), hints, tuple(retried))
+
+    def retry(self, op: OpHistory, execute: ToolFunction) -> CallOutcome:
+        """Run an op again under its own id, with its original snapshot and arguments."""
+        finish = self.executor.run(
+            op.op_id, op.tool, op.args, op.snapshot, execute,
+            attempt=op.attempt + 1, redo_of=op.redo_of,
+        )
+        return _outcome(finish, executed=True)
+
+    def deliver_hints(self) -> tuple[VerifyHint, ...]:
+        """Journal each pending hint as delivered and return them for the model."""
+        hints = tuple(self._awaiting_verify.values())
+        for hint in hints:
+            self._write(HintRecord(hint.op_id, self.incarnation, hint.text))
+            failpoint("recovery.after_hint")
+        return hints
+
+    def resolve(self, op_id: str, resolution: str, *, redo_op: str | None = None) -> None:
+        """The model closes a VERIFY op: effect present, redone as ``redo_op``, or unverifiable."""
+        self._write(ResolvedRecord(op_id, self.incarnation, resolution, redo_op))
+        self._awaiting_verify.pop(op_id, None)
+
+    # -- the normal flow -------------------------------------------------------------------
+
+    def call(
+        self,
+        op_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        execute: ToolFunction,
+        *,
+        redo_of: str | None = None,
+    ) -> CallOutcome:
+        """Run a tool call write-ahead, unless the journal already knows the op."""
+        op = self.ops.get(op_id)
+        if op is None:
+            snapshot = self.table.classify(tool)
+            finish = self.executor.run(op_id, tool, args, snapshot, execute, redo_of=redo_of)
+            return _outcome(finish, executed=True)
+        if op.state is OpState.SUCCEEDED:
+            return CallOutcome(op_id, "ok", result=op.result)
+        if op.state is OpState.FAILED:
+            return CallOutcome(op_id, "fail", error=op.error)
+        pending = self._awaiting_verify.get(op_id)
+        return CallOutcome(op_id, "info", hint=pending.text if pending else None)
+
+    def close(self) -> None:
+        self.journal.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- journal ---------------------------------------------------------------------------
+
+    def _write(self, record: Record) -> None:
+        self.journal.append(record)
+        self._note(record)
+
+    def _write_many(self, records: list[Record]) -> None:
+        if records:
+            self.journal.append_many(records)
+            for record in records:
+                self._note(record)
+
+    def _note(self, record: Record) -> None:
+        apply_record(self.ops, record)
+
+
+def _outcome(finish: FinishRecord, *, executed: bool) -> CallOutcome:
+    if finish.succeeded:
+        return CallOutcome(finish.op_id, "ok", result=finish.result, executed=executed)
+    return CallOutcome(finish.op_id, "fail", error=finish.error, executed=executed)
