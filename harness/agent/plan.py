@@ -1,0 +1,115 @@
+"""The plan file: a compiled scenario, in plain JSON, for the agent process.
+
+The supervisor validates a scenario (pydantic, Faker) and compiles it into this
+form, so that the agent reads it with ``json`` alone and starts fast.
+
+    {"format": 1, "scenario": "phone_task", "seed": 7, "source": "scenarios/phone_task.toml",
+     "steps": [{"index": 1, "op_id": "s001", "tool": "input_text",
+                "args": {"field": "title", "text": "Buy milk"},
+                "verify": {"tool": "ui_dump", "args": {}, "path": "fields.title",
+                           "contains": "Buy milk"}}]}
+
+``verify`` says how the model checks a step's effect after a VERIFY hint: run
+the read-only ``tool`` with ``args``, take the value at the dotted ``path`` of
+its result, and the effect is present when that value contains ``contains``
+(a list holding it as an item, a string holding it as a substring) or, with
+``equals``, is equal to it. ``verify`` is null when no read-only tool reveals
+the effect: such a step is not redone after a VERIFY.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PLAN_FORMAT", "Plan", "PlanStep", "Verification", "load_plan", "plan_to_json"]
+
+PLAN_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    tool: str
+    args: Mapping[str, Any]
+    path: str
+    contains: Any = None
+    equals: Any = None
+
+    def holds(self, result: Any) -> bool:
+        """Whether a result of ``tool`` shows the effect."""
+        value = result
+        for part in self.path.split(".") if self.path else ():
+            if not isinstance(value, Mapping) or part not in value:
+                return False
+            value = value[part]
+        if self.equals is not None:
+            return bool(value == self.equals)
+        if isinstance(value, str) and isinstance(self.contains, str):
+            return self.contains in value
+        if isinstance(value, list):
+            return self.contains in value
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class PlanStep:
+    index: int
+    op_id: str
+    tool: str
+    args: Mapping[str, Any]
+    verify: Verification | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    scenario: str
+    seed: int
+    source: str
+    steps: tuple[PlanStep, ...]
+
+
+def _verification(data: Mapping[str, Any] | None) -> Verification | None:
+    if data is None:
+        return None
+    return Verification(
+        data["tool"], data.get("args", {}), data["path"], data.get("contains"), data.get("equals")
+    )
+
+
+def load_plan(path: Path | str) -> Plan:
+    """Read a compiled plan; the supervisor wrote it, so a bad one is a bug, not user input."""
+    data = json.loads(Path(path).read_text("utf-8"))
+    if data.get("format") != PLAN_FORMAT:
+        raise ValueError(f"{path}: plan format {data.get('format')!r}, expected {PLAN_FORMAT}")
+    steps = tuple(
+        PlanStep(s["index"], s["op_id"], s["tool"], s["args"], _verification(s.get("verify")))
+        for s in data["steps"]
+    )
+    return Plan(data["scenario"], data["seed"], data["source"], steps)
+
+
+def plan_to_json(plan: Plan) -> str:
+    def verify(v: Verification | None) -> dict[str, Any] | None:
+        if v is None:
+            return None
+        return {"tool": v.tool, "args": dict(v.args), "path": v.path,
+                "contains": v.contains, "equals": v.equals}
+
+    return json.dumps(
+        {
+            "format": PLAN_FORMAT,
+            "scenario": plan.scenario,
+            "seed": plan.seed,
+            "source": plan.source,
+            "steps": [
+                {"index": s.index, "op_id": s.op_id, "tool": s.tool, "args": dict(s.args),
+                 "verify": verify(s.verify)}
+                for s in plan.steps
+            ],
+        },
+        indent=1,
+        ensure_ascii=False,
+    )
