@@ -1,10 +1,138 @@
-"""The command line: ``python -m harness chaos | trial | replay``."""
+"""The command line: ``python -m harness chaos | trial | replay``.
+
+- ``chaos``: the default campaign against the real runtime (every failpoint
+  at every hit of every scenario, plus random-time kills), then the self-check
+  (every broken runtime must be caught by the invariant it breaks). Exit 0
+  only if every trial passes and every broken runtime is caught as expected.
+- ``trial``: one trial, given scenario, seed, runtime and schedule (the line a
+  failure prints), against a fresh golden run.
+- ``replay``: run again the trial recorded in a trial folder.
+
+Exit status: 0 all held, 1 an invariant failed or the self-check missed, 2
+bad input (nothing was run), 130/143 interrupted.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import signal
 import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from harness.chaos.campaign import CampaignConfig
+from harness.chaos.schedule import CrashSchedule
+from harness.runtime.errors import HarnessError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def main(argv: list[str] | None = None) -> int:
-    print("harness: the chaos harness is not built yet (issue 4); nothing was run.", file=sys.stderr)
-    return 2
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    chaos = sub.add_parser("chaos", help="run the default campaign and the self-check")
+    chaos.add_argument("--scenarios", default="scenarios", help="folder of scenario files")
+    chaos.add_argument("--seed", type=int, default=None, help="campaign seed (default: random)")
+    chaos.add_argument("--random", type=int, default=200, dest="random_trials",
+                       help="number of random-time trials")
+    chaos.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    chaos.add_argument("--runtime", default="real", help="runtime under test")
+    chaos.add_argument("--reports", default="reports", help="where run folders go")
+    chaos.add_argument("--no-self-check", action="store_true")
+    chaos.add_argument("--only", action="append", default=[],
+                       help="limit to scenarios with this name (repeatable)")
+
+    trial = sub.add_parser("trial", help="run one trial")
+    trial.add_argument("scenario")
+    trial.add_argument("--seed", type=int, required=True)
+    trial.add_argument("--runtime", default="real")
+    trial.add_argument("--schedule", default="[]", help="crash schedule as JSON")
+    trial.add_argument("--reports", default="reports")
+
+    replay = sub.add_parser("replay", help="run again the trial of a trial folder")
+    replay.add_argument("trial_dir")
+    replay.add_argument("--reports", default="reports")
+    return parser
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_signal)
+    from harness.chaos.supervisor import kill_all
+
+    try:
+        if args.command == "chaos":
+            from harness.report.console import run_chaos
+
+            return run_chaos(_chaos_config(args), self_check=not args.no_self_check)
+        if args.command == "trial":
+            return _trial(args.scenario, args.seed, args.runtime, args.schedule, args.reports)
+        return _replay(Path(args.trial_dir), args.reports)
+    except HarnessError as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        kill_all()
+
+
+def _run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+
+
+def _chaos_config(args: argparse.Namespace) -> CampaignConfig:
+    from harness.chaos.scenario import load_scenarios
+
+    scenarios = load_scenarios(Path(args.scenarios))  # refuses a bad one before anything runs
+    paths = tuple(
+        s.source for s in scenarios if not args.only or s.name in args.only
+    )
+    if not paths:
+        raise HarnessError(f"{args.scenarios}: no scenario matches {args.only or 'anything'}")
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1
+    run_dir = Path(args.reports) / _run_id()
+    run_dir.mkdir(parents=True)
+    return CampaignConfig(run_dir, paths, seed, args.random_trials, max(1, args.workers),
+                          args.runtime)
+
+
+def _trial(scenario: str, seed: int, runtime: str, schedule_json: str, reports: str) -> int:
+    from harness.chaos.scenario import load_scenario
+    from harness.chaos.supervisor import Supervisor
+    from harness.chaos.tables import write_table_variants
+    from harness.chaos.trial import TrialSpec, prepare_golden, run_trial
+    from harness.report.console import print_trial
+
+    load_scenario(scenario)
+    try:
+        schedule = CrashSchedule.from_json(schedule_json)
+    except ValueError as exc:
+        raise HarnessError(f"--schedule: {exc}") from None
+    run_dir = Path(reports) / f"{_run_id()}-trial"
+    supervisor = Supervisor()
+    spec = TrialSpec(scenario, seed, schedule, runtime, "replay", "custom")
+    golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor)
+    result = run_trial(spec, run_dir / "trial", golden.directory, supervisor,
+                       tables=write_table_variants(run_dir / "tables"))
+    print_trial(result)
+    return EXIT_FAILED if result.status == "fail" else EXIT_OK
+
+
+def _replay(trial_dir: Path, reports: str) -> int:
+    try:
+        spec = json.loads((trial_dir / "trial.json").read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{trial_dir}/trial.json: cannot read the trial: {exc}") from None
+    return _trial(spec["scenario"], spec["seed"], spec["runtime"],
+                  json.dumps(spec["schedule"]), reports)

@@ -40,7 +40,7 @@ class CallContext:
 
     def mid_effect(self) -> None:
         """A multi-step tool calls this between its steps: a crash point inside the effect."""
-        failpoint("op.mid_effect")
+        failpoint("op.mid_effect", self.op_id)
 
 
 ToolFunction = Callable[[str, Mapping[str, Any], CallContext], Any]
@@ -102,17 +102,17 @@ class Executor:
             intent = IntentRecord(
                 op_id, tool, snapshot, args, args_digest, attempt, self.incarnation, redo_of
             )
-            failpoint("op.before_intent")
+            failpoint("op.before_intent", op_id)
             self.write_intent(intent)
-            failpoint("op.after_intent")
+            failpoint("op.after_intent", op_id)
             finish = self.invoke(intent, execute)
             if finish.transient and snapshot.retry_safe and attempt < self.max_attempts:
                 self.write_finish(finish)
                 attempt += 1
                 continue
-            failpoint("op.after_effect")
+            failpoint("op.after_effect", op_id)
             self.write_finish(finish)
-            failpoint("op.after_finish")
+            failpoint("op.after_finish", op_id)
             return finish
 
     def invoke(self, intent: IntentRecord, execute: ToolFunction) -> FinishRecord:

@@ -6,17 +6,19 @@ variable ``HARNESS_FAILPOINTS``, it acts on its N-th hit in this process:
 
     spec    := entry ("," entry)*
     entry   := name ["@" N] "=" action ["(" arg ")"]
-    action  := kill | exit | raise | sleep | enospc
+    action  := kill | exit | raise | sleep | enospc | count
 
 ``op.after_effect@3=kill`` kills the process on the third hit of that point;
 without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
 ``sleep(250)`` sleeps 250 ms, ``enospc`` raises ``OSError(ENOSPC)`` where the
-point is (the journal's append site stands for a full disk).
+point is (the journal's append site stands for a full disk), ``count`` only
+counts hits (the supervisor learns from a crash-free run where the points are).
 
 ``kill`` hand-shakes with a supervisor when one is listening: the process
 writes ``reached <name> <hit>`` to the file descriptor named by
 ``HARNESS_FAILPOINT_CHANNEL`` and waits to be SIGKILLed from outside, so that
-the supervisor knows exactly where the victim stood. Alone, it SIGKILLs itself.
+the supervisor knows exactly where the victim stood (the line ends with the op
+id, when the point has one). Alone, it SIGKILLs itself.
 
 Contract: a malformed spec or an unknown failpoint name raises
 ``FailpointSpecError`` from ``arm_from_environ``, before anything runs.
@@ -43,6 +45,7 @@ __all__ = [
     "arm_from_environ",
     "disarm",
     "failpoint",
+    "hit_counts",
     "parse_failpoints",
 ]
 
@@ -62,7 +65,7 @@ FAILPOINTS: tuple[str, ...] = (
 )
 """Every failpoint compiled into the runtime, in protocol order."""
 
-ACTIONS = ("kill", "exit", "raise", "sleep", "enospc")
+ACTIONS = ("kill", "exit", "raise", "sleep", "enospc", "count")
 
 # How long a victim waits for the supervisor's SIGKILL before killing itself,
 # so that a dead supervisor never leaves it hanging.
@@ -128,21 +131,29 @@ class _Trigger:
         self.hits = 0
         self.specs: list[FailpointSpec] = []
 
-    def fire(self, name: str) -> None:
+    def fire(self, name: str, detail: str) -> None:
         self.hits += 1
         for spec in self.specs:
             if spec.hit is None or spec.hit == self.hits:
-                _act(spec, self.hits)
+                _act(spec, self.hits, detail)
 
 
 _armed: dict[str, _Trigger] = {}
 
 
-def failpoint(name: str) -> None:
-    """Mark a crash point; acts only when armed for this name."""
+def failpoint(name: str, detail: str = "") -> None:
+    """Mark a crash point; acts only when armed for this name.
+
+    ``detail`` (an op id) is passed on to a listening supervisor.
+    """
     trigger = _armed.get(name)
     if trigger is not None:
-        trigger.fire(name)
+        trigger.fire(name, detail)
+
+
+def hit_counts() -> dict[str, int]:
+    """How often each armed point was hit in this process (``count`` arms one to count)."""
+    return {name: trigger.hits for name, trigger in _armed.items()}
 
 
 def arm(specs: tuple[FailpointSpec, ...]) -> None:
@@ -165,9 +176,11 @@ def arm_from_environ(environ: Mapping[str, str] = os.environ) -> tuple[Failpoint
     return specs
 
 
-def _act(spec: FailpointSpec, hit: int) -> None:
+def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
+    if spec.action == "count":
+        return
     if spec.action == "kill":
-        _kill_here(spec.name, hit)
+        _kill_here(spec.name, hit, detail)
     elif spec.action == "exit":
         os._exit(70 if spec.arg is None else spec.arg)
     elif spec.action == "raise":
@@ -178,11 +191,12 @@ def _act(spec: FailpointSpec, hit: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
-def _kill_here(name: str, hit: int) -> None:
+def _kill_here(name: str, hit: int, detail: str) -> None:
     channel = os.environ.get(CHANNEL_ENV)
     if channel is not None:
         try:
-            os.write(int(channel), f"reached {name} {hit}\n".encode())
+            message = f"reached {name} {hit} {detail}".rstrip() + "\n"
+            os.write(int(channel), message.encode())
         except OSError:
             pass  # no supervisor is listening any more: die alone
         else:

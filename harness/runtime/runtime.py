@@ -123,10 +123,10 @@ class Runtime:
         for decision in decisions:
             if decision.decision is Decision.SKIP:
                 continue
-            failpoint("recovery.after_decision")
+            failpoint("recovery.after_decision", decision.op_id)
             op = self.ops[decision.op_id]
             if decision.decision is Decision.RETRY:
-                failpoint("recovery.before_retry")
+                failpoint("recovery.before_retry", decision.op_id)
                 retried.append(self.retry(op, execute))
             elif decision.decision is Decision.VERIFY and decision.hint is not None:
                 self._awaiting_verify[op.op_id] = VerifyHint(
@@ -149,7 +149,7 @@ class Runtime:
         hints = tuple(self._awaiting_verify.values())
         for hint in hints:
             self._write(HintRecord(hint.op_id, self.incarnation, hint.text))
-            failpoint("recovery.after_hint")
+            failpoint("recovery.after_hint", hint.op_id)
         return hints
 
     def resolve(self, op_id: str, resolution: str, *, redo_op: str | None = None) -> None:

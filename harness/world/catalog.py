@@ -46,9 +46,8 @@ class ToolSpec:
 def _tool(name: str, summary: str, *args: str, multi_step: bool = False) -> ToolSpec:
     specs = []
     for arg in args:
-        optional = arg.endswith("?")
-        arg_name, arg_type = arg.rstrip("?").split(":")
-        specs.append(ArgSpec(arg_name, arg_type, optional))
+        arg_name, arg_type = arg.split(":")
+        specs.append(ArgSpec(arg_name.rstrip("?"), arg_type, arg_name.endswith("?")))
     return ToolSpec(name, tuple(specs), summary, multi_step)
 
 

@@ -1,0 +1,87 @@
+"""``python -m harness.agent TRIAL_DIR``: one incarnation of the simulated agent.
+
+Reads ``plan.json`` from the trial directory, opens the runtime on
+``journal`` (recovering from it first) and the world on ``world.db``, and runs
+the plan with the scripted model. Imports stay light (stdlib and the project's
+runtime, world and agent only): its start-up time is the harness's speed.
+
+Options come from the environment, set by the supervisor:
+``HARNESS_RUNTIME`` (a name from ``harness.agent.broken.RUNTIMES``, default
+``real``), ``HARNESS_TOOL_TABLE`` (a tool table file replacing the default),
+``HARNESS_FAILPOINTS`` and ``HARNESS_FAILPOINT_CHANNEL`` (see
+``harness.runtime.failpoints``), and ``HARNESS_FAILPOINT_COUNTS``, a file to
+which a finished run writes how often each armed point was hit. On the channel
+the agent first says ``ready`` once its imports are done.
+
+Exit status: 0 the plan is done; 2 refused before any tool ran (corrupt or
+locked journal, bad failpoint spec, unknown runtime); 3 an append could not be
+made durable (disk full): the op was not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from harness.agent.broken import RUNTIMES
+from harness.agent.model import ScriptedModel
+from harness.agent.plan import load_plan
+from harness.runtime import HarnessError, JournalWriteError, ToolTable
+from harness.runtime.failpoints import CHANNEL_ENV, hit_counts
+from harness.world.store import WorldStore
+from harness.world.tools import make_tool_function
+
+COUNTS_ENV = "HARNESS_FAILPOINT_COUNTS"
+EXIT_DONE = 0
+EXIT_REFUSED = 2
+EXIT_WRITE_FAILED = 3
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m harness.agent TRIAL_DIR", file=sys.stderr)
+        return EXIT_REFUSED
+    trial = Path(argv[0])
+    _tell_supervisor("ready")  # imports are done: random-time kills count from here
+    name = os.environ.get("HARNESS_RUNTIME", "real")
+    try:
+        runtime_class = RUNTIMES[name]
+    except KeyError:
+        print(f"harness.agent: unknown runtime {name!r} (known: {', '.join(RUNTIMES)})",
+              file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        table_path = os.environ.get("HARNESS_TOOL_TABLE")
+        table = ToolTable.load(table_path) if table_path else ToolTable.default()
+        plan = load_plan(trial / "plan.json")
+        runtime = runtime_class.open(trial / "journal", table=table)
+    except HarnessError as exc:
+        print(f"harness.agent: refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        with WorldStore.open(trial / "world.db", journal_path=trial / "journal") as world:
+            ScriptedModel(runtime, plan, make_tool_function(world)).run()
+    except JournalWriteError as exc:
+        print(f"harness.agent: stopped: {exc}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
+    finally:
+        runtime.close()
+    counts_path = os.environ.get(COUNTS_ENV)
+    if counts_path:
+        Path(counts_path).write_text(json.dumps(hit_counts(), sort_keys=True))
+    return EXIT_DONE
+
+
+def _tell_supervisor(message: str) -> None:
+    channel = os.environ.get(CHANNEL_ENV)
+    if channel is not None and channel.isdigit():
+        try:
+            os.write(int(channel), f"{message}\n".encode())
+        except OSError:
+            pass  # nobody listens: running by hand
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

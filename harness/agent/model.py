@@ -1,0 +1,67 @@
+"""The scripted model: follows a plan and reacts to VERIFY hints like a careful agent.
+
+On every start it recovers first, then handles each hint the runtime hands it:
+
+- the step has a verification: run the read-only check as its own op
+  (``<op>.check``), and redo the step as a new op linked to the old one
+  (``<op>.redo``) only when the effect is absent;
+- the step has none: record the op as unverifiable and do not redo it.
+
+Then it issues the plan's steps in order; the runtime answers every op its
+journal knows without running it again. All choices are a function of the
+journal and the world, so a model killed half-way decides the same next time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from harness.agent.plan import Plan, PlanStep
+from harness.runtime import Runtime, ToolFunction, VerifyHint
+
+__all__ = ["ScriptedModel"]
+
+CHECK_SUFFIX = ".check"
+REDO_SUFFIX = ".redo"
+
+
+class ScriptedModel:
+    def __init__(self, runtime: Runtime, plan: Plan, execute: ToolFunction) -> None:
+        self.runtime = runtime
+        self.plan = plan
+        self.execute = execute
+        self._steps: Mapping[str, PlanStep] = {s.op_id: s for s in plan.steps}
+
+    def run(self) -> None:
+        report = self.runtime.recover(
+            self.execute, not_started={s.op_id: s.tool for s in self.plan.steps}
+        )
+        for hint in report.hints:
+            self.verify(hint)
+        for step in self.plan.steps:
+            self.runtime.call(step.op_id, step.tool, step.args, self.execute)
+
+    def step_of(self, op_id: str) -> PlanStep | None:
+        return self._steps.get(op_id.split(".", 1)[0])
+
+    def verify(self, hint: VerifyHint) -> None:
+        """Check a possibly-run op's real effect; redo it only if the effect is absent."""
+        step = self.step_of(hint.op_id)
+        if hint.op_id.endswith(CHECK_SUFFIX) or step is None:
+            self.runtime.resolve(hint.op_id, "not a step: nothing to redo")
+            return
+        if step.verify is None:
+            self.runtime.resolve(hint.op_id, "unverifiable: no read-only tool reveals it")
+            return
+        check = self.runtime.call(
+            hint.op_id + CHECK_SUFFIX, step.verify.tool, step.verify.args, self.execute
+        )
+        if not check.ok:
+            self.runtime.resolve(hint.op_id, f"unverifiable: check {check.status}")
+            return
+        if step.verify.holds(check.result):
+            self.runtime.resolve(hint.op_id, "effect present: not redone")
+            return
+        redo_op = hint.op_id + REDO_SUFFIX
+        self.runtime.call(redo_op, step.tool, step.args, self.execute, redo_of=hint.op_id)
+        self.runtime.resolve(hint.op_id, "effect absent: redone", redo_op=redo_op)

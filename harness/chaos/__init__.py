@@ -1,0 +1,1 @@
+"""Chaos: scenarios, crash schedules, the supervisor, trials and campaigns."""

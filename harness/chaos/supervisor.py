@@ -1,0 +1,204 @@
+"""The supervisor: the only code that starts, kills and reaps agent processes.
+
+For each life of a trial it starts ``python -I -m harness.agent TRIAL_DIR`` in
+its own process group with a pipe for failpoint hand-shakes, arms the life's
+failpoints, and then waits for one of: the agent exits; the agent reports
+``reached <failpoint>`` (the supervisor SIGKILLs its group from outside); the
+random-time delay expires (SIGKILL); the trial's time runs out (SIGKILL, and
+the trial stops). Killed lives are restarted until the plan is done or the
+restart budget is spent.
+
+What it saw goes to ``events.jsonl`` in the trial directory, one JSON object a
+line: ``spawn``, ``ready``, ``kill``, ``exit``.
+
+Contract: every process it starts is reaped before ``run`` returns, whatever
+happens, and ``kill_all`` reaps any still alive (for Ctrl-C and SIGTERM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from harness.chaos.schedule import CrashSchedule, Life
+from harness.runtime.failpoints import CHANNEL_ENV, FAILPOINTS_ENV
+
+__all__ = ["LifeResult", "Supervisor", "kill_all"]
+
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def kill_all() -> None:
+    """SIGKILL and reap every agent process group still alive (interrupt path)."""
+    for pid, proc in list(_LIVE.items()):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        _LIVE.pop(pid, None)
+
+
+@dataclass(frozen=True, slots=True)
+class LifeResult:
+    """One incarnation as the supervisor saw it."""
+
+    life: int
+    pid: int
+    returncode: int
+    killed: str | None  # "failpoint", "timed", "timeout" or None
+    reached: str | None  # "op.after_intent 3 s002" for a failpoint kill
+    ready_ms: float | None  # from spawn to "ready"
+    duration_ms: float
+    stderr: str
+
+    @property
+    def done(self) -> bool:
+        return self.killed is None and self.returncode == 0
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        python: str = sys.executable,
+        restart_budget: int = 8,
+        timeout_s: float = 60.0,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.python = python
+        self.restart_budget = restart_budget
+        self.timeout_s = timeout_s
+        self.extra_env = dict(extra_env or {})
+
+    def run(
+        self,
+        trial_dir: Path,
+        schedule: CrashSchedule,
+        *,
+        runtime: str = "real",
+        tables: Mapping[str, Path] | None = None,
+        counts_file: Path | None = None,
+    ) -> list[LifeResult]:
+        """Run lives until the plan is done, the budget is spent or time runs out."""
+        deadline = time.monotonic() + self.timeout_s
+        results: list[LifeResult] = []
+        with open(trial_dir / "events.jsonl", "a", encoding="utf-8") as events:
+            for life_no in range(1, self.restart_budget + 1):
+                life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
+                env = self._env(life, runtime, tables or {}, counts_file)
+                result = self._run_life(trial_dir, life_no, life, env, deadline, events)
+                results.append(result)
+                if result.killed in (None, "timeout"):
+                    break
+        return results
+
+    def _env(
+        self, life: Life, runtime: str, tables: Mapping[str, Path], counts_file: Path | None
+    ) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+        env.update(self.extra_env)
+        env["HARNESS_RUNTIME"] = runtime
+        env[FAILPOINTS_ENV] = life.failpoints
+        if life.table is not None:
+            env["HARNESS_TOOL_TABLE"] = str(tables[life.table])
+        if counts_file is not None:
+            env["HARNESS_FAILPOINT_COUNTS"] = str(counts_file)
+        return env
+
+    def _run_life(
+        self,
+        trial_dir: Path,
+        life_no: int,
+        life: Life,
+        env: dict[str, str],
+        deadline: float,
+        events: IO[str],
+    ) -> LifeResult:
+        read_fd, write_fd = os.pipe()
+        env[CHANNEL_ENV] = str(write_fd)
+        stderr_path = trial_dir / f"agent-{life_no}.stderr"
+        started = time.monotonic()
+        with open(stderr_path, "wb") as stderr:
+            try:
+                proc = subprocess.Popen(
+                    [self.python, "-I", "-m", "harness.agent", str(trial_dir)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                    env=env, pass_fds=(write_fd,), start_new_session=True,
+                )
+            finally:
+                os.close(write_fd)
+        _LIVE[proc.pid] = proc
+        _event(events, "spawn", life=life_no, pid=proc.pid, faults=life.describe())
+        killed: str | None = None
+        reached: str | None = None
+        ready_ms: float | None = None
+        try:
+            kill_at: float | None = None
+            buffer = b""
+            while killed is None:
+                now = time.monotonic()
+                wake = deadline if kill_at is None else min(deadline, kill_at)
+                readable, _, _ = select.select([read_fd], [], [], max(0.0, wake - now))
+                if not readable:
+                    killed = "timed" if kill_at is not None and kill_at <= deadline else "timeout"
+                    break
+                chunk = os.read(read_fd, 4096)
+                if not chunk:
+                    break  # the agent exited and closed its end
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    message = line.decode(errors="replace")
+                    if message == "ready":
+                        ready_ms = (time.monotonic() - started) * 1000
+                        _event(events, "ready", life=life_no, ms=round(ready_ms, 3))
+                        if life.kill_after_ms is not None:
+                            kill_at = time.monotonic() + life.kill_after_ms / 1000
+                    elif message.startswith("reached "):
+                        killed, reached = "failpoint", message.removeprefix("reached ")
+                        break
+            if killed is not None:
+                _sigkill(proc)
+                _event(events, "kill", life=life_no, pid=proc.pid, how=killed, at=reached,
+                       after_ready_ms=life.kill_after_ms if killed == "timed" else None)
+            returncode = proc.wait()
+        finally:
+            if proc.poll() is None:
+                _sigkill(proc)
+                proc.wait()
+            _LIVE.pop(proc.pid, None)
+            os.close(read_fd)
+        duration_ms = (time.monotonic() - started) * 1000
+        stderr_text = stderr_path.read_text("utf-8", errors="replace")[-2000:]
+        if not stderr_text:
+            stderr_path.unlink()
+        _event(events, "exit", life=life_no, pid=proc.pid, returncode=returncode,
+               ms=round(duration_ms, 3))
+        return LifeResult(life_no, proc.pid, returncode, killed, reached, ready_ms,
+                          duration_ms, stderr_text)
+
+
+def _sigkill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _event(events: IO[str], kind: str, **fields: Any) -> None:
+    events.write(json.dumps({"event": kind, "t_ns": time.time_ns(), **fields}) + "\n")
+    events.flush()
+
+
+def life_results_to_json(results: list[LifeResult]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in results]

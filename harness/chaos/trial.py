@@ -1,0 +1,168 @@
+"""A trial: one scenario, one seed, one crash schedule, audited against its golden run.
+
+The golden run is the same plan (same scenario, same seed, so the same Faker
+arguments) run once without faults; it gives the world the trial must end in
+and, with every failpoint armed to ``count``, where the crash points are.
+
+A trial's folder holds everything needed to read or replay it: ``plan.json``,
+``journal``, ``world.db``, ``events.jsonl`` (what the supervisor saw),
+``lives.json``, ``verdicts.json`` and ``trial.json`` (the spec and the one
+command that replays it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.supervisor import LifeResult, Supervisor
+from harness.check.evidence import TrialEvidence
+from harness.check.invariants import Verdict, check_trial
+from harness.check.windows import kill_windows
+from harness.runtime.failpoints import FAILPOINTS
+
+__all__ = ["Golden", "TrialResult", "TrialSpec", "prepare_golden", "run_trial"]
+
+_COUNT_ALL = ",".join(f"{name}=count" for name in FAILPOINTS if name != "journal.append")
+
+
+@dataclass(frozen=True, slots=True)
+class TrialSpec:
+    scenario: str
+    """Path of the scenario file."""
+    seed: int
+    schedule: CrashSchedule
+    runtime: str = "real"
+    label: str = ""
+    kind: str = "custom"
+
+    @property
+    def scenario_name(self) -> str:
+        return Path(self.scenario).stem
+
+    @property
+    def trial_id(self) -> str:
+        label = re.sub(r"[^A-Za-z0-9_.@+-]+", "_", self.label or "trial")
+        prefix = "" if self.runtime == "real" else f"{self.runtime}--"
+        return f"{prefix}{self.scenario_name}-{self.seed}-{label}"
+
+    def replay_command(self) -> str:
+        """The one command that runs this exact trial again."""
+        return " ".join([
+            "python -m harness trial", shlex.quote(self.scenario),
+            f"--seed {self.seed}", f"--runtime {self.runtime}",
+            f"--schedule {shlex.quote(self.schedule.to_json())}",
+        ])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "seed": self.seed, "runtime": self.runtime,
+                "label": self.label, "kind": self.kind,
+                "schedule": json.loads(self.schedule.to_json()),
+                "replay": self.replay_command()}
+
+
+@dataclass(frozen=True, slots=True)
+class Golden:
+    """A crash-free run of one (scenario, seed)."""
+
+    directory: Path
+    hits: dict[str, int]
+    working_ms: float
+    """From the agent's "ready" to its exit: the span random-time kills are drawn from."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrialResult:
+    spec: TrialSpec
+    directory: Path
+    verdicts: tuple[Verdict, ...]
+    lives: int
+    kills: int
+    windows: tuple[str, ...]
+    reached: tuple[str, ...]
+    duration_ms: float
+
+    @property
+    def status(self) -> str:
+        statuses = {v.status for v in self.verdicts}
+        return "fail" if "fail" in statuses else "unknown" if "unknown" in statuses else "pass"
+
+    @property
+    def failed_invariants(self) -> tuple[str, ...]:
+        return tuple(v.invariant for v in self.verdicts if v.status == "fail")
+
+
+def write_plan_for(scenario: str, seed: int, directory: Path) -> None:
+    from harness.chaos.scenario import compile_plan, load_scenario, write_plan
+
+    plan = compile_plan(load_scenario(scenario), seed=seed, source=scenario)
+    write_plan(plan, directory / "plan.json")
+
+
+def prepare_golden(
+    scenario: str, seed: int, directory: Path, supervisor: Supervisor
+) -> Golden:
+    """Run (or reuse) the crash-free run of a scenario and seed."""
+    info = directory / "golden.json"
+    if info.exists():
+        data = json.loads(info.read_text("utf-8"))
+        return Golden(directory, data["hits"], data["working_ms"])
+    directory.mkdir(parents=True, exist_ok=True)
+    write_plan_for(scenario, seed, directory)
+    counts = directory / "failpoint-hits.json"
+    lives = supervisor.run(directory, CrashSchedule((Life(_COUNT_ALL),)), counts_file=counts)
+    _write_lives(directory, lives)
+    last = lives[-1]
+    if not last.done:
+        raise RuntimeError(
+            f"golden run of {scenario} (seed {seed}) did not finish: exit {last.returncode}, "
+            f"{last.killed or ''} {last.stderr.strip()[-500:]}"
+        )
+    hits = json.loads(counts.read_text("utf-8"))
+    working_ms = last.duration_ms - (last.ready_ms or 0.0)
+    info.write_text(json.dumps({"hits": hits, "working_ms": working_ms}), "utf-8")
+    return Golden(directory, hits, working_ms)
+
+
+def run_trial(
+    spec: TrialSpec,
+    directory: Path,
+    golden: Path,
+    supervisor: Supervisor,
+    *,
+    tables: dict[str, Path] | None = None,
+) -> TrialResult:
+    """Run one trial in ``directory`` (made afresh) and check it against ``golden``."""
+    started = time.monotonic()
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    shutil.copyfile(golden / "plan.json", directory / "plan.json")
+    (directory / "trial.json").write_text(json.dumps(spec.to_json(), indent=1), "utf-8")
+    lives = supervisor.run(directory, spec.schedule, runtime=spec.runtime, tables=tables)
+    _write_lives(directory, lives)
+    verdicts = check_trial(directory, golden, restart_budget=supervisor.restart_budget)
+    (directory / "verdicts.json").write_text(
+        json.dumps([v.to_json() for v in verdicts], indent=1), "utf-8")
+    try:
+        windows = tuple(kill_windows(TrialEvidence(directory, golden)))
+    except Exception:  # a window is a description, never a reason to crash the campaign
+        windows = ()
+    return TrialResult(
+        spec, directory, verdicts, len(lives),
+        sum(1 for life in lives if life.killed in ("failpoint", "timed")), windows,
+        tuple(life.reached for life in lives if life.reached),
+        (time.monotonic() - started) * 1000,
+    )
+
+
+def _write_lives(directory: Path, lives: list[LifeResult]) -> None:
+    (directory / "lives.json").write_text(
+        json.dumps([asdict(life) for life in lives], indent=1), "utf-8")

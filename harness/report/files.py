@@ -1,0 +1,121 @@
+"""The run folder's files: ``summary.json``, ``junit.xml`` and ``index.html``.
+
+Writers read results and verdicts; they never decide. Each trial's own folder
+(journal, world.db, events, verdicts) was written by the trial itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from harness.chaos.campaign import CampaignConfig
+from harness.chaos.trial import TrialResult
+
+__all__ = ["SelfCheckRow", "write_run_reports"]
+
+
+@dataclass(frozen=True, slots=True)
+class SelfCheckRow:
+    """One broken runtime in the self-check, and whether it was caught as expected."""
+
+    name: str
+    mistake: str
+    needs_fault: str
+    expected: tuple[str, ...]
+    trials: int
+    caught: TrialResult | None
+
+    @property
+    def as_expected(self) -> bool:
+        # A mistake that only a later fault can expose must escape SIGKILL alone;
+        # if it did not, the harness sees something it should not be able to see.
+        return (self.caught is not None) == (self.needs_fault == "sigkill")
+
+    @property
+    def outcome(self) -> str:
+        if self.caught is not None:
+            return f"caught by {', '.join(self.caught.failed_invariants)}"
+        if self.needs_fault != "sigkill":
+            return f"escapes SIGKILL as expected; needs the {self.needs_fault} fault"
+        return "NOT CAUGHT"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runtime": self.name, "mistake": self.mistake, "needs_fault": self.needs_fault,
+            "expected": list(self.expected), "trials": self.trials, "outcome": self.outcome,
+            "as_expected": self.as_expected,
+            "caught_in": None if self.caught is None else self.caught.spec.trial_id,
+            "replay": None if self.caught is None else self.caught.spec.replay_command(),
+        }
+
+
+def _summary(
+    config: CampaignConfig, results: list[TrialResult], checks: list[SelfCheckRow]
+) -> dict[str, Any]:
+    invariants: dict[str, Counter[str]] = {}
+    for result in results:
+        for verdict in result.verdicts:
+            invariants.setdefault(verdict.invariant, Counter())[verdict.status] += 1
+    failures = [r for r in results if r.status == "fail"]
+    return {
+        "seed": config.seed,
+        "runtime": config.runtime,
+        "scenarios": list(config.scenarios),
+        "trials": len(results),
+        "kinds": dict(Counter(r.spec.kind for r in results)),
+        "failed": len(failures),
+        "unknown": sum(r.status == "unknown" for r in results),
+        "kills": sum(r.kills for r in results),
+        "invariants": {k: dict(v) for k, v in sorted(invariants.items())},
+        "windows": dict(Counter(w for r in results for w in r.windows)),
+        "failures": [
+            {"trial": r.spec.trial_id, "invariants": list(r.failed_invariants),
+             "seed": r.spec.seed, "replay": r.spec.replay_command()}
+            for r in failures
+        ],
+        "self_check": [c.to_json() for c in checks],
+        "passed": not failures and all(c.as_expected for c in checks),
+    }
+
+
+def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.ElementTree[ET.Element]:
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", name="chaos campaign", tests=str(len(results)),
+                          failures=str(sum(r.status == "fail" for r in results)))
+    for result in sorted(results, key=lambda r: r.spec.trial_id):
+        case = ET.SubElement(suite, "testcase", classname=result.spec.scenario_name,
+                             name=result.spec.trial_id, time=f"{result.duration_ms / 1000:.3f}")
+        for verdict in result.verdicts:
+            if verdict.status == "fail":
+                failure = ET.SubElement(case, "failure",
+                                        message=f"{verdict.invariant} {verdict.title}")
+                failure.text = "\n".join(verdict.evidence) + (
+                    f"\nreplay: {result.spec.replay_command()}")
+    checks_suite = ET.SubElement(suites, "testsuite", name="self-check", tests=str(len(checks)),
+                                 failures=str(sum(not c.as_expected for c in checks)))
+    for check in checks:
+        case = ET.SubElement(checks_suite, "testcase", classname="self-check", name=check.name)
+        if not check.as_expected:
+            ET.SubElement(case, "failure", message=check.outcome).text = check.mistake
+    return ET.ElementTree(suites)
+
+
+def write_run_reports(
+    config: CampaignConfig, results: list[TrialResult], checks: list[SelfCheckRow]
+) -> None:
+    from harness.report.html import write_index_html
+
+    run_dir = config.run_dir
+    (run_dir / "summary.json").write_text(
+        json.dumps(_summary(config, results, checks), indent=1), "utf-8")
+    _junit(results, checks).write(run_dir / "junit.xml", encoding="utf-8", xml_declaration=True)
+    write_index_html(run_dir, results, checks)
+
+
+def trial_link(run_dir: Path, result: TrialResult) -> str:
+    return str(result.directory.relative_to(run_dir))
