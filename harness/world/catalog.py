@@ -18,9 +18,7 @@ from types import MappingProxyType
 
 __all__ = ["ARG_TYPES", "CATALOG", "ArgSpec", "ToolSpec"]
 
-ARG_TYPES = MappingProxyType(
-    {"str": str, "int": int, "bool": bool, "list": list, "object": dict}
-)
+ARG_TYPES = MappingProxyType({"str": str, "int": int, "bool": bool, "list": list, "object": dict})
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,18 +59,32 @@ _TOOLS = (
     _tool("browser_snapshot", "current url, history, clicks, submitted forms"),
     # IDEMPOTENT_WRITE
     _tool("write_file", "overwrite a whole file", "path:str", "content:str"),
-    _tool("app_install", "download then install; installing twice changes nothing",
-          "package:str", multi_step=True),
+    _tool(
+        "app_install",
+        "download then install; installing twice changes nothing",
+        "package:str",
+        multi_step=True,
+    ),
     _tool("create_directory", "mkdir -p, one component per step", "path:str", multi_step=True),
     _tool("browser_navigate", "go to a url", "url:str"),
-    _tool("github_write_file", "write a blob, then commit it to a path",
-          "repo:str", "path:str", "content:str", multi_step=True),
+    _tool(
+        "github_write_file",
+        "write a blob, then commit it to a path",
+        "repo:str",
+        "path:str",
+        "content:str",
+        multi_step=True,
+    ),
     # NON_IDEMPOTENT
     _tool("app_uninstall", "remove an installed app; fails if absent", "package:str"),
     _tool("ui_tap", "tap an element; a tap with a form submits it", "element:str", "form?:str"),
     _tool("input_text", "type text into a field (appends)", "field:str", "text:str"),
-    _tool("browser_click", "click a selector; a click with a form submits it",
-          "selector:str", "form?:str"),
+    _tool(
+        "browser_click",
+        "click a selector; a click with a form submits it",
+        "selector:str",
+        "form?:str",
+    ),
     _tool("terminal_send", "send a line to the terminal", "text:str"),
     _tool("alarm", "set a new alarm", "time:str", "label:str"),
     # UNKNOWN

@@ -1,0 +1,723 @@
+"""Scenarios: a task for the simulated agent, as a TOML file, validated and compiled.
+
+A scenario is data: a ``name`` (identifier-like), a ``description`` and 1 to
+``MAX_STEPS`` steps. Each step calls one tool of ``harness.world.catalog.CATALOG``
+with its arguments and, where a read-only tool can reveal the step's effect,
+says how to check it after a VERIFY hint::
+
+    name = "phone_task"
+    description = "Install a to-do app and add an item"
+
+    [[steps]]
+    tool = "input_text"
+    args = { field = "title", text = { faker = "sentence", nb_words = 4 } }
+    [steps.verify]
+    tool = "ui_dump"          # read-only; args = {} when left out
+    path = "fields.title"     # dotted path into the tool's result
+    contains = "{text}"       # or equals = ...; exactly one of the two
+
+- An argument is a literal JSON value or a Faker recipe ``{ faker = "<provider>",
+  ...kwargs }`` drawn from the harmless providers of ``FAKER_PROVIDERS``.
+- Strings in ``verify.args``, ``verify.contains`` and ``verify.equals`` are
+  ``str.format`` templates over the step's resolved arguments (``{text}``);
+  write ``{{`` and ``}}`` for literal braces.
+- A step without ``verify`` is one whose effect no read-only tool reveals: after
+  a VERIFY hint the model does not redo it.
+
+Contract:
+- ``load_scenario`` returns a fully validated ``Scenario`` or raises
+  ``ScenarioError`` naming the file, the step (from 1) and the dotted field;
+  nothing runs on a refused file.
+- ``compile_plan`` is a pure function of (scenario, seed, source): Faker values
+  are drawn in step order from one ``Faker("en_US")`` seeded with ``seed``, and
+  clock-dependent providers are pinned, so a seed replays the same plan on any
+  machine and any day.
+- pydantic and Faker are imported here only: the agent process reads the
+  compiled plan (``harness.agent.plan``) with ``json`` alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+import inspect
+import json
+import math
+import os
+import re
+import string
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Self
+
+from faker import Faker
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from harness.agent.plan import Plan, PlanStep, Verification, plan_to_json
+from harness.errors import ScenarioError
+from harness.runtime.classes import IdempotencyClass, ToolTable
+from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
+
+__all__ = [
+    "FAKER_PROVIDERS",
+    "MAX_SCENARIO_BYTES",
+    "MAX_STEPS",
+    "FakerRecipe",
+    "Scenario",
+    "ScenarioStep",
+    "VerifySpec",
+    "compile_plan",
+    "load_scenario",
+    "load_scenarios",
+    "parse_scenario",
+    "write_plan",
+]
+
+MAX_STEPS = 200
+"""More steps than this is a mistake (a generated file), not a task."""
+
+MAX_SCENARIO_BYTES = 1 << 20
+"""A scenario file larger than this is refused before it is parsed."""
+
+FAKER_PROVIDERS: Mapping[str, str] = MappingProxyType(
+    {
+        "sentence": "str",
+        "word": "str",
+        "words": "list",
+        "name": "str",
+        "first_name": "str",
+        "last_name": "str",
+        "email": "str",
+        "url": "str",
+        "uri_path": "str",
+        "file_path": "str",
+        "file_name": "str",
+        "uuid4": "str",
+        "date": "str",
+        "time": "str",
+        "company": "str",
+        "catch_phrase": "str",
+        "job": "str",
+        "city": "str",
+        "phone_number": "str",
+        "pyint": "int",
+        "pybool": "bool",
+        "text": "str",
+        "paragraph": "str",
+        "slug": "str",
+        "user_name": "str",
+        "domain_name": "str",
+        "hex_color": "str",
+        "color_name": "str",
+    }
+)
+"""The Faker providers a recipe may name, with the catalog type each produces.
+
+Only providers that make harmless strings or numbers from the seeded random
+source; anything that reads the environment or the real clock stays out.
+"""
+
+# `date` and `time` draw up to "now" by default, so the same seed would give a
+# different plan tomorrow; pin the end of their range (UTC-aware: no local TZ).
+_CLOCK_PIN = datetime(2030, 1, 1, tzinfo=UTC)
+_PINNED_KWARGS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "date": MappingProxyType({"end_datetime": _CLOCK_PIN}),
+        "time": MappingProxyType({"end_datetime": _CLOCK_PIN}),
+    }
+)
+
+_FAKER_LOCALE = "en_US"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_TABLE = ToolTable.default()
+_VERIFY_TOOLS = tuple(
+    name
+    for name in CATALOG
+    if _TABLE.classify(name).idempotency is IdempotencyClass.READ_ONLY
+    and not _TABLE.classify(name).ask_user
+)
+
+# The result shape of each read-only tool (mirrors harness/world/read_tools.py):
+# a verify path must start at one of these keys, and only a table can be
+# walked into. Catching "submitted" vs "submissions" here beats a check that
+# silently never holds in the middle of a trial.
+_RESULT_KEYS: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        "read_file": {"path": "str", "exists": "bool", "content": "str"},
+        "list_files": {"path": "str", "entries": "list"},
+        "web_search": {"query": "str", "results": "list"},
+        "ui_dump": {"fields": "object", "taps": "list", "submissions": "list"},
+        "logcat": {"tag": "str", "lines": "list"},
+        "browser_snapshot": {
+            "url": "str",
+            "history": "list",
+            "clicks": "list",
+            "submitted": "list",
+        },
+    }
+)
+
+_TOML_NAMES = MappingProxyType(
+    {
+        "str": "a string",
+        "int": "an integer",
+        "bool": "a boolean",
+        "list": "an array",
+        "object": "a table",
+    }
+)
+
+# A stand-in value of each type, to try a template's format specs at load time.
+_SAMPLES: Mapping[str, Any] = MappingProxyType(
+    {"str": "sample", "int": 0, "bool": False, "list": [], "object": {}}
+)
+
+_KEYS_TOP = ("name", "description", "steps")
+_KEYS_STEP = ("tool", "args", "verify")
+_KEYS_VERIFY = ("tool", "args", "path", "contains", "equals")
+
+
+@dataclass(frozen=True, slots=True)
+class FakerRecipe:
+    """An argument drawn from Faker at compile time: ``{ faker = "<provider>", ...kwargs }``."""
+
+    provider: str
+    kwargs: Mapping[str, Any]
+
+    @property
+    def produces(self) -> str:
+        """The catalog type of the value (``str`` for most providers)."""
+        return FAKER_PROVIDERS[self.provider]
+
+    def draw(self, fake: Faker) -> Any:
+        """The next value of ``fake``'s seeded stream for this recipe."""
+        pinned = _PINNED_KWARGS.get(self.provider, {})
+        return getattr(fake, self.provider)(**self.kwargs, **pinned)
+
+
+def _problem(field: str | None, message: str, *, step: int | None = None) -> PydanticCustomError:
+    """A validation error that carries its own sub-field (and step), for ``ScenarioError``."""
+    context: dict[str, Any] = {"problem": message, "field": field or ""}
+    if step is not None:
+        context["step"] = step
+    return PydanticCustomError("scenario", "{problem}", context)
+
+
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
+
+
+class VerifySpec(BaseModel):
+    """How the model checks a step's effect: a read-only call and what its result must hold."""
+
+    model_config = _CONFIG
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    path: str
+    contains: Any = None
+    equals: Any = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        spec = CATALOG.get(self.tool)
+        if spec is None or self.tool not in _VERIFY_TOOLS:
+            if spec is None:
+                what = f"unknown tool {self.tool!r}{_did_you_mean(self.tool, _VERIFY_TOOLS)}"
+            else:
+                tool_class = _TABLE.classify(self.tool)
+                kind = "an ask-user tool" if tool_class.ask_user else tool_class.idempotency.value
+                what = f"{self.tool} is {kind}, not a read-only tool"
+            allowed = ", ".join(_VERIFY_TOOLS)
+            raise _problem("tool", f"{what}; a check must not change the world: use {allowed}")
+        if "fail_attempts" in self.args:
+            raise _problem("args.fail_attempts", "a check cannot be made to fail; remove it")
+        _check_args(spec, self.args, where="args", recipes=False)
+        self._check_path()
+        if (self.contains is None) == (self.equals is None):
+            given = "both 'contains' and" if self.contains is not None else "neither 'contains' nor"
+            raise _problem(None, f"has {given} 'equals'; give exactly one")
+        key = "contains" if self.contains is not None else "equals"
+        found = _json_problem(getattr(self, key), key)
+        if found is not None:
+            raise _problem(*found)
+        return self
+
+    def _check_path(self) -> None:
+        parts = self.path.split(".")
+        if not all(parts):
+            raise _problem("path", f"{self.path!r} is not a dotted path like 'fields.title'")
+        shape = _RESULT_KEYS.get(self.tool)
+        if shape is None:
+            return
+        head = parts[0]
+        if head not in shape:
+            hint = _did_you_mean(head, tuple(shape))
+            keys = ", ".join(shape)
+            raise _problem("path", f"{self.tool} results have no {head!r}{hint}; keys: {keys}")
+        kind = shape[head]
+        if len(parts) > 1 and kind != "object":
+            raise _problem("path", f"{self.tool}'s {head!r} is {_TOML_NAMES[kind]}, not a table")
+        if len(parts) == 1 and self.contains is not None and kind not in ("list", "str"):
+            raise _problem(
+                "contains", f"{self.tool}'s {head!r} is {_TOML_NAMES[kind]}; use 'equals'"
+            )
+
+    def compile(self, args: Mapping[str, Any]) -> Verification:
+        """The check for one compiled step, templates filled from its resolved ``args``."""
+        return Verification(
+            self.tool,
+            _render(self.args, args),
+            self.path,
+            _render(self.contains, args),
+            _render(self.equals, args),
+        )
+
+
+class ScenarioStep(BaseModel):
+    """One tool call of a scenario, valid against the catalog, with its optional check."""
+
+    model_config = _CONFIG
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    verify: VerifySpec | None = None
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _read_recipes(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {name: _recipe_or_literal(name, item) for name, item in value.items()}
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        spec = CATALOG.get(self.tool)
+        if spec is None:
+            raise _problem("tool", f"unknown tool {self.tool!r}{_did_you_mean(self.tool, CATALOG)}")
+        _check_args(spec, self.args, where="args", recipes=True)
+        if self.verify is not None:
+            tool_class = _TABLE.classify(self.tool)
+            if tool_class.ask_user or tool_class.idempotency is IdempotencyClass.READ_ONLY:
+                raise _problem(
+                    "verify", f"{self.tool} changes nothing: there is no effect to check"
+                )
+            self._check_templates(self.verify)
+        return self
+
+    def _check_templates(self, verify: VerifySpec) -> None:
+        samples = {
+            name: _SAMPLES[value.produces] if isinstance(value, FakerRecipe) else value
+            for name, value in self.args.items()
+        }
+        for where, template in _templates(
+            {"args": verify.args, "contains": verify.contains, "equals": verify.equals}
+        ):
+            problem = _template_problem(template, samples)
+            if problem is not None:
+                raise _problem(f"verify.{where}", problem)
+
+    def _literal_check(self) -> str | None:
+        """The compiled check as text when it depends on no Faker value, else None."""
+        if self.verify is None:
+            return None
+        drawn = {n for n, v in self.args.items() if isinstance(v, FakerRecipe)}
+        used = {
+            name
+            for _, template in _templates(
+                {"a": self.verify.args, "c": self.verify.contains, "e": self.verify.equals}
+            )
+            for name in _template_names(template)
+        }
+        if drawn & used:
+            return None
+        verification = self.verify.compile(self.args)
+        v = verification
+        return json.dumps([v.tool, v.args, v.path, v.contains, v.equals], sort_keys=True)
+
+
+class Scenario(BaseModel):
+    """A validated scenario: a name, a description and its steps, in order."""
+
+    model_config = _CONFIG
+
+    name: str
+    description: str = Field(min_length=1)
+    steps: list[ScenarioStep]
+
+    _source: str = PrivateAttr(default="<memory>")
+
+    @property
+    def source(self) -> str:
+        """The file this scenario was read from (``<memory>`` when built in code)."""
+        return self._source
+
+    @field_validator("name")
+    @classmethod
+    def _identifier_like(cls, value: str) -> str:
+        if not _NAME.match(value):
+            rule = "letters, digits and _, not starting with a digit"
+            raise _problem(None, f"{value!r} is not identifier-like ({rule})")
+        return value
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _step_count(cls, value: Any) -> Any:
+        # Before item validation: a 10,000-step file is refused for its size,
+        # not after validating every step of it.
+        if isinstance(value, list):
+            if not value:
+                raise _problem(None, "a scenario needs at least one step")
+            if len(value) > MAX_STEPS:
+                raise _problem(None, f"{len(value)} steps; a scenario has at most {MAX_STEPS}")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_checks(self) -> Self:
+        # A step whose crash leads to VERIFY must be checkable on its own: if
+        # an earlier step leaves the very same evidence, the model would take
+        # that for this step's effect and wrongly skip the redo.
+        seen: dict[str, int] = {}
+        for index, step in enumerate(self.steps, start=1):
+            if _TABLE.classify(step.tool).retry_safe:
+                continue
+            check = step._literal_check()
+            if check is None:
+                continue
+            if check in seen:
+                problem = (
+                    f"checks exactly what step {seen[check]} checks, so it cannot tell "
+                    "their effects apart; use a value unique to this step"
+                )
+                raise _problem("verify", problem, step=index)
+            seen[check] = index
+        return self
+
+
+def parse_scenario(text: str, *, source: str) -> Scenario:
+    """Validate a scenario from TOML text; ``source`` names it in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(source, None, None, f"not valid TOML: {exc}") from None
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise _scenario_error(source, exc) from None
+    scenario._source = source
+    return scenario
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    """Read and validate one scenario file; refuse it whole with a ``ScenarioError``."""
+    try:
+        with Path(path).open("rb") as file:
+            raw = file.read(MAX_SCENARIO_BYTES + 1)
+    except OSError as exc:
+        raise ScenarioError(path, None, None, f"cannot read: {exc.strerror}") from None
+    if len(raw) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(path, None, None, f"larger than {MAX_SCENARIO_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(path, None, None, f"not UTF-8 text: {exc}") from None
+    return parse_scenario(text, source=str(path))
+
+
+def load_scenarios(directory: Path | str) -> list[Scenario]:
+    """Every ``*.toml`` scenario of a directory, sorted by name; names must be unique."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise ScenarioError(root, None, None, "not a directory of scenarios")
+    by_name: dict[str, Scenario] = {}
+    for path in sorted(root.glob("*.toml")):
+        scenario = load_scenario(path)
+        other = by_name.get(scenario.name)
+        if other is not None:
+            raise ScenarioError(
+                path, None, "name", f"{scenario.name!r} is also the name of {other.source}"
+            )
+        by_name[scenario.name] = scenario
+    return [by_name[name] for name in sorted(by_name)]
+
+
+def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
+    """The plan the agent runs: Faker drawn from ``seed``, templates filled, op ids s001...
+
+    Same scenario and seed, identical plan. Within a step, recipes are drawn in
+    argument-name order, so reordering keys in the file changes nothing.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    fake = Faker(_FAKER_LOCALE)
+    fake.seed_instance(seed)
+    steps = []
+    for index, step in enumerate(scenario.steps, start=1):
+        drawn = {
+            name: step.args[name].draw(fake)
+            for name in sorted(step.args)
+            if isinstance(step.args[name], FakerRecipe)
+        }
+        args = {
+            name: drawn[name] if name in drawn else copy.deepcopy(value)
+            for name, value in step.args.items()
+        }
+        verify = None if step.verify is None else step.verify.compile(args)
+        steps.append(PlanStep(index, f"s{index:03d}", step.tool, args, verify))
+    return Plan(scenario.name, seed, source, tuple(steps))
+
+
+def write_plan(plan: Plan, path: Path | str) -> None:
+    """Write the plan file whole or not at all (temporary file, fsync, rename)."""
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.tmp")
+    with temporary.open("w", encoding="utf-8") as file:
+        file.write(plan_to_json(plan) + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, target)
+
+
+# --- argument checks -------------------------------------------------------
+
+
+def _recipe_or_literal(name: str, value: Any) -> Any:
+    if not (isinstance(value, dict) and "faker" in value):
+        return value
+    provider = value["faker"]
+    if not isinstance(provider, str):
+        raise _problem(f"{name}.faker", f"must name a provider, got {_describe(provider)}")
+    return FakerRecipe(provider, {k: v for k, v in value.items() if k != "faker"})
+
+
+def _check_args(spec: ToolSpec, args: Mapping[str, Any], *, where: str, recipes: bool) -> None:
+    for name in args:
+        if name not in spec.arg_names:
+            accepted = ", ".join(sorted(spec.arg_names))
+            hint = _did_you_mean(name, spec.arg_names)
+            problem = f"{spec.name} has no argument {name!r}{hint}; it accepts {accepted}"
+            raise _problem(f"{where}.{name}", problem)
+    for arg in spec.args:
+        if not arg.optional and arg.name not in args:
+            raise _problem(f"{where}.{arg.name}", f"required argument of {spec.name} is missing")
+    types = {arg.name: arg.type for arg in spec.args} | {"fail_attempts": "int"}
+    for name, value in args.items():
+        field = f"{where}.{name}"
+        expected = types[name]
+        if isinstance(value, FakerRecipe):
+            if not recipes or name == "fail_attempts":
+                raise _problem(field, "must be a literal value, not a Faker recipe")
+            _check_recipe(value, field)
+            if value.produces != expected:
+                produces = _TOML_NAMES[value.produces]
+                problem = f"expected {_TOML_NAMES[expected]}, but Faker {value.provider!r} "
+                raise _problem(field, f"{problem}produces {produces}")
+            continue
+        if not _has_type(value, expected):
+            raise _problem(field, f"expected {_TOML_NAMES[expected]}, got {_describe(value)}")
+        found = _json_problem(value, field)
+        if found is not None:
+            raise _problem(*found)
+        if name == "fail_attempts" and value < 0:
+            raise _problem(field, f"must be 0 or more, got {value}")
+
+
+def _has_type(value: Any, expected: str) -> bool:
+    if isinstance(value, bool):
+        return expected == "bool"
+    return isinstance(value, ARG_TYPES[expected])
+
+
+def _check_recipe(recipe: FakerRecipe, field: str) -> None:
+    provider = recipe.provider
+    if provider not in FAKER_PROVIDERS:
+        hint = _did_you_mean(provider, FAKER_PROVIDERS)
+        allowed = ", ".join(sorted(FAKER_PROVIDERS))
+        problem = f"Faker provider {provider!r} is not allowed{hint}; allowed: {allowed}"
+        raise _problem(f"{field}.faker", problem)
+    fake = _probe_faker()
+    parameters = inspect.signature(getattr(fake, provider)).parameters
+    pinned = _PINNED_KWARGS.get(provider, {})
+    for key in recipe.kwargs:
+        if key in pinned:
+            why = "so that a seed replays the same plan on any day"
+            raise _problem(f"{field}.{key}", f"is pinned for {provider!r} {why}; remove it")
+        if key not in parameters:
+            accepted = ", ".join(p for p in parameters if p not in pinned) or "no keywords"
+            hint = _did_you_mean(key, tuple(parameters))
+            problem = f"Faker {provider!r} has no keyword {key!r}{hint}; it accepts {accepted}"
+            raise _problem(f"{field}.{key}", problem)
+    # Draw once now, so that a bad keyword value fails at load, not mid-campaign.
+    fake.seed_instance(0)
+    try:
+        sample = recipe.draw(fake)
+    except Exception as exc:  # Faker's own errors are of any type
+        raise _problem(field, f"Faker {provider!r} fails: {type(exc).__name__}: {exc}") from None
+    if not _has_type(sample, recipe.produces) or _json_problem(sample, field) is not None:
+        wanted = _TOML_NAMES[recipe.produces]
+        problem = f"Faker {provider!r} with these keywords produced {_describe(sample)}"
+        raise _problem(field, f"{problem}, not {wanted}")
+
+
+@functools.cache
+def _probe_faker() -> Faker:
+    return Faker(_FAKER_LOCALE)
+
+
+def _json_problem(value: Any, field: str) -> tuple[str, str] | None:
+    """Where and why ``value`` is not a plain JSON value (TOML has dates and nan)."""
+    if isinstance(value, str | bool | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (field, f"{value} is not a JSON number")
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _json_problem(item, f"{field}.{index}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _json_problem(item, f"{field}.{key}")
+            if found is not None:
+                return found
+        return None
+    return (field, f"{_describe(value)} is not a JSON value; quote it to make a string")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int | float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, FakerRecipe):
+        return f"a Faker recipe ({value.provider!r})"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a Faker recipe (allowed in step args only)" if "faker" in value else "a table"
+    if isinstance(value, datetime | date | time):
+        return f"a TOML date/time ({value.isoformat()})"
+    return f"a {type(value).__name__}"
+
+
+def _did_you_mean(word: str, choices: Mapping[str, Any] | tuple[str, ...] | frozenset[str]) -> str:
+    close = difflib.get_close_matches(word, sorted(choices), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)"
+
+
+# --- templates -------------------------------------------------------------
+
+
+def _templates(value: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """Every string inside ``value``, with its dotted place."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _templates(item, f"{where}.{index}" if where else str(index))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _templates(item, f"{where}.{key}" if where else str(key))
+
+
+def _template_names(template: str) -> list[str]:
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError:
+        return []
+
+
+def _template_problem(template: str, samples: Mapping[str, Any]) -> str | None:
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        return f"bad template {template!r}: {exc} (write {{{{ and }}}} for literal braces)"
+    available = ", ".join(samples) or "none"
+    for _, name, _, _ in parsed:
+        if name is None:
+            continue
+        if not name.isidentifier():
+            return f"template {template!r}: {{{name}}} must be a plain argument name"
+        if name not in samples:
+            return (
+                f"template {template!r} uses {{{name}}}, which is not an argument of this "
+                f"step{_did_you_mean(name, tuple(samples))}; arguments: {available}"
+            )
+    try:
+        template.format(**samples)
+    except (KeyError, ValueError, IndexError, TypeError, AttributeError) as exc:
+        return f"template {template!r} cannot be filled: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _render(value: Any, args: Mapping[str, Any]) -> Any:
+    if isinstance(value, str):
+        return value.format(**args)
+    if isinstance(value, list):
+        return [_render(item, args) for item in value]
+    if isinstance(value, dict):
+        return {key: _render(item, args) for key, item in value.items()}
+    return value
+
+
+# --- errors ----------------------------------------------------------------
+
+
+def _scenario_error(source: str, exc: ValidationError) -> ScenarioError:
+    """The first of pydantic's errors, as file, 1-based step and dotted field."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    location = list(first["loc"])
+    step: int | None = None
+    if len(location) >= 2 and location[0] == "steps" and isinstance(location[1], int):
+        step = location[1] + 1
+        location = location[2:]
+    context = first.get("ctx") or {}
+    if first["type"] == "scenario":
+        if context.get("field"):
+            location.append(context["field"])
+        step = context.get("step", step)
+        problem = str(context["problem"])
+    else:
+        problem = _pydantic_problem(first, step, location)
+    if len(errors) > 1:
+        more = len(errors) - 1
+        problem += f" (and {more} more problem{'s' if more > 1 else ''} after this one)"
+    field = ".".join(str(part) for part in location) or None
+    return ScenarioError(source, step, field, problem)
+
+
+def _pydantic_problem(error: ErrorDetails, step: int | None, location: list[Any]) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return "required, but missing"
+    if kind == "extra_forbidden":
+        allowed: tuple[str, ...]
+        if step is None:
+            allowed = _KEYS_TOP
+        elif location[:1] == ["verify"]:
+            allowed = _KEYS_VERIFY
+        else:
+            allowed = _KEYS_STEP
+        key = str(location[-1])
+        return f"unknown key{_did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}"
+    return f"{error['msg']}, got {_describe(error['input'])}"

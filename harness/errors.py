@@ -1,0 +1,98 @@
+"""Every error this project raises on purpose: one root, each leaf naming cause and remedy.
+
+The runtime's leaves live in ``harness.runtime.errors`` (the runtime is usable
+on its own and imports nothing else of the project); they are re-exported here,
+and the harness adds its own leaves under the same root. Catch ``HarnessError``
+to handle any of them.
+
+    HarnessError
+    ├── ToolTableError            a tool table file is malformed
+    ├── DecisionKeyError          no cell of the decision matrix for a key
+    ├── FailpointSpecError        a failpoint spec cannot be parsed
+    ├── FailpointTriggered        an armed failpoint with action ``raise`` fired
+    ├── JournalError
+    │   ├── JournalCorruptError   a record before the tail fails its checks
+    │   ├── JournalLockedError    another process holds the journal
+    │   └── JournalWriteError     an append could not be made durable (e.g. ENOSPC)
+    ├── ToolError                 a tool call failed (raised by tools)
+    │   └── TransientToolError    a failure worth retrying, if the class allows
+    ├── ScenarioError             a scenario file is unreadable or invalid   (harness)
+    ├── SupervisorError           the supervisor cannot drive the agent      (harness)
+    └── TrialError                a trial cannot be set up or completed      (harness)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.runtime.errors import (
+    DecisionKeyError,
+    FailpointSpecError,
+    FailpointTriggered,
+    HarnessError,
+    JournalCorruptError,
+    JournalError,
+    JournalLockedError,
+    JournalWriteError,
+    ToolError,
+    ToolTableError,
+    TransientToolError,
+)
+
+__all__ = [
+    "DecisionKeyError",
+    "FailpointSpecError",
+    "FailpointTriggered",
+    "HarnessError",
+    "JournalCorruptError",
+    "JournalError",
+    "JournalLockedError",
+    "JournalWriteError",
+    "ScenarioError",
+    "SupervisorError",
+    "ToolError",
+    "ToolTableError",
+    "TransientToolError",
+    "TrialError",
+]
+
+
+class ScenarioError(HarnessError):
+    """A scenario file cannot be read, is not valid TOML, or breaks the tool catalog.
+
+    Cause: the file is missing, malformed, or a step names an unknown tool, a
+    missing or unknown argument, a wrong type, or a verify check that is not
+    read-only. Raised before anything runs. Remedy: fix the named step and
+    field of the named file (steps count from 1).
+    """
+
+    def __init__(self, path: Path | str, step: int | None, field: str | None, problem: str) -> None:
+        self.path = str(path)
+        self.step = step
+        self.field = field
+        self.problem = problem
+        where = []
+        if step is not None:
+            where.append(f"step {step}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        location = f"{self.path}: {', '.join(where)}" if where else self.path
+        super().__init__(f"{location}: {problem}")
+
+
+class SupervisorError(HarnessError):
+    """The supervisor cannot start, signal or hear from the agent process.
+
+    Cause: the agent would not start (bad interpreter, import error), died in a
+    way no fault explains, or broke the control protocol. Remedy: read the
+    agent's stderr saved in the trial directory; the message names the trial.
+    """
+
+
+class TrialError(HarnessError):
+    """A trial cannot be set up or did not complete within its budget.
+
+    Cause: its directory cannot be created, its golden run failed, or the agent
+    exhausted its restart budget. Remedy: see the message and the trial
+    directory; replay it with the seed and schedule printed with the failure.
+    """

@@ -1,0 +1,299 @@
+"""The world store: the simulated world and its effect ledger, in one SQLite file.
+
+The world is the ground truth outside the agent. Simulated tools change it only
+through ``WorldStore.execution`` and ``WorldStore.transaction``; each is one
+``BEGIN IMMEDIATE ... COMMIT`` over a WAL database with ``synchronous=FULL``, so
+a SIGKILL lands either before or after a whole step, never inside one.
+
+Contract:
+
+- Every real execution of a tool inserts exactly one ``ledger`` row, in the
+  same transaction as the effect of its first step. A tool that fails at the
+  gate (bad arguments, a simulated transient error) never reaches the world and
+  leaves no row.
+- ``journal_pos`` is the agent journal's size seen inside that transaction: an
+  intent record ending at or before it was written before the effect.
+- Every state row carries the ``op_id`` that last wrote it.
+- The readers (``read_ledger``, ``effect_rows``, ``world_digest``) open the file
+  read-only and never change it, so a checker may run them on any trial folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from harness.runtime.executor import CallContext
+
+__all__ = [
+    "EFFECT_TABLES",
+    "EffectRow",
+    "EffectTable",
+    "LedgerEntry",
+    "WorldStore",
+    "effect_rows",
+    "read_ledger",
+    "step_of",
+    "world_digest",
+]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class EffectTable:
+    """One table of world state.
+
+    ``content`` are the columns that say what the state is; ids and the
+    writing ``op_id`` are left out of it, so that two worlds can be compared
+    as multisets whichever ops wrote them.
+    """
+
+    name: str
+    columns: str
+    content: tuple[str, ...]
+    constraints: str = ""
+
+    @property
+    def ddl(self) -> str:
+        extra = f", {self.constraints}" if self.constraints else ""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.name} ({self.columns}, op_id TEXT NOT NULL{extra})"
+        )
+
+
+_ID = "id INTEGER PRIMARY KEY"
+
+# Idempotent tools must leave the same state when retried after a crash between
+# their steps, or a correct runtime could never match its golden run: hence a
+# download is one row per package and a blob one row per content hash.
+EFFECT_TABLES: tuple[EffectTable, ...] = (
+    EffectTable("files", "path TEXT PRIMARY KEY, content TEXT NOT NULL", ("path", "content")),
+    EffectTable("directories", "path TEXT PRIMARY KEY", ("path",)),
+    EffectTable("downloads", "package TEXT PRIMARY KEY", ("package",)),
+    EffectTable("installed_apps", "package TEXT PRIMARY KEY", ("package",)),
+    EffectTable("log", f"{_ID}, tag TEXT NOT NULL, line TEXT NOT NULL", ("tag", "line")),
+    EffectTable("ui_fields", "field TEXT PRIMARY KEY, text TEXT NOT NULL", ("field", "text")),
+    EffectTable("ui_taps", f"{_ID}, element TEXT NOT NULL", ("element",)),
+    EffectTable(
+        "submissions",
+        f"{_ID}, channel TEXT NOT NULL CHECK (channel IN ('ui', 'browser')), form TEXT NOT NULL",
+        ("channel", "form"),
+    ),
+    EffectTable("browser", "id INTEGER PRIMARY KEY CHECK (id = 1), url TEXT NOT NULL", ("url",)),
+    EffectTable("browser_history", f"{_ID}, url TEXT NOT NULL", ("url",)),
+    EffectTable("browser_clicks", f"{_ID}, selector TEXT NOT NULL", ("selector",)),
+    EffectTable("terminal_input", f"{_ID}, text TEXT NOT NULL", ("text",)),
+    EffectTable("alarms", f"{_ID}, time TEXT NOT NULL, label TEXT NOT NULL", ("time", "label")),
+    EffectTable(
+        "repo_blobs",
+        "repo TEXT NOT NULL, sha TEXT NOT NULL, content TEXT NOT NULL",
+        ("repo", "sha", "content"),
+        "PRIMARY KEY (repo, sha)",
+    ),
+    EffectTable(
+        "repo_files",
+        "repo TEXT NOT NULL, path TEXT NOT NULL, content TEXT NOT NULL",
+        ("repo", "path", "content"),
+        "PRIMARY KEY (repo, path)",
+    ),
+    EffectTable(
+        "calls",
+        f"{_ID}, kind TEXT NOT NULL CHECK (kind IN "
+        "('shell', 'http', 'mcp', 'terminal_exec', 'code')), payload TEXT NOT NULL",
+        ("kind", "payload"),
+    ),
+    # Asking a person again under the same op id changes nothing in the world
+    # (the seed retries the ask-user family), so a question is recorded once per op.
+    EffectTable(
+        "questions",
+        f"{_ID}, tool TEXT NOT NULL, question TEXT NOT NULL",
+        ("tool", "question"),
+        "UNIQUE (op_id)",
+    ),
+)
+"""Every table of world state, in a fixed order (the order of ``effect_rows``)."""
+
+_LEDGER_DDL = (
+    "CREATE TABLE IF NOT EXISTS ledger ("
+    "seq INTEGER PRIMARY KEY AUTOINCREMENT, op_id TEXT NOT NULL, tool TEXT NOT NULL, "
+    "attempt INT NOT NULL, incarnation INT NOT NULL, pid INT NOT NULL, time_ns INT NOT NULL, "
+    "journal_pos INT, step TEXT NOT NULL)"
+)
+
+
+def step_of(op_id: str) -> str:
+    """The scenario step an op belongs to: ``s003.redo`` -> ``s003``."""
+    return op_id.split(".", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One real execution of a tool, as the world recorded it."""
+
+    seq: int
+    op_id: str
+    tool: str
+    attempt: int
+    incarnation: int
+    pid: int
+    time_ns: int
+    journal_pos: int | None
+    step: str
+
+
+@dataclass(frozen=True, slots=True)
+class EffectRow:
+    """One row of world state: its table, the op that wrote it, its content."""
+
+    table: str
+    op_id: str
+    values: tuple[str, ...]
+
+
+class WorldStore:
+    """The writer's handle on a world database; one per agent process."""
+
+    def __init__(
+        self, connection: sqlite3.Connection, path: Path, journal_path: Path | None
+    ) -> None:
+        self._db = connection
+        self.path = path
+        self.journal_path = journal_path
+
+    @classmethod
+    def open(cls, db_path: Path, *, journal_path: Path | None = None) -> WorldStore:
+        """Open or create the world at ``db_path``; creating the schema is idempotent."""
+        db = sqlite3.connect(db_path, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            # FULL makes each commit durable on its own, not only at checkpoints.
+            db.execute("PRAGMA synchronous=FULL")
+            store = cls(db, Path(db_path), journal_path)
+            with store.transaction() as tx:
+                tx.execute(_LEDGER_DDL)
+                for table in EFFECT_TABLES:
+                    tx.execute(table.ddl)
+                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except BaseException:
+            db.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> WorldStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic step: committed when the block ends, rolled back if it raises."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    @contextmanager
+    def execution(self, ctx: CallContext) -> Iterator[sqlite3.Connection]:
+        """The first (or only) step of a tool's execution, ledgered in the same transaction."""
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT INTO ledger (op_id, tool, attempt, incarnation, pid, time_ns, "
+                "journal_pos, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    ctx.op_id,
+                    ctx.tool,
+                    ctx.attempt,
+                    ctx.incarnation,
+                    os.getpid(),
+                    time.time_ns(),
+                    self._journal_pos(),
+                    step_of(ctx.op_id),
+                ),
+            )
+            yield tx
+
+    def _journal_pos(self) -> int | None:
+        # Taken while holding the write lock, after the runtime's intent append
+        # returned: the intent is inside this prefix or it was never written.
+        if self.journal_path is None:
+            return None
+        try:
+            return os.stat(self.journal_path).st_size
+        except FileNotFoundError:
+            return None
+
+
+@contextmanager
+def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
+    path = Path(db_path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no world database")
+    db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None)
+    try:
+        # One read transaction: every table is seen at the same commit.
+        db.execute("BEGIN")
+        yield db
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def read_ledger(db_path: Path) -> list[LedgerEntry]:
+    """Every ledgered execution, in the order they committed."""
+    with _read_only(db_path) as db:
+        rows = db.execute(
+            "SELECT seq, op_id, tool, attempt, incarnation, pid, time_ns, journal_pos, step "
+            "FROM ledger ORDER BY seq"
+        ).fetchall()
+    return [LedgerEntry(*row) for row in rows]
+
+
+def effect_rows(db_path: Path) -> list[EffectRow]:
+    """Every row of world state, ordered by table (``EFFECT_TABLES``), content, then op id."""
+    rows: list[EffectRow] = []
+    with _read_only(db_path) as db:
+        for table in EFFECT_TABLES:
+            found = [
+                EffectRow(table.name, op_id, tuple(values))
+                for op_id, *values in db.execute(
+                    f"SELECT op_id, {', '.join(table.content)} FROM {table.name}"
+                )
+            ]
+            rows.extend(sorted(found, key=lambda row: (row.values, row.op_id)))
+    return rows
+
+
+def world_digest(db_path: Path, exclude_steps: Collection[str] = frozenset()) -> str:
+    """A digest of the multiset of state rows, leaving out rows written by ``exclude_steps``.
+
+    Which op wrote a row does not count: two worlds built by the same calls
+    under different op ids have the same digest.
+    """
+    kept = sorted(
+        (row.table, row.values)
+        for row in effect_rows(db_path)
+        if step_of(row.op_id) not in exclude_steps
+    )
+    canonical = json.dumps(kept, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
