@@ -38,14 +38,16 @@ def _parser() -> argparse.ArgumentParser:
     chaos = sub.add_parser("chaos", help="run the default campaign and the self-check")
     chaos.add_argument("--scenarios", default="scenarios", help="folder of scenario files")
     chaos.add_argument("--seed", type=int, default=None, help="campaign seed (default: random)")
-    chaos.add_argument("--random", type=int, default=200, dest="random_trials",
-                       help="number of random-time trials")
+    chaos.add_argument(
+        "--random", type=int, default=200, dest="random_trials", help="number of random-time trials"
+    )
     chaos.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     chaos.add_argument("--runtime", default="real", help="runtime under test")
     chaos.add_argument("--reports", default="reports", help="where run folders go")
     chaos.add_argument("--no-self-check", action="store_true")
-    chaos.add_argument("--only", action="append", default=[],
-                       help="limit to scenarios with this name (repeatable)")
+    chaos.add_argument(
+        "--only", action="append", default=[], help="limit to scenarios with this name (repeatable)"
+    )
 
     trial = sub.add_parser("trial", help="run one trial")
     trial.add_argument("scenario")
@@ -95,16 +97,15 @@ def _chaos_config(args: argparse.Namespace) -> CampaignConfig:
     from harness.chaos.scenario import load_scenarios
 
     scenarios = load_scenarios(Path(args.scenarios))  # refuses a bad one before anything runs
-    paths = tuple(
-        s.source for s in scenarios if not args.only or s.name in args.only
-    )
+    paths = tuple(s.source for s in scenarios if not args.only or s.name in args.only)
     if not paths:
         raise HarnessError(f"{args.scenarios}: no scenario matches {args.only or 'anything'}")
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1
     run_dir = Path(args.reports) / _run_id()
     run_dir.mkdir(parents=True)
-    return CampaignConfig(run_dir, paths, seed, args.random_trials, max(1, args.workers),
-                          args.runtime)
+    return CampaignConfig(
+        run_dir, paths, seed, args.random_trials, max(1, args.workers), args.runtime
+    )
 
 
 def _trial(scenario: str, seed: int, runtime: str, schedule_json: str, reports: str) -> int:
@@ -123,8 +124,13 @@ def _trial(scenario: str, seed: int, runtime: str, schedule_json: str, reports: 
     supervisor = Supervisor()
     spec = TrialSpec(scenario, seed, schedule, runtime, "replay", "custom")
     golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor)
-    result = run_trial(spec, run_dir / "trial", golden.directory, supervisor,
-                       tables=write_table_variants(run_dir / "tables"))
+    result = run_trial(
+        spec,
+        run_dir / "trial",
+        golden.directory,
+        supervisor,
+        tables=write_table_variants(run_dir / "tables"),
+    )
     print_trial(result)
     return EXIT_FAILED if result.status == "fail" else EXIT_OK
 
@@ -134,5 +140,6 @@ def _replay(trial_dir: Path, reports: str) -> int:
         spec = json.loads((trial_dir / "trial.json").read_text("utf-8"))
     except (OSError, ValueError) as exc:
         raise HarnessError(f"{trial_dir}/trial.json: cannot read the trial: {exc}") from None
-    return _trial(spec["scenario"], spec["seed"], spec["runtime"],
-                  json.dumps(spec["schedule"]), reports)
+    return _trial(
+        spec["scenario"], spec["seed"], spec["runtime"], json.dumps(spec["schedule"]), reports
+    )

@@ -20,6 +20,7 @@ made durable (disk full): the op was not run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -49,8 +50,10 @@ def main(argv: list[str]) -> int:
     try:
         runtime_class = RUNTIMES[name]
     except KeyError:
-        print(f"harness.agent: unknown runtime {name!r} (known: {', '.join(RUNTIMES)})",
-              file=sys.stderr)
+        print(
+            f"harness.agent: unknown runtime {name!r} (known: {', '.join(RUNTIMES)})",
+            file=sys.stderr,
+        )
         return EXIT_REFUSED
     try:
         table_path = os.environ.get("HARNESS_TOOL_TABLE")
@@ -77,10 +80,8 @@ def main(argv: list[str]) -> int:
 def _tell_supervisor(message: str) -> None:
     channel = os.environ.get(CHANNEL_ENV)
     if channel is not None and channel.isdigit():
-        try:
+        with contextlib.suppress(OSError):  # nobody listens: running by hand
             os.write(int(channel), f"{message}\n".encode())
-        except OSError:
-            pass  # nobody listens: running by hand
 
 
 if __name__ == "__main__":

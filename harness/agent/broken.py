@@ -37,9 +37,7 @@ class BrokenRuntime(Runtime):
     mistake: ClassVar[str] = ""
 
 
-def _rewrite(
-    plan: list[RecoveryDecision], state: OpState, to: Decision
-) -> list[RecoveryDecision]:
+def _rewrite(plan: list[RecoveryDecision], state: OpState, to: Decision) -> list[RecoveryDecision]:
     return [replace(d, decision=to) if d.state is state else d for d in plan]
 
 
@@ -57,8 +55,7 @@ class RetryNonIdempotent(BrokenRuntime):
 
     def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
         return [
-            replace(d, decision=Decision.RETRY, hint=None)
-            if d.decision is Decision.VERIFY else d
+            replace(d, decision=Decision.RETRY, hint=None) if d.decision is Decision.VERIFY else d
             for d in super().plan(not_started)
         ]
 
@@ -77,9 +74,11 @@ class DecideFromCurrentTable(BrokenRuntime):
 
     def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
         return [
-            decide_for_operation(d.op_id, d.tool, d.state, self.table.classify(d.tool),
-                                 self.ops[d.op_id].args)
-            if d.op_id in self.ops else d
+            decide_for_operation(
+                d.op_id, d.tool, d.state, self.table.classify(d.tool), self.ops[d.op_id].args
+            )
+            if d.op_id in self.ops
+            else d
             for d in super().plan(not_started)
         ]
 
@@ -98,8 +97,11 @@ class RunningAsNotStarted(BrokenRuntime):
     caught_by = ("I2",)
 
     def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
-        running = {op_id for op_id, op in self.ops.items() if op.state is OpState.RUNNING
-                   and not op.resolved}
+        running = {
+            op_id
+            for op_id, op in self.ops.items()
+            if op.state is OpState.RUNNING and not op.resolved
+        }
         for op_id in running:
             del self.ops[op_id]
         return super().plan(not_started)
@@ -137,7 +139,9 @@ class EffectBeforeIntent(BrokenRuntime):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.executor = _EffectFirstExecutor(
-            self.journal, self.incarnation, on_record=self._note,
+            self.journal,
+            self.incarnation,
+            on_record=self._note,
             max_attempts=self.executor.max_attempts,
         )
 
@@ -156,7 +160,9 @@ class NoIntentFsync(BrokenRuntime):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.executor = _LazyIntentExecutor(
-            self.journal, self.incarnation, on_record=self._note,
+            self.journal,
+            self.incarnation,
+            on_record=self._note,
             max_attempts=self.executor.max_attempts,
         )
 

@@ -95,8 +95,13 @@ def plan_to_json(plan: Plan) -> str:
     def verify(v: Verification | None) -> dict[str, Any] | None:
         if v is None:
             return None
-        return {"tool": v.tool, "args": dict(v.args), "path": v.path,
-                "contains": v.contains, "equals": v.equals}
+        return {
+            "tool": v.tool,
+            "args": dict(v.args),
+            "path": v.path,
+            "contains": v.contains,
+            "equals": v.equals,
+        }
 
     return json.dumps(
         {
@@ -105,8 +110,13 @@ def plan_to_json(plan: Plan) -> str:
             "seed": plan.seed,
             "source": plan.source,
             "steps": [
-                {"index": s.index, "op_id": s.op_id, "tool": s.tool, "args": dict(s.args),
-                 "verify": verify(s.verify)}
+                {
+                    "index": s.index,
+                    "op_id": s.op_id,
+                    "tool": s.tool,
+                    "args": dict(s.args),
+                    "verify": verify(s.verify),
+                }
                 for s in plan.steps
             ],
         },

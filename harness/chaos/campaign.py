@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 import random
 import signal
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import multiprocess
 
@@ -76,7 +78,8 @@ def random_picks(config: CampaignConfig) -> list[tuple[str, int, random.Random]]
 
 
 def random_specs(
-    picks: Iterable[tuple[str, int, random.Random]], goldens: dict[tuple[str, int], Golden],
+    picks: Iterable[tuple[str, int, random.Random]],
+    goldens: dict[tuple[str, int], Golden],
     runtime: str = "real",
 ) -> list[TrialSpec]:
     specs = []
@@ -128,6 +131,7 @@ class Pool:
         self._pool = multiprocess.Pool(
             workers, initializer=_init_worker, initargs=(restart_budget, timeout_s)
         )
+        self.window = 2 * workers
 
     def goldens(
         self, run_dir: Path, wanted: Iterable[tuple[str, int]]
@@ -136,15 +140,42 @@ class Pool:
         return {(s, seed): g for s, seed, g in self._pool.imap_unordered(_golden_task, tasks)}
 
     def trials(
-        self, run_dir: Path, specs: list[TrialSpec], goldens: dict[tuple[str, int], Golden],
+        self,
+        run_dir: Path,
+        specs: list[TrialSpec],
+        goldens: dict[tuple[str, int], Golden],
+        stop: Callable[[TrialResult], bool] | None = None,
     ) -> Iterator[TrialResult]:
+        """Results in spec order; after ``stop`` says so, no new trial starts.
+
+        A small window of trials is in flight at a time, so stopping early
+        needs no terminate: the window drains and the pool closes cleanly.
+        """
         tables = write_table_variants(run_dir / "tables")
-        tasks = [
-            (spec, run_dir / "trials" / spec.trial_id,
-             goldens[spec.scenario, spec.seed].directory, tables)
-            for spec in specs
-        ]
-        yield from self._pool.imap_unordered(_trial_task, tasks, chunksize=1)
+        tasks = iter(
+            [
+                (
+                    spec,
+                    run_dir / "trials" / spec.trial_id,
+                    goldens[spec.scenario, spec.seed].directory,
+                    tables,
+                )
+                for spec in specs
+            ]
+        )
+        in_flight: deque[Any] = deque()
+        stopping = False
+        while True:
+            while not stopping and len(in_flight) < self.window:
+                task = next(tasks, None)
+                if task is None:
+                    break
+                in_flight.append(self._pool.apply_async(_trial_task, (task,)))
+            if not in_flight:
+                return
+            result: TrialResult = in_flight.popleft().get()
+            stopping = stopping or (stop is not None and stop(result))
+            yield result
 
     def close(self) -> None:
         self._pool.close()
@@ -177,16 +208,11 @@ def run_trials(
         if on_plan is not None:
             on_plan(len(specs))
         results = []
-        for result in pool.trials(config.run_dir, specs, goldens):
+        for result in pool.trials(config.run_dir, specs, goldens, stop):
             results.append(result)
             on_result(result)
-            if stop is not None and stop(result):
-                pool.terminate()
-                break
-        else:
-            pool.close()
+        pool.close()
         return results
     except BaseException:
         pool.terminate()
         raise
-

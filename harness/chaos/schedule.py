@@ -74,9 +74,15 @@ class CrashSchedule:
     def to_json(self) -> str:
         return json.dumps(
             [
-                {k: v for k, v in (("failpoints", life.failpoints),
-                                   ("kill_after_ms", life.kill_after_ms),
-                                   ("table", life.table)) if v}
+                {
+                    k: v
+                    for k, v in (
+                        ("failpoints", life.failpoints),
+                        ("kill_after_ms", life.kill_after_ms),
+                        ("table", life.table),
+                    )
+                    if v
+                }
                 for life in self.lives
             ],
             separators=(",", ":"),
@@ -93,8 +99,11 @@ class CrashSchedule:
                 raise ValueError(f"bad life {item!r}: keys are failpoints, kill_after_ms, table")
             kill = item.get("kill_after_ms")
             lives.append(
-                Life(str(item.get("failpoints", "")), None if kill is None else float(kill),
-                     item.get("table"))
+                Life(
+                    str(item.get("failpoints", "")),
+                    None if kill is None else float(kill),
+                    item.get("table"),
+                )
             )
         return cls(tuple(lives))
 
@@ -112,11 +121,12 @@ def exhaustive_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSc
             yield f"{name}@{hit}", CrashSchedule((first,))
             if name in ("op.after_intent", "op.after_effect", "op.mid_effect"):
                 for point in RECOVERY_FAILPOINTS:
-                    yield (f"{name}@{hit}+{point}@1",
-                           CrashSchedule((first, Life(f"{point}@1=kill"))))
+                    yield (
+                        f"{name}@{hit}+{point}@1",
+                        CrashSchedule((first, Life(f"{point}@1=kill"))),
+                    )
             if name == "op.after_intent":
-                yield (f"{name}@{hit}+table",
-                       CrashSchedule((first, Life(table="reclassified"))))
+                yield (f"{name}@{hit}+table", CrashSchedule((first, Life(table="reclassified"))))
 
 
 def random_schedule(rng: random.Random, ready_to_exit_ms: float) -> CrashSchedule:

@@ -17,6 +17,7 @@ happens, and ``kill_all`` reaps any still alive (for Ctrl-C and SIGTERM).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -40,10 +41,7 @@ _LIVE: dict[int, subprocess.Popen[bytes]] = {}
 def kill_all() -> None:
     """SIGKILL and reap every agent process group still alive (interrupt path)."""
     for pid, proc in list(_LIVE.items()):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _sigkill(proc)
         proc.wait()
         _LIVE.pop(pid, None)
 
@@ -132,8 +130,12 @@ class Supervisor:
             try:
                 proc = subprocess.Popen(
                     [self.python, "-I", "-m", "harness.agent", str(trial_dir)],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                    env=env, pass_fds=(write_fd,), start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env=env,
+                    pass_fds=(write_fd,),
+                    start_new_session=True,
                 )
             finally:
                 os.close(write_fd)
@@ -169,8 +171,15 @@ class Supervisor:
                         break
             if killed is not None:
                 _sigkill(proc)
-                _event(events, "kill", life=life_no, pid=proc.pid, how=killed, at=reached,
-                       after_ready_ms=life.kill_after_ms if killed == "timed" else None)
+                _event(
+                    events,
+                    "kill",
+                    life=life_no,
+                    pid=proc.pid,
+                    how=killed,
+                    at=reached,
+                    after_ready_ms=life.kill_after_ms if killed == "timed" else None,
+                )
             returncode = proc.wait()
         finally:
             if proc.poll() is None:
@@ -182,17 +191,22 @@ class Supervisor:
         stderr_text = stderr_path.read_text("utf-8", errors="replace")[-2000:]
         if not stderr_text:
             stderr_path.unlink()
-        _event(events, "exit", life=life_no, pid=proc.pid, returncode=returncode,
-               ms=round(duration_ms, 3))
-        return LifeResult(life_no, proc.pid, returncode, killed, reached, ready_ms,
-                          duration_ms, stderr_text)
+        _event(
+            events,
+            "exit",
+            life=life_no,
+            pid=proc.pid,
+            returncode=returncode,
+            ms=round(duration_ms, 3),
+        )
+        return LifeResult(
+            life_no, proc.pid, returncode, killed, reached, ready_ms, duration_ms, stderr_text
+        )
 
 
 def _sigkill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # already gone: nothing to kill
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _event(events: IO[str], kind: str, **fields: Any) -> None:

@@ -28,8 +28,12 @@ def _reclassified_toml() -> str:
     for tool, cls in sorted(ToolTable.default().entries.items()):
         target = ask_user if cls.ask_user else by_class
         target[_RECLASSIFY[cls.idempotency].value].append(tool)
-    lines = ["# Generated: every class moved (see harness/chaos/tables.py).", "format = 1", "",
-             "[classes]"]
+    lines = [
+        "# Generated: every class moved (see harness/chaos/tables.py).",
+        "format = 1",
+        "",
+        "[classes]",
+    ]
     lines += [f"{name} = {tools!r}".replace("'", '"') for name, tools in by_class.items()]
     lines += ["", "[ask_user]"]
     lines += [f"{name} = {tools!r}".replace("'", '"') for name, tools in ask_user.items() if tools]

@@ -16,6 +16,7 @@ import json
 import re
 import shlex
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,17 +56,27 @@ class TrialSpec:
 
     def replay_command(self) -> str:
         """The one command that runs this exact trial again."""
-        return " ".join([
-            "python -m harness trial", shlex.quote(self.scenario),
-            f"--seed {self.seed}", f"--runtime {self.runtime}",
-            f"--schedule {shlex.quote(self.schedule.to_json())}",
-        ])
+        return " ".join(
+            [
+                _python(),
+                "-m harness trial",
+                shlex.quote(self.scenario),
+                f"--seed {self.seed}",
+                f"--runtime {self.runtime}",
+                f"--schedule {shlex.quote(self.schedule.to_json())}",
+            ]
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "seed": self.seed, "runtime": self.runtime,
-                "label": self.label, "kind": self.kind,
-                "schedule": json.loads(self.schedule.to_json()),
-                "replay": self.replay_command()}
+        return {
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "runtime": self.runtime,
+            "label": self.label,
+            "kind": self.kind,
+            "schedule": json.loads(self.schedule.to_json()),
+            "replay": self.replay_command(),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +110,15 @@ class TrialResult:
         return tuple(v.invariant for v in self.verdicts if v.status == "fail")
 
 
+def _python() -> str:
+    """The interpreter to name in a replay line: the project's venv when it is the one running."""
+    path = Path(sys.executable)
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return "python"
+
+
 def write_plan_for(scenario: str, seed: int, directory: Path) -> None:
     from harness.chaos.scenario import compile_plan, load_scenario, write_plan
 
@@ -106,9 +126,7 @@ def write_plan_for(scenario: str, seed: int, directory: Path) -> None:
     write_plan(plan, directory / "plan.json")
 
 
-def prepare_golden(
-    scenario: str, seed: int, directory: Path, supervisor: Supervisor
-) -> Golden:
+def prepare_golden(scenario: str, seed: int, directory: Path, supervisor: Supervisor) -> Golden:
     """Run (or reuse) the crash-free run of a scenario and seed."""
     info = directory / "golden.json"
     if info.exists():
@@ -150,14 +168,19 @@ def run_trial(
     _write_lives(directory, lives)
     verdicts = check_trial(directory, golden, restart_budget=supervisor.restart_budget)
     (directory / "verdicts.json").write_text(
-        json.dumps([v.to_json() for v in verdicts], indent=1), "utf-8")
+        json.dumps([v.to_json() for v in verdicts], indent=1), "utf-8"
+    )
     try:
         windows = tuple(kill_windows(TrialEvidence(directory, golden)))
     except Exception:  # a window is a description, never a reason to crash the campaign
         windows = ()
     return TrialResult(
-        spec, directory, verdicts, len(lives),
-        sum(1 for life in lives if life.killed in ("failpoint", "timed")), windows,
+        spec,
+        directory,
+        verdicts,
+        len(lives),
+        sum(1 for life in lives if life.killed in ("failpoint", "timed")),
+        windows,
         tuple(life.reached for life in lives if life.reached),
         (time.monotonic() - started) * 1000,
     )
@@ -165,4 +188,5 @@ def run_trial(
 
 def _write_lives(directory: Path, lives: list[LifeResult]) -> None:
     (directory / "lives.json").write_text(
-        json.dumps([asdict(life) for life in lives], indent=1), "utf-8")
+        json.dumps([asdict(life) for life in lives], indent=1), "utf-8"
+    )

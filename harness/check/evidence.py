@@ -117,7 +117,8 @@ class TrialEvidence:
 
     def records_of(self, kind: type[Any], incarnation: int | None = None) -> list[ScannedRecord]:
         return [
-            s for s in self.records
+            s
+            for s in self.records
             if isinstance(s.record, kind)
             and (incarnation is None or getattr(s.record, "incarnation", None) == incarnation)
         ]

@@ -23,6 +23,7 @@ from typing import Literal
 from harness.check.evidence import TrialEvidence
 from harness.runtime.matrix import Decision, OpState, decide
 from harness.runtime.records import FinishRecord, HintRecord, IntentRecord
+from harness.world.store import EffectRow, step_of
 
 __all__ = ["INVARIANTS", "Verdict", "check_trial"]
 
@@ -45,8 +46,12 @@ class Verdict:
     evidence: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
-        return {"invariant": self.invariant, "title": self.title, "status": self.status,
-                "evidence": list(self.evidence)}
+        return {
+            "invariant": self.invariant,
+            "title": self.title,
+            "status": self.status,
+            "evidence": list(self.evidence),
+        }
 
 
 def _verdict(key: str, problems: Iterable[str], fine: str) -> Verdict:
@@ -68,8 +73,9 @@ def check_success_not_rerun(ev: TrialEvidence) -> Verdict:
     problems = []
     checked = 0
     for op_id, finishes in ev.finishes.items():
-        success = next((f for f in finishes if isinstance(f.record, FinishRecord)
-                        and f.record.succeeded), None)
+        success = next(
+            (f for f in finishes if isinstance(f.record, FinishRecord) and f.record.succeeded), None
+        )
         if success is None:
             continue
         checked += 1
@@ -96,13 +102,17 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
             checked += 1
             decision = ev.decisions[life].get(op_id)
             if decision is None or decision.decision is not Decision.VERIFY:
-                got = "no decision" if decision is None else (
-                    f"{decision.decision.value} (as {decision.state.value})")
+                got = (
+                    "no decision"
+                    if decision is None
+                    else (f"{decision.decision.value} (as {decision.state.value})")
+                )
                 problems.append(
                     f"{op_id} ({op.tool}, {cls.idempotency.value}) was RUNNING at the start of "
                     f"life {life} and got {got}, not VERIFY"
                 )
-            hinted = any(s.record.op_id == op_id for s in ev.records_of(HintRecord, life))
+            hints = ev.records_of(HintRecord, life)
+            hinted = any(getattr(s.record, "op_id", None) == op_id for s in hints)
             if life in ev.recovered_lives and not hinted:
                 problems.append(f"{op_id}: VERIFY hint never reached the model in life {life}")
             again = [e for e in ev.ledger_of(op_id) if e.incarnation >= life]
@@ -128,13 +138,16 @@ def check_safe_outcome_retried(ev: TrialEvidence) -> Verdict:
             decision = ev.decisions[life].get(op_id)
             if decision is None or decision.decision is not Decision.RETRY:
                 got = "no decision" if decision is None else decision.decision.value
-                problems.append(f"{op_id} ({op.tool}) was RUNNING at life {life}: got {got}, "
-                                f"not RETRY")
+                problems.append(
+                    f"{op_id} ({op.tool}) was RUNNING at life {life}: got {got}, not RETRY"
+                )
                 continue
             retried = (op_id, op.attempt + 1) in ev.intents
             if life in ev.recovered_lives and not retried:
-                problems.append(f"{op_id}: decided RETRY in life {life} but no attempt "
-                                f"{op.attempt + 1} under the same op id")
+                problems.append(
+                    f"{op_id}: decided RETRY in life {life} but no attempt "
+                    f"{op.attempt + 1} under the same op id"
+                )
     return _verdict("I3", problems, f"{checked} safe unknown outcomes retried under their id")
 
 
@@ -145,10 +158,13 @@ def _final_failures(ev: TrialEvidence) -> Iterable[tuple[str, int]]:
         r = s.record
         if not isinstance(r, FinishRecord) or r.succeeded:
             continue
-        following = next((n.record for n in records[i + 1:]
-                          if getattr(n.record, "op_id", None) == r.op_id), None)
-        in_process_retry = (isinstance(following, IntentRecord)
-                            and following.incarnation == r.incarnation)
+        following = next(
+            (n.record for n in records[i + 1 :] if getattr(n.record, "op_id", None) == r.op_id),
+            None,
+        )
+        in_process_retry = (
+            isinstance(following, IntentRecord) and following.incarnation == r.incarnation
+        )
         if not in_process_retry:
             yield r.op_id, s.offset
 
@@ -162,17 +178,22 @@ def check_settled_skipped(ev: TrialEvidence) -> Verdict:
         for op_id, decision in by_op.items():
             op = before.get(op_id)
             settled = (decision.state is OpState.NOT_STARTED and op is None) or (
-                op is not None and op.state is OpState.FAILED)
+                op is not None and op.state is OpState.FAILED
+            )
             if settled:
                 checked += 1
                 if decision.decision is not Decision.SKIP:
-                    problems.append(f"{op_id}: {decision.state.value} op got "
-                                    f"{decision.decision.value} in life {life}, not SKIP")
+                    problems.append(
+                        f"{op_id}: {decision.state.value} op got "
+                        f"{decision.decision.value} in life {life}, not SKIP"
+                    )
     for op_id, offset in _final_failures(ev):
         for entry in ev.ledger_of(op_id):
             if entry.journal_pos is not None and entry.journal_pos > offset:
-                problems.append(f"{op_id} ({entry.tool}) ran again in life {entry.incarnation} "
-                                f"after its failure was journaled at byte {offset}")
+                problems.append(
+                    f"{op_id} ({entry.tool}) ran again in life {entry.incarnation} "
+                    f"after its failure was journaled at byte {offset}"
+                )
     return _verdict("I4", problems, f"{checked} settled ops skipped, no failure re-run")
 
 
@@ -206,12 +227,16 @@ def check_write_ahead(ev: TrialEvidence) -> Verdict:
         if entry.journal_pos is None:
             unknown += 1
         elif intent is None:
-            problems.append(f"{entry.op_id} ({entry.tool}) attempt {entry.attempt} ran in life "
-                            f"{entry.incarnation} with no intent record at all")
+            problems.append(
+                f"{entry.op_id} ({entry.tool}) attempt {entry.attempt} ran in life "
+                f"{entry.incarnation} with no intent record at all"
+            )
         elif intent.end > entry.journal_pos:
-            problems.append(f"{entry.op_id} ({entry.tool}) attempt {entry.attempt} ran when the "
-                            f"journal ended at byte {entry.journal_pos}, before its intent "
-                            f"(bytes {intent.offset}-{intent.end}) was written")
+            problems.append(
+                f"{entry.op_id} ({entry.tool}) attempt {entry.attempt} ran when the "
+                f"journal ended at byte {entry.journal_pos}, before its intent "
+                f"(bytes {intent.offset}-{intent.end}) was written"
+            )
     if unknown and not problems:
         return _unknown("I6", f"{unknown} ledger rows carry no journal position")
     return _verdict("I6", problems, f"{len(ev.ledger)} executions, each after its intent")
@@ -240,23 +265,27 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
             problems.append(f"step {step.index} ({step.op_id} {step.tool}) never started")
         elif op.state is OpState.RUNNING and not op.resolved:
             problems.append(f"step {step.index} ({step.op_id} {step.tool}) left unresolved")
-    return _verdict("I7", problems, f"done in {len(ev.lives)} lives, "
-                                    f"{len(ev.plan.steps)} steps accounted for")
+    return _verdict(
+        "I7", problems, f"done in {len(ev.lives)} lives, {len(ev.plan.steps)} steps accounted for"
+    )
 
 
 def _unverifiable_steps(ev: TrialEvidence) -> set[str]:
-    return {op_id.split(".", 1)[0] for op_id, r in ev.resolutions.items()
-            if r.resolution.startswith("unverifiable")}
+    return {
+        op_id.split(".", 1)[0]
+        for op_id, r in ev.resolutions.items()
+        if r.resolution.startswith("unverifiable")
+    }
 
 
-def _world_counter(rows: Iterable[object], skip_steps: set[str]) -> Counter[tuple[object, ...]]:
-    counted: Counter[tuple[object, ...]] = Counter()
+def _world_counter(rows: Iterable[EffectRow], skip_steps: set[str]) -> Counter[tuple[str, ...]]:
+    counted: Counter[tuple[str, ...]] = Counter()
     for row in rows:
-        table = getattr(row, "table")
-        op_id = getattr(row, "op_id")
-        if table in NOT_EFFECTS or (op_id or "").split(".", 1)[0] in skip_steps:
+        table = row.table
+        op_id = row.op_id
+        if table in NOT_EFFECTS or step_of(op_id) in skip_steps:
             continue
-        key = (table, *getattr(row, "values"))
+        key = (table, *row.values)
         counted[key] = 1 if table in SET_TABLES else counted[key] + 1
     return counted
 
@@ -312,4 +341,3 @@ def check_trial(
         except Exception as exc:  # a checker's error is an unknown verdict, not a crash
             verdicts.append(_unknown(key, f"checker error: {type(exc).__name__}: {exc}"))
     return tuple(verdicts)
-

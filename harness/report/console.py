@@ -23,15 +23,19 @@ from harness.report.files import SelfCheckRow, write_run_reports
 
 __all__ = ["print_trial", "run_chaos"]
 
-_console = Console(highlight=False)
+_console = Console(highlight=False, soft_wrap=True)
 MAX_FAILURES_SHOWN = 10
 
 
 def _progress() -> Progress:
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(),
-        console=_console, transient=False,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+        console=_console,
+        transient=False,
     )
 
 
@@ -45,8 +49,7 @@ def _run_with_progress(config: CampaignConfig, title: str, **kwargs: object) -> 
             failed = sum(r.status == "fail" for r in results)
             progress.update(task, advance=1, failed=failed)
 
-        run_trials(config, on_result,
-                   on_plan=lambda n: progress.update(task, total=n), **kwargs)  # type: ignore[arg-type]
+        run_trials(config, on_result, on_plan=lambda n: progress.update(task, total=n), **kwargs)  # type: ignore[arg-type]
     return results
 
 
@@ -70,8 +73,10 @@ class CampaignSummary:
 
 
 def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
-    _console.print(f"[bold]chaos campaign[/] seed {config.seed}, runtime {config.runtime}, "
-                   f"{len(config.scenarios)} scenarios, {config.workers} workers")
+    _console.print(
+        f"[bold]chaos campaign[/] seed {config.seed}, runtime {config.runtime}, "
+        f"{len(config.scenarios)} scenarios, {config.workers} workers"
+    )
     _console.print(f"run folder: {config.run_dir}")
     summary = CampaignSummary(_run_with_progress(config, "campaign"))
     _print_invariants(summary)
@@ -91,7 +96,9 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
         f"{sum(r.kills for r in summary.results)} kills; report {config.run_dir}/index.html"
     )
     if summary.failures:
-        _console.print(f"replay the first failure with: {summary.failures[0].spec.replay_command()}")
+        _console.print(
+            f"replay the first failure with: {summary.failures[0].spec.replay_command()}"
+        )
     return 0 if ok else 1
 
 
@@ -100,8 +107,9 @@ def _print_invariants(summary: CampaignSummary) -> None:
     for column in ("invariant", "pass", "fail", "unknown"):
         table.add_column(column, justify="left" if column == "invariant" else "right")
     for key, counts in summary.by_invariant().items():
-        table.add_row(f"{key} {TITLES[key]}", str(counts["pass"]), str(counts["fail"]),
-                      str(counts["unknown"]))
+        table.add_row(
+            f"{key} {TITLES[key]}", str(counts["pass"]), str(counts["fail"]), str(counts["unknown"])
+        )
     _console.print(table)
 
 
@@ -138,12 +146,22 @@ def _self_check(config: CampaignConfig) -> list[SelfCheckRow]:
         else:  # it escapes SIGKILL by design: show that on a smaller campaign
             broken = replace(config, runtime=name, random_trials=0, scenarios=config.scenarios[:2])
         results = _run_with_progress(
-            broken, f"self-check {name}",
+            broken,
+            f"self-check {name}",
             stop=lambda r, e=expected: bool(e & set(r.failed_invariants)),
         )
         caught = [r for r in results if expected & set(r.failed_invariants)]
-        rows.append(SelfCheckRow(name, runtime.mistake, runtime.needs_fault,
-                                 tuple(sorted(expected)), len(results), caught[0] if caught else None))
+        first_catch = caught[0] if caught else None
+        rows.append(
+            SelfCheckRow(
+                name,
+                runtime.mistake,
+                runtime.needs_fault,
+                tuple(sorted(expected)),
+                len(results),
+                first_catch,
+            )
+        )
     return rows
 
 
@@ -156,9 +174,11 @@ def _print_self_check(rows: list[SelfCheckRow]) -> None:
     _console.print(table)
     for row in rows:
         if row.caught is not None:
-            _console.print(f"  {row.name}: caught by {', '.join(row.caught.failed_invariants)} "
-                           f"in {row.caught.spec.trial_id}; replay: "
-                           f"{row.caught.spec.replay_command()}")
+            _console.print(
+                f"  {row.name}: caught by {', '.join(row.caught.failed_invariants)} "
+                f"in {row.caught.spec.trial_id}; replay: "
+                f"{row.caught.spec.replay_command()}"
+            )
 
 
 def print_trial(result: TrialResult) -> None:

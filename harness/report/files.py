@@ -46,8 +46,12 @@ class SelfCheckRow:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "runtime": self.name, "mistake": self.mistake, "needs_fault": self.needs_fault,
-            "expected": list(self.expected), "trials": self.trials, "outcome": self.outcome,
+            "runtime": self.name,
+            "mistake": self.mistake,
+            "needs_fault": self.needs_fault,
+            "expected": list(self.expected),
+            "trials": self.trials,
+            "outcome": self.outcome,
             "as_expected": self.as_expected,
             "caught_in": None if self.caught is None else self.caught.spec.trial_id,
             "replay": None if self.caught is None else self.caught.spec.replay_command(),
@@ -74,8 +78,12 @@ def _summary(
         "invariants": {k: dict(v) for k, v in sorted(invariants.items())},
         "windows": dict(Counter(w for r in results for w in r.windows)),
         "failures": [
-            {"trial": r.spec.trial_id, "invariants": list(r.failed_invariants),
-             "seed": r.spec.seed, "replay": r.spec.replay_command()}
+            {
+                "trial": r.spec.trial_id,
+                "invariants": list(r.failed_invariants),
+                "seed": r.spec.seed,
+                "replay": r.spec.replay_command(),
+            }
             for r in failures
         ],
         "self_check": [c.to_json() for c in checks],
@@ -85,19 +93,36 @@ def _summary(
 
 def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.ElementTree[ET.Element]:
     suites = ET.Element("testsuites")
-    suite = ET.SubElement(suites, "testsuite", name="chaos campaign", tests=str(len(results)),
-                          failures=str(sum(r.status == "fail" for r in results)))
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="chaos campaign",
+        tests=str(len(results)),
+        failures=str(sum(r.status == "fail" for r in results)),
+    )
     for result in sorted(results, key=lambda r: r.spec.trial_id):
-        case = ET.SubElement(suite, "testcase", classname=result.spec.scenario_name,
-                             name=result.spec.trial_id, time=f"{result.duration_ms / 1000:.3f}")
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=result.spec.scenario_name,
+            name=result.spec.trial_id,
+            time=f"{result.duration_ms / 1000:.3f}",
+        )
         for verdict in result.verdicts:
             if verdict.status == "fail":
-                failure = ET.SubElement(case, "failure",
-                                        message=f"{verdict.invariant} {verdict.title}")
+                failure = ET.SubElement(
+                    case, "failure", message=f"{verdict.invariant} {verdict.title}"
+                )
                 failure.text = "\n".join(verdict.evidence) + (
-                    f"\nreplay: {result.spec.replay_command()}")
-    checks_suite = ET.SubElement(suites, "testsuite", name="self-check", tests=str(len(checks)),
-                                 failures=str(sum(not c.as_expected for c in checks)))
+                    f"\nreplay: {result.spec.replay_command()}"
+                )
+    checks_suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="self-check",
+        tests=str(len(checks)),
+        failures=str(sum(not c.as_expected for c in checks)),
+    )
     for check in checks:
         case = ET.SubElement(checks_suite, "testcase", classname="self-check", name=check.name)
         if not check.as_expected:
@@ -112,7 +137,8 @@ def write_run_reports(
 
     run_dir = config.run_dir
     (run_dir / "summary.json").write_text(
-        json.dumps(_summary(config, results, checks), indent=1), "utf-8")
+        json.dumps(_summary(config, results, checks), indent=1), "utf-8"
+    )
     _junit(results, checks).write(run_dir / "junit.xml", encoding="utf-8", xml_declaration=True)
     write_index_html(run_dir, results, checks)
 

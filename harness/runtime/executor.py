@@ -122,7 +122,12 @@ class Executor:
             result = execute(intent.tool, intent.args, ctx)
         except ToolError as exc:
             return FinishRecord(
-                intent.op_id, False, None, digest(None), intent.attempt, self.incarnation,
+                intent.op_id,
+                False,
+                None,
+                digest(None),
+                intent.attempt,
+                self.incarnation,
                 error=f"{type(exc).__name__}: {exc}",
                 transient=isinstance(exc, TransientToolError),
             )

@@ -102,7 +102,8 @@ def parse_failpoints(text: str, *, source: str = FAILPOINTS_ENV) -> tuple[Failpo
         match = _ENTRY.match(entry)
         if match is None:
             raise FailpointSpecError(
-                f"{source}: entry {entry!r} is not name[@N]=action[(arg)], e.g. op.after_effect@3=kill"
+                f"{source}: entry {entry!r} is not name[@N]=action[(arg)], "
+                f"e.g. op.after_effect@3=kill"
             )
         name, action = match["name"], match["action"]
         if name not in FAILPOINTS:
@@ -112,14 +113,17 @@ def parse_failpoints(text: str, *, source: str = FAILPOINTS_ENV) -> tuple[Failpo
             )
         if action not in ACTIONS:
             raise FailpointSpecError(
-                f"{source}: entry {entry!r}: unknown action {action!r} (known: {', '.join(ACTIONS)})"
+                f"{source}: entry {entry!r}: unknown action {action!r} "
+                f"(known: {', '.join(ACTIONS)})"
             )
         hit = int(match["hit"]) if match["hit"] is not None else None
         if hit == 0:
             raise FailpointSpecError(f"{source}: entry {entry!r}: hits count from 1")
         arg = int(match["arg"]) if match["arg"] is not None else None
         if action == "sleep" and arg is None:
-            raise FailpointSpecError(f"{source}: entry {entry!r}: sleep needs milliseconds, sleep(250)")
+            raise FailpointSpecError(
+                f"{source}: entry {entry!r}: sleep needs milliseconds, sleep(250)"
+            )
         specs.append(FailpointSpec(name, action, hit, arg))
     return tuple(specs)
 

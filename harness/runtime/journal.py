@@ -21,6 +21,7 @@ successor, while a second live process is refused at once.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -59,9 +60,7 @@ MAX_PAYLOAD = 16 * 1024 * 1024  # larger "lengths" are damage, not records
 
 
 def encode_frame(record: Record) -> bytes:
-    payload = json.dumps(
-        record_to_json(record), separators=(",", ":"), ensure_ascii=False
-    ).encode()
+    payload = json.dumps(record_to_json(record), separators=(",", ":"), ensure_ascii=False).encode()
     body = struct.pack(">BI", FORMAT_VERSION, len(payload)) + payload
     return MAGIC + body[:5] + struct.pack(">I", zlib.crc32(body)) + payload
 
@@ -131,7 +130,9 @@ def scan_bytes(data: bytes, *, source: str = "<bytes>") -> JournalScan:
             later = _valid_frame_after(data, pos)
             if later is not None:
                 raise JournalCorruptError(
-                    source, pos, len(records) + 1,
+                    source,
+                    pos,
+                    len(records) + 1,
                     f"{checked}, with a valid record at byte {later} after it",
                 )
             return JournalScan(tuple(records), pos, TornTail(pos, len(data) - pos, checked))
@@ -204,8 +205,18 @@ class JournalWriter:
     def append_many(self, records: Iterable[Record], *, sync: bool = True) -> int:
         """Append records in one write and (by default) one fsync; returns the first offset."""
         fd = self._require_open()
-        frames = b"".join(encode_frame(r) for r in records)
+        encoded = [(r, encode_frame(r)) for r in records]
         offset = self.size
+        for record, frame in encoded:
+            # The reader takes a longer "length" for damage, so such a frame
+            # would be dropped as a torn tail or brick the journal as corrupt.
+            if len(frame) - HEADER_SIZE > MAX_PAYLOAD:
+                raise JournalWriteError(
+                    f"{self.path}: append at byte {offset} refused: a {record.kind} record of "
+                    f"{len(frame) - HEADER_SIZE} bytes exceeds the journal's limit of "
+                    f"{MAX_PAYLOAD} bytes; it is not journaled and earlier records are intact"
+                )
+        frames = b"".join(frame for _, frame in encoded)
         try:
             failpoint("journal.append")
             written = os.write(fd, frames)
@@ -276,10 +287,8 @@ def _owner_path(path: Path) -> Path:
 
 def _write_owner(path: Path) -> None:
     # Only for the message a refused second writer sees; the lock is the truth.
-    try:
+    with contextlib.suppress(OSError):
         _owner_path(path).write_text(str(os.getpid()))
-    except OSError:
-        pass
 
 
 def _owner(path: Path) -> str:

@@ -147,7 +147,7 @@ Record: TypeAlias = (
 
 def record_to_json(record: Record) -> dict[str, JSON]:
     data: dict[str, JSON] = {"kind": record.kind}
-    for name in record.__slots__:  # type: ignore[union-attr]
+    for name in record.__slots__:
         value = getattr(record, name)
         if isinstance(value, ToolClass):
             value = value.to_json()
@@ -201,24 +201,45 @@ def _args(data: Mapping[str, JSON]) -> Mapping[str, JSON]:
 _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
     "incarnation": lambda d: IncarnationRecord(_int(d, "incarnation"), _int(d, "pid")),
     "intent": lambda d: IntentRecord(
-        _str(d, "op_id"), _str(d, "tool"), _snapshot(d), _args(d), _str(d, "args_digest"),
-        _int(d, "attempt"), _int(d, "incarnation"), _opt_str(d, "redo_of"),
+        _str(d, "op_id"),
+        _str(d, "tool"),
+        _snapshot(d),
+        _args(d),
+        _str(d, "args_digest"),
+        _int(d, "attempt"),
+        _int(d, "incarnation"),
+        _opt_str(d, "redo_of"),
     ),
     "finish": lambda d: FinishRecord(
-        _str(d, "op_id"), _bool(d, "succeeded"), d["result"], _str(d, "result_digest"),
-        _int(d, "attempt"), _int(d, "incarnation"), _opt_str(d, "error"), _bool(d, "transient"),
+        _str(d, "op_id"),
+        _bool(d, "succeeded"),
+        d["result"],
+        _str(d, "result_digest"),
+        _int(d, "attempt"),
+        _int(d, "incarnation"),
+        _opt_str(d, "error"),
+        _bool(d, "transient"),
     ),
     "decision": lambda d: DecisionRecord(
-        _str(d, "op_id"), OpState(d["state"]), _snapshot(d), Decision(d["decision"]),
+        _str(d, "op_id"),
+        OpState(d["state"]),
+        _snapshot(d),
+        Decision(d["decision"]),
         _int(d, "incarnation"),
     ),
     "hint": lambda d: HintRecord(_str(d, "op_id"), _int(d, "incarnation"), _str(d, "hint")),
     "resolved": lambda d: ResolvedRecord(
-        _str(d, "op_id"), _int(d, "incarnation"), _str(d, "resolution"), _opt_str(d, "redo_op"),
+        _str(d, "op_id"),
+        _int(d, "incarnation"),
+        _str(d, "resolution"),
+        _opt_str(d, "redo_op"),
     ),
     "recovered": lambda d: RecoveredRecord(_int(d, "incarnation"), _int(d, "decisions")),
     "tail_dropped": lambda d: TailDroppedRecord(
-        _int(d, "offset"), _int(d, "length"), _str(d, "reason"), _int(d, "incarnation"),
+        _int(d, "offset"),
+        _int(d, "length"),
+        _str(d, "reason"),
+        _int(d, "incarnation"),
     ),
 }
 

@@ -66,7 +66,11 @@ def apply_record(ops: dict[str, OpHistory], record: Record) -> None:
         op = ops.get(record.op_id)
         if op is None:
             ops[record.op_id] = OpHistory(
-                record.op_id, record.tool, record.snapshot, record.args, record.redo_of,
+                record.op_id,
+                record.tool,
+                record.snapshot,
+                record.args,
+                record.redo_of,
                 attempt=record.attempt,
             )
         else:

@@ -139,8 +139,13 @@ class Runtime:
     def retry(self, op: OpHistory, execute: ToolFunction) -> CallOutcome:
         """Run an op again under its own id, with its original snapshot and arguments."""
         finish = self.executor.run(
-            op.op_id, op.tool, op.args, op.snapshot, execute,
-            attempt=op.attempt + 1, redo_of=op.redo_of,
+            op.op_id,
+            op.tool,
+            op.args,
+            op.snapshot,
+            execute,
+            attempt=op.attempt + 1,
+            redo_of=op.redo_of,
         )
         return _outcome(finish, executed=True)
 

@@ -1,0 +1,73 @@
+"""Fixtures for tests that run real agent processes, and the check that none outlives them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.chaos.schedule import CrashSchedule
+from harness.chaos.supervisor import Supervisor
+from harness.chaos.tables import write_table_variants
+from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+
+MINI = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini.toml")
+MINI_SEED = 3
+
+
+def agent_processes() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "harness.agent" in cmdline:
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_agent_survives() -> Iterator[None]:
+    """After the integration tests, no agent process may be alive."""
+    yield
+    survivors = agent_processes()
+    assert not survivors, f"agent processes leaked: {[p.pid for p in survivors]}"
+
+
+@pytest.fixture(scope="session")
+def supervisor() -> Supervisor:
+    return Supervisor(restart_budget=8, timeout_s=60)
+
+
+@pytest.fixture(scope="session")
+def mini_golden(tmp_path_factory: pytest.TempPathFactory, supervisor: Supervisor) -> Golden:
+    return prepare_golden(MINI, MINI_SEED, tmp_path_factory.mktemp("golden"), supervisor)
+
+
+@pytest.fixture(scope="session")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_table_variants(tmp_path_factory.mktemp("tables"))
+
+
+class TrialRunner:
+    def __init__(
+        self, root: Path, golden: Golden, supervisor: Supervisor, tables: dict[str, Path]
+    ) -> None:
+        self.root, self.golden, self.supervisor, self.tables = root, golden, supervisor, tables
+
+    def __call__(self, schedule_json: str, runtime: str = "real") -> TrialResult:
+        spec = TrialSpec(MINI, MINI_SEED, CrashSchedule.from_json(schedule_json), runtime, "test")
+        return run_trial(
+            spec,
+            self.root / spec.trial_id,
+            self.golden.directory,
+            self.supervisor,
+            tables=self.tables,
+        )
+
+
+@pytest.fixture
+def run_mini(
+    tmp_path: Path, mini_golden: Golden, supervisor: Supervisor, tables: dict[str, Path]
+) -> TrialRunner:
+    return TrialRunner(tmp_path, mini_golden, supervisor, tables)

@@ -1,0 +1,187 @@
+"""The harness end to end: real agent processes, real SIGKILL, real restarts."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.agent.broken import BROKEN_RUNTIMES
+from harness.chaos.campaign import CampaignConfig, random_picks, run_trials
+from harness.chaos.schedule import OP_FAILPOINTS, RECOVERY_FAILPOINTS
+from harness.chaos.trial import Golden, TrialResult
+from harness.runtime.journal import scan_journal
+from harness.runtime.records import DecisionRecord
+from harness.world.store import read_ledger
+from tests.integration.conftest import MINI, TrialRunner
+
+ROOT = Path(__file__).parent.parent.parent
+
+
+def _failed(result: TrialResult) -> str:
+    return "\n".join(
+        f"{v.invariant}: {'; '.join(v.evidence)}" for v in result.verdicts if v.status != "pass"
+    )
+
+
+class TestKillAtEachFailpoint:
+    @pytest.mark.parametrize("failpoint", OP_FAILPOINTS)
+    def test_every_op_failpoint_keeps_every_invariant(
+        self, failpoint: str, run_mini: TrialRunner, mini_golden: Golden
+    ) -> None:
+        """A kill at each op failpoint, at each of its hits, keeps every invariant."""
+        hits = mini_golden.hits.get(failpoint, 0)
+        assert hits > 0, f"the mini scenario never reaches {failpoint}"
+        for hit in range(1, hits + 1):
+            result = run_mini(json.dumps([{"failpoints": f"{failpoint}@{hit}=kill"}]))
+            assert result.kills == 1 and result.reached[0].startswith(f"{failpoint} {hit}")
+            assert result.status == "pass", _failed(result)
+
+    @pytest.mark.parametrize(
+        ("point", "first_kill", "op_id", "decision"),
+        [
+            ("recovery.after_decision", "op.after_intent@3", "s003", "verify"),
+            ("recovery.after_hint", "op.after_intent@3", "s003", "verify"),
+            ("recovery.before_retry", "op.after_intent@1", "s001", "retry"),
+        ],
+    )
+    def test_kill_during_recovery_decides_the_same(
+        self, point: str, first_kill: str, op_id: str, decision: str, run_mini: TrialRunner
+    ) -> None:
+        """A second kill inside recovery leads to the same decisions on the next start."""
+        assert point in RECOVERY_FAILPOINTS
+        result = run_mini(
+            json.dumps([{"failpoints": f"{first_kill}=kill"}, {"failpoints": f"{point}@1=kill"}])
+        )
+        assert result.kills == 2, result.reached
+        assert result.status == "pass", _failed(result)
+        decisions = [
+            (s.record.state.value, s.record.decision.value)
+            for s in scan_journal(result.directory / "journal").records
+            if isinstance(s.record, DecisionRecord) and s.record.op_id == op_id
+        ]
+        # life 1: not started; lives 2 (killed in recovery) and 3: the same decision
+        assert decisions == [("not_started", "skip"), ("running", decision), ("running", decision)]
+
+    def test_verify_redoes_an_absent_effect_as_a_linked_op(self, run_mini: TrialRunner) -> None:
+        """A tap killed before its effect is checked, found absent, and redone once as s003.redo."""
+        result = run_mini(json.dumps([{"failpoints": "op.after_intent@3=kill"}]))
+        ops = [(e.op_id, e.tool) for e in read_ledger(result.directory / "world.db")]
+        assert ("s003", "ui_tap") not in ops
+        assert ops.count(("s003.redo", "ui_tap")) == 1
+        assert ("s003.check", "ui_dump") in ops
+
+    def test_verify_keeps_a_present_effect(self, run_mini: TrialRunner) -> None:
+        """A tap killed after its effect is checked, found present, and not redone."""
+        result = run_mini(json.dumps([{"failpoints": "op.after_effect@3=kill"}]))
+        ops = [e.op_id for e in read_ledger(result.directory / "world.db")]
+        assert ops.count("s003") == 1 and "s003.redo" not in ops and "s003.check" in ops
+        assert result.status == "pass", _failed(result)
+
+
+TARGETED = {
+    "replay-success": '[{"failpoints":"op.before_intent@3=kill"}]',
+    "retry-non-idempotent": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "effect-before-intent": "[]",
+    "decide-from-current-table": (
+        '[{"failpoints":"op.after_intent@3=kill"},{"table":"reclassified"}]'
+    ),
+    "retry-failed": '[{"failpoints":"op.before_intent@5=kill"}]',
+    "drop-verify-hint": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "running-as-not-started": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "no-intent-fsync": '[{"failpoints":"op.after_intent@3=kill"}]',
+}
+
+
+class TestBrokenRuntimesAreCaught:
+    def test_every_broken_runtime_has_a_targeted_trial(self) -> None:
+        """Each shipped broken runtime is exercised below."""
+        assert set(TARGETED) == set(BROKEN_RUNTIMES)
+
+    @pytest.mark.parametrize("name", sorted(BROKEN_RUNTIMES))
+    def test_caught_by_the_invariant_it_breaks(self, name: str, run_mini: TrialRunner) -> None:
+        """Each broken runtime fails the invariant it breaks (or, needing power loss, none)."""
+        runtime = BROKEN_RUNTIMES[name]
+        result = run_mini(TARGETED[name], runtime=name)
+        if runtime.needs_fault == "sigkill":
+            assert set(runtime.caught_by) & set(result.failed_invariants), _failed(result)
+        else:
+            assert result.status == "pass", "SIGKILL alone should not expose " + name
+
+    def test_real_runtime_passes_the_same_trials(self, run_mini: TrialRunner) -> None:
+        """The real runtime holds every invariant on every targeted schedule."""
+        for schedule in set(TARGETED.values()):
+            result = run_mini(schedule)
+            assert result.status == "pass", _failed(result)
+
+
+class TestReplay:
+    def test_replay_command_reproduces_the_verdict(
+        self, run_mini: TrialRunner, tmp_path: Path
+    ) -> None:
+        """The printed replay command runs the same trial and reaches the same verdict."""
+        result = run_mini(TARGETED["retry-non-idempotent"], runtime="retry-non-idempotent")
+        assert result.status == "fail"
+        command = shlex.split(result.spec.replay_command())
+        command[0] = sys.executable  # the line names the interpreter relative to the cwd
+        replay = subprocess.run(
+            [*command, "--reports", str(tmp_path / "replay")],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert replay.returncode == 1, replay.stderr
+        verdicts_file = next((tmp_path / "replay").glob("*/trial/verdicts.json"))
+        replayed = {v["invariant"]: v["status"] for v in json.loads(verdicts_file.read_text())}
+        assert replayed == {v.invariant: v.status for v in result.verdicts}
+
+
+class TestBadInput:
+    def test_malformed_scenario_is_refused_before_any_process(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A scenario folder with a malformed file exits 2 and starts no process."""
+        bad = tmp_path / "scenarios"
+        bad.mkdir()
+        (bad / "ok.toml").write_text((ROOT / "tests/data/scenarios/mini.toml").read_text())
+        (bad / "bad.toml").write_text(
+            'name = "bad"\ndescription = "x"\n[[steps]]\ntool = "app_instal"\n'
+            'args = { package = "p" }\n'
+        )
+
+        def no_process(*args: object, **kwargs: object) -> None:
+            raise AssertionError("a process was started")
+
+        monkeypatch.setattr(subprocess, "Popen", no_process)
+        code = cli.main(["chaos", "--scenarios", str(bad), "--reports", str(tmp_path / "r")])
+        assert code == 2
+        err = capsys.readouterr().err
+        assert "bad.toml" in err and "step 1" in err and "'tool'" in err
+        assert not (tmp_path / "r").exists()
+
+
+class TestCampaign:
+    def test_small_campaign_in_a_pool_passes(self, tmp_path: Path) -> None:
+        """A campaign over a pool of workers runs exhaustive and random trials, all passing."""
+        config = CampaignConfig(tmp_path, (MINI,), seed=11, random_trials=4, workers=2)
+        seen: list[TrialResult] = []
+        results = run_trials(config, seen.append)
+        kinds = {r.spec.kind for r in results}
+        assert kinds == {"exhaustive", "random"} and len(seen) == len(results) > 40
+        assert [r.spec.trial_id for r in results if r.status != "pass"] == []
+
+    def test_same_seed_lists_the_same_random_trials(self, tmp_path: Path) -> None:
+        """The campaign seed alone fixes each random trial's scenario, seed and kill draws."""
+
+        def picks(seed: int) -> list[tuple[str, int, float]]:
+            config = CampaignConfig(tmp_path, ("a.toml", "b.toml", "c.toml"), seed, 20)
+            return [(s, n, rng.random()) for s, n, rng in random_picks(config)]
+
+        assert picks(5) == picks(5)
+        assert picks(5) != picks(6)
