@@ -93,9 +93,17 @@ def _run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
 
 
+def _check_runtime(name: str) -> None:
+    from harness.agent.broken import RUNTIMES
+
+    if name not in RUNTIMES:
+        raise HarnessError(f"--runtime: unknown runtime {name!r} (known: {', '.join(RUNTIMES)})")
+
+
 def _chaos_config(args: argparse.Namespace) -> CampaignConfig:
     from harness.chaos.scenario import load_scenarios
 
+    _check_runtime(args.runtime)
     scenarios = load_scenarios(Path(args.scenarios))  # refuses a bad one before anything runs
     paths = tuple(s.source for s in scenarios if not args.only or s.name in args.only)
     if not paths:
@@ -115,6 +123,7 @@ def _trial(scenario: str, seed: int, runtime: str, schedule_json: str, reports: 
     from harness.chaos.trial import TrialSpec, prepare_golden, run_trial
     from harness.report.console import print_trial
 
+    _check_runtime(runtime)
     load_scenario(scenario)
     try:
         schedule = CrashSchedule.from_json(schedule_json)

@@ -11,11 +11,13 @@ Options come from the environment, set by the supervisor:
 ``HARNESS_FAILPOINTS`` and ``HARNESS_FAILPOINT_CHANNEL`` (see
 ``harness.runtime.failpoints``), and ``HARNESS_FAILPOINT_COUNTS``, a file to
 which a finished run writes how often each armed point was hit. On the channel
-the agent first says ``ready`` once its imports are done.
+the agent first says ``ready`` once its imports are done. ``HARNESS_CONTAINMENT=1``
+installs, before anything else, the audit hook of ``harness.agent.audit``, which
+stops the process at its first attempt to reach outside the trial directory.
 
 Exit status: 0 the plan is done; 2 refused before any tool ran (corrupt or
 locked journal, bad failpoint spec, unknown runtime); 3 an append could not be
-made durable (disk full): the op was not run.
+made durable (disk full): the op was not run; 4 stopped by containment.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 import sys
 from pathlib import Path
 
+from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.broken import RUNTIMES
 from harness.agent.model import ScriptedModel
 from harness.agent.plan import load_plan
@@ -45,6 +48,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m harness.agent TRIAL_DIR", file=sys.stderr)
         return EXIT_REFUSED
     trial = Path(argv[0])
+    if os.environ.get(CONTAINMENT_ENV) == "1":
+        install_containment(trial)
     _tell_supervisor("ready")  # imports are done: random-time kills count from here
     name = os.environ.get("HARNESS_RUNTIME", "real")
     try:

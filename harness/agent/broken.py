@@ -167,6 +167,27 @@ class NoIntentFsync(BrokenRuntime):
         )
 
 
+class _LazyFinishExecutor(Executor):
+    def write_finish(self, finish: FinishRecord) -> None:
+        self.journal.append(finish, sync=False)  # the mistake: success reported before durable
+        self._on_record(finish)
+
+
+class NoFinishFsync(BrokenRuntime):
+    mistake = "reports success before the finish record is fsynced"
+    caught_by = ("I1",)
+    needs_fault = "power-loss"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.executor = _LazyFinishExecutor(
+            self.journal,
+            self.incarnation,
+            on_record=self._note,
+            max_attempts=self.executor.max_attempts,
+        )
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -176,6 +197,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "drop-verify-hint": DropVerifyHint,
     "running-as-not-started": RunningAsNotStarted,
     "no-intent-fsync": NoIntentFsync,
+    "no-finish-fsync": NoFinishFsync,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -8,16 +8,21 @@ On every start it recovers first, then handles each hint the runtime hands it:
 - the step has none: record the op as unverifiable and do not redo it.
 
 Then it issues the plan's steps in order; the runtime answers every op its
-journal knows without running it again. All choices are a function of the
+journal knows without running it again. Each success it is told of, it reports
+to the outside world (``ack <op>`` on the supervisor's channel): a user who was
+told a step is done must never see it done again. All choices are a function of the
 journal and the world, so a model killed half-way decides the same next time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Mapping
 
 from harness.agent.plan import Plan, PlanStep
 from harness.runtime import Runtime, ToolFunction, VerifyHint
+from harness.runtime.failpoints import CHANNEL_ENV
 
 __all__ = ["ScriptedModel"]
 
@@ -31,6 +36,8 @@ class ScriptedModel:
         self.plan = plan
         self.execute = execute
         self._steps: Mapping[str, PlanStep] = {s.op_id: s for s in plan.steps}
+        channel = os.environ.get(CHANNEL_ENV, "")
+        self.channel = int(channel) if channel.isdigit() else None
 
     def run(self) -> None:
         report = self.runtime.recover(
@@ -39,7 +46,15 @@ class ScriptedModel:
         for hint in report.hints:
             self.verify(hint)
         for step in self.plan.steps:
-            self.runtime.call(step.op_id, step.tool, step.args, self.execute)
+            outcome = self.runtime.call(step.op_id, step.tool, step.args, self.execute)
+            if outcome.ok:
+                self.acknowledge(step.op_id)
+
+    def acknowledge(self, op_id: str) -> None:
+        """Tell the outside world (the supervisor, standing for the user) an op succeeded."""
+        if self.channel is not None:
+            with contextlib.suppress(OSError):  # nobody listens: running by hand
+                os.write(self.channel, f"ack {op_id}\n".encode())
 
     def step_of(self, op_id: str) -> PlanStep | None:
         return self._steps.get(op_id.split(".", 1)[0])

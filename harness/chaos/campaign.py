@@ -192,8 +192,9 @@ def run_trials(
     *,
     on_plan: Callable[[int], None] | None = None,
     stop: Callable[[TrialResult], bool] | None = None,
+    select: Callable[[TrialSpec], bool] | None = None,
 ) -> list[TrialResult]:
-    """Run the whole campaign; ``stop`` may end it early (the self-check does)."""
+    """Run the whole campaign; ``select`` keeps some trials, ``stop`` may end it early."""
     pool = Pool(config.workers, config.restart_budget, config.timeout_s)
     try:
         picks = random_picks(config)
@@ -205,6 +206,8 @@ def run_trials(
             seed = scenario_seed(config.seed, s)
             specs += exhaustive_specs(s, seed, goldens[s, seed], config.runtime)
         specs += random_specs(picks, goldens, config.runtime)
+        if select is not None:
+            specs = [spec for spec in specs if select(spec)]
         if on_plan is not None:
             on_plan(len(specs))
         results = []

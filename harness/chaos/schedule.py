@@ -41,13 +41,22 @@ TABLE_VARIANTS = ("reclassified",)
 """Tool-table variants a life may run with (built by ``harness.chaos.tables``)."""
 
 
+_LIFE_KEYS = ("failpoints", "kill_after_ms", "table", "after_death")
+
+
 @dataclass(frozen=True, slots=True)
 class Life:
-    """The faults one incarnation meets."""
+    """The faults one incarnation meets.
+
+    ``after_death`` is a fault applied to its files once it is dead (see
+    ``harness.chaos.faults``): ``power-loss:drop``, ``power-loss:tear:<keep>:<garbage>``
+    or ``corrupt:<where>``.
+    """
 
     failpoints: str = ""
     kill_after_ms: float | None = None
     table: str | None = None
+    after_death: str | None = None
 
     def describe(self) -> str:
         parts = [self.failpoints] if self.failpoints else []
@@ -55,7 +64,24 @@ class Life:
             parts.append(f"kill@{self.kill_after_ms:.2f}ms")
         if self.table:
             parts.append(f"table={self.table}")
+        if self.after_death:
+            parts.append(f"then {self.after_death}")
         return " ".join(parts) or "clean"
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in _LIFE_KEYS if getattr(self, key)}
+
+    @classmethod
+    def from_json(cls, item: Any) -> Life:
+        if not isinstance(item, dict) or set(item) - set(_LIFE_KEYS):
+            raise ValueError(f"bad life {item!r}: keys are {', '.join(_LIFE_KEYS)}")
+        kill = item.get("kill_after_ms")
+        return cls(
+            str(item.get("failpoints", "")),
+            None if kill is None else float(kill),
+            item.get("table"),
+            item.get("after_death"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,44 +94,31 @@ class CrashSchedule:
             ("=kill" in life.failpoints) + (life.kill_after_ms is not None) for life in self.lives
         )
 
+    @property
+    def fault_kinds(self) -> frozenset[str]:
+        """The kinds of fault this schedule injects (sigkill, power-loss, ...)."""
+        kinds = set()
+        for life in self.lives:
+            if "=kill" in life.failpoints or life.kill_after_ms is not None:
+                kinds.add("sigkill")
+            if "=enospc" in life.failpoints:
+                kinds.add("disk-full")
+            if life.after_death:
+                kinds.add(life.after_death.split(":", 1)[0])
+        return frozenset(kinds)
+
     def describe(self) -> str:
         return " | ".join(life.describe() for life in self.lives) or "no faults"
 
     def to_json(self) -> str:
-        return json.dumps(
-            [
-                {
-                    k: v
-                    for k, v in (
-                        ("failpoints", life.failpoints),
-                        ("kill_after_ms", life.kill_after_ms),
-                        ("table", life.table),
-                    )
-                    if v
-                }
-                for life in self.lives
-            ],
-            separators=(",", ":"),
-        )
+        return json.dumps([life.to_json() for life in self.lives], separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> CrashSchedule:
         data: Any = json.loads(text)
         if not isinstance(data, list):
             raise ValueError("a crash schedule is a JSON list of lives")
-        lives = []
-        for item in data:
-            if not isinstance(item, dict) or set(item) - {"failpoints", "kill_after_ms", "table"}:
-                raise ValueError(f"bad life {item!r}: keys are failpoints, kill_after_ms, table")
-            kill = item.get("kill_after_ms")
-            lives.append(
-                Life(
-                    str(item.get("failpoints", "")),
-                    None if kill is None else float(kill),
-                    item.get("table"),
-                )
-            )
-        return cls(tuple(lives))
+        return cls(tuple(Life.from_json(item) for item in data))
 
 
 def exhaustive_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSchedule]]:
@@ -113,7 +126,11 @@ def exhaustive_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSc
 
     Yields (label, schedule). Kills during recovery follow a kill that leaves an
     op in flight (after its intent or its effect); a table change follows a
-    kill after an intent, so that decisions must come from the snapshot.
+    kill after an intent, so that decisions must come from the snapshot. A kill
+    after an effect or a finish is also followed by a power loss, and so is a
+    kill between every journal write and its fsync (dropping or tearing it).
+    Twice per scenario a kill is followed by a corrupted record, which the next
+    start must refuse.
     """
     for name in OP_FAILPOINTS:
         for hit in range(1, hits.get(name, 0) + 1):
@@ -126,12 +143,35 @@ def exhaustive_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSc
                         CrashSchedule((first, Life(f"{point}@1=kill"))),
                     )
             if name == "op.after_intent":
-                yield (f"{name}@{hit}+table", CrashSchedule((first, Life(table="reclassified"))))
+                yield f"{name}@{hit}+table", CrashSchedule((first, Life(table="reclassified")))
+            if name != "op.after_intent":
+                lost = Life(first.failpoints, after_death="power-loss:drop")
+                yield f"{name}@{hit}+power-loss", CrashSchedule((lost,))
+    finishes = hits.get("op.after_finish", 0)
+    for hit in sorted({2, finishes} & set(range(2, finishes + 1))):
+        broken = Life(f"op.after_finish@{hit}=kill", after_death="corrupt:0.5")
+        yield f"op.after_finish@{hit}+corrupt", CrashSchedule((broken,))
+    for hit in range(1, hits.get("journal.before_fsync", 0) + 1):
+        tear = hit % 2 == 0
+        fault = f"power-loss:tear:0.5:{hit % 7}" if tear else "power-loss:drop"
+        lost = Life(f"journal.before_fsync@{hit}=kill", after_death=fault)
+        yield f"journal.before_fsync@{hit}+{'tear' if tear else 'drop'}", CrashSchedule((lost,))
 
 
 def random_schedule(rng: random.Random, ready_to_exit_ms: float) -> CrashSchedule:
-    """One to three kills at random moments of a crash-free run's working time."""
+    """One to three kills at random moments of a crash-free run's working time.
+
+    A third of the kills are followed by a power loss (drop or tear).
+    """
     lives = []
     for _ in range(rng.choice((1, 1, 2, 3))):
-        lives.append(Life(kill_after_ms=round(rng.uniform(0.0, ready_to_exit_ms), 3)))
+        kill = round(rng.uniform(0.0, ready_to_exit_ms), 3)
+        roll = rng.random()
+        if roll < 1 / 6:
+            fault: str | None = "power-loss:drop"
+        elif roll < 1 / 3:
+            fault = f"power-loss:tear:{rng.random():.3f}:{rng.randrange(16)}"
+        else:
+            fault = None
+        lives.append(Life(kill_after_ms=kill, after_death=fault))
     return CrashSchedule(tuple(lives))

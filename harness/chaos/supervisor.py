@@ -9,7 +9,9 @@ the trial stops). Killed lives are restarted until the plan is done or the
 restart budget is spent.
 
 What it saw goes to ``events.jsonl`` in the trial directory, one JSON object a
-line: ``spawn``, ``ready``, ``kill``, ``exit``.
+line: ``spawn``, ``ready``, ``ack`` (the agent reported an op's success to its
+user: from then on that success must never be undone), ``kill``, ``exit``, and
+``fault`` (an after-death fault was applied, see ``harness.chaos.faults``).
 
 Contract: every process it starts is reaped before ``run`` returns, whatever
 happens, and ``kill_all`` reaps any still alive (for Ctrl-C and SIGTERM).
@@ -30,8 +32,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from harness.chaos.faults import SHADOW_FILE, apply_after_death
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.runtime.failpoints import CHANNEL_ENV, FAILPOINTS_ENV
+from harness.runtime.journal import SHADOW_ENV
 
 __all__ = ["LifeResult", "Supervisor", "kill_all"]
 
@@ -93,20 +97,33 @@ class Supervisor:
         with open(trial_dir / "events.jsonl", "a", encoding="utf-8") as events:
             for life_no in range(1, self.restart_budget + 1):
                 life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
-                env = self._env(life, runtime, tables or {}, counts_file)
+                env = self._env(trial_dir, life, runtime, tables or {}, counts_file)
                 result = self._run_life(trial_dir, life_no, life, env, deadline, events)
                 results.append(result)
-                if result.killed in (None, "timeout"):
+                if life.after_death and result.killed != "timeout":
+                    _event(
+                        events,
+                        "fault",
+                        life=life_no,
+                        **apply_after_death(trial_dir, life.after_death),
+                    )
+                if not _restart(result, life):
                     break
         return results
 
     def _env(
-        self, life: Life, runtime: str, tables: Mapping[str, Path], counts_file: Path | None
+        self,
+        trial_dir: Path,
+        life: Life,
+        runtime: str,
+        tables: Mapping[str, Path],
+        counts_file: Path | None,
     ) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
         env.update(self.extra_env)
         env["HARNESS_RUNTIME"] = runtime
         env[FAILPOINTS_ENV] = life.failpoints
+        env[SHADOW_ENV] = str(trial_dir / SHADOW_FILE)
         if life.table is not None:
             env["HARNESS_TOOL_TABLE"] = str(tables[life.table])
         if counts_file is not None:
@@ -169,8 +186,17 @@ class Supervisor:
                     elif message.startswith("reached "):
                         killed, reached = "failpoint", message.removeprefix("reached ")
                         break
+                    elif message.startswith("ack "):
+                        _event(events, "ack", life=life_no, op=message.removeprefix("ack "))
             if killed is not None:
                 _sigkill(proc)
+                returncode = proc.wait()
+                # Acks the victim wrote before it died still count: read them to EOF.
+                while chunk := os.read(read_fd, 4096):
+                    buffer += chunk
+                for text in buffer.decode(errors="replace").splitlines():
+                    if text.startswith("ack "):
+                        _event(events, "ack", life=life_no, op=text.removeprefix("ack "))
                 _event(
                     events,
                     "kill",
@@ -202,6 +228,16 @@ class Supervisor:
         return LifeResult(
             life_no, proc.pid, returncode, killed, reached, ready_ms, duration_ms, stderr_text
         )
+
+
+EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (harness.agent.__main__)
+
+
+def _restart(result: LifeResult, life: Life) -> bool:
+    """Whether another life follows: after a kill, or after an injected full disk."""
+    if result.killed in ("failpoint", "timed"):
+        return True
+    return result.returncode == EXIT_WRITE_FAILED and "=enospc" in life.failpoints
 
 
 def _sigkill(proc: subprocess.Popen[bytes]) -> None:

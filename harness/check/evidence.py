@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.agent.plan import Plan, load_plan
+from harness.chaos.faults import PRISTINE_JOURNAL
 from harness.runtime.journal import ScannedRecord, scan_journal
 from harness.runtime.records import (
     DecisionRecord,
@@ -50,8 +51,14 @@ class TrialEvidence:
     restart_budget: int = 8
 
     @cached_property
+    def corrupted(self) -> bool:
+        """Whether the harness injected corruption (then the checkers read the copy before it)."""
+        return (self.trial_dir / PRISTINE_JOURNAL).exists()
+
+    @cached_property
     def records(self) -> tuple[ScannedRecord, ...]:
-        return scan_journal(self.trial_dir / "journal").records
+        name = PRISTINE_JOURNAL if self.corrupted else "journal"
+        return scan_journal(self.trial_dir / name).records
 
     @cached_property
     def plan(self) -> Plan:
@@ -65,6 +72,28 @@ class TrialEvidence:
             LifeSeen(d["life"], d["pid"], d["returncode"], d["killed"], d["reached"], d["stderr"])
             for d in data
         )
+
+    @cached_property
+    def events(self) -> tuple[dict[str, Any], ...]:
+        """What the supervisor saw, in order (``events.jsonl``)."""
+        path = self.trial_dir / "events.jsonl"
+        if not path.exists():
+            return ()
+        return tuple(json.loads(line) for line in path.read_text("utf-8").splitlines() if line)
+
+    @cached_property
+    def acks(self) -> dict[str, int]:
+        """Op id -> when (ns) the agent first told the outside world it succeeded."""
+        out: dict[str, int] = {}
+        for event in self.events:
+            if event["event"] == "ack":
+                out.setdefault(event["op"], event["t_ns"])
+        return out
+
+    @cached_property
+    def faults(self) -> tuple[dict[str, Any], ...]:
+        """After-death faults the supervisor applied (power loss, corruption)."""
+        return tuple(e for e in self.events if e["event"] == "fault")
 
     @cached_property
     def ledger(self) -> tuple[LedgerEntry, ...]:

@@ -21,13 +21,16 @@ from pathlib import Path
 from typing import Literal
 
 from harness.check.evidence import TrialEvidence
+from harness.runtime.errors import JournalCorruptError
+from harness.runtime.journal import scan_journal
 from harness.runtime.matrix import Decision, OpState, decide
-from harness.runtime.records import FinishRecord, HintRecord, IntentRecord
+from harness.runtime.records import FinishRecord, HintRecord, IntentRecord, TailDroppedRecord
 from harness.world.store import EffectRow, step_of
 
 __all__ = ["INVARIANTS", "Verdict", "check_trial"]
 
 Status = Literal["pass", "fail", "unknown"]
+EXIT_REFUSED = 2  # the agent's status when it refuses to start (harness.agent.__main__)
 
 # World tables that are not effects: asking a person again is harmless by the
 # seed's definition, so the question log is left out of the end-state check.
@@ -69,12 +72,19 @@ def _unknown(key: str, why: str) -> Verdict:
 
 
 def check_success_not_rerun(ev: TrialEvidence) -> Verdict:
-    """I1: no ledger row for an op after its SUCCEEDED finish was in the journal."""
+    """I1: a success is never re-executed once durable, nor once reported to the user.
+
+    Durable: a ledger row for the op after its SUCCEEDED finish was in the
+    journal. Reported: a ledger row after the agent acknowledged the op's
+    success to the outside world (a runtime that reports success before the
+    finish is durable breaks this after a power loss).
+    """
     problems = []
     checked = 0
     for op_id, finishes in ev.finishes.items():
         success = next(
-            (f for f in finishes if isinstance(f.record, FinishRecord) and f.record.succeeded), None
+            (f for f in finishes if isinstance(f.record, FinishRecord) and f.record.succeeded),
+            None,
         )
         if success is None:
             continue
@@ -86,7 +96,15 @@ def check_success_not_rerun(ev: TrialEvidence) -> Verdict:
                     f"(ledger #{entry.seq}, journal at byte {entry.journal_pos}) after its "
                     f"success was journaled at byte {success.offset}"
                 )
-    return _verdict("I1", problems, f"{checked} durable successes, none re-executed")
+    for op_id, acked_ns in ev.acks.items():
+        checked += 1
+        for entry in ev.ledger_of(op_id):
+            if entry.time_ns > acked_ns:
+                problems.append(
+                    f"{op_id} ({entry.tool}) ran again (ledger #{entry.seq}, pid {entry.pid}) "
+                    f"after its success was reported to the user"
+                )
+    return _verdict("I1", problems, f"{checked} successes, none re-executed")
 
 
 def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
@@ -249,6 +267,11 @@ def _finished(ev: TrialEvidence) -> bool:
 def check_liveness(ev: TrialEvidence) -> Verdict:
     """I7: the trial finished within its restart budget and every step is accounted for."""
     problems = []
+    if ev.corrupted and ev.lives and ev.lives[-1].returncode == EXIT_REFUSED:
+        # The trial ends on the corruption it injected; I9 judges the refusal.
+        return Verdict(
+            "I7", TITLES["I7"], "pass", ("stopped on injected corruption, as it must (see I9)",)
+        )
     if not ev.lives:
         problems.append("no life was run")
     elif not _finished(ev):
@@ -295,6 +318,13 @@ def check_end_state(ev: TrialEvidence) -> Verdict:
     golden = ev.golden_world
     if golden is None:
         return _unknown("I8", "no golden run to compare with")
+    if ev.corrupted:
+        return Verdict(
+            "I8",
+            TITLES["I8"],
+            "pass",
+            ("not compared: the trial ends on injected corruption (see I9)",),
+        )
     if not _finished(ev):
         return _unknown("I8", "the trial did not finish; its end state is not final")
     skip = _unverifiable_steps(ev)
@@ -306,8 +336,62 @@ def check_end_state(ev: TrialEvidence) -> Verdict:
     return _verdict("I8", problems, f"world equals golden{note}")
 
 
+def check_journal_integrity(ev: TrialEvidence) -> Verdict:
+    """I9: a torn tail is dropped, never misread; corruption stops the agent before any tool.
+
+    After an injected tear, a later life must report the dropped tail exactly
+    where the torn bytes began, and no record may come from those bytes. After
+    injected corruption, the next life must refuse, naming the damaged record's
+    offset and number, with no tool run and the journal left as it was.
+    """
+    problems = []
+    checked = 0
+    dropped = {r.offset: r for s in ev.records if isinstance(r := s.record, TailDroppedRecord)}
+    for fault in ev.faults:
+        if fault.get("torn"):
+            checked += 1
+            at = fault["valid_end"]
+            if at not in dropped:
+                problems.append(
+                    f"a torn tail of {fault['torn']} bytes at byte {at} "
+                    f"({fault['fault']}) was never reported dropped"
+                )
+            elif dropped[at].length != fault["torn"]:
+                problems.append(
+                    f"the tail dropped at byte {at} was {dropped[at].length} "
+                    f"bytes, the tear left {fault['torn']}"
+                )
+        if fault.get("corrupted") is not None:
+            checked += 1
+            problems += _refused_corruption(ev, fault)
+    try:
+        scan_journal(ev.trial_dir / "journal")
+    except JournalCorruptError as exc:
+        if not ev.corrupted:
+            problems.append(f"the journal is corrupt without injected corruption: {exc}")
+    return _verdict("I9", problems, f"{checked} injected tears and corruptions handled")
+
+
+def _refused_corruption(ev: TrialEvidence, fault: dict[str, object]) -> list[str]:
+    after = [life for life in ev.lives if life.life > int(str(fault["life"]))]
+    if not after:
+        return ["no life started after the corruption"]
+    refused = after[0]
+    expected = f"byte {fault['record_offset']} (record #{fault['record']})"
+    problems = []
+    if refused.returncode != EXIT_REFUSED or expected not in refused.stderr:
+        problems.append(
+            f"life {refused.life} did not refuse the corrupt journal naming "
+            f"{expected}: exit {refused.returncode}, {refused.stderr.strip()[-200:]}"
+        )
+    ran = [e for e in ev.ledger if e.pid == refused.pid]
+    if ran:
+        problems.append(f"life {refused.life} ran {ran[0].op_id} on a corrupt journal")
+    return problems
+
+
 TITLES = {
-    "I1": "durable success never re-executed",
+    "I1": "success never re-executed once durable or reported",
     "I2": "unknown outcome of an unsafe op verified, not replayed",
     "I3": "unknown outcome of a safe op retried under its id",
     "I4": "failed and not-started ops skipped",
@@ -315,6 +399,7 @@ TITLES = {
     "I6": "write-ahead: intent durable before effect",
     "I7": "liveness: finished, every step accounted for",
     "I8": "end state equals the golden run",
+    "I9": "journal integrity: torn tail dropped, corruption refused",
 }
 
 INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
@@ -326,6 +411,7 @@ INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
     "I6": check_write_ahead,
     "I7": check_liveness,
     "I8": check_end_state,
+    "I9": check_journal_integrity,
 }
 
 

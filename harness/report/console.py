@@ -138,28 +138,46 @@ def _print_failures(failures: list[TrialResult]) -> None:
 
 
 def _self_check(config: CampaignConfig) -> list[SelfCheckRow]:
+    """Run each broken runtime until the invariant it breaks catches it.
+
+    A mistake that needs a fault beyond SIGKILL must first escape SIGKILL alone
+    (on a smaller campaign), then be caught once that fault is added.
+    """
     rows = []
     for name, runtime in BROKEN_RUNTIMES.items():
         expected = set(runtime.caught_by)
-        if runtime.needs_fault == "sigkill":
-            broken = replace(config, runtime=name, random_trials=0)
-        else:  # it escapes SIGKILL by design: show that on a smaller campaign
-            broken = replace(config, runtime=name, random_trials=0, scenarios=config.scenarios[:2])
+        broken = replace(config, runtime=name, random_trials=0)
+
+        def caught_as_expected(result: TrialResult, e: set[str] = expected) -> bool:
+            return bool(e & set(result.failed_invariants))
+
+        fault = runtime.needs_fault
+        alone: list[TrialResult] = []
+        if fault != "sigkill":
+            alone = _run_with_progress(
+                replace(broken, scenarios=config.scenarios[:2]),
+                f"self-check {name} (SIGKILL alone)",
+                stop=caught_as_expected,
+                select=lambda spec, f=fault: f not in spec.schedule.fault_kinds,
+            )
         results = _run_with_progress(
             broken,
-            f"self-check {name}",
-            stop=lambda r, e=expected: bool(e & set(r.failed_invariants)),
+            f"self-check {name}" + ("" if fault == "sigkill" else f" ({fault})"),
+            stop=caught_as_expected,
+            select=None
+            if fault == "sigkill"
+            else lambda spec, f=fault: f in spec.schedule.fault_kinds,
         )
-        caught = [r for r in results if expected & set(r.failed_invariants)]
-        first_catch = caught[0] if caught else None
         rows.append(
             SelfCheckRow(
                 name,
                 runtime.mistake,
-                runtime.needs_fault,
+                fault,
                 tuple(sorted(expected)),
                 len(results),
-                first_catch,
+                next((r for r in results if caught_as_expected(r)), None),
+                len(alone),
+                next((r for r in alone if caught_as_expected(r)), None),
             )
         )
     return rows
@@ -170,7 +188,8 @@ def _print_self_check(rows: list[SelfCheckRow]) -> None:
     for column in ("broken runtime", "expected", "trials", "outcome"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row.name, ", ".join(row.expected), str(row.trials), row.outcome)
+        trials = str(row.trials) + (f" + {row.sigkill_trials}" if row.sigkill_trials else "")
+        table.add_row(row.name, ", ".join(row.expected), trials, row.outcome)
     _console.print(table)
     for row in rows:
         if row.caught is not None:

@@ -29,20 +29,29 @@ class SelfCheckRow:
     expected: tuple[str, ...]
     trials: int
     caught: TrialResult | None
+    sigkill_trials: int = 0
+    """Trials with SIGKILL alone, for a mistake that needs another fault."""
+    caught_by_sigkill: TrialResult | None = None
 
     @property
     def as_expected(self) -> bool:
-        # A mistake that only a later fault can expose must escape SIGKILL alone;
-        # if it did not, the harness sees something it should not be able to see.
-        return (self.caught is not None) == (self.needs_fault == "sigkill")
+        # A mistake that only another fault can expose must also escape SIGKILL
+        # alone; if it did not, the harness sees what it should not be able to.
+        return self.caught is not None and self.caught_by_sigkill is None
 
     @property
     def outcome(self) -> str:
-        if self.caught is not None:
-            return f"caught by {', '.join(self.caught.failed_invariants)}"
-        if self.needs_fault != "sigkill":
-            return f"escapes SIGKILL as expected; needs the {self.needs_fault} fault"
-        return "NOT CAUGHT"
+        if self.caught is None:
+            return "NOT CAUGHT"
+        by = ", ".join(self.caught.failed_invariants)
+        if self.needs_fault == "sigkill":
+            return f"caught by {by}"
+        if self.caught_by_sigkill is not None:
+            return f"caught by {by}, but SIGKILL alone also caught it: unexpected"
+        return (
+            f"caught by {by} under {self.needs_fault}; escapes SIGKILL alone "
+            f"({self.sigkill_trials} trials)"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

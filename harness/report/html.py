@@ -1,16 +1,371 @@
-"""``index.html``: the run at a glance (placeholder until the timeline view lands)."""
+"""``index.html``: the run at a glance, and one ``timeline.html`` per trial folder.
+
+The index shows the overall verdict, the invariants over the campaign, where
+the kills landed, the self-check and every trial; each trial page shows the
+spec, the one command that replays it, the verdicts with their evidence and
+the timeline of its lives (``harness.report.timeline``).
+
+Contract: the pages describe what the checkers decided and never decide
+anything; every string that comes from data is escaped; the files open
+offline (inline CSS and a few lines of inline JS, nothing fetched). Reading a
+trial's files never stops the report: a trial page that cannot be built says
+why, and a page that cannot be written is simply not linked.
+"""
 
 from __future__ import annotations
 
 import html
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from harness.chaos.trial import TrialResult
+from harness.check.invariants import TITLES
+from harness.check.windows import WINDOWS
+from harness.report.timeline import read_timeline, render_timeline
+
+if TYPE_CHECKING:  # files.py imports this module; a runtime import would be a cycle
+    from harness.report.files import SelfCheckRow
+
+__all__ = ["MAX_PASSING_PAGES", "TRIAL_PAGE", "write_index_html", "write_trial_page"]
+
+TRIAL_PAGE = "timeline.html"
+MAX_PASSING_PAGES = 200
+"""Passing trials that get a page; failed and unknown trials always get one."""
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;
+ max-width:1200px;padding:0 1em;color:#1d2939}
+h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.15em;margin:1.6em 0 .5em;
+ border-bottom:1px solid #d0d5dd}h3{font-size:1em;margin:0;padding:.4em .6em;background:#f2f4f7}
+table{border-collapse:collapse;margin:.3em 0}td,th{border:1px solid #d0d5dd;padding:.2em .5em;
+ text-align:left;vertical-align:top}th{background:#f2f4f7}td.n{text-align:right}
+code,pre,.tl{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
+pre{background:#f2f4f7;padding:.5em;white-space:pre-wrap;word-break:break-all}
+.badge{display:inline-block;padding:.05em .5em;border-radius:3px;font-weight:600;color:#fff}
+.badge.pass{background:#067647}.badge.fail{background:#b42318}.badge.unknown{background:#b54708}
+tr.fail td{background:#fef3f2}tr.unknown td{background:#fffaeb}
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:.5em 0}
+dl.facts dt{color:#475467}dl.facts dd{margin:0}
+.problem{background:#fef3f2;border-left:4px solid #b42318;padding:.4em .6em}
+.note{background:#fffaeb;border-left:4px solid #b54708;padding:.4em .6em}
+.legend .r{display:inline-block;padding:0 .4em;margin-right:.4em;border-left:4px solid}
+section.life{border:1px solid #d0d5dd;margin:.8em 0}section.life.killed{border-color:#b42318}
+section.life.killed h3{background:#fee4e2}.sum{font-weight:400;color:#475467;margin-left:.5em}
+ol.tl{list-style:none;margin:0;padding:0}
+ol.tl li{display:grid;grid-template-columns:5.5em 7.5em 8em 1fr;gap:0 .5em;padding:.1em .5em;
+ border-left:4px solid transparent}
+.at{color:#98a2b3}.tag{color:#475467}.op{font-weight:600}.tx{white-space:pre-wrap}
+.r.kill{background:#fee4e2;border-left-color:#b42318;color:#7a271a;font-weight:600}
+.r.verify{background:#fef0c7;border-left-color:#dc6803}
+.r.ledger{background:#d1e9ff;border-left-color:#1570ef}
+.r.ok .tx{color:#067647}.r.failed .tx{color:#b42318}.r.ok{border-left-color:#75e0a7}
+.r.failed{border-left-color:#fda29b}.r.event{color:#475467;border-left-color:#98a2b3}
+.r.quiet{color:#98a2b3}
+.filter{margin:.4em 0}
+"""
+
+# Filters the trial table by text and status; the page works without it.
+_FILTER_JS = """
+const q=document.getElementById('q'),bad=document.getElementById('bad');
+function apply(){const t=q.value.toLowerCase();
+for(const r of document.querySelectorAll('#trials tbody tr')){
+r.hidden=!(r.textContent.toLowerCase().includes(t)&&(!bad.checked||r.dataset.status!=='pass'));}}
+q.addEventListener('input',apply);bad.addEventListener('change',apply);
+"""
 
 
-def write_index_html(run_dir: Path, results: list[Any], checks: list[Any]) -> None:
-    rows = "".join(
-        f"<tr><td>{html.escape(r.spec.trial_id)}</td><td>{r.status}</td></tr>" for r in results
+def _e(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _page(title: str, body: str, script: str = "") -> str:
+    js = f"<script>{script}</script>" if script else ""
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head>"
+        f"<body>{body}{js}</body></html>\n"
     )
-    (run_dir / "index.html").write_text(
-        f"<!doctype html><title>chaos run</title><table>{rows}</table>", "utf-8"
+
+
+def _badge(status: str) -> str:
+    return f'<span class="badge {_e(status)}">{_e(status.upper())}</span>'
+
+
+def _table(head: Iterable[str], rows: Iterable[str], *, table_id: str = "") -> str:
+    ths = "".join(f"<th>{_e(h)}</th>" for h in head)
+    ident = f' id="{_e(table_id)}"' if table_id else ""
+    return f"<table{ident}><thead><tr>{ths}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _link(run_dir: Path, result: TrialResult) -> str | None:
+    """The trial page's address relative to the index, or None outside the run folder."""
+    try:
+        relative = result.directory.relative_to(run_dir)
+    except ValueError:
+        return None
+    return quote(f"{relative.as_posix()}/{TRIAL_PAGE}", safe="/@+")
+
+
+# -- the index ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Overview:
+    seed: str
+    runtime: str
+    trials: int
+    failed: int
+    unknown: int
+    kills: int
+    passed: bool
+
+
+def _overview(run_dir: Path, results: list[TrialResult], checks: list[SelfCheckRow]) -> _Overview:
+    """From ``summary.json`` (the campaign's own numbers) where present, else from the results."""
+    seeds = sorted({r.spec.seed for r in results})
+    runtimes = sorted({r.spec.runtime for r in results})
+    failed = sum(r.status == "fail" for r in results)
+    computed: dict[str, Any] = {
+        "seed": seeds[0] if len(seeds) == 1 else "trial seeds vary",
+        "runtime": ", ".join(runtimes) or "?",
+        "trials": len(results),
+        "failed": failed,
+        "unknown": sum(r.status == "unknown" for r in results),
+        "kills": sum(r.kills for r in results),
+        "passed": failed == 0 and all(c.as_expected for c in checks),
+    }
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        summary = None
+    if isinstance(summary, dict):
+        for key in computed:
+            value = summary.get(key)
+            wanted = bool if key == "passed" else int if key != "runtime" else str
+            if isinstance(value, wanted) and (wanted is bool or not isinstance(value, bool)):
+                computed[key] = value
+    return _Overview(
+        str(computed["seed"]),
+        str(computed["runtime"]),
+        int(computed["trials"]),
+        int(computed["failed"]),
+        int(computed["unknown"]),
+        int(computed["kills"]),
+        bool(computed["passed"]),
     )
+
+
+def _header(run_dir: Path, o: _Overview, results: list[TrialResult]) -> str:
+    status = "pass" if o.passed else "fail"
+    kinds = Counter(r.spec.kind for r in results)
+    passing = o.trials - o.failed - o.unknown
+    facts = [
+        ("seed", _e(o.seed)),
+        ("runtime under test", _e(o.runtime)),
+        (
+            "trials",
+            f"{o.trials}: {passing} pass, {o.failed} fail, {o.unknown} unknown"
+            + (
+                f" ({_e(', '.join(f'{n} {k}' for k, n in sorted(kinds.items())))})" if kinds else ""
+            ),
+        ),
+        ("kills", str(o.kills)),
+        ("run folder", f"<code>{_e(run_dir)}</code>"),
+    ]
+    dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
+    return f'<h1>chaos run {_badge(status)}</h1><dl class="facts">{dl}</dl>'
+
+
+def _invariants(results: list[TrialResult]) -> str:
+    counts: dict[str, Counter[str]] = {key: Counter() for key in TITLES}
+    titles = dict(TITLES)
+    for result in results:
+        for verdict in result.verdicts:
+            counts.setdefault(verdict.invariant, Counter())[verdict.status] += 1
+            titles.setdefault(verdict.invariant, verdict.title)
+    rows = []
+    for key, c in counts.items():
+        cls = "fail" if c["fail"] else "unknown" if c["unknown"] else ""
+        rows.append(
+            f'<tr class="{cls}"><td>{_e(key)}</td><td>{_e(titles[key])}</td>'
+            f'<td class="n">{c["pass"]}</td><td class="n">{c["fail"]}</td>'
+            f'<td class="n">{c["unknown"]}</td></tr>'
+        )
+    return "<h2>Invariants</h2>" + _table(("", "invariant", "pass", "fail", "unknown"), rows)
+
+
+def _coverage(results: list[TrialResult]) -> str:
+    windows = Counter(w for r in results for w in r.windows)
+    reached = Counter(point.split(" ")[0] for r in results for point in r.reached)
+    rows = [
+        f"<tr><td>random-time kill in window <b>{_e(w)}</b></td>"
+        f'<td class="n">{windows[w]}</td></tr>'
+        for w in (*WINDOWS, *sorted(set(windows) - set(WINDOWS)))
+    ]
+    rows += [
+        f'<tr><td>failpoint <code>{_e(p)}</code></td><td class="n">{n}</td></tr>'
+        for p, n in sorted(reached.items())
+    ]
+    return "<h2>Where the kills landed</h2>" + _table(("kill", "count"), rows)
+
+
+def _self_check(run_dir: Path, checks: list[SelfCheckRow], pages: set[Path]) -> str:
+    if not checks:
+        return "<h2>Self-check</h2><p>not run (each broken runtime must be caught)</p>"
+    rows = []
+    for check in checks:
+        cls = "" if check.as_expected else "fail"
+        outcome = _badge("pass" if check.as_expected else "fail")
+        replay = ""
+        if check.caught is not None:
+            link = _link(run_dir, check.caught) if check.caught.directory in pages else None
+            name = _e(check.caught.spec.trial_id)
+            trial = f'<a href="{_e(link)}">{name}</a>' if link else name
+            replay = f"{trial}<pre>{_e(check.caught.spec.replay_command())}</pre>"
+        rows.append(
+            f'<tr class="{cls}"><td><code>{_e(check.name)}</code></td>'
+            f"<td>{_e(check.mistake)}</td><td>{_e(', '.join(check.expected))}</td>"
+            f'<td class="n">{check.trials}</td><td>{outcome} '
+            f"{_e(check.outcome)}</td><td>{replay}</td></tr>"
+        )
+    return "<h2>Self-check: each broken runtime must be caught</h2>" + _table(
+        ("broken runtime", "mistake", "expected", "trials", "outcome", "caught in (replay)"), rows
+    )
+
+
+def _trials(run_dir: Path, results: list[TrialResult], pages: set[Path]) -> str:
+    ordered = sorted(results, key=lambda r: (r.status != "fail", r.spec.trial_id))
+    rows = []
+    for r in ordered:
+        link = _link(run_dir, r) if r.directory in pages else None
+        page = f'<a href="{_e(link)}">timeline</a>' if link else ""
+        rows.append(
+            f'<tr class="{_e(r.status)}" data-status="{_e(r.status)}">'
+            f"<td><code>{_e(r.spec.trial_id)}</code></td><td>{_e(r.spec.scenario_name)}</td>"
+            f"<td>{_e(r.spec.kind)}</td><td><code>{_e(r.spec.schedule.describe())}</code></td>"
+            f'<td class="n">{r.lives}</td><td class="n">{r.kills}</td><td>{_badge(r.status)}</td>'
+            f"<td>{_e(' '.join(r.failed_invariants))}</td><td>{page}</td></tr>"
+        )
+    linked = sum(r.directory in pages for r in results)
+    limit = ""
+    if linked < len(results):
+        limit = (
+            f"<p>Timeline pages: every failed or unknown trial and at most "
+            f"{MAX_PASSING_PAGES} passing ones ({linked} of {len(results)} trials); "
+            f"every trial folder still holds its journal, world.db and events.</p>"
+        )
+    controls = (
+        '<p class="filter"><input id="q" type="search" placeholder="filter trials">'
+        ' <label><input id="bad" type="checkbox"> only failed or unknown</label></p>'
+    )
+    return f"<h2>Trials</h2>{limit}{controls}" + _table(
+        ("trial", "scenario", "kind", "schedule", "lives", "kills", "status", "failed", "page"),
+        rows,
+        table_id="trials",
+    )
+
+
+def _pages_to_write(results: list[TrialResult], checks: list[SelfCheckRow]) -> list[TrialResult]:
+    """Every failed or unknown trial, the self-check catches, and some passing trials.
+
+    Passing trials are taken round-robin over their kinds, so a large campaign
+    still shows a few of each kind (exhaustive, random, ...), not only the first scenario.
+    """
+    chosen: dict[Path, TrialResult] = {}
+    for r in results:
+        if r.status != "pass":
+            chosen.setdefault(r.directory, r)
+    for check in checks:
+        if check.caught is not None:
+            chosen.setdefault(check.caught.directory, check.caught)
+    by_kind: dict[str, list[TrialResult]] = {}
+    for r in sorted(results, key=lambda r: r.spec.trial_id):
+        if r.status == "pass" and r.directory not in chosen:
+            by_kind.setdefault(r.spec.kind, []).append(r)
+    queues = [iter(v) for _, v in sorted(by_kind.items())]
+    taken = 0
+    while queues and taken < MAX_PASSING_PAGES:
+        for queue in list(queues):
+            passing = next(queue, None)
+            if passing is None:
+                queues.remove(queue)
+            elif taken < MAX_PASSING_PAGES:
+                chosen[passing.directory] = passing
+                taken += 1
+    return list(chosen.values())
+
+
+def write_index_html(run_dir: Path, results: list[TrialResult], checks: list[SelfCheckRow]) -> None:
+    """Write the trial pages worth writing, then ``index.html`` linking those that exist."""
+    pages = {r.directory for r in _pages_to_write(results, checks) if write_trial_page(run_dir, r)}
+    overview = _overview(run_dir, results, checks)
+    body = "".join(
+        (
+            _header(run_dir, overview, results),
+            _invariants(results),
+            _coverage(results),
+            _self_check(run_dir, checks, pages),
+            _trials(run_dir, results, pages),
+        )
+    )
+    (run_dir / "index.html").write_text(_page("chaos run", body, _FILTER_JS), "utf-8")
+
+
+# -- one trial --------------------------------------------------------------------------
+
+
+def write_trial_page(run_dir: Path, result: TrialResult) -> bool:
+    """Write ``timeline.html`` in the trial's folder; False if it could not be written."""
+    try:
+        page = _trial_page(run_dir, result)
+    except Exception as exc:  # one unreadable trial must not cost the run its report
+        page = _page(
+            result.spec.trial_id,
+            f'<h1>{_e(result.spec.trial_id)}</h1><p class="problem">'
+            f"this page could not be built: {_e(type(exc).__name__)}: {_e(exc)}</p>",
+        )
+    try:
+        (result.directory / TRIAL_PAGE).write_text(page, "utf-8")
+    except OSError:
+        return False
+    return True
+
+
+def _trial_page(run_dir: Path, result: TrialResult) -> str:
+    spec = result.spec
+    index = os.path.relpath(run_dir / "index.html", result.directory)
+    facts = [
+        ("scenario", f"<code>{_e(spec.scenario)}</code>"),
+        ("seed", _e(spec.seed)),
+        ("runtime", _e(spec.runtime)),
+        ("kind", _e(spec.kind)),
+        ("label", _e(spec.label)),
+        ("schedule", f"<code>{_e(spec.schedule.describe())}</code>"),
+        ("lives, kills", f"{result.lives} lives, {result.kills} kills"),
+        ("failpoints reached", _e("; ".join(result.reached) or "none")),
+        ("random-kill windows", _e(", ".join(result.windows) or "none")),
+        ("duration", f"{result.duration_ms:.0f} ms"),
+        ("folder", f"<code>{_e(result.directory)}</code>"),
+    ]
+    dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
+    verdicts = [
+        f'<tr class="{_e(v.status)}"><td>{_e(v.invariant)}</td><td>{_e(v.title)}</td>'
+        f"<td>{_badge(v.status)}</td><td>{'<br>'.join(_e(line) for line in v.evidence)}</td></tr>"
+        for v in result.verdicts
+    ]
+    timeline = render_timeline(read_timeline(result.directory, windows=result.windows))
+    body = (
+        f'<p><a href="{_e(quote(index, safe="/"))}">← run index</a></p>'
+        f"<h1><code>{_e(spec.trial_id)}</code> {_badge(result.status)}</h1>"
+        f'<dl class="facts">{dl}</dl><h2>Replay</h2><pre>{_e(spec.replay_command())}</pre>'
+        f"<h2>Verdicts</h2>{_table(('', 'invariant', 'status', 'evidence'), verdicts)}"
+        f"<h2>Timeline</h2>{timeline}"
+    )
+    return _page(f"{spec.trial_id} ({result.status})", body)

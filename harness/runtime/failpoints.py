@@ -62,6 +62,7 @@ FAILPOINTS: tuple[str, ...] = (
     "recovery.before_retry",
     "recovery.after_hint",
     "journal.append",
+    "journal.before_fsync",
 )
 """Every failpoint compiled into the runtime, in protocol order."""
 

@@ -17,6 +17,13 @@ record number, and nothing is run.
 One writer at a time: a ``JournalWriter`` holds an ``flock`` on the file. The
 kernel drops it when the holder dies, so a SIGKILLed agent never blocks its
 successor, while a second live process is refused at once.
+
+What is durable: ``synced_size`` is the length up to the last fsync. When the
+environment names a shadow file (``HARNESS_JOURNAL_SHADOW``), the writer also
+stores that length there (8 bytes, big-endian, not fsynced: it only has to
+outlive a SIGKILL), so that a supervisor can simulate a power cut afterwards by
+dropping or tearing whatever the journal holds past it. This is the one seam
+through which the harness learns what a power loss would take.
 """
 
 from __future__ import annotations
@@ -43,15 +50,18 @@ from harness.runtime.records import Record, record_from_json, record_to_json
 
 __all__ = [
     "FORMAT_VERSION",
+    "SHADOW_ENV",
     "JournalScan",
     "JournalWriter",
     "ScannedRecord",
     "TornTail",
     "encode_frame",
+    "read_shadow",
     "scan_bytes",
     "scan_journal",
 ]
 
+SHADOW_ENV = "HARNESS_JOURNAL_SHADOW"
 MAGIC = b"HJ"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct(">2sBII")
@@ -167,9 +177,14 @@ class JournalWriter:
     on disk: everything up to the last fsync.
     """
 
-    def __init__(self, path: Path | str, *, fsync: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, *, fsync: bool = True, shadow: Path | str | None = None
+    ) -> None:
         self.path = Path(path)
         self._fsync = fsync
+        self._shadow_fd: int | None = None
+        if shadow is None and os.environ.get(SHADOW_ENV):
+            shadow = os.environ[SHADOW_ENV]
         created = not self.path.exists()
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
@@ -197,6 +212,9 @@ class JournalWriter:
             raise
         self.size = self.scan.valid_end
         self.synced_size = self.size
+        if shadow is not None:
+            self._shadow_fd = os.open(shadow, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._record_synced()
 
     def append(self, record: Record, *, sync: bool = True) -> int:
         """Append one record durably; returns its offset."""
@@ -223,6 +241,7 @@ class JournalWriter:
             if written != len(frames):
                 raise OSError(errno.ENOSPC, f"short write ({written} of {len(frames)} bytes)")
             if sync and self._fsync:
+                failpoint("journal.before_fsync")  # written, not yet durable
                 os.fsync(fd)
         except OSError as exc:
             self._undo_partial(offset)
@@ -233,13 +252,22 @@ class JournalWriter:
         self.size = offset + len(frames)
         if sync and self._fsync:
             self.synced_size = self.size
+            self._record_synced()
         return offset
 
     def sync(self) -> None:
         os.fsync(self._require_open())
         self.synced_size = self.size
+        self._record_synced()
+
+    def _record_synced(self) -> None:
+        if self._shadow_fd is not None:
+            os.pwrite(self._shadow_fd, self.synced_size.to_bytes(8, "big"), 0)
 
     def close(self) -> None:
+        if self._shadow_fd is not None:
+            os.close(self._shadow_fd)
+            self._shadow_fd = None
         if self._fd is not None:
             os.close(self._fd)  # also releases the flock
             self._fd = None
@@ -270,6 +298,15 @@ class JournalWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def read_shadow(path: Path | str) -> int | None:
+    """The synced length a writer last stored in its shadow file, if any."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return None
+    return int.from_bytes(data[:8], "big") if len(data) >= 8 else None
 
 
 def _read_fd(fd: int) -> bytes:

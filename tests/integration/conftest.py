@@ -17,20 +17,21 @@ MINI = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini.toml")
 MINI_SEED = 3
 
 
-def agent_processes() -> list[psutil.Process]:
+def agent_processes(under: Path) -> list[psutil.Process]:
+    """Live agent processes whose trial folder lies under ``under``."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "harness.agent" in cmdline:
+        if "harness.agent" in cmdline and any(arg.startswith(str(under)) for arg in cmdline):
             found.append(proc)
     return found
 
 
 @pytest.fixture(scope="session", autouse=True)
-def no_agent_survives() -> Iterator[None]:
-    """After the integration tests, no agent process may be alive."""
+def no_agent_survives(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the integration tests, no agent process they started may be alive."""
     yield
-    survivors = agent_processes()
+    survivors = agent_processes(tmp_path_factory.getbasetemp())
     assert not survivors, f"agent processes leaked: {[p.pid for p in survivors]}"
 
 

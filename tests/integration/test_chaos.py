@@ -94,7 +94,16 @@ TARGETED = {
     "retry-failed": '[{"failpoints":"op.before_intent@5=kill"}]',
     "drop-verify-hint": '[{"failpoints":"op.after_intent@3=kill"}]',
     "running-as-not-started": '[{"failpoints":"op.after_intent@3=kill"}]',
-    "no-intent-fsync": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "no-intent-fsync": '[{"failpoints":"op.after_effect@3=kill"}]',
+    "no-finish-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
+}
+POWER_LOSS = {
+    "no-intent-fsync": (
+        '[{"failpoints":"op.after_effect@3=kill","after_death":"power-loss:drop"}]'
+    ),
+    "no-finish-fsync": (
+        '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
+    ),
 }
 
 
@@ -105,17 +114,17 @@ class TestBrokenRuntimesAreCaught:
 
     @pytest.mark.parametrize("name", sorted(BROKEN_RUNTIMES))
     def test_caught_by_the_invariant_it_breaks(self, name: str, run_mini: TrialRunner) -> None:
-        """Each broken runtime fails the invariant it breaks (or, needing power loss, none)."""
+        """Each broken runtime fails the invariant it breaks, under the fault it needs."""
         runtime = BROKEN_RUNTIMES[name]
         result = run_mini(TARGETED[name], runtime=name)
-        if runtime.needs_fault == "sigkill":
-            assert set(runtime.caught_by) & set(result.failed_invariants), _failed(result)
-        else:
+        if runtime.needs_fault != "sigkill":
             assert result.status == "pass", "SIGKILL alone should not expose " + name
+            result = run_mini(POWER_LOSS[name], runtime=name)
+        assert set(runtime.caught_by) & set(result.failed_invariants), _failed(result)
 
     def test_real_runtime_passes_the_same_trials(self, run_mini: TrialRunner) -> None:
         """The real runtime holds every invariant on every targeted schedule."""
-        for schedule in set(TARGETED.values()):
+        for schedule in {*TARGETED.values(), *POWER_LOSS.values()}:
             result = run_mini(schedule)
             assert result.status == "pass", _failed(result)
 
