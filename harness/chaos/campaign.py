@@ -14,19 +14,14 @@ command runs it again.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import multiprocess
-
+from harness.chaos.pool import WorkerPool
 from harness.chaos.schedule import exhaustive_schedules, random_schedule
-from harness.chaos.supervisor import Supervisor, kill_all
+from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
 
@@ -97,93 +92,18 @@ _worker_supervisor: Supervisor | None = None
 def _init_worker(restart_budget: int, timeout_s: float) -> None:
     global _worker_supervisor
     _worker_supervisor = Supervisor(restart_budget=restart_budget, timeout_s=timeout_s)
-    # The pool is terminated with SIGTERM: take this worker's agents down with it.
-    signal.signal(signal.SIGTERM, _die_with_agents)
-
-
-def _die_with_agents(signum: int, frame: object) -> None:
-    kill_all()
-    os._exit(128 + signum)
 
 
 def _golden_task(args: tuple[str, int, Path]) -> tuple[str, int, Golden]:
     scenario, seed, directory = args
     assert _worker_supervisor is not None
-    try:
-        return scenario, seed, prepare_golden(scenario, seed, directory, _worker_supervisor)
-    finally:
-        kill_all()
+    return scenario, seed, prepare_golden(scenario, seed, directory, _worker_supervisor)
 
 
 def _trial_task(args: tuple[TrialSpec, Path, Path, dict[str, Path]]) -> TrialResult:
     spec, directory, golden, tables = args
     assert _worker_supervisor is not None
-    try:
-        return run_trial(spec, directory, golden, _worker_supervisor, tables=tables)
-    finally:
-        kill_all()
-
-
-class Pool:
-    """A ``multiprocess`` pool of workers, each with its own supervisor."""
-
-    def __init__(self, workers: int, restart_budget: int, timeout_s: float) -> None:
-        self._pool = multiprocess.Pool(
-            workers, initializer=_init_worker, initargs=(restart_budget, timeout_s)
-        )
-        self.window = 2 * workers
-
-    def goldens(
-        self, run_dir: Path, wanted: Iterable[tuple[str, int]]
-    ) -> dict[tuple[str, int], Golden]:
-        tasks = [(s, seed, golden_dir(run_dir, s, seed)) for s, seed in sorted(set(wanted))]
-        return {(s, seed): g for s, seed, g in self._pool.imap_unordered(_golden_task, tasks)}
-
-    def trials(
-        self,
-        run_dir: Path,
-        specs: list[TrialSpec],
-        goldens: dict[tuple[str, int], Golden],
-        stop: Callable[[TrialResult], bool] | None = None,
-    ) -> Iterator[TrialResult]:
-        """Results in spec order; after ``stop`` says so, no new trial starts.
-
-        A small window of trials is in flight at a time, so stopping early
-        needs no terminate: the window drains and the pool closes cleanly.
-        """
-        tables = write_table_variants(run_dir / "tables")
-        tasks = iter(
-            [
-                (
-                    spec,
-                    run_dir / "trials" / spec.trial_id,
-                    goldens[spec.scenario, spec.seed].directory,
-                    tables,
-                )
-                for spec in specs
-            ]
-        )
-        in_flight: deque[Any] = deque()
-        stopping = False
-        while True:
-            while not stopping and len(in_flight) < self.window:
-                task = next(tasks, None)
-                if task is None:
-                    break
-                in_flight.append(self._pool.apply_async(_trial_task, (task,)))
-            if not in_flight:
-                return
-            result: TrialResult = in_flight.popleft().get()
-            stopping = stopping or (stop is not None and stop(result))
-            yield result
-
-    def close(self) -> None:
-        self._pool.close()
-        self._pool.join()
-
-    def terminate(self) -> None:
-        self._pool.terminate()
-        self._pool.join()
+    return run_trial(spec, directory, golden, _worker_supervisor, tables=tables)
 
 
 def run_trials(
@@ -194,13 +114,20 @@ def run_trials(
     stop: Callable[[TrialResult], bool] | None = None,
     select: Callable[[TrialSpec], bool] | None = None,
 ) -> list[TrialResult]:
-    """Run the whole campaign; ``select`` keeps some trials, ``stop`` may end it early."""
-    pool = Pool(config.workers, config.restart_budget, config.timeout_s)
+    """Run the whole campaign; ``select`` keeps some trials, ``stop`` may end it early.
+
+    On any exception (an interrupt included) every worker and every agent is
+    stopped before it propagates; results already handed to ``on_result`` stay.
+    """
+    pool = WorkerPool(config.workers, _init_worker, (config.restart_budget, config.timeout_s))
     try:
         picks = random_picks(config)
         wanted = [(s, scenario_seed(config.seed, s)) for s in config.scenarios]
         wanted += [(s, seed) for s, seed, _ in picks]
-        goldens = pool.goldens(config.run_dir, wanted)
+        golden_tasks = [
+            (s, seed, golden_dir(config.run_dir, s, seed)) for s, seed in sorted(set(wanted))
+        ]
+        goldens = {(s, seed): g for s, seed, g in pool.map(_golden_task, golden_tasks)}
         specs: list[TrialSpec] = []
         for s in config.scenarios:
             seed = scenario_seed(config.seed, s)
@@ -210,12 +137,22 @@ def run_trials(
             specs = [spec for spec in specs if select(spec)]
         if on_plan is not None:
             on_plan(len(specs))
+        tables = write_table_variants(config.run_dir / "tables")
+        tasks = [
+            (
+                spec,
+                config.run_dir / "trials" / spec.trial_id,
+                goldens[spec.scenario, spec.seed].directory,
+                tables,
+            )
+            for spec in specs
+        ]
         results = []
-        for result in pool.trials(config.run_dir, specs, goldens, stop):
+        for result in pool.map(_trial_task, tasks, stop=stop):
             results.append(result)
             on_result(result)
         pool.close()
         return results
     except BaseException:
-        pool.terminate()
+        pool.abort()
         raise

@@ -1,0 +1,144 @@
+"""A small process pool that can be stopped at any moment without leaking.
+
+``multiprocess.Pool`` respawns workers that die and can hang in ``terminate``
+when an idle worker holds its task queue's lock, which is exactly the state an
+interrupt finds it in. This pool is built from ``multiprocess`` processes and
+queues instead, and its parent alone decides every worker's life:
+
+- workers ignore SIGINT (Ctrl-C reaches the whole foreground group; only the
+  parent acts on it) and, on SIGTERM, SIGKILL their agents and exit at once;
+- at most ``window`` tasks are in flight, so stopping early only drains them;
+- ``abort`` SIGTERMs every worker, waits, SIGKILLs stragglers, and never
+  starts another.
+
+Results come back in submission order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import multiprocess
+
+from harness.chaos.supervisor import kill_all
+from harness.runtime.errors import HarnessError
+
+__all__ = ["WorkerError", "WorkerPool"]
+
+_ABORT_GRACE_S = 5.0
+
+
+class WorkerError(HarnessError):
+    """A task raised inside a pool worker: a bug in the harness, not a verdict.
+
+    Remedy: read the worker's traceback in the message.
+    """
+
+
+def _die_with_agents(signum: int, frame: object) -> None:
+    kill_all()
+    os._exit(128 + signum)
+
+
+def _worker_main(
+    tasks: Any, results: Any, initializer: Callable[..., None], initargs: tuple[Any, ...]
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _die_with_agents)
+    initializer(*initargs)
+    while (item := tasks.get()) is not None:
+        index, function, argument = item
+        try:
+            results.put((index, True, function(argument)))
+        except BaseException:
+            results.put((index, False, traceback.format_exc()))
+        finally:
+            kill_all()
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        workers: int,
+        initializer: Callable[..., None],
+        initargs: tuple[Any, ...] = (),
+        *,
+        window: int | None = None,
+    ) -> None:
+        self.window = window or 2 * workers
+        self._tasks = multiprocess.SimpleQueue()
+        self._results = multiprocess.SimpleQueue()
+        self._workers = [
+            multiprocess.Process(
+                target=_worker_main,
+                args=(self._tasks, self._results, initializer, initargs),
+                daemon=True,
+            )
+            for _ in range(workers)
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    def map(
+        self,
+        function: Callable[[Any], Any],
+        arguments: Iterable[Any],
+        *,
+        stop: Callable[[Any], bool] | None = None,
+    ) -> Iterator[Any]:
+        """``function(argument)`` for each argument, in order; ``stop`` ends the submitting."""
+        pending = iter(arguments)
+        submitted = 0
+        next_out = 0
+        done: dict[int, Any] = {}
+        stopping = False
+        while True:
+            while not stopping and submitted - next_out < self.window:
+                argument = next(pending, _END)
+                if argument is _END:
+                    stopping = True
+                    break
+                self._tasks.put((submitted, function, argument))
+                submitted += 1
+            if next_out == submitted:
+                return
+            while next_out not in done:
+                index, ok, value = self._results.get()
+                if not ok:
+                    raise WorkerError(f"a pool worker failed:\n{value}")
+                done[index] = value
+            result = done.pop(next_out)
+            next_out += 1
+            if stop is not None and stop(result):
+                stopping = True
+            yield result
+
+    def close(self) -> None:
+        """Let every worker finish and exit."""
+        for _ in self._workers:
+            self._tasks.put(None)
+        for worker in self._workers:
+            worker.join()
+
+    def abort(self) -> None:
+        """Stop every worker now; each takes its agents down with it."""
+        for worker in self._workers:
+            if worker.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.pid, signal.SIGTERM)
+        deadline = time.monotonic() + _ABORT_GRACE_S
+        for worker in self._workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+            if worker.is_alive() and worker.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.pid, signal.SIGKILL)
+                worker.join()
+
+
+_END = object()
