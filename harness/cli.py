@@ -68,14 +68,21 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # Explicitly, since a shell without job control starts background jobs with
+    # SIGINT ignored, and an ignored SIGINT would leave agents running.
+    signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    from harness.chaos.supervisor import kill_all
+    from harness.chaos.supervisor import kill_all, sweep_agents
 
     try:
         if args.command == "chaos":
             from harness.report.console import run_chaos
 
-            return run_chaos(_chaos_config(args), self_check=not args.no_self_check)
+            config = _chaos_config(args)
+            try:
+                return run_chaos(config, self_check=not args.no_self_check)
+            finally:
+                sweep_agents(config.run_dir)
         if args.command == "trial":
             return _trial(args.scenario, args.seed, args.runtime, args.schedule, args.reports)
         return _replay(Path(args.trial_dir), args.reports)
@@ -109,7 +116,7 @@ def _chaos_config(args: argparse.Namespace) -> CampaignConfig:
     if not paths:
         raise HarnessError(f"{args.scenarios}: no scenario matches {args.only or 'anything'}")
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1
-    run_dir = Path(args.reports) / _run_id()
+    run_dir = Path(args.reports).resolve() / _run_id()
     run_dir.mkdir(parents=True)
     return CampaignConfig(
         run_dir, paths, seed, args.random_trials, max(1, args.workers), args.runtime

@@ -37,7 +37,7 @@ from harness.chaos.schedule import CrashSchedule, Life
 from harness.runtime.failpoints import CHANNEL_ENV, FAILPOINTS_ENV
 from harness.runtime.journal import SHADOW_ENV
 
-__all__ = ["LifeResult", "Supervisor", "kill_all"]
+__all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents"]
 
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -48,6 +48,25 @@ def kill_all() -> None:
         _sigkill(proc)
         proc.wait()
         _LIVE.pop(pid, None)
+
+
+def sweep_agents(under: Path) -> int:
+    """SIGKILL any agent process whose trial folder lies under ``under``; returns how many.
+
+    The last line of defence after an interrupt: an agent whose worker died
+    before it could reap it has been re-parented and is found by its command line.
+    """
+    import psutil  # supervisor side only: the agent never imports this module
+
+    victims = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "harness.agent" in cmdline and any(a.startswith(str(under)) for a in cmdline):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                victims.append(proc)
+    psutil.wait_procs(victims, timeout=5)
+    return len(victims)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,10 @@ the checkers did not decide.
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -39,8 +41,15 @@ def _progress() -> Progress:
     )
 
 
-def _run_with_progress(config: CampaignConfig, title: str, **kwargs: object) -> list[TrialResult]:
-    results: list[TrialResult] = []
+def _run_with_progress(
+    config: CampaignConfig,
+    title: str,
+    results: list[TrialResult] | None = None,
+    **kwargs: object,
+) -> list[TrialResult]:
+    """Run trials with a progress bar; results land in ``results`` as they come,
+    so that an interrupt keeps every completed one."""
+    results = [] if results is None else results
     with _progress() as progress:
         task = progress.add_task(title, total=None, failed=0)
 
@@ -73,33 +82,54 @@ class CampaignSummary:
 
 
 def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
+    """The campaign, then the self-check; an interrupt still leaves a report of what completed."""
     _console.print(
         f"[bold]chaos campaign[/] seed {config.seed}, runtime {config.runtime}, "
         f"{len(config.scenarios)} scenarios, {config.workers} workers"
     )
     _console.print(f"run folder: {config.run_dir}")
-    summary = CampaignSummary(_run_with_progress(config, "campaign"))
-    _print_invariants(summary)
-    _print_windows(summary)
-    _print_failures(summary.failures)
+    results: list[TrialResult] = []
     checks: list[SelfCheckRow] = []
-    if self_check:
-        checks = _self_check(config)
-        _print_self_check(checks)
-    write_run_reports(config, summary.results, checks)
+    try:
+        _run_with_progress(config, "campaign", results)
+        summary = CampaignSummary(results)
+        _print_invariants(summary)
+        _print_windows(summary)
+        _print_failures(summary.failures)
+        if self_check:
+            _self_check(config, checks)
+            _print_self_check(checks)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or broken: keep what completed, say so, go on failing.
+        discard_incomplete(config.run_dir)
+        write_run_reports(config, results, checks, interrupted=True)
+        _console.print(
+            f"[bold red]INTERRUPTED[/]: kept {len(results)} completed trials in {config.run_dir}"
+        )
+        raise
+    write_run_reports(config, results, checks)
     ok = not summary.failures and all(c.as_expected for c in checks)
-    kinds = Counter(r.spec.kind for r in summary.results)
+    kinds = Counter(r.spec.kind for r in results)
     _console.print(
-        f"[bold]{'PASS' if ok else 'FAIL'}[/]: {len(summary.results)} trials "
+        f"[bold]{'PASS' if ok else 'FAIL'}[/]: {len(results)} trials "
         f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
         f"{len(summary.failures)} failed, "
-        f"{sum(r.kills for r in summary.results)} kills; report {config.run_dir}/index.html"
+        f"{sum(r.kills for r in results)} kills; report {config.run_dir}/index.html"
     )
     if summary.failures:
-        _console.print(
-            f"replay the first failure with: {summary.failures[0].spec.replay_command()}"
-        )
+        first = summary.failures[0].spec
+        _console.print(f"replay the first failure with: {first.replay_command()}")
     return 0 if ok else 1
+
+
+def discard_incomplete(run_dir: Path) -> None:
+    """Remove trial and golden folders an interrupt left half-written."""
+    for trial in (run_dir / "trials").glob("*"):
+        if not (trial / "verdicts.json").exists():
+            shutil.rmtree(trial, ignore_errors=True)
+    for golden in (run_dir / "golden").glob("*"):
+        if not (golden / "golden.json").exists():
+            shutil.rmtree(golden, ignore_errors=True)
 
 
 def _print_invariants(summary: CampaignSummary) -> None:
@@ -137,13 +167,12 @@ def _print_failures(failures: list[TrialResult]) -> None:
         _console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failures")
 
 
-def _self_check(config: CampaignConfig) -> list[SelfCheckRow]:
+def _self_check(config: CampaignConfig, rows: list[SelfCheckRow]) -> None:
     """Run each broken runtime until the invariant it breaks catches it.
 
     A mistake that needs a fault beyond SIGKILL must first escape SIGKILL alone
     (on a smaller campaign), then be caught once that fault is added.
     """
-    rows = []
     for name, runtime in BROKEN_RUNTIMES.items():
         expected = set(runtime.caught_by)
         broken = replace(config, runtime=name, random_trials=0)
@@ -180,7 +209,6 @@ def _self_check(config: CampaignConfig) -> list[SelfCheckRow]:
                 next((r for r in alone if caught_as_expected(r)), None),
             )
         )
-    return rows
 
 
 def _print_self_check(rows: list[SelfCheckRow]) -> None:

@@ -68,7 +68,10 @@ class SelfCheckRow:
 
 
 def _summary(
-    config: CampaignConfig, results: list[TrialResult], checks: list[SelfCheckRow]
+    config: CampaignConfig,
+    results: list[TrialResult],
+    checks: list[SelfCheckRow],
+    interrupted: bool,
 ) -> dict[str, Any]:
     invariants: dict[str, Counter[str]] = {}
     for result in results:
@@ -96,7 +99,8 @@ def _summary(
             for r in failures
         ],
         "self_check": [c.to_json() for c in checks],
-        "passed": not failures and all(c.as_expected for c in checks),
+        "interrupted": interrupted,
+        "passed": not interrupted and not failures and all(c.as_expected for c in checks),
     }
 
 
@@ -140,13 +144,17 @@ def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.Element
 
 
 def write_run_reports(
-    config: CampaignConfig, results: list[TrialResult], checks: list[SelfCheckRow]
+    config: CampaignConfig,
+    results: list[TrialResult],
+    checks: list[SelfCheckRow],
+    *,
+    interrupted: bool = False,
 ) -> None:
     from harness.report.html import write_index_html
 
     run_dir = config.run_dir
     (run_dir / "summary.json").write_text(
-        json.dumps(_summary(config, results, checks), indent=1), "utf-8"
+        json.dumps(_summary(config, results, checks, interrupted), indent=1), "utf-8"
     )
     _junit(results, checks).write(run_dir / "junit.xml", encoding="utf-8", xml_declaration=True)
     write_index_html(run_dir, results, checks)

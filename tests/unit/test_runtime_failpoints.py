@@ -1,0 +1,291 @@
+"""Failpoints: the spec grammar, when an armed point fires, and what each action does."""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+
+from harness.runtime import FAILPOINTS, FailpointSpecError, FailpointTriggered, parse_failpoints
+from harness.runtime.failpoints import (
+    CHANNEL_ENV,
+    FAILPOINTS_ENV,
+    FailpointSpec,
+    arm_from_environ,
+    disarm,
+    failpoint,
+    hit_counts,
+)
+from tests.conftest import subprocess_env
+
+# A victim: arm from the environment, then hit op.after_effect three times,
+# printing where it stands so the test can tell how far it got.
+VICTIM = """
+from harness.runtime.failpoints import arm_from_environ, failpoint
+arm_from_environ()
+for hit in (1, 2, 3):
+    print("before", hit, flush=True)
+    failpoint("op.after_effect")
+print("done", flush=True)
+"""
+
+
+def _run_victim(spec: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = subprocess_env(**{FAILPOINTS_ENV: spec}, **extra)
+    return subprocess.run(
+        [sys.executable, "-c", VICTIM], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+class TestGrammar:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("op.after_effect=kill", (FailpointSpec("op.after_effect", "kill"),)),
+            ("op.after_effect@3=kill", (FailpointSpec("op.after_effect", "kill", 3),)),
+            ("op.before_intent=exit(3)", (FailpointSpec("op.before_intent", "exit", None, 3),)),
+            ("op.mid_effect@12=sleep(250)", (FailpointSpec("op.mid_effect", "sleep", 12, 250),)),
+            ("journal.append=enospc", (FailpointSpec("journal.append", "enospc"),)),
+            (
+                "recovery.before_retry@1=raise",
+                (FailpointSpec("recovery.before_retry", "raise", 1),),
+            ),
+            ("", ()),
+            (
+                " op.after_intent=raise , recovery.after_hint@2=exit ,journal.append@4=enospc",
+                (
+                    FailpointSpec("op.after_intent", "raise"),
+                    FailpointSpec("recovery.after_hint", "exit", 2),
+                    FailpointSpec("journal.append", "enospc", 4),
+                ),
+            ),
+        ],
+    )
+    def test_valid_specs_parse(self, text: str, expected: tuple[FailpointSpec, ...]) -> None:
+        """Valid specs, one or several comma separated, parse to their entries in order."""
+        assert parse_failpoints(text) == expected
+
+    @pytest.mark.parametrize(
+        "spec",
+        [
+            FailpointSpec("op.after_effect", "kill", 3),
+            FailpointSpec("op.mid_effect", "sleep", None, 250),
+        ],
+    )
+    def test_spec_prints_in_its_grammar(self, spec: FailpointSpec) -> None:
+        """A spec prints as the text that parses back to it."""
+        assert parse_failpoints(str(spec)) == (spec,)
+
+    @pytest.mark.parametrize("name", FAILPOINTS)
+    def test_every_compiled_point_is_armable(self, name: str) -> None:
+        """Every failpoint the runtime declares is accepted by the grammar."""
+        assert parse_failpoints(f"{name}=raise") == (FailpointSpec(name, "raise"),)
+
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("op.after_effect", "is not name[@N]=action[(arg)]"),
+            ("op.after_effect=", "is not name[@N]=action[(arg)]"),
+            ("=kill", "is not name[@N]=action[(arg)]"),
+            ("after_effect=kill", "is not name[@N]=action[(arg)]"),
+            ("op.after_effect@x=kill", "is not name[@N]=action[(arg)]"),
+            ("op.after_effect@-1=kill", "is not name[@N]=action[(arg)]"),
+            ("op.after_effect=sleep(fast)", "is not name[@N]=action[(arg)]"),
+            ("op.after_effect=kill;op.after_intent=kill", "is not name[@N]=action[(arg)]"),
+            ("op.after_efect=kill", "unknown failpoint 'op.after_efect'"),
+            ("op.after_effect=explode", "unknown action 'explode'"),
+            ("op.after_effect@0=kill", "hits count from 1"),
+            ("op.after_effect=sleep", "sleep needs milliseconds"),
+        ],
+        ids=[
+            "no-action",
+            "empty-action",
+            "no-name",
+            "one-part-name",
+            "hit-not-number",
+            "negative-hit",
+            "arg-not-number",
+            "semicolon",
+            "unknown-name",
+            "unknown-action",
+            "hit-zero",
+            "sleep-no-arg",
+        ],
+    )
+    def test_malformed_spec_is_refused(self, text: str, message: str) -> None:
+        """A malformed spec raises FailpointSpecError naming its source, entry and problem."""
+        with pytest.raises(FailpointSpecError) as info:
+            parse_failpoints(f"op.after_intent=raise,{text}", source="MY_SOURCE")
+        assert message in str(info.value)
+        assert "MY_SOURCE" in str(info.value)
+        assert repr(text.strip()) in str(info.value)
+
+    def test_arm_from_environ_refuses_bad_spec(self) -> None:
+        """arm_from_environ refuses a bad spec, naming the variable, and arms nothing."""
+        with pytest.raises(FailpointSpecError, match=FAILPOINTS_ENV):
+            arm_from_environ({FAILPOINTS_ENV: "op.after_intent=raise,op.nowhere=raise"})
+        failpoint("op.after_intent")  # the valid first entry was not armed either
+
+    def test_arm_from_environ_refuses_bad_channel(self) -> None:
+        """A channel that is not a file descriptor number is refused."""
+        with pytest.raises(FailpointSpecError, match=CHANNEL_ENV):
+            arm_from_environ({FAILPOINTS_ENV: "op.after_intent=raise", CHANNEL_ENV: "pipe"})
+
+    def test_arm_from_environ_arms(self) -> None:
+        """arm_from_environ arms what the variable asks for and returns it."""
+        specs = arm_from_environ({FAILPOINTS_ENV: "op.after_intent=raise"})
+        assert specs == (FailpointSpec("op.after_intent", "raise"),)
+        with pytest.raises(FailpointTriggered):
+            failpoint("op.after_intent")
+
+
+def _hits_that_raise(name: str, total: int) -> list[int]:
+    fired = []
+    for hit in range(1, total + 1):
+        try:
+            failpoint(name)
+        except FailpointTriggered as exc:
+            assert f"hit {hit}" in str(exc)
+            fired.append(hit)
+    return fired
+
+
+class TestInProcessActions:
+    def test_unarmed_point_does_nothing(self) -> None:
+        """An unarmed failpoint is a no-op."""
+        for name in FAILPOINTS:
+            failpoint(name)
+
+    @pytest.mark.parametrize("n", [1, 2, 5])
+    def test_raise_fires_on_exactly_the_nth_hit(self, n: int, armed: Callable[[str], None]) -> None:
+        """name@N=raise raises on the N-th hit and on no other."""
+        armed(f"op.after_effect@{n}=raise")
+        assert _hits_that_raise("op.after_effect", 8) == [n]
+
+    def test_raise_without_hit_fires_every_time(self, armed: Callable[[str], None]) -> None:
+        """Without @N the action fires on every hit."""
+        armed("op.after_effect=raise")
+        assert _hits_that_raise("op.after_effect", 4) == [1, 2, 3, 4]
+
+    def test_points_count_hits_separately(self, armed: Callable[[str], None]) -> None:
+        """Each point counts its own hits; hitting another point does not advance it."""
+        armed("op.after_effect@2=raise")
+        for _ in range(5):
+            failpoint("op.after_intent")
+        assert _hits_that_raise("op.after_effect", 3) == [2]
+
+    def test_several_specs_on_one_point(self, armed: Callable[[str], None]) -> None:
+        """Two specs on the same point fire on their own hits."""
+        armed("op.after_effect@2=raise,op.after_effect@4=raise")
+        assert _hits_that_raise("op.after_effect", 6) == [2, 4]
+
+    def test_disarm_stops_firing(self, armed: Callable[[str], None]) -> None:
+        """After disarm() an armed point no longer fires."""
+        armed("op.after_effect=raise")
+        disarm()
+        failpoint("op.after_effect")
+
+    def test_enospc_raises_oserror(self, armed: Callable[[str], None]) -> None:
+        """enospc raises OSError with errno ENOSPC where the point is."""
+        armed("journal.append=enospc")
+        with pytest.raises(OSError) as info:
+            failpoint("journal.append")
+        assert info.value.errno == errno.ENOSPC
+
+    def test_count_only_counts(self, armed: Callable[[str], None]) -> None:
+        """count never acts; hit_counts reports how often each armed point was hit."""
+        armed("op.after_intent=count,op.after_effect=count")
+        for _ in range(3):
+            failpoint("op.after_intent")
+        failpoint("op.after_effect")
+        failpoint("op.mid_effect")  # not armed: not counted
+        assert hit_counts() == {"op.after_intent": 3, "op.after_effect": 1}
+
+    def test_sleep_waits(self, armed: Callable[[str], None]) -> None:
+        """sleep(N) pauses for at least N milliseconds, then goes on."""
+        armed("op.mid_effect=sleep(120)")
+        start = time.monotonic()
+        failpoint("op.mid_effect")
+        assert time.monotonic() - start >= 0.12
+
+
+class TestProcessActions:
+    def test_exit_with_status(self) -> None:
+        """exit(3) ends the process at once with status 3 on the armed hit."""
+        proc = _run_victim("op.after_effect@2=exit(3)")
+        assert proc.returncode == 3, proc.stderr
+        assert proc.stdout.split("\n") == ["before 1", "before 2", ""]
+
+    def test_exit_default_status(self) -> None:
+        """exit without an argument exits with status 70."""
+        proc = _run_victim("op.after_effect=exit")
+        assert proc.returncode == 70, proc.stderr
+        assert proc.stdout == "before 1\n"
+
+    def test_kill_alone_sigkills_itself(self) -> None:
+        """kill without a listening supervisor SIGKILLs the process on the armed hit."""
+        proc = _run_victim("op.after_effect@3=kill")
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        assert proc.stdout.split("\n") == ["before 1", "before 2", "before 3", ""]
+
+    def test_unarmed_victim_finishes(self) -> None:
+        """The same victim without a spec runs to the end (the other tests' control)."""
+        proc = _run_victim("")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.endswith("done\n")
+
+    def test_bad_spec_refused_before_anything_runs(self) -> None:
+        """A bad spec in the environment stops the process before its first point."""
+        proc = _run_victim("op.after_effect=explode")
+        assert proc.returncode == 1
+        assert "FailpointSpecError" in proc.stderr
+        assert "before" not in proc.stdout
+
+    @pytest.mark.parametrize(
+        ("victim", "line"),
+        [
+            (VICTIM, b"reached op.after_effect 2\n"),
+            (
+                VICTIM.replace('"op.after_effect"', '"op.after_effect", "s007"'),
+                b"reached op.after_effect 2 s007\n",
+            ),
+        ],
+        ids=["bare", "with-op-id"],
+    )
+    def test_kill_handshake(self, victim: str, line: bytes) -> None:
+        """With a channel, kill reports 'reached <name> <hit> [op]' and waits for SIGKILL."""
+        read_fd, write_fd = os.pipe()
+        env = subprocess_env(
+            **{FAILPOINTS_ENV: "op.after_effect@2=kill", CHANNEL_ENV: str(write_fd)}
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-c", victim],
+            env=env,
+            pass_fds=(write_fd,),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            os.close(write_fd)
+            ready, _, _ = select.select([read_fd], [], [], 30)
+            assert ready, "the victim never reported reaching its failpoint"
+            message = os.read(read_fd, 4096)
+            assert message == line
+            time.sleep(0.2)
+            assert proc.poll() is None, "the victim must wait for the SIGKILL, not exit"
+            os.kill(proc.pid, signal.SIGKILL)
+            stdout, _ = proc.communicate(timeout=30)
+            assert proc.returncode == -signal.SIGKILL
+            assert stdout == b"before 1\nbefore 2\n"
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
+            os.close(read_fd)
