@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 ROOT = Path(__file__).parent.parent.parent
 MOMENTS = 20
