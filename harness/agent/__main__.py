@@ -65,6 +65,9 @@ def main(argv: list[str]) -> int:
         table = ToolTable.load(table_path) if table_path else ToolTable.default()
         plan = load_plan(trial / "plan.json")
         runtime = runtime_class.open(trial / "journal", table=table)
+    except JournalWriteError as exc:  # the disk filled up as the life began
+        print(f"harness.agent: stopped: {exc}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
     except HarnessError as exc:
         print(f"harness.agent: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED

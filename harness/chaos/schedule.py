@@ -37,6 +37,9 @@ OP_FAILPOINTS = (
 )
 RECOVERY_FAILPOINTS = ("recovery.after_decision", "recovery.before_retry", "recovery.after_hint")
 
+DISK_FULL_HITS = (1, 2, 3, 5, 8, 13, 21, 34)
+"""Which appends of a crash-free run meet a full disk: spread over the run."""
+
 TABLE_VARIANTS = ("reclassified",)
 """Tool-table variants a life may run with (built by ``harness.chaos.tables``)."""
 
@@ -130,7 +133,7 @@ def exhaustive_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSc
     after an effect or a finish is also followed by a power loss, and so is a
     kill between every journal write and its fsync (dropping or tearing it).
     Twice per scenario a kill is followed by a corrupted record, which the next
-    start must refuse.
+    start must refuse, and a few appends meet a full disk.
     """
     for name in OP_FAILPOINTS:
         for hit in range(1, hits.get(name, 0) + 1):
@@ -151,6 +154,10 @@ def exhaustive_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSc
     for hit in sorted({2, finishes} & set(range(2, finishes + 1))):
         broken = Life(f"op.after_finish@{hit}=kill", after_death="corrupt:0.5")
         yield f"op.after_finish@{hit}+corrupt", CrashSchedule((broken,))
+    appends = hits.get("journal.append", 0)
+    for hit in (hit for hit in DISK_FULL_HITS if hit <= appends):
+        full = Life(f"journal.append@{hit}=enospc")
+        yield f"journal.append@{hit}+disk-full", CrashSchedule((full,))
     for hit in range(1, hits.get("journal.before_fsync", 0) + 1):
         tear = hit % 2 == 0
         fault = f"power-loss:tear:0.5:{hit % 7}" if tear else "power-loss:drop"

@@ -31,7 +31,7 @@ from harness.runtime.failpoints import FAILPOINTS
 
 __all__ = ["Golden", "TrialResult", "TrialSpec", "prepare_golden", "run_trial"]
 
-_COUNT_ALL = ",".join(f"{name}=count" for name in FAILPOINTS if name != "journal.append")
+_COUNT_ALL = ",".join(f"{name}=count" for name in FAILPOINTS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from harness.agent.broken import BROKEN_RUNTIMES
 from harness.chaos.campaign import CampaignConfig, run_trials
+from harness.chaos.faults import FAULT_KINDS
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import TITLES
 from harness.check.windows import WINDOWS
@@ -95,6 +96,7 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
         summary = CampaignSummary(results)
         _print_invariants(summary)
         _print_windows(summary)
+        _print_faults(summary)
         _print_failures(summary.failures)
         if self_check:
             _self_check(config, checks)
@@ -153,6 +155,17 @@ def _print_windows(summary: CampaignSummary) -> None:
         table.add_row(window, str(counts[window]))
     for point, n in sorted(reached.items()):
         table.add_row(f"failpoint {point}", str(n))
+    _console.print(table)
+
+
+def _print_faults(summary: CampaignSummary) -> None:
+    table = Table(title="faults injected")
+    for column in ("fault", "what it does", "trials", "failed"):
+        table.add_column(column, justify="right" if column in ("trials", "failed") else "left")
+    for kind, description in FAULT_KINDS.items():
+        hit = [r for r in summary.results if kind in r.spec.schedule.fault_kinds]
+        failed = sum(r.status == "fail" for r in hit)
+        table.add_row(kind, description, str(len(hit)), str(failed))
     _console.print(table)
 
 

@@ -89,6 +89,7 @@ def _summary(
         "kills": sum(r.kills for r in results),
         "invariants": {k: dict(v) for k, v in sorted(invariants.items())},
         "windows": dict(Counter(w for r in results for w in r.windows)),
+        "faults": dict(Counter(k for r in results for k in r.spec.schedule.fault_kinds)),
         "failures": [
             {
                 "trial": r.spec.trial_id,

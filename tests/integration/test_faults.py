@@ -1,0 +1,162 @@
+"""Faults beyond SIGKILL, end to end: power loss, tears, corruption, full disk, two agents."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.chaos.faults import PRISTINE_JOURNAL
+from harness.chaos.trial import Golden, TrialResult
+from harness.check.invariants import check_trial
+from harness.runtime.journal import encode_frame, scan_journal
+from harness.runtime.records import TailDroppedRecord
+from harness.world.store import read_ledger
+from tests.integration.conftest import TrialRunner
+
+
+def _verdict(result: TrialResult, key: str) -> tuple[str, tuple[str, ...]]:
+    verdict = next(v for v in result.verdicts if v.invariant == key)
+    return verdict.status, verdict.evidence
+
+
+def _events(result: TrialResult, kind: str) -> list[dict[str, object]]:
+    lines = (result.directory / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+class TestPowerLoss:
+    def test_real_runtime_loses_nothing_it_reported(self, run_mini: TrialRunner) -> None:
+        """A power cut after every kind of kill leaves the real runtime's invariants whole."""
+        for point in ("op.before_intent@4", "op.after_effect@2", "op.after_finish@3"):
+            result = run_mini(
+                json.dumps([{"failpoints": f"{point}=kill", "after_death": "power-loss:drop"}])
+            )
+            assert result.status == "pass", (point, result.verdicts)
+            assert _events(result, "fault")[0]["lost"] == 0  # every append was fsynced
+
+    def test_drop_cuts_the_unsynced_tail(self, run_mini: TrialRunner) -> None:
+        """Killed between a write and its fsync, the journal loses exactly that write."""
+        result = run_mini(
+            '[{"failpoints":"journal.before_fsync@6=kill","after_death":"power-loss:drop"}]'
+        )
+        fault = _events(result, "fault")[0]
+        assert isinstance(fault["lost"], int) and fault["lost"] > 0
+        assert fault["kept"] == fault["synced"]
+        assert result.status == "pass", result.verdicts
+
+    def test_tear_is_dropped_where_it_began(self, run_mini: TrialRunner) -> None:
+        """A torn write (a prefix and garbage) is reported dropped at its first byte, never read."""
+        result = run_mini(
+            '[{"failpoints":"journal.before_fsync@6=kill","after_death":"power-loss:tear:0.5:5"}]'
+        )
+        fault = _events(result, "fault")[0]
+        assert isinstance(fault["torn"], int) and fault["torn"] > 0
+        dropped = [
+            s.record
+            for s in scan_journal(result.directory / "journal").records
+            if isinstance(s.record, TailDroppedRecord)
+        ]
+        assert [(d.offset, d.length) for d in dropped] == [(fault["valid_end"], fault["torn"])]
+        status, evidence = _verdict(result, "I9")
+        assert status == "pass" and "1 injected" in evidence[0]
+
+    def test_i9_fails_when_a_tear_is_never_reported(
+        self, run_mini: TrialRunner, mini_golden: Golden
+    ) -> None:
+        """The checker fails a trial whose journal does not show the torn tail dropped."""
+        result = run_mini(
+            '[{"failpoints":"journal.before_fsync@6=kill","after_death":"power-loss:tear:0.5:5"}]'
+        )
+        journal = result.directory / "journal"
+        kept = [
+            s.record
+            for s in scan_journal(journal).records
+            if not isinstance(s.record, TailDroppedRecord)
+        ]
+        journal.write_bytes(b"".join(encode_frame(r) for r in kept))
+        verdicts = {v.invariant: v for v in check_trial(result.directory, mini_golden.directory)}
+        assert verdicts["I9"].status == "fail"
+        assert "never reported dropped" in verdicts["I9"].evidence[0]
+
+
+class TestCorruption:
+    def test_next_start_refuses_before_any_tool(self, run_mini: TrialRunner) -> None:
+        """A flipped byte inside an earlier record stops the next life, naming offset and record."""
+        result = run_mini('[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]')
+        fault = _events(result, "fault")[0]
+        lives = json.loads((result.directory / "lives.json").read_text())
+        assert [life["returncode"] for life in lives] == [-signal.SIGKILL, 2]
+        assert f"byte {fault['record_offset']} (record #{fault['record']})" in lives[1]["stderr"]
+        assert not [
+            e for e in read_ledger(result.directory / "world.db") if e.pid == lives[1]["pid"]
+        ]
+        assert (result.directory / PRISTINE_JOURNAL).exists()
+        assert result.status == "pass", result.verdicts
+
+    def test_i9_fails_when_the_agent_runs_on(
+        self, run_mini: TrialRunner, mini_golden: Golden
+    ) -> None:
+        """The checker fails a trial whose agent did not refuse the corrupt journal."""
+        result = run_mini('[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]')
+        lives_file = result.directory / "lives.json"
+        lives = json.loads(lives_file.read_text())
+        lives[1].update(returncode=0, stderr="")
+        lives_file.write_text(json.dumps(lives))
+        verdicts = {v.invariant: v for v in check_trial(result.directory, mini_golden.directory)}
+        assert verdicts["I9"].status == "fail"
+
+
+class TestDiskFull:
+    @pytest.mark.parametrize("hit", [1, 3, 8])
+    def test_full_disk_stops_cleanly_and_recovers(self, hit: int, run_mini: TrialRunner) -> None:
+        """ENOSPC on an append stops the agent (exit 3) before the op; the next start recovers."""
+        result = run_mini(json.dumps([{"failpoints": f"journal.append@{hit}=enospc"}]))
+        lives = json.loads((result.directory / "lives.json").read_text())
+        assert lives[0]["returncode"] == 3 and "failed" in lives[0]["stderr"]
+        assert lives[-1]["returncode"] == 0
+        assert result.status == "pass", result.verdicts
+
+
+class TestSecondAgent:
+    def test_second_agent_on_one_journal_is_refused(
+        self, mini_golden: Golden, tmp_path: Path
+    ) -> None:
+        """While one agent holds the journal, a second is refused at once and the first goes on."""
+        trial = tmp_path / "trial"
+        trial.mkdir()
+        shutil.copyfile(mini_golden.directory / "plan.json", trial / "plan.json")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+        first = subprocess.Popen(
+            [sys.executable, "-I", "-m", "harness.agent", str(trial)],
+            env={**env, "HARNESS_FAILPOINTS": "op.before_intent@1=sleep(3000)"},
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while not (trial / "journal").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)  # the first has opened the journal; it sleeps at its first op
+            second = subprocess.run(
+                [sys.executable, "-I", "-m", "harness.agent", str(trial)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert second.returncode == 2
+            assert "held by another live process" in second.stderr
+            assert first.poll() is None, "the first agent was disturbed"
+            assert first.wait(timeout=30) == 0
+            assert len(read_ledger(trial / "world.db")) >= len(
+                json.loads((trial / "plan.json").read_text())["steps"]
+            )
+        finally:
+            if first.poll() is None:
+                first.kill()
+            first.wait()
