@@ -46,16 +46,20 @@ def _run_with_progress(
     config: CampaignConfig,
     title: str,
     results: list[TrialResult] | None = None,
+    *,
+    completed: list[TrialResult] | None = None,
     **kwargs: object,
 ) -> list[TrialResult]:
-    """Run trials with a progress bar; results land in ``results`` as they come,
-    so that an interrupt keeps every completed one."""
+    """Run trials with a progress bar; results land in ``results`` (and ``completed``)
+    as they come, so that an interrupt keeps every completed one."""
     results = [] if results is None else results
     with _progress() as progress:
         task = progress.add_task(title, total=None, failed=0)
 
         def on_result(result: TrialResult) -> None:
             results.append(result)
+            if completed is not None:
+                completed.append(result)
             failed = sum(r.status == "fail" for r in results)
             progress.update(task, advance=1, failed=failed)
 
@@ -91,6 +95,7 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
     _console.print(f"run folder: {config.run_dir}")
     results: list[TrialResult] = []
     checks: list[SelfCheckRow] = []
+    self_checked: list[TrialResult] = []
     try:
         _run_with_progress(config, "campaign", results)
         summary = CampaignSummary(results)
@@ -99,11 +104,11 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
         _print_faults(summary)
         _print_failures(summary.failures)
         if self_check:
-            _self_check(config, checks)
+            _self_check(config, checks, self_checked)
             _print_self_check(checks)
     except BaseException:
         # Interrupted (Ctrl-C, SIGTERM) or broken: keep what completed, say so, go on failing.
-        discard_incomplete(config.run_dir)
+        discard_incomplete(config.run_dir, results + self_checked)
         write_run_reports(config, results, checks, interrupted=True)
         _console.print(
             f"[bold red]INTERRUPTED[/]: kept {len(results)} completed trials in {config.run_dir}"
@@ -124,10 +129,16 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
     return 0 if ok else 1
 
 
-def discard_incomplete(run_dir: Path) -> None:
-    """Remove trial and golden folders an interrupt left half-written."""
+def discard_incomplete(run_dir: Path, results: list[TrialResult]) -> None:
+    """Remove the folders of trials an interrupt cut short, and of unfinished golden runs.
+
+    A trial counts as completed once its result reached this process: one whose
+    worker finished but was stopped before handing it over is not in the report,
+    so its folder goes too.
+    """
+    kept = {result.directory for result in results}
     for trial in (run_dir / "trials").glob("*"):
-        if not (trial / "verdicts.json").exists():
+        if trial not in kept:
             shutil.rmtree(trial, ignore_errors=True)
     for golden in (run_dir / "golden").glob("*"):
         if not (golden / "golden.json").exists():
@@ -180,7 +191,9 @@ def _print_failures(failures: list[TrialResult]) -> None:
         _console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failures")
 
 
-def _self_check(config: CampaignConfig, rows: list[SelfCheckRow]) -> None:
+def _self_check(
+    config: CampaignConfig, rows: list[SelfCheckRow], completed: list[TrialResult]
+) -> None:
     """Run each broken runtime until the invariant it breaks catches it.
 
     A mistake that needs a fault beyond SIGKILL must first escape SIGKILL alone
@@ -199,12 +212,14 @@ def _self_check(config: CampaignConfig, rows: list[SelfCheckRow]) -> None:
             alone = _run_with_progress(
                 replace(broken, scenarios=config.scenarios[:2]),
                 f"self-check {name} (SIGKILL alone)",
+                completed=completed,
                 stop=caught_as_expected,
                 select=lambda spec, f=fault: f not in spec.schedule.fault_kinds,
             )
         results = _run_with_progress(
             broken,
             f"self-check {name}" + ("" if fault == "sigkill" else f" ({fault})"),
+            completed=completed,
             stop=caught_as_expected,
             select=None
             if fault == "sigkill"
