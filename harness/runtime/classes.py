@@ -64,7 +64,9 @@ class ToolClass:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ToolClass:
-        return cls(IdempotencyClass(data["class"]), bool(data["ask_user"]))
+        if not isinstance(data["ask_user"], bool):
+            raise ValueError(f"ask_user must be a boolean, got {data['ask_user']!r}")
+        return cls(IdempotencyClass(data["class"]), data["ask_user"])
 
 
 UNLISTED = ToolClass(IdempotencyClass.UNKNOWN)

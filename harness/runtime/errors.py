@@ -110,9 +110,11 @@ class JournalLockedError(JournalError):
 class JournalWriteError(JournalError):
     """An append could not be made durable (for example the disk is full).
 
-    The failed record is not in the journal and the tool was not run; every
-    record before it is intact. Remedy: free space and restart; recovery
-    continues from the last durable record.
+    The failed record is not in the journal and every record before it is
+    intact. If it was an intent, the tool was not run; if it was a finish, the
+    op stays RUNNING and the next start's recovery decides it by its class.
+    Remedy: free space and restart; recovery continues from the last durable
+    record.
     """
 
 

@@ -162,9 +162,11 @@ def hit_counts() -> dict[str, int]:
 
 
 def arm(specs: tuple[FailpointSpec, ...]) -> None:
-    """Arm these specs (in addition to any already armed); hit counts start at 0."""
+    """Arm these specs (in addition to any already armed); their points count hits from 0."""
     for spec in specs:
-        _armed.setdefault(spec.name, _Trigger()).specs.append(spec)
+        trigger = _armed.setdefault(spec.name, _Trigger())
+        trigger.specs.append(spec)
+        trigger.hits = 0
 
 
 def disarm() -> None:

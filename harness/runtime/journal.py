@@ -70,7 +70,8 @@ MAX_PAYLOAD = 16 * 1024 * 1024  # larger "lengths" are damage, not records
 
 
 def encode_frame(record: Record) -> bytes:
-    payload = json.dumps(record_to_json(record), separators=(",", ":"), ensure_ascii=False).encode()
+    # ASCII escapes, so that a lone surrogate in a tool's arguments still encodes.
+    payload = json.dumps(record_to_json(record), separators=(",", ":")).encode()
     body = struct.pack(">BI", FORMAT_VERSION, len(payload)) + payload
     return MAGIC + body[:5] + struct.pack(">I", zlib.crc32(body)) + payload
 

@@ -37,7 +37,7 @@ JSON: TypeAlias = Any
 
 def digest(value: JSON) -> str:
     """A short, stable digest of a JSON value (canonical form, sha256)."""
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

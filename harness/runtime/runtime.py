@@ -159,6 +159,12 @@ class Runtime:
 
     def resolve(self, op_id: str, resolution: str, *, redo_op: str | None = None) -> None:
         """The model closes a VERIFY op: effect present, redone as ``redo_op``, or unverifiable."""
+        op = self.ops.get(op_id)
+        if op is None or op.state is not OpState.RUNNING:
+            state = "unknown to the journal" if op is None else op.state.value
+            raise ValueError(
+                f"resolve({op_id!r}): only an op left RUNNING can be resolved; it is {state}"
+            )
         self._write(ResolvedRecord(op_id, self.incarnation, resolution, redo_op))
         self._awaiting_verify.pop(op_id, None)
 
