@@ -8,10 +8,11 @@ On every start it recovers first, then handles each hint the runtime hands it:
 - the step has none: record the op as unverifiable and do not redo it.
 
 Then it issues the plan's steps in order; the runtime answers every op its
-journal knows without running it again. Each success it is told of, it reports
-to the outside world (``ack <op>`` on the supervisor's channel): a user who was
-told a step is done must never see it done again. All choices are a function of the
-journal and the world, so a model killed half-way decides the same next time.
+journal knows without running it again. It tells the outside world about each
+step (``invoke <op>``, then ``ack``, ``fail`` or ``info``, on the supervisor's
+channel): a user who was told a step is done must never see it done again.
+All choices are a function of the journal and the world, so a model killed
+half-way decides the same next time.
 """
 
 from __future__ import annotations
@@ -46,15 +47,32 @@ class ScriptedModel:
         for hint in report.hints:
             self.verify(hint)
         for step in self.plan.steps:
-            outcome = self.runtime.call(step.op_id, step.tool, step.args, self.execute)
-            if outcome.ok:
-                self.acknowledge(step.op_id)
+            self.tell("invoke", step.op_id)
+            self.tell(self.issue(step), step.op_id)
 
-    def acknowledge(self, op_id: str) -> None:
-        """Tell the outside world (the supervisor, standing for the user) an op succeeded."""
+    def issue(self, step: PlanStep) -> str:
+        """Run a step (the journal answers what it knows); what came of it: ack, fail or info.
+
+        A step whose op was verified follows its resolution: the effect was
+        found, so it is done; or it was redone, so the redo's outcome is the step's.
+        """
+        op_id = step.op_id
+        while True:
+            outcome = self.runtime.call(op_id, step.tool, step.args, self.execute)
+            op = self.runtime.ops.get(op_id)
+            resolution = None if op is None else op.resolution
+            if outcome.status != "info" or resolution is None:
+                return "ack" if outcome.ok else outcome.status
+            if resolution.redo_op is None:
+                return "ack" if resolution.resolution.startswith("effect present") else "info"
+            op_id = resolution.redo_op
+
+    def tell(self, what: str, op_id: str) -> None:
+        """Tell the outside world (the supervisor, standing for the user) about a step:
+        ``invoke``, then ``ack`` (it succeeded), ``fail`` or ``info`` (outcome unknown)."""
         if self.channel is not None:
             with contextlib.suppress(OSError):  # nobody listens: running by hand
-                os.write(self.channel, f"ack {op_id}\n".encode())
+                os.write(self.channel, f"{what} {op_id}\n".encode())
 
     def step_of(self, op_id: str) -> PlanStep | None:
         return self._steps.get(op_id.split(".", 1)[0])

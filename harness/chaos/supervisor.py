@@ -12,6 +12,7 @@ What it saw goes to ``events.jsonl`` in the trial directory, one JSON object a
 line: ``spawn``, ``ready``, ``ack`` (the agent reported an op's success to its
 user: from then on that success must never be undone), ``kill``, ``exit``, and
 ``fault`` (an after-death fault was applied, see ``harness.chaos.faults``).
+What the user saw of each step goes to ``history.jsonl`` (see ``History``).
 
 Contract: every process it starts is reaped before ``run`` returns, whatever
 happens, and ``kill_all`` reaps any still alive (for Ctrl-C and SIGTERM).
@@ -113,11 +114,15 @@ class Supervisor:
         """Run lives until the plan is done, the budget is spent or time runs out."""
         deadline = time.monotonic() + self.timeout_s
         results: list[LifeResult] = []
-        with open(trial_dir / "events.jsonl", "a", encoding="utf-8") as events:
+        with (
+            open(trial_dir / "events.jsonl", "a", encoding="utf-8") as events,
+            open(trial_dir / "history.jsonl", "a", encoding="utf-8") as history_file,
+        ):
+            history = History(history_file)
             for life_no in range(1, self.restart_budget + 1):
                 life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
                 env = self._env(trial_dir, life, runtime, tables or {}, counts_file)
-                result = self._run_life(trial_dir, life_no, life, env, deadline, events)
+                result = self._run_life(trial_dir, life_no, life, env, deadline, events, history)
                 results.append(result)
                 if life.after_death and result.killed != "timeout":
                     _event(
@@ -157,6 +162,7 @@ class Supervisor:
         env: dict[str, str],
         deadline: float,
         events: IO[str],
+        history: History,
     ) -> LifeResult:
         read_fd, write_fd = os.pipe()
         env[CHANNEL_ENV] = str(write_fd)
@@ -205,8 +211,8 @@ class Supervisor:
                     elif message.startswith("reached "):
                         killed, reached = "failpoint", message.removeprefix("reached ")
                         break
-                    elif message.startswith("ack "):
-                        _event(events, "ack", life=life_no, op=message.removeprefix("ack "))
+                    else:
+                        history.note(message, life_no, events)
             if killed is not None:
                 _sigkill(proc)
                 returncode = proc.wait()
@@ -214,8 +220,9 @@ class Supervisor:
                 while chunk := os.read(read_fd, 4096):
                     buffer += chunk
                 for text in buffer.decode(errors="replace").splitlines():
-                    if text.startswith("ack "):
-                        _event(events, "ack", life=life_no, op=text.removeprefix("ack "))
+                    if not text.startswith("reached "):
+                        history.note(text, life_no, events)
+
                 _event(
                     events,
                     "kill",
@@ -232,6 +239,7 @@ class Supervisor:
                 proc.wait()
             _LIVE.pop(proc.pid, None)
             os.close(read_fd)
+        history.ended(life_no)
         duration_ms = (time.monotonic() - started) * 1000
         stderr_text = stderr_path.read_text("utf-8", errors="replace")[-2000:]
         if not stderr_text:
@@ -247,6 +255,41 @@ class Supervisor:
         return LifeResult(
             life_no, proc.pid, returncode, killed, reached, ready_ms, duration_ms, stderr_text
         )
+
+
+class History:
+    """What the user saw of each step, in Jepsen's words, written to ``history.jsonl``.
+
+    ``invoke`` when the agent starts a step; then ``ok``, ``fail``, or ``info``:
+    the agent said the outcome is unknown, or the life ended with the step in
+    flight, so nobody can know whether it happened.
+    """
+
+    def __init__(self, out: IO[str]) -> None:
+        self._out = out
+        self._in_flight: set[str] = set()
+
+    def note(self, message: str, life: int, events: IO[str]) -> None:
+        kind, _, op_id = message.partition(" ")
+        if kind not in ("invoke", "ack", "fail", "info") or not op_id:
+            return
+        if kind == "ack":
+            _event(events, "ack", life=life, op=op_id)  # I1 holds the op to this promise
+        self._write("ok" if kind == "ack" else kind, op_id, life)
+        if kind == "invoke":
+            self._in_flight.add(op_id)
+        else:
+            self._in_flight.discard(op_id)
+
+    def ended(self, life: int) -> None:
+        for op_id in sorted(self._in_flight):
+            self._write("info", op_id, life, why="in flight when the life ended")
+        self._in_flight.clear()
+
+    def _write(self, kind: str, op_id: str, life: int, **extra: str) -> None:
+        record = {"type": kind, "op": op_id, "life": life, "t_ns": time.time_ns(), **extra}
+        self._out.write(json.dumps(record) + "\n")
+        self._out.flush()
 
 
 EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (harness.agent.__main__)
