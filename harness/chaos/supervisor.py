@@ -1,11 +1,12 @@
 """The supervisor: the only code that starts, kills and reaps agent processes.
 
-For each life of a trial it starts ``python -I -m harness.agent TRIAL_DIR`` in
-its own process group with a pipe for failpoint hand-shakes, arms the life's
-failpoints, and then waits for one of: the agent exits; the agent reports
-``reached <failpoint>`` (the supervisor SIGKILLs its group from outside); the
-random-time delay expires (SIGKILL); the trial's time runs out (SIGKILL, and
-the trial stops). Killed lives are restarted until the plan is done or the
+For each life of a trial it starts an agent incarnation (a fork of a warm,
+pre-imported process, or ``python -I -m harness.agent TRIAL_DIR``: see
+``harness.chaos.launch``) in its own process group with a pipe for failpoint
+hand-shakes, arms the life's failpoints, and then waits for one of: the agent
+exits; the agent reports ``reached <failpoint>`` (the supervisor SIGKILLs its
+group from outside); the random-time delay expires (SIGKILL); the trial's time
+runs out (SIGKILL, and the trial stops). Killed lives are restarted until the plan is done or the
 restart budget is spent.
 
 What it saw goes to ``events.jsonl`` in the trial directory, one JSON object a
@@ -25,7 +26,6 @@ import json
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.chaos.faults import SHADOW_FILE, apply_after_death
+from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.runtime.failpoints import CHANNEL_ENV, FAILPOINTS_ENV
 from harness.runtime.journal import SHADOW_ENV
 
 __all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents"]
 
-_LIVE: dict[int, subprocess.Popen[bytes]] = {}
+_LIVE: dict[int, AgentProcess] = {}
 
 
 def kill_all() -> None:
@@ -96,7 +97,11 @@ class Supervisor:
         restart_budget: int = 8,
         timeout_s: float = 60.0,
         extra_env: Mapping[str, str] | None = None,
+        launch: str = "fork",
     ) -> None:
+        if launch not in LAUNCHERS:
+            raise ValueError(f"unknown launcher {launch!r} (known: {', '.join(LAUNCHERS)})")
+        self.launch = launch
         self.python = python
         self.restart_budget = restart_budget
         self.timeout_s = timeout_s
@@ -168,19 +173,10 @@ class Supervisor:
         env[CHANNEL_ENV] = str(write_fd)
         stderr_path = trial_dir / f"agent-{life_no}.stderr"
         started = time.monotonic()
-        with open(stderr_path, "wb") as stderr:
-            try:
-                proc = subprocess.Popen(
-                    [self.python, "-I", "-m", "harness.agent", str(trial_dir)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=stderr,
-                    env=env,
-                    pass_fds=(write_fd,),
-                    start_new_session=True,
-                )
-            finally:
-                os.close(write_fd)
+        try:
+            proc = launch(self.launch, self.python, trial_dir, env, write_fd, stderr_path)
+        finally:
+            os.close(write_fd)
         _LIVE[proc.pid] = proc
         _event(events, "spawn", life=life_no, pid=proc.pid, faults=life.describe())
         killed: str | None = None
@@ -302,7 +298,7 @@ def _restart(result: LifeResult, life: Life) -> bool:
     return result.returncode == EXIT_WRITE_FAILED and "=enospc" in life.failpoints
 
 
-def _sigkill(proc: subprocess.Popen[bytes]) -> None:
+def _sigkill(proc: AgentProcess) -> None:
     with contextlib.suppress(ProcessLookupError):  # already gone: nothing to kill
         os.killpg(proc.pid, signal.SIGKILL)
 

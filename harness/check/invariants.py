@@ -18,13 +18,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from harness.check.evidence import TrialEvidence
 from harness.runtime.errors import JournalCorruptError
 from harness.runtime.journal import scan_journal
 from harness.runtime.matrix import Decision, OpState, decide
-from harness.runtime.records import FinishRecord, HintRecord, IntentRecord, TailDroppedRecord
+from harness.runtime.records import (
+    FinishRecord,
+    HintRecord,
+    IncarnationRecord,
+    IntentRecord,
+    TailDroppedRecord,
+)
 from harness.world.store import EffectRow, step_of
 
 __all__ = ["INVARIANTS", "Verdict", "check_trial"]
@@ -339,29 +345,38 @@ def check_end_state(ev: TrialEvidence) -> Verdict:
 def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     """I9: a torn tail is dropped, never misread; corruption stops the agent before any tool.
 
-    After an injected tear, a later life must report the dropped tail exactly
-    where the torn bytes began, and no record may come from those bytes. After
-    injected corruption, the next life must refuse, naming the damaged record's
-    offset and number, with no tool run and the journal left as it was.
+    A tear is judged by the first life that opened the journal after it: that
+    life must report the dropped tail exactly where the torn bytes began and as
+    long as they were (a later fault before any life opened the journal, another
+    power cut, replaces the tail to expect). After injected corruption, the next
+    life must refuse, naming the damaged record's offset and number, with no
+    tool run.
     """
     problems = []
     checked = 0
-    dropped = {r.offset: r for s in ev.records if isinstance(r := s.record, TailDroppedRecord)}
-    for fault in ev.faults:
-        if fault.get("torn"):
+    opened = {
+        s.record.pid: s.record.incarnation
+        for s in ev.records
+        if isinstance(s.record, IncarnationRecord)
+    }
+    dropped = {
+        s.record.incarnation: s.record
+        for s in ev.records
+        if isinstance(s.record, TailDroppedRecord)
+    }
+    faults = {int(f["life"]): f for f in ev.faults}
+    pending: dict[str, Any] | None = None
+    for life in ev.lives:
+        incarnation = opened.get(life.pid)
+        if incarnation is not None and pending is not None:
             checked += 1
-            at = fault["valid_end"]
-            if at not in dropped:
-                problems.append(
-                    f"a torn tail of {fault['torn']} bytes at byte {at} "
-                    f"({fault['fault']}) was never reported dropped"
-                )
-            elif dropped[at].length != fault["torn"]:
-                problems.append(
-                    f"the tail dropped at byte {at} was {dropped[at].length} "
-                    f"bytes, the tear left {fault['torn']}"
-                )
-        if fault.get("corrupted") is not None:
+            problems += _tail_dropped(pending, dropped.get(incarnation), life.life)
+        if incarnation is not None:
+            pending = None
+        fault = faults.get(life.life)
+        if fault is not None and "torn" in fault:
+            pending = fault if fault["torn"] else None
+        if fault is not None and fault.get("corrupted") is not None:
             checked += 1
             problems += _refused_corruption(ev, fault)
     try:
@@ -370,6 +385,21 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
         if not ev.corrupted:
             problems.append(f"the journal is corrupt without injected corruption: {exc}")
     return _verdict("I9", problems, f"{checked} injected tears and corruptions handled")
+
+
+def _tail_dropped(fault: dict[str, Any], report: TailDroppedRecord | None, life: int) -> list[str]:
+    at, torn = fault["valid_end"], fault["torn"]
+    if report is None:
+        return [
+            f"life {life} opened the journal with a torn tail of {torn} bytes at byte "
+            f"{at} ({fault['fault']}) and never reported it dropped"
+        ]
+    if (report.offset, report.length) != (at, torn):
+        return [
+            f"life {life} dropped {report.length} bytes at byte {report.offset}; "
+            f"the tear left {torn} bytes at byte {at}"
+        ]
+    return []
 
 
 def _refused_corruption(ev: TrialEvidence, fault: dict[str, object]) -> list[str]:

@@ -78,10 +78,14 @@ class Runtime:
             journal, self.incarnation, on_record=self._note, max_attempts=max_attempts
         )
         self._awaiting_verify: dict[str, VerifyHint] = {}
-        self._write(IncarnationRecord(self.incarnation, os.getpid()))
+        # One append, the report first: even a torn write that keeps this life's
+        # incarnation record keeps the report of the tail it cut off before it.
+        first: list[Record] = [IncarnationRecord(self.incarnation, os.getpid())]
         torn = journal.scan.torn
         if torn is not None:
-            self._write(TailDroppedRecord(torn.offset, torn.length, torn.reason, self.incarnation))
+            report = TailDroppedRecord(torn.offset, torn.length, torn.reason, self.incarnation)
+            first.insert(0, report)
+        self._write_many(first)
 
     @classmethod
     def open(

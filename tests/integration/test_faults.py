@@ -68,6 +68,25 @@ class TestPowerLoss:
         status, evidence = _verdict(result, "I9")
         assert status == "pass" and "1 injected" in evidence[0]
 
+    @pytest.mark.parametrize("second", ["power-loss:drop", "power-loss:tear:0.5:3"])
+    def test_a_second_cut_before_the_report_is_judged_by_what_it_left(
+        self, second: str, run_mini: TrialRunner
+    ) -> None:
+        """A tear, then a life cut between its open and its first fsync: the last tail counts."""
+        result = run_mini(
+            json.dumps(
+                [
+                    {
+                        "failpoints": "journal.before_fsync@6=kill",
+                        "after_death": "power-loss:tear:0.5:5",
+                    },
+                    {"failpoints": "journal.before_fsync@1=kill", "after_death": second},
+                ]
+            )
+        )
+        assert [f["fault"] for f in _events(result, "fault")] == ["power-loss:tear:0.5:5", second]
+        assert result.status == "pass", result.verdicts
+
     def test_i9_fails_when_a_tear_is_never_reported(
         self, run_mini: TrialRunner, mini_golden: Golden
     ) -> None:
@@ -84,7 +103,7 @@ class TestPowerLoss:
         journal.write_bytes(b"".join(encode_frame(r) for r in kept))
         verdicts = {v.invariant: v for v in check_trial(result.directory, mini_golden.directory)}
         assert verdicts["I9"].status == "fail"
-        assert "never reported dropped" in verdicts["I9"].evidence[0]
+        assert "never reported it dropped" in verdicts["I9"].evidence[0]
 
 
 class TestCorruption:

@@ -27,7 +27,7 @@ def _start(reports: Path, seed: int) -> subprocess.Popen[bytes]:
         "--scenarios",
         "tests/data/scenarios",
         "--random",
-        "5",
+        "60",
         "--no-self-check",
         "--seed",
         str(seed),
@@ -60,7 +60,7 @@ class TestInterrupt:
         before = _temp_entries()
         for moment in range(MOMENTS):
             reports = tmp_path / f"run{moment}"
-            delay = rng.uniform(0.3, 8.0)
+            delay = rng.uniform(0.2, 4.0)
             harness = _start(reports, seed=moment)
             try:
                 time.sleep(delay)
@@ -87,7 +87,7 @@ class TestInterrupt:
         """SIGTERM to the harness alone stops every worker and agent and exits 143."""
         harness = _start(tmp_path, seed=99)
         try:
-            time.sleep(4.0)
+            time.sleep(2.0)
             harness.send_signal(signal.SIGTERM)
             harness.communicate(timeout=60)
         finally:
