@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     chaos.add_argument("--reports", default="reports", help="where run folders go")
     chaos.add_argument("--no-self-check", action="store_true")
     chaos.add_argument(
+        "--launch",
+        choices=("fork", "exec"),
+        default="fork",
+        help="start incarnations by forking a warm worker, or by exec",
+    )
+    chaos.add_argument(
         "--only", action="append", default=[], help="limit to scenarios with this name (repeatable)"
     )
 
@@ -55,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     trial.add_argument("--runtime", default="real")
     trial.add_argument("--schedule", default="[]", help="crash schedule as JSON")
     trial.add_argument("--reports", default="reports")
+    trial.add_argument("--launch", choices=("fork", "exec"), default="fork")
 
     replay = sub.add_parser("replay", help="run again the trial of a trial folder")
     replay.add_argument("trial_dir")
@@ -84,7 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 sweep_agents(config.run_dir)
         if args.command == "trial":
-            return _trial(args.scenario, args.seed, args.runtime, args.schedule, args.reports)
+            return _trial(
+                args.scenario, args.seed, args.runtime, args.schedule, args.reports, args.launch
+            )
         return _replay(Path(args.trial_dir), args.reports)
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
@@ -119,11 +128,24 @@ def _chaos_config(args: argparse.Namespace) -> CampaignConfig:
     run_dir = Path(args.reports).resolve() / _run_id()
     run_dir.mkdir(parents=True)
     return CampaignConfig(
-        run_dir, paths, seed, args.random_trials, max(1, args.workers), args.runtime
+        run_dir,
+        paths,
+        seed,
+        args.random_trials,
+        max(1, args.workers),
+        args.runtime,
+        launch=args.launch,
     )
 
 
-def _trial(scenario: str, seed: int, runtime: str, schedule_json: str, reports: str) -> int:
+def _trial(
+    scenario: str,
+    seed: int,
+    runtime: str,
+    schedule_json: str,
+    reports: str,
+    launch: str = "fork",
+) -> int:
     from harness.chaos.scenario import load_scenario
     from harness.chaos.supervisor import Supervisor
     from harness.chaos.tables import write_table_variants
@@ -137,7 +159,7 @@ def _trial(scenario: str, seed: int, runtime: str, schedule_json: str, reports: 
     except ValueError as exc:
         raise HarnessError(f"--schedule: {exc}") from None
     run_dir = Path(reports) / f"{_run_id()}-trial"
-    supervisor = Supervisor()
+    supervisor = Supervisor(launch=launch)
     spec = TrialSpec(scenario, seed, schedule, runtime, "replay", "custom")
     golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor)
     result = run_trial(

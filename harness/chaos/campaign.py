@@ -38,9 +38,8 @@ class CampaignConfig:
     runtime: str = "real"
     restart_budget: int = 8
     timeout_s: float = 60.0
-
-    def supervisor(self) -> Supervisor:
-        return Supervisor(restart_budget=self.restart_budget, timeout_s=self.timeout_s)
+    launch: str = "fork"
+    """How incarnations start: forked from a warm worker, or exec'd (``harness.chaos.launch``)."""
 
 
 def scenario_seed(campaign_seed: int, scenario: str) -> int:
@@ -89,9 +88,11 @@ def random_specs(
 _worker_supervisor: Supervisor | None = None
 
 
-def _init_worker(restart_budget: int, timeout_s: float) -> None:
+def _init_worker(restart_budget: int, timeout_s: float, launch: str) -> None:
     global _worker_supervisor
-    _worker_supervisor = Supervisor(restart_budget=restart_budget, timeout_s=timeout_s)
+    _worker_supervisor = Supervisor(
+        restart_budget=restart_budget, timeout_s=timeout_s, launch=launch
+    )
 
 
 def _golden_task(args: tuple[str, int, Path]) -> tuple[str, int, Golden]:
@@ -119,7 +120,9 @@ def run_trials(
     On any exception (an interrupt included) every worker and every agent is
     stopped before it propagates; results already handed to ``on_result`` stay.
     """
-    pool = WorkerPool(config.workers, _init_worker, (config.restart_budget, config.timeout_s))
+    pool = WorkerPool(
+        config.workers, _init_worker, (config.restart_budget, config.timeout_s, config.launch)
+    )
     try:
         picks = random_picks(config)
         wanted = [(s, scenario_seed(config.seed, s)) for s in config.scenarios]
