@@ -1,0 +1,1 @@
+"""Adapters: third-party durable-execution engines run as the system under test (DESIGN.md §5)."""
