@@ -77,6 +77,16 @@ def _unknown(key: str, why: str) -> Verdict:
     return Verdict(key, TITLES[key], "unknown", (why,))
 
 
+def _ran_after(ev: TrialEvidence, op_id: str, offset: int, what: str) -> list[str]:
+    """Executions of ``op_id`` that happened once the journal held its ``what`` at ``offset``."""
+    return [
+        f"{op_id} ({entry.tool}) ran again in life {entry.incarnation} (ledger #{entry.seq}, "
+        f"journal at byte {entry.journal_pos}) after its {what} was journaled at byte {offset}"
+        for entry in ev.ledger_of(op_id)
+        if entry.journal_pos is not None and entry.journal_pos > offset
+    ]
+
+
 def check_success_not_rerun(ev: TrialEvidence) -> Verdict:
     """I1: a success is never re-executed once durable, nor once reported to the user.
 
@@ -95,13 +105,7 @@ def check_success_not_rerun(ev: TrialEvidence) -> Verdict:
         if success is None:
             continue
         checked += 1
-        for entry in ev.ledger_of(op_id):
-            if entry.journal_pos is not None and entry.journal_pos > success.offset:
-                problems.append(
-                    f"{op_id} ({entry.tool}) ran again in life {entry.incarnation} "
-                    f"(ledger #{entry.seq}, journal at byte {entry.journal_pos}) after its "
-                    f"success was journaled at byte {success.offset}"
-                )
+        problems += _ran_after(ev, op_id, success.offset, "success")
     for op_id, acked_ns in ev.acks.items():
         checked += 1
         for entry in ev.ledger_of(op_id):
@@ -212,12 +216,7 @@ def check_settled_skipped(ev: TrialEvidence) -> Verdict:
                         f"{decision.decision.value} in life {life}, not SKIP"
                     )
     for op_id, offset in _final_failures(ev):
-        for entry in ev.ledger_of(op_id):
-            if entry.journal_pos is not None and entry.journal_pos > offset:
-                problems.append(
-                    f"{op_id} ({entry.tool}) ran again in life {entry.incarnation} "
-                    f"after its failure was journaled at byte {offset}"
-                )
+        problems += _ran_after(ev, op_id, offset, "failure")
     return _verdict("I4", problems, f"{checked} settled ops skipped, no failure re-run")
 
 
