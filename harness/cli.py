@@ -63,6 +63,29 @@ def _parser() -> argparse.ArgumentParser:
     trial.add_argument("--reports", default="reports")
     trial.add_argument("--launch", choices=("fork", "exec"), default="fork")
 
+    compare = sub.add_parser("compare", help="the same campaign against several runtimes")
+    compare.add_argument(
+        "--runtime",
+        action="append",
+        dest="runtimes",
+        default=[],
+        help="a runtime to compare (repeatable; default: real and dbos)",
+    )
+    compare.add_argument("--scenarios", default="scenarios")
+    compare.add_argument("--only", action="append", default=[])
+    compare.add_argument(
+        "--failpoint",
+        action="append",
+        dest="failpoints",
+        default=[],
+        help="keep exhaustive trials of this failpoint only (repeatable)",
+    )
+    compare.add_argument("--seed", type=int, default=None)
+    compare.add_argument("--random", type=int, default=0, dest="random_trials")
+    compare.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    compare.add_argument("--reports", default="reports")
+    compare.add_argument("--launch", choices=("fork", "exec"), default="fork")
+
     replay = sub.add_parser("replay", help="run again the trial of a trial folder")
     replay.add_argument("trial_dir")
     replay.add_argument("--reports", default="reports")
@@ -90,6 +113,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run_chaos(config, self_check=not args.no_self_check)
             finally:
                 sweep_agents(config.run_dir)
+        if args.command == "compare":
+            from harness.report.compare import run_compare
+
+            runtimes = args.runtimes or ["real", "dbos"]
+            for name in runtimes:
+                _check_runtime(name)
+            args.runtime = runtimes[0]
+            config = _chaos_config(args)
+            try:
+                return run_compare(config, runtimes, tuple(args.failpoints))
+            finally:
+                sweep_agents(config.run_dir)
         if args.command == "trial":
             return _trial(
                 args.scenario, args.seed, args.runtime, args.schedule, args.reports, args.launch
@@ -110,10 +145,12 @@ def _run_id() -> str:
 
 
 def _check_runtime(name: str) -> None:
-    from harness.agent.broken import RUNTIMES
+    from harness.adapters import UnknownAdapterError, get_adapter
 
-    if name not in RUNTIMES:
-        raise HarnessError(f"--runtime: unknown runtime {name!r} (known: {', '.join(RUNTIMES)})")
+    try:
+        get_adapter(name)
+    except UnknownAdapterError as exc:
+        raise HarnessError(f"--runtime: {exc}") from None
 
 
 def _chaos_config(args: argparse.Namespace) -> CampaignConfig:

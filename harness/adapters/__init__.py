@@ -1,1 +1,95 @@
-"""Adapters: third-party durable-execution engines run as the system under test (DESIGN.md §5)."""
+"""Adapters: the system under test is a plug-in behind one small interface.
+
+An adapter is an agent program: a module with ``main(argv: list[str]) -> int``
+that the supervisor starts once per incarnation (forked from a warm worker, or
+as ``python -I -m <module> TRIAL_DIR``). Its contract, for one incarnation:
+
+1. Read the plan from ``TRIAL_DIR/plan.json`` (``harness.agent.plan.load_plan``).
+2. Write ``ready`` on the file descriptor named by ``HARNESS_FAILPOINT_CHANNEL``
+   once its imports are done (random-time kills count from there).
+3. Arm the failpoints of ``HARNESS_FAILPOINTS``
+   (``harness.runtime.failpoints.arm_from_environ``) and call
+   ``failpoint(name, op_id)`` at the protocol's points around each tool call
+   (``op.before_intent`` ... ``op.after_finish``) at the places its own
+   durability makes equivalent, so that the harness can kill inside calls.
+4. Run tools only through the world: ``make_tool_function(WorldStore.open(
+   TRIAL_DIR/"world.db"))(tool, args, CallContext(op_id, tool, attempt,
+   incarnation))`` with the plan's op ids, so that every execution is ledgered.
+5. Tell the supervisor about each plan step: ``invoke <op>`` then ``ack <op>``
+   (it succeeded), ``fail <op>`` or ``info <op>`` (outcome unknown).
+6. After a restart, recover from its own durable state in ``TRIAL_DIR``, and
+   exit 0 once every step is done.
+
+Nothing else passes between incarnations: only the files in ``TRIAL_DIR``.
+Adapters that keep the project's journal (``journal=True``) are held to every
+invariant; the others to those the ledger, the supervisor's history and the
+world can judge (I1 by what the user was told, I2 by the ledger, I7, I8).
+
+Registered adapters: ``real`` (this project's runtime), each broken runtime of
+``harness.agent.broken`` (the real runtime with one mistake), and ``dbos``
+(DBOS Transact 3.4: each tool call a DBOS step of one workflow). A user's own
+agent program is named ``module:<dotted.module>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = ["ADAPTERS", "Adapter", "UnknownAdapterError", "get_adapter"]
+
+
+@dataclass(frozen=True, slots=True)
+class Adapter:
+    name: str
+    module: str
+    """The agent program: a module with ``main(argv) -> int``."""
+    journal: bool
+    """Whether it keeps this project's write-ahead journal in ``TRIAL_DIR/journal``."""
+    description: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+class UnknownAdapterError(ValueError):
+    """No adapter of that name. Remedy: pick one of ``ADAPTERS`` or use ``module:<name>``."""
+
+
+def _registry() -> dict[str, Adapter]:
+    from harness.agent.broken import BROKEN_RUNTIMES
+
+    adapters = {
+        "real": Adapter(
+            "real", "harness.agent", True, "this project's runtime", {"HARNESS_RUNTIME": "real"}
+        ),
+        "dbos": Adapter(
+            "dbos",
+            "harness.adapters.dbos_agent",
+            False,
+            "DBOS Transact 3.4: each tool call one step of a workflow",
+        ),
+    }
+    for name, runtime in BROKEN_RUNTIMES.items():
+        adapters[name] = Adapter(
+            name, "harness.agent", True, f"broken: {runtime.mistake}", {"HARNESS_RUNTIME": name}
+        )
+    return adapters
+
+
+ADAPTERS: Mapping[str, Adapter] = MappingProxyType(_registry())
+
+
+def get_adapter(name: str) -> Adapter:
+    """The adapter called ``name``; ``module:<dotted.module>`` names a user's agent program."""
+    if name.startswith("module:"):
+        module = name.removeprefix("module:")
+        if not module or not all(part.isidentifier() for part in module.split(".")):
+            raise UnknownAdapterError(f"{name!r}: module:<dotted.module.name> expected")
+        return Adapter(name, module, False, f"user agent program {module}")
+    try:
+        return ADAPTERS[name]
+    except KeyError:
+        known = ", ".join(ADAPTERS)
+        raise UnknownAdapterError(
+            f"unknown runtime {name!r} (known: {known}; or module:<dotted.module>)"
+        ) from None

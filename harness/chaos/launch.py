@@ -17,11 +17,13 @@ reaped by the supervisor.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -64,9 +66,17 @@ class ForkedAgent:
         return self.returncode
 
 
-def preload() -> None:
-    """Import the agent's modules in this (parent) process, once."""
-    import harness.agent.__main__  # noqa: F401
+def preload(module: str) -> None:
+    """Import the agent program's modules in this (parent) process, once."""
+    importlib.import_module(module if module != "harness.agent" else "harness.agent.__main__")
+
+
+def _program(module: str) -> Callable[[list[str]], int]:
+    target = importlib.import_module(
+        module if module != "harness.agent" else "harness.agent.__main__"
+    )
+    main: Callable[[list[str]], int] = target.main
+    return main
 
 
 def launch(
@@ -76,11 +86,14 @@ def launch(
     env: dict[str, str],
     channel_fd: int,
     stderr_path: Path,
+    *,
+    module: str = "harness.agent",
 ) -> AgentProcess:
+    """Start one incarnation of the agent program ``module`` (see ``harness.adapters``)."""
     if how == "exec":
         with open(stderr_path, "wb") as stderr:
             return subprocess.Popen(
-                [python, "-I", "-m", "harness.agent", str(trial_dir)],
+                [python, "-I", "-m", module, str(trial_dir)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
@@ -90,20 +103,22 @@ def launch(
             )
     if how != "fork":
         raise ValueError(f"unknown launcher {how!r} (known: {', '.join(LAUNCHERS)})")
-    preload()
+    preload(module)
     sys.stdout.flush()  # or the child would write the parent's pending output again
     sys.stderr.flush()
     stderr_fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         pid = os.fork()
         if pid == 0:  # the child never returns from here
-            _run_child(trial_dir, env, channel_fd, stderr_fd)
+            _run_child(module, trial_dir, env, channel_fd, stderr_fd)
     finally:
         os.close(stderr_fd)
     return ForkedAgent(pid)
 
 
-def _run_child(trial_dir: Path, env: dict[str, str], channel_fd: int, stderr_fd: int) -> None:
+def _run_child(
+    module: str, trial_dir: Path, env: dict[str, str], channel_fd: int, stderr_fd: int
+) -> None:
     code = 1
     try:
         os.setsid()
@@ -119,17 +134,15 @@ def _run_child(trial_dir: Path, env: dict[str, str], channel_fd: int, stderr_fd:
         os.closerange(keep + 1, _max_fd())
         os.environ.clear()
         os.environ.update(env)
-        sys.argv = ["harness.agent", str(trial_dir)]
+        sys.argv = [module, str(trial_dir)]
         # The parent's stdio objects may be anything (pytest captures them, rich
         # wraps them): the agent writes to its own descriptors 1 and 2.
         sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
-        from harness.agent.__main__ import main
         from harness.runtime.failpoints import disarm
 
         disarm()  # a parent that armed failpoints (a test) must not arm its children
-
-        code = main([str(trial_dir)])
+        code = _program(module)([str(trial_dir)])
     except BaseException:
         with contextlib.suppress(Exception):
             traceback.print_exc()

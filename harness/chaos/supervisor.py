@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from harness.adapters import Adapter, get_adapter
 from harness.chaos.faults import SHADOW_FILE, apply_after_death
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
@@ -117,6 +118,7 @@ class Supervisor:
         counts_file: Path | None = None,
     ) -> list[LifeResult]:
         """Run lives until the plan is done, the budget is spent or time runs out."""
+        adapter = get_adapter(runtime)
         deadline = time.monotonic() + self.timeout_s
         results: list[LifeResult] = []
         with (
@@ -126,8 +128,10 @@ class Supervisor:
             history = History(history_file)
             for life_no in range(1, self.restart_budget + 1):
                 life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
-                env = self._env(trial_dir, life, runtime, tables or {}, counts_file)
-                result = self._run_life(trial_dir, life_no, life, env, deadline, events, history)
+                env = self._env(trial_dir, life, adapter, tables or {}, counts_file)
+                result = self._run_life(
+                    trial_dir, life_no, life, env, deadline, events, history, adapter.module
+                )
                 results.append(result)
                 if life.after_death and result.killed != "timeout":
                     _event(
@@ -144,13 +148,13 @@ class Supervisor:
         self,
         trial_dir: Path,
         life: Life,
-        runtime: str,
+        adapter: Adapter,
         tables: Mapping[str, Path],
         counts_file: Path | None,
     ) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
         env.update(self.extra_env)
-        env["HARNESS_RUNTIME"] = runtime
+        env.update(adapter.env)
         env[FAILPOINTS_ENV] = life.failpoints
         env[SHADOW_ENV] = str(trial_dir / SHADOW_FILE)
         if life.table is not None:
@@ -168,13 +172,16 @@ class Supervisor:
         deadline: float,
         events: IO[str],
         history: History,
+        module: str,
     ) -> LifeResult:
         read_fd, write_fd = os.pipe()
         env[CHANNEL_ENV] = str(write_fd)
         stderr_path = trial_dir / f"agent-{life_no}.stderr"
         started = time.monotonic()
         try:
-            proc = launch(self.launch, self.python, trial_dir, env, write_fd, stderr_path)
+            proc = launch(
+                self.launch, self.python, trial_dir, env, write_fd, stderr_path, module=module
+            )
         finally:
             os.close(write_fd)
         _LIVE[proc.pid] = proc

@@ -51,6 +51,19 @@ class TrialEvidence:
     restart_budget: int = 8
 
     @cached_property
+    def has_journal(self) -> bool:
+        """Whether the runtime under test keeps this project's journal (third parties do not)."""
+        return (self.trial_dir / "journal").exists() or self.corrupted
+
+    @cached_property
+    def history(self) -> tuple[dict[str, Any], ...]:
+        """Each step as the user saw it (``history.jsonl``): invoke, ok, fail, info."""
+        path = self.trial_dir / "history.jsonl"
+        if not path.exists():
+            return ()
+        return tuple(json.loads(line) for line in path.read_text("utf-8").splitlines() if line)
+
+    @cached_property
     def corrupted(self) -> bool:
         """Whether the harness injected corruption (then the checkers read the copy before it)."""
         return (self.trial_dir / PRISTINE_JOURNAL).exists()

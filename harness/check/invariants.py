@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.check.evidence import TrialEvidence
+from harness.runtime.classes import ToolTable
 from harness.runtime.errors import JournalCorruptError
 from harness.runtime.journal import scan_journal
 from harness.runtime.matrix import Decision, OpState, decide
@@ -151,7 +152,30 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
                 )
             if _finished(ev) and op_id not in ev.resolutions:
                 problems.append(f"{op_id}: the model never resolved its VERIFY")
+    problems += _unsafe_ran_twice(ev)
     return _verdict("I2", problems, f"{checked} unknown outcomes verified, none replayed")
+
+
+def _unsafe_ran_twice(ev: TrialEvidence) -> list[str]:
+    """Ledger alone, for any runtime: an unsafe op id never runs twice.
+
+    The class is the intent's snapshot when the runtime journals one, else the
+    default table's. A runtime that verifies redoes a step under a new op id.
+    """
+    table = ToolTable.default()
+    ops = ev.final_ops
+    problems = []
+    for op_id, count in Counter(e.op_id for e in ev.ledger).items():
+        if count < 2:
+            continue
+        tool = ev.ledger_of(op_id)[0].tool
+        cls = ops[op_id].snapshot if op_id in ops else table.classify(tool)
+        if not cls.retry_safe:
+            problems.append(
+                f"{op_id} ({tool}, {cls.idempotency.value}) ran {count} times: "
+                f"a {cls.idempotency.value} call was replayed"
+            )
+    return problems
 
 
 def check_safe_outcome_retried(ev: TrialEvidence) -> Verdict:
@@ -286,6 +310,11 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
         problems.append(f"life {last.life} of {len(ev.lives)} ended {how} {tail[0]}".rstrip())
     if len(ev.lives) > ev.restart_budget:
         problems.append(f"{len(ev.lives)} lives exceed the budget of {ev.restart_budget}")
+    if not ev.has_journal:
+        problems += _steps_settled_in_history(ev)
+        return _verdict(
+            "I7", problems, f"done in {len(ev.lives)} lives, {len(ev.plan.steps)} steps settled"
+        )
     ops = ev.final_ops
     for step in ev.plan.steps:
         op = ops.get(step.op_id)
@@ -296,6 +325,16 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
     return _verdict(
         "I7", problems, f"done in {len(ev.lives)} lives, {len(ev.plan.steps)} steps accounted for"
     )
+
+
+def _steps_settled_in_history(ev: TrialEvidence) -> list[str]:
+    last = {entry["op"]: entry["type"] for entry in ev.history}
+    return [
+        f"step {step.index} ({step.op_id} {step.tool}) ended as "
+        f"{last.get(step.op_id, 'never invoked')}"
+        for step in ev.plan.steps
+        if last.get(step.op_id) not in ("ok", "fail")
+    ]
 
 
 def _unverifiable_steps(ev: TrialEvidence) -> set[str]:
@@ -444,6 +483,9 @@ INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
 }
 
 
+_NEEDS_JOURNAL = frozenset({"I3", "I4", "I5", "I6", "I9"})
+
+
 def check_trial(
     trial_dir: Path, golden_dir: Path | None, *, restart_budget: int = 8
 ) -> tuple[Verdict, ...]:
@@ -451,6 +493,9 @@ def check_trial(
     ev = TrialEvidence(trial_dir, golden_dir, restart_budget)
     verdicts = []
     for key, checker in INVARIANTS.items():
+        if key in _NEEDS_JOURNAL and not ev.has_journal:
+            verdicts.append(_unknown(key, "the runtime under test keeps no journal to judge"))
+            continue
         try:
             verdicts.append(checker(ev))
         except Exception as exc:  # a checker's error is an unknown verdict, not a crash
