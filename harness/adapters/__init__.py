@@ -26,8 +26,9 @@ invariant; the others to those the ledger, the supervisor's history and the
 world can judge (I1 by what the user was told, I2 by the ledger, I7, I8).
 
 Registered adapters: ``real`` (this project's runtime), each broken runtime of
-``harness.agent.broken`` (the real runtime with one mistake), and ``dbos``
-(DBOS Transact 3.4: each tool call a DBOS step of one workflow). A user's own
+``harness.agent.broken`` (the real runtime with one mistake), ``dbos`` (DBOS
+Transact 3.4: each tool call a DBOS step of one workflow) and ``naive`` (no
+recovery at all: ``harness/adapters/naive.py``, the smallest example). A user's own
 agent program is named ``module:<dotted.module>``.
 """
 
@@ -67,6 +68,12 @@ def _registry() -> dict[str, Adapter]:
             "harness.adapters.dbos_agent",
             False,
             "DBOS Transact 3.4: each tool call one step of a workflow",
+        ),
+        "naive": Adapter(
+            "naive",
+            "harness.adapters.naive",
+            False,
+            "no recovery: every start runs the whole plan again",
         ),
     }
     for name, runtime in BROKEN_RUNTIMES.items():
