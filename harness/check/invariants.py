@@ -385,8 +385,9 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
 
     A tear is judged by the first life that opened the journal after it: that
     life must report the dropped tail exactly where the torn bytes began and as
-    long as they were (a later fault before any life opened the journal, another
-    power cut, replaces the tail to expect). After injected corruption, the next
+    long as they were. A later fault before any life opened the journal (another
+    power cut) replaces the tail to expect; a life killed before its incarnation
+    record leaves the tear unjudged, since it may have cut it already. After injected corruption, the next
     life must refuse, naming the damaged record's offset and number, with no
     tool run.
     """
@@ -409,7 +410,9 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
         if incarnation is not None and pending is not None:
             checked += 1
             problems += _tail_dropped(pending, dropped.get(incarnation), life.life)
-        if incarnation is not None:
+        if incarnation is not None or life.killed is not None:
+            # A life killed before its incarnation record may have cut the tail
+            # (the cut comes first) without living to report it: not judged.
             pending = None
         fault = faults.get(life.life)
         if fault is not None and "torn" in fault:
