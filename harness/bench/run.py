@@ -1,0 +1,374 @@
+"""Running the benchmarks: each figure's measurements, interleaved, into a ``BenchReport``.
+
+Every function here measures a subject and its baseline in the same run and
+returns figures; none of them decides anything about the project. Scratch
+files live under the output folder (the same disk the reports and trials use,
+so fsyncs cost what they cost there) and are removed when each measurement ends.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.bench import calls, cycles, scaling, startup
+from harness.bench.figures import (
+    BenchError,
+    BenchReport,
+    Figure,
+    Target,
+    interleave,
+    machine_info,
+    median_of,
+)
+
+__all__ = [
+    "FULL",
+    "QUICK",
+    "BenchSettings",
+    "Measurements",
+    "bench_campaigns",
+    "bench_cycles",
+    "bench_failpoint",
+    "bench_journaled_call",
+    "bench_planning",
+    "bench_startup",
+    "run_bench",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSettings:
+    """How much to measure; ``QUICK`` is for the smoke test and CI, ``FULL`` for ``make bench``."""
+
+    cycles: int = 100
+    cycle_repeats: int = 5
+    calls: int = 200
+    call_repeats: int = 7
+    failpoint_loops: int = 1_000_000
+    failpoint_repeats: int = 5
+    startup_runs: int = 20
+    campaign_sizes: tuple[int, int] = (100, 1000)
+    planning_sizes: tuple[int, ...] = (10, 100, 1_000, 10_000, 100_000)
+    planning_records: int = 100_000
+    planning_repeats: int = 5
+
+
+FULL = BenchSettings()
+QUICK = BenchSettings(
+    cycles=8,
+    cycle_repeats=1,
+    calls=20,
+    call_repeats=2,
+    failpoint_loops=20_000,
+    failpoint_repeats=2,
+    startup_runs=2,
+    campaign_sizes=(20, 60),
+    planning_sizes=(10, 100, 1_000),
+    planning_records=5_000,
+    planning_repeats=1,
+)
+
+
+@dataclass(slots=True)
+class Measurements:
+    """What the benchmarks measured so far: figures, the samples behind them, notes."""
+
+    figures: list[Figure] = field(default_factory=list)
+    series: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)
+    """Measurements that could not be made (``BenchError``), with why."""
+
+
+def _in_scratch(scratch: Path, measure: Callable[[Path], float]) -> Callable[[], float]:
+    """A measurement run in a fresh folder under ``scratch``, removed right after."""
+
+    def run() -> float:
+        with tempfile.TemporaryDirectory(dir=scratch) as directory:
+            return measure(Path(directory))
+
+    return run
+
+
+def bench_cycles(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    n = settings.cycles
+    phases: dict[str, dict[str, list[float]]] = {"fork": {}, "exec": {}}
+
+    def harness(launch: str) -> Callable[[], float]:
+        return _in_scratch(scratch, lambda d: cycles.harness_cycles(d, n, launch, phases[launch]))
+
+    samples = interleave(
+        {
+            "exec-loop": lambda: cycles.exec_loop(n),
+            "harness-fork": harness("fork"),
+            "fork-loop": _in_scratch(scratch, lambda d: cycles.fork_loop(d, n)),
+            "harness-exec": harness("exec"),
+        },
+        settings.cycle_repeats,
+    )
+    rate = {name: median_of(values) for name, values in samples.items()}
+    out.series["cycles_per_s"] = samples
+    # Where a harness cycle's time goes, from the supervisor's own events.
+    out.series["cycle_phases_ms"] = {
+        launch: {gap: median_of(values) for gap, values in gaps.items()}
+        for launch, gaps in phases.items()
+    }
+    unit = "cycles/s"
+    out.figures += [
+        Figure(
+            "1 cycles: harness-fork / exec-loop",
+            rate["harness-fork"],
+            rate["exec-loop"],
+            unit,
+            Target(low=1.0),
+        ),
+        Figure(
+            "1 cycles: harness-fork / fork-loop",
+            rate["harness-fork"],
+            rate["fork-loop"],
+            unit,
+            Target(low=0.5, moonshot=True),
+        ),
+        Figure(
+            "1 cycles: harness-exec / exec-loop",
+            rate["harness-exec"],
+            rate["exec-loop"],
+            unit,
+            None,
+            "exec launcher, for information",
+        ),
+    ]
+
+
+def bench_journaled_call(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    with tempfile.TemporaryDirectory(dir=scratch) as directory:
+        root = Path(directory)
+        journaled = calls.JournaledCalls(root / "runtime")
+        try:
+            per_call = journaled.warm_up()
+            raw = calls.RawCalls(root / "raw", max(1, per_call // 2))
+            try:
+                raw.batch(1)
+                samples = interleave(
+                    {
+                        "runtime": functools.partial(journaled.batch, settings.calls),
+                        "raw": functools.partial(raw.batch, settings.calls),
+                    },
+                    settings.call_repeats,
+                )
+            finally:
+                raw.close()
+        finally:
+            journaled.close()
+    out.series["journaled_call_us"] = samples
+    out.figures.append(
+        Figure(
+            "2 journaled call / raw durability",
+            median_of(samples["runtime"]),
+            median_of(samples["raw"]),
+            "µs/call",
+            Target(high=1.25),
+            f"{per_call} journal bytes per call, raw appends of {per_call // 2} bytes",
+        )
+    )
+
+
+def bench_failpoint(settings: BenchSettings, out: Measurements) -> None:
+    loops = settings.failpoint_loops
+    samples = interleave(
+        {
+            "failpoint": functools.partial(calls.failpoint_loop, loops),
+            "empty": functools.partial(calls.empty_call_loop, loops),
+        },
+        settings.failpoint_repeats,
+    )
+    out.series["failpoint_ns"] = samples
+    out.figures.append(
+        Figure(
+            "3 unarmed failpoint / empty call",
+            median_of(samples["failpoint"]),
+            median_of(samples["empty"]),
+            "ns/call",
+            Target(high=1.5),
+            f"loops of {loops:,}, loop included",
+        )
+    )
+
+
+def bench_startup(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    with tempfile.TemporaryDirectory(dir=scratch) as directory:
+        trial = Path(directory) / "trial"
+        startup.prepare_finished_trial(trial)
+        samples = interleave(
+            {
+                "agent": functools.partial(startup.time_process, startup.agent_command(trial)),
+                "python": functools.partial(startup.time_process, startup.BASELINE_COMMAND),
+            },
+            settings.startup_runs,
+        )
+        figure = Figure(
+            "4 agent start-up / import sqlite3",
+            median_of(samples["agent"]),
+            median_of(samples["python"]),
+            "ms",
+            Target(high=1.5),
+            "a finished trial: import, recover, all SKIP, exit",
+        )
+        if figure.holds is False:
+            top = startup.import_profile(trial)
+            out.series["agent_importtime_top"] = [
+                {"module": e.module, "self_us": e.self_us, "cumulative_us": e.cumulative_us}
+                for e in top
+            ]
+    out.series["startup_ms"] = samples
+    out.figures.append(figure)
+
+
+def bench_campaigns(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    small, big = settings.campaign_sizes
+    # Small with 2 and 1 workers, the big one, then the two small ones again:
+    # drift of the machine falls on both sides of every ratio.
+    order = [(small, 2), (small, 1), (big, 2), (small, 2), (small, 1)]
+    runs = [scaling.run_campaign(scratch, trials, workers) for trials, workers in order]
+    for run in runs:
+        out.notes += [
+            f"campaign of {run.trials} ({run.workers} workers): trial did not pass: {trial}"
+            for trial in run.not_passed
+        ]
+    small2 = [r for r in runs if r.trials == small and r.workers == 2]
+    small1 = [r for r in runs if r.trials == small and r.workers == 1]
+    big2 = [r for r in runs if r.trials == big]
+    out.series["campaigns"] = [
+        {
+            "trials": r.trials,
+            "workers": r.workers,
+            "seconds": r.seconds,
+            "trials_per_s": r.trials_per_s,
+            "worker_rss_bytes": r.worker_rss,
+        }
+        for r in runs
+    ]
+    rate2 = median_of([r.trials_per_s for r in small2])
+    mb = 1024 * 1024
+    out.figures += [
+        Figure(
+            f"5 trials/s: {big} / {small} trials",
+            median_of([r.trials_per_s for r in big2]),
+            rate2,
+            "trials/s",
+            Target(0.85, 1.15),
+            "2 workers, golden runs included",
+        ),
+        Figure(
+            "5 trials/s: 2 workers / 1",
+            rate2,
+            median_of([r.trials_per_s for r in small1]),
+            "trials/s",
+            Target(low=1.7),
+            f"{os.cpu_count()} cores on this machine",
+        ),
+        Figure(
+            f"5 supervisor RSS: {big} / {small} trials",
+            median_of([r.worker_rss / mb for r in big2]),
+            median_of([r.worker_rss / mb for r in small2]),
+            "MiB",
+            Target(high=1.15),
+            "largest pool worker at the last result",
+        ),
+    ]
+
+
+def bench_planning(settings: BenchSettings, out: Measurements) -> None:
+    points = scaling.time_planning(
+        settings.planning_sizes,
+        records_per_sample=settings.planning_records,
+        repeats=settings.planning_repeats,
+    )
+    out.series["planning"] = [p.to_json() for p in points]
+    first, last = points[0], points[-1]
+    figure = Figure(
+        f"5 planning/record: {last.records:,} / {first.records:,}",
+        last.total_us,
+        first.total_us,
+        "µs/record",
+        Target(high=1.5),
+        "scan + fold + plan_recovery; linear is ≈ 1 (the bound is this bench's)",
+    )
+    out.figures.append(figure)
+    if figure.holds is False:
+        # The usual suspect for a per-record cost that grows with the journal is
+        # the cyclic GC walking every live record on each full collection.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            (off,) = scaling.time_planning(
+                (last.records,),
+                records_per_sample=settings.planning_records,
+                repeats=settings.planning_repeats,
+            )
+        finally:
+            if enabled:
+                gc.enable()
+        out.series["planning_gc_off"] = off.to_json()
+        out.notes.append(
+            f"planning at {last.records:,} records with the cyclic GC off: "
+            f"{off.total_us:.2f} µs/record (GC on: {last.total_us:.2f}; "
+            f"{first.records:,} records: {first.total_us:.2f})"
+        )
+
+
+def run_bench(
+    settings: BenchSettings, out_dir: Path, console: Console, *, run_id: str | None = None
+) -> BenchReport:
+    """Measure every figure (progress to ``console``); the report is not written here."""
+    run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    collected = Measurements()
+    collected.notes.append("PNG plot of the scaling figures skipped: matplotlib is not installed")
+    load_start = os.getloadavg()
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".scratch-") as directory:
+        scratch = Path(directory)
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("cycle rate", lambda: bench_cycles(settings, scratch, collected)),
+            ("journaled call cost", lambda: bench_journaled_call(settings, scratch, collected)),
+            ("failpoint cost", lambda: bench_failpoint(settings, collected)),
+            ("agent start-up", lambda: bench_startup(settings, scratch, collected)),
+            ("recovery planning", lambda: bench_planning(settings, collected)),
+            ("campaigns", lambda: bench_campaigns(settings, scratch, collected)),
+        ]
+        for title, step in steps:
+            started = time.monotonic()
+            console.print(f"[dim]measuring {title}...[/dim]", end="")
+            try:
+                step()
+            except BenchError as exc:  # the other figures still stand
+                collected.broken.append(f"{title}: {exc}")
+                console.print(f" [red]broken: {exc}[/red]")
+                continue
+            console.print(f"[dim] {time.monotonic() - started:.1f} s[/dim]")
+    load_end = os.getloadavg()
+    # Other work on the machine shows in every figure; the interleaving spreads
+    # it over subject and baseline alike, but a reader should know it was there.
+    collected.notes.append(
+        f"load average (1 min) {load_start[0]:.2f} at start, {load_end[0]:.2f} at end, "
+        f"on {os.cpu_count()} cores"
+    )
+    machine = {**machine_info(), "load_average_start": load_start, "load_average_end": load_end}
+    return BenchReport(
+        run_id,
+        machine,
+        tuple(collected.figures),
+        collected.series,
+        tuple(collected.notes),
+        tuple(collected.broken),
+    )

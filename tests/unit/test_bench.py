@@ -1,0 +1,241 @@
+"""Benchmarks: the arithmetic of figures, the report file, the CLI's refusals, one smoke run.
+
+Nothing here asserts a time: a figure's value is the machine's business; the
+tests only check that figures are computed, judged and written as documented.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+from pathlib import Path
+
+import pytest
+
+import harness.bench
+from harness.bench import BenchError, BenchReport, Figure, Target, interleave, median_of
+from harness.bench.__main__ import EXIT_BAD_ARGUMENTS, main
+from harness.bench.cycles import cycle_scenario_text
+from harness.bench.run import QUICK, Measurements, bench_failpoint, bench_planning
+from harness.bench.scaling import synthetic_journal
+from harness.bench.startup import parse_importtime
+from harness.chaos.scenario import parse_scenario
+from harness.runtime.journal import scan_bytes
+
+
+class TestMedian:
+    def test_odd_count(self) -> None:
+        """The median of an odd count is the middle sample."""
+        assert median_of([5.0, 1.0, 3.0]) == 3.0
+
+    def test_even_count(self) -> None:
+        """The median of an even count is the mean of the two middle samples."""
+        assert median_of([4.0, 1.0, 2.0, 3.0]) == 2.5
+
+    def test_empty_is_refused(self) -> None:
+        """No samples is an error, never a zero."""
+        with pytest.raises(BenchError):
+            median_of([])
+
+
+class TestTarget:
+    def test_at_least(self) -> None:
+        """A lower bound holds at the bound and above it."""
+        target = Target(low=1.0)
+        assert target.holds(1.0) and target.holds(3.0) and not target.holds(0.99)
+
+    def test_at_most(self) -> None:
+        """An upper bound holds at the bound and below it."""
+        target = Target(high=1.25)
+        assert target.holds(1.25) and target.holds(0.5) and not target.holds(1.26)
+
+    def test_band(self) -> None:
+        """A band holds inside, at both edges, and nowhere else."""
+        target = Target(0.85, 1.15)
+        assert [target.holds(r) for r in (0.84, 0.85, 1.0, 1.15, 1.16)] == [
+            False,
+            True,
+            True,
+            True,
+            False,
+        ]
+
+    def test_nan_never_holds(self) -> None:
+        """A ratio that could not be computed holds no target."""
+        assert not Target(high=10.0).holds(math.nan)
+
+    @pytest.mark.parametrize(
+        ("target", "text"),
+        [
+            (Target(low=1.0), "≥ 1x"),
+            (Target(high=1.25), "≤ 1.25x"),
+            (Target(0.85, 1.15), "0.85-1.15x"),
+            (Target(low=0.5, moonshot=True), "≥ 0.5x (moonshot)"),
+        ],
+    )
+    def test_describe(self, target: Target, text: str) -> None:
+        """A target prints as its bound and the ratio sign."""
+        assert target.describe() == text
+
+    @pytest.mark.parametrize("bounds", [(None, None), (2.0, 1.0)])
+    def test_bad_bounds_are_refused(self, bounds: tuple[float | None, float | None]) -> None:
+        """A target without a bound, or with an empty band, is refused."""
+        with pytest.raises(ValueError):
+            Target(*bounds)
+
+
+class TestFigure:
+    def test_ratio_is_subject_over_baseline(self) -> None:
+        """The ratio is subject / baseline and is judged by the target."""
+        figure = Figure("f", 3.0, 2.0, "ms", Target(high=1.25))
+        assert figure.ratio == 1.5
+        assert figure.holds is False and figure.verdict == "misses"
+
+    def test_no_target_is_information(self) -> None:
+        """A figure without a target neither holds nor misses."""
+        figure = Figure("f", 1.0, 2.0, "ms")
+        assert figure.holds is None and figure.verdict == "—"
+
+    def test_zero_baseline(self) -> None:
+        """A zero baseline gives no ratio (null in JSON) and misses its target."""
+        figure = Figure("f", 1.0, 0.0, "ms", Target(low=1.0))
+        assert math.isnan(figure.ratio) and figure.holds is False
+        assert figure.to_json()["ratio"] is None
+
+
+class TestInterleave:
+    def test_rounds_alternate(self) -> None:
+        """Subjects run A B A B ..., one sample each per round."""
+        calls: list[str] = []
+
+        def subject(name: str, value: float) -> float:
+            calls.append(name)
+            return value
+
+        samples = interleave(
+            {"a": lambda: subject("a", 1.0), "b": lambda: subject("b", 2.0)}, repeats=3
+        )
+        assert calls == ["a", "b", "a", "b", "a", "b"]
+        assert samples == {"a": [1.0, 1.0, 1.0], "b": [2.0, 2.0, 2.0]}
+
+    def test_no_rounds_is_refused(self) -> None:
+        """Zero repeats would give no samples: refused."""
+        with pytest.raises(ValueError):
+            interleave({"a": lambda: 1.0}, repeats=0)
+
+
+class TestReport:
+    def test_written_json(self, tmp_path: Path) -> None:
+        """The report lands at <out>/<run-id>.json with every documented field."""
+        figures = (
+            Figure("holds", 1.0, 1.0, "ms", Target(high=1.5)),
+            Figure("misses", 3.0, 1.0, "ms", Target(high=1.5)),
+        )
+        report = BenchReport("run-1", {"cpu_count": 2}, figures, notes=("no plot",))
+        path = report.write(tmp_path / "bench")
+        assert path == tmp_path / "bench" / "run-1.json"
+        assert sorted(p.name for p in path.parent.iterdir()) == ["run-1.json"]
+        data = json.loads(path.read_text("utf-8"))
+        assert data["run_id"] == "run-1" and data["machine"] == {"cpu_count": 2}
+        assert [f["holds"] for f in data["figures"]] == [True, False]
+        assert data["figures"][1] == {
+            "name": "misses",
+            "subject": 3.0,
+            "baseline": 1.0,
+            "unit": "ms",
+            "ratio": 3.0,
+            "target": "≤ 1.5x",
+            "holds": False,
+            "note": "",
+        }
+        assert data["broken"] == [] and report.misses == (figures[1],)
+
+
+class TestHelpers:
+    def test_importtime_lines(self) -> None:
+        """-X importtime lines parse into module, self and cumulative microseconds."""
+        text = (
+            "import time: self [us] | cumulative | imported package\n"
+            "import time:       120 |        120 |   _io\n"
+            "import time:      3804 |       7524 |           harness.runtime.records\n"
+            "something else\n"
+        )
+        entries = parse_importtime(text)
+        assert [(e.module, e.self_us, e.cumulative_us) for e in entries] == [
+            ("_io", 120, 120),
+            ("harness.runtime.records", 3804, 7524),
+        ]
+
+    @pytest.mark.parametrize("records", [1, 2, 19, 20, 21])
+    def test_synthetic_journal_size(self, records: int) -> None:
+        """A synthetic journal holds exactly the records asked for, all provable."""
+        scan = scan_bytes(synthetic_journal(records))
+        assert len(scan.records) == records and scan.torn is None
+
+    def test_cycle_scenario_is_valid(self) -> None:
+        """The cycle-rate scenario is a valid scenario of distinct writes."""
+        scenario = parse_scenario(cycle_scenario_text(8), source="<test>")
+        assert len(scenario.steps) == 8
+
+
+class TestCli:
+    @pytest.mark.parametrize(
+        "argv", [["--cycles", "0"], ["--cycles", "many"], ["--no-such-option"]]
+    )
+    def test_bad_arguments_exit_2(self, argv: list[str]) -> None:
+        """Bad arguments exit 2 before anything is measured."""
+        assert main(argv) == EXIT_BAD_ARGUMENTS
+
+    def test_out_must_be_a_directory(self, tmp_path: Path) -> None:
+        """--out naming a file exits 2."""
+        file = tmp_path / "file"
+        file.write_text("x")
+        assert main(["--out", str(file), "--quick"]) == EXIT_BAD_ARGUMENTS
+
+
+class TestSmoke:
+    def test_failpoint_and_planning(self, tmp_path: Path) -> None:
+        """The failpoint and planning benchmarks, with tiny counts, give a well-formed report."""
+        tiny = dataclasses.replace(
+            QUICK,
+            failpoint_loops=1_000,
+            failpoint_repeats=2,
+            planning_sizes=(10, 100),
+            planning_records=200,
+            planning_repeats=2,
+        )
+        measured = Measurements()
+        bench_failpoint(tiny, measured)
+        bench_planning(tiny, measured)
+        report = BenchReport("smoke", harness.bench.machine_info(), tuple(measured.figures))
+        data = json.loads(report.write(tmp_path).read_text("utf-8"))
+        assert set(data) >= {"run_id", "machine", "figures"}
+        assert set(data["machine"]) >= {"cpu_count", "python", "platform"}
+        assert len(data["figures"]) == 2
+        for figure in data["figures"]:
+            assert set(figure) >= {
+                "name",
+                "subject",
+                "baseline",
+                "unit",
+                "ratio",
+                "target",
+                "holds",
+            }
+            assert figure["subject"] > 0 and figure["baseline"] > 0
+            assert isinstance(figure["holds"], bool)
+        assert [p["records"] for p in measured.series["planning"]] == [10, 100]
+
+
+class TestPublicFace:
+    def test_all_is_what_is_exported(self) -> None:
+        """``harness.bench.__all__`` names exactly its public, non-module attributes."""
+        public = {
+            name
+            for name, value in vars(harness.bench).items()
+            if not name.startswith("_") and not isinstance(value, types.ModuleType)
+        }
+        assert set(harness.bench.__all__) == public
+        assert len(harness.bench.__all__) == len(public)
