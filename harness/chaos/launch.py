@@ -67,8 +67,15 @@ class ForkedAgent:
 
 
 def preload(module: str) -> None:
-    """Import the agent program's modules in this (parent) process, once."""
+    """Import the agent program's modules in this (parent) process, once.
+
+    Also parse the default tool table (immutable, cached): every child then
+    starts with it. Nothing an incarnation writes can reach the next one.
+    """
     importlib.import_module(module if module != "harness.agent" else "harness.agent.__main__")
+    from harness.runtime.classes import ToolTable
+
+    ToolTable.default()
 
 
 def _program(module: str) -> Callable[[list[str]], int]:

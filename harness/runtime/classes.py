@@ -13,6 +13,7 @@ problem, so a half-loaded table never exists.
 from __future__ import annotations
 
 import enum
+import functools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -72,6 +73,13 @@ class ToolClass:
 UNLISTED = ToolClass(IdempotencyClass.UNKNOWN)
 
 
+@functools.cache
+def _default_table() -> ToolTable:
+    # Immutable, so one parse serves the process (and every child forked from it).
+    text = resources.files("harness.runtime").joinpath("tools.toml").read_text("utf-8")
+    return ToolTable.parse(text, source="harness/runtime/tools.toml")
+
+
 class ToolTable:
     """An immutable map from tool name to ``ToolClass``; unlisted tools are UNKNOWN."""
 
@@ -104,9 +112,8 @@ class ToolTable:
 
     @classmethod
     def default(cls) -> ToolTable:
-        """The seed's table, shipped as ``harness/runtime/tools.toml``."""
-        text = resources.files("harness.runtime").joinpath("tools.toml").read_text("utf-8")
-        return cls.parse(text, source="harness/runtime/tools.toml")
+        """The seed's table, shipped as ``harness/runtime/tools.toml`` (read once per process)."""
+        return _default_table()
 
     @classmethod
     def load(cls, path: Path | str) -> ToolTable:

@@ -1,7 +1,7 @@
 """Failpoints: named crash points compiled into the runtime, armed from outside.
 
 A failpoint is a call ``failpoint("op.after_effect")`` at a fixed place in the
-code. Unarmed it costs one dictionary lookup. Armed, through the environment
+code. Unarmed it costs the call and one truth test. Armed, through the environment
 variable ``HARNESS_FAILPOINTS``, it acts on its N-th hit in this process:
 
     spec    := entry ("," entry)*
@@ -151,9 +151,10 @@ def failpoint(name: str, detail: str = "") -> None:
 
     ``detail`` (an op id) is passed on to a listening supervisor.
     """
-    trigger = _armed.get(name)
-    if trigger is not None:
-        trigger.fire(name, detail)
+    if _armed:  # unarmed (the common case): one truth test of a global, no call
+        trigger = _armed.get(name)
+        if trigger is not None:
+            trigger.fire(name, detail)
 
 
 def hit_counts() -> dict[str, int]:

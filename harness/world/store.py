@@ -178,11 +178,14 @@ class WorldStore:
             # FULL makes each commit durable on its own, not only at checkpoints.
             db.execute("PRAGMA synchronous=FULL")
             store = cls(db, Path(db_path), journal_path)
-            with store.transaction() as tx:
-                tx.execute(_LEDGER_DDL)
-                for table in EFFECT_TABLES:
-                    tx.execute(table.ddl)
-                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            # A world already at this version needs no write: the agent opens
+            # it at every restart, and a committed write costs an fsync.
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                with store.transaction() as tx:
+                    tx.execute(_LEDGER_DDL)
+                    for table in EFFECT_TABLES:
+                        tx.execute(table.ddl)
+                    tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except BaseException:
             db.close()
             raise
