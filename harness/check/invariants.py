@@ -128,8 +128,10 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
             cls = op.snapshot
             if op.resolved or op.state is not OpState.RUNNING or cls.retry_safe:
                 continue
-            checked += 1
             decision = ev.decisions[life].get(op_id)
+            if decision is None and life not in ev.recovered_lives:
+                continue  # a power cut tore this life's decision batch: not judged here
+            checked += 1
             if decision is None or decision.decision is not Decision.VERIFY:
                 got = (
                     "no decision"
@@ -186,8 +188,10 @@ def check_safe_outcome_retried(ev: TrialEvidence) -> Verdict:
         for op_id, op in ev.ops_before_life(life).items():
             if op.resolved or op.state is not OpState.RUNNING or not op.snapshot.retry_safe:
                 continue
-            checked += 1
             decision = ev.decisions[life].get(op_id)
+            if decision is None and life not in ev.recovered_lives:
+                continue  # a power cut tore this life's decision batch: not judged here
+            checked += 1
             if decision is None or decision.decision is not Decision.RETRY:
                 got = "no decision" if decision is None else decision.decision.value
                 problems.append(

@@ -87,6 +87,23 @@ class TestPowerLoss:
         assert [f["fault"] for f in _events(result, "fault")] == ["power-loss:tear:0.5:5", second]
         assert result.status == "pass", result.verdicts
 
+    def test_a_torn_decision_batch_is_decided_again(self, run_mini: TrialRunner) -> None:
+        """A power cut through a life's decisions: the next life decides again, nothing is lost."""
+        result = run_mini(
+            json.dumps(
+                [
+                    {"failpoints": "op.after_intent@3=kill"},
+                    {
+                        "failpoints": "journal.before_fsync@2=kill",
+                        "after_death": "power-loss:tear:0.5:0",
+                    },
+                ]
+            )
+        )
+        fault = _events(result, "fault")[0]
+        assert isinstance(fault["lost"], int) and fault["lost"] > 0
+        assert result.status == "pass", result.verdicts
+
     def test_i9_fails_when_a_tear_is_never_reported(
         self, run_mini: TrialRunner, mini_golden: Golden
     ) -> None:
