@@ -20,6 +20,14 @@ test: $(STAMP)
 chaos: $(STAMP)
 	$(PY) -m harness chaos $(CHAOS_ARGS)
 
+# A campaign for a time budget, then Hypothesis; JUnit XML and HTML in the run folder.
+AUDIT_MINUTES ?= 20
+audit: $(STAMP)
+	$(PY) -m harness audit --minutes $(AUDIT_MINUTES) $(AUDIT_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m harness.bench $(BENCH_ARGS)
+
 lint: $(STAMP)
 	$(PY) -m ruff check harness tests
 	$(PY) -m ruff format --check harness tests

@@ -1,4 +1,4 @@
-"""The command line: ``python -m harness chaos | trial | replay``.
+"""The command line: ``python -m harness chaos | trial | replay | compare | audit | merge``.
 
 - ``chaos``: the default campaign against the real runtime (every failpoint
   at every hit of every scenario, plus random-time kills), then the self-check
@@ -7,6 +7,8 @@
 - ``trial``: one trial, given scenario, seed, runtime and schedule (the line a
   failure prints), against a fresh golden run.
 - ``replay``: run again the trial recorded in a trial folder.
+- ``audit``: a campaign for a time budget, then Hypothesis (``harness.audit``).
+- ``merge``: one report from the run folders of shards (``harness.report.merge``).
 
 Exit status: 0 all held, 1 an invariant failed or the self-check missed, 2
 bad input (nothing was run), 130/143 interrupted.
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from harness.chaos.campaign import CampaignConfig
+from harness.chaos.campaign import CampaignConfig, Shard
 from harness.chaos.schedule import CrashSchedule
 from harness.runtime.errors import HarnessError
 
@@ -54,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     chaos.add_argument(
         "--only", action="append", default=[], help="limit to scenarios with this name (repeatable)"
     )
+    _add_shard_option(chaos)
 
     trial = sub.add_parser("trial", help="run one trial")
     trial.add_argument("scenario")
@@ -89,7 +92,37 @@ def _parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="run again the trial of a trial folder")
     replay.add_argument("trial_dir")
     replay.add_argument("--reports", default="reports")
+    _add_audit_and_merge(sub)
     return parser
+
+
+def _add_shard_option(chaos: argparse.ArgumentParser) -> None:
+    chaos.add_argument(
+        "--shard",
+        default=None,
+        help="run shard K of N of the campaign (K/N; needs --seed; no self-check)",
+    )
+
+
+def _add_audit_and_merge(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.audit import add_audit_parser
+    from harness.report.merge import add_merge_parser
+
+    add_audit_parser(sub)
+    add_merge_parser(sub)
+
+
+def _shard(args: argparse.Namespace) -> Shard | None:
+    """``--shard K/N`` of ``chaos``; a shard's self-check is left to an unsharded run."""
+    if getattr(args, "shard", None) is None:
+        return None
+    try:
+        shard = Shard.parse(args.shard)
+    except ValueError as exc:
+        raise HarnessError(f"--shard: {exc}") from None
+    if args.seed is None:
+        raise HarnessError("--shard needs --seed: every shard must list the same campaign")
+    return shard
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -105,12 +138,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from harness.chaos.supervisor import kill_all, sweep_agents
 
     try:
+        if hasattr(args, "handler"):  # audit, merge: their modules own their options
+            return int(args.handler(args))
         if args.command == "chaos":
             from harness.report.console import run_chaos
 
             config = _chaos_config(args)
             try:
-                return run_chaos(config, self_check=not args.no_self_check)
+                return run_chaos(config, self_check=not args.no_self_check and config.shard is None)
             finally:
                 sweep_agents(config.run_dir)
         if args.command == "compare":
@@ -157,6 +192,7 @@ def _chaos_config(args: argparse.Namespace) -> CampaignConfig:
     from harness.chaos.scenario import load_scenarios
 
     _check_runtime(args.runtime)
+    shard = _shard(args)
     scenarios = load_scenarios(Path(args.scenarios))  # refuses a bad one before anything runs
     paths = tuple(s.source for s in scenarios if not args.only or s.name in args.only)
     if not paths:
@@ -172,6 +208,7 @@ def _chaos_config(args: argparse.Namespace) -> CampaignConfig:
         max(1, args.workers),
         args.runtime,
         launch=args.launch,
+        shard=shard,
     )
 
 

@@ -6,6 +6,9 @@ every hit its golden run made (the exhaustive enumeration, with kills during
 recovery and a tool-table change), plus ``random_trials`` random-time trials,
 each with its own scenario, seed and one to three kills.
 
+A ``Shard`` keeps a deterministic share of the trials (``--shard K/N``): the
+shards of one campaign are disjoint and together are the whole campaign.
+
 Every random choice flows from the campaign seed, so the same seed lists the
 same trials; the kill moments of random trials are drawn as fractions of the
 golden run's working time and stored in each trial's schedule, whose replay
@@ -15,6 +18,7 @@ command runs it again.
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +29,48 @@ from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
 
-__all__ = ["CampaignConfig", "exhaustive_specs", "random_specs", "run_trials", "scenario_seed"]
+__all__ = [
+    "CampaignConfig",
+    "Shard",
+    "exhaustive_specs",
+    "random_specs",
+    "run_trials",
+    "scenario_seed",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Shard ``index`` of ``count`` (from 1): a deterministic share of a campaign's trials.
+
+    A trial belongs to the shard its id hashes to (CRC-32: the same on every
+    machine and Python), so shards of one seed are disjoint and their union is
+    the whole campaign; a numbered batch belongs to shard ``(batch % count) + 1``.
+    """
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.count:
+            raise ValueError(f"shard {self.index}/{self.count}: want 1 <= K <= N")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"K/N"``, for example ``"2/4"``; ValueError otherwise."""
+        index, slash, count = text.partition("/")
+        if not (slash and index.isdigit() and count.isdigit()):
+            raise ValueError(f"shard {text!r}: expected K/N, for example 2/4")
+        return cls(int(index), int(count))
+
+    def keeps(self, spec: TrialSpec) -> bool:
+        return zlib.crc32(spec.trial_id.encode()) % self.count == self.index - 1
+
+    def owns_batch(self, batch: int) -> bool:
+        return batch % self.count == self.index - 1
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +85,8 @@ class CampaignConfig:
     timeout_s: float = 60.0
     launch: str = "fork"
     """How incarnations start: forked from a warm worker, or exec'd (``harness.chaos.launch``)."""
+    shard: Shard | None = None
+    """Run only this shard's trials (the golden runs are all made: specs need them)."""
 
 
 def scenario_seed(campaign_seed: int, scenario: str) -> int:
@@ -136,6 +183,8 @@ def run_trials(
             seed = scenario_seed(config.seed, s)
             specs += exhaustive_specs(s, seed, goldens[s, seed], config.runtime)
         specs += random_specs(picks, goldens, config.runtime)
+        if config.shard is not None:
+            specs = [spec for spec in specs if config.shard.keeps(spec)]
         if select is not None:
             specs = [spec for spec in specs if select(spec)]
         if on_plan is not None:

@@ -391,9 +391,9 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     life must report the dropped tail exactly where the torn bytes began and as
     long as they were. A later fault before any life opened the journal (another
     power cut) replaces the tail to expect; a life killed before its incarnation
-    record leaves the tear unjudged, since it may have cut it already. After injected corruption, the next
-    life must refuse, naming the damaged record's offset and number, with no
-    tool run.
+    record leaves the tear unjudged, since it may have cut it already. After
+    injected corruption, the next life must refuse, naming the damaged record's
+    offset and number, with no tool run.
     """
     problems = []
     checked = 0

@@ -1,0 +1,290 @@
+"""``python -m harness merge OUT RUN_DIR...``: one report from the run folders of several shards.
+
+A sharded campaign (``--shard K/N`` of ``chaos`` or ``audit``) leaves one run
+folder per shard. The merge copies each shard's trial folders and golden runs
+into ``OUT``, rebuilds every trial's result from the files it left
+(``load_trial_result``: ``trial.json``, ``verdicts.json``, ``lives.json``),
+and writes ``summary.json``, ``junit.xml`` and ``index.html`` as one run of
+the whole campaign would, with each shard's audit section and Hypothesis suites.
+
+Contract: the run folders are only read, never changed; the merge decides
+nothing (the verdicts are the trials' own). It refuses, before copying
+anything, an ``OUT`` that is not empty, a folder without ``summary.json``,
+shards of different seeds or runtimes, and a trial that two shards both ran.
+Trials of another runtime (a self-check's broken runtimes) are left out: the
+self-check is not merged. Exit 0 when the merged run passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+from xml.etree import ElementTree as ET
+
+from harness.chaos.campaign import CampaignConfig, golden_dir
+from harness.chaos.schedule import CrashSchedule
+from harness.chaos.trial import TrialResult, TrialSpec
+from harness.check.invariants import Status, Verdict
+from harness.runtime.errors import HarnessError
+
+__all__ = [
+    "MergeError",
+    "add_merge_parser",
+    "amend_run_report",
+    "load_trial_result",
+    "merge_runs",
+]
+
+HYPOTHESIS_JUNIT = "hypothesis-junit.xml"
+"""The JUnit XML of an audit's Hypothesis run, beside the campaign's ``junit.xml``."""
+
+
+class MergeError(HarnessError):
+    """The run folders cannot be merged: not run folders, different campaigns, or overlapping.
+
+    Remedy: merge the shards of one seed and one runtime, each once, into an empty folder.
+    """
+
+
+def load_trial_result(trial_dir: Path, golden: Path | None = None) -> TrialResult:
+    """Rebuild a trial's result from its folder (``golden``: its golden run, for kill windows).
+
+    ``duration_ms`` is the time its lives ran (the folder does not record the
+    trial's set-up and checking). Raises ``MergeError`` on a folder that is not
+    a completed trial.
+    """
+    try:
+        spec_data = json.loads((trial_dir / "trial.json").read_text("utf-8"))
+        verdict_data = json.loads((trial_dir / "verdicts.json").read_text("utf-8"))
+        lives = json.loads((trial_dir / "lives.json").read_text("utf-8"))
+        spec = TrialSpec(
+            str(spec_data["scenario"]),
+            int(spec_data["seed"]),
+            CrashSchedule.from_json(json.dumps(spec_data["schedule"])),
+            str(spec_data["runtime"]),
+            str(spec_data["label"]),
+            str(spec_data["kind"]),
+        )
+        verdicts = tuple(
+            Verdict(
+                str(v["invariant"]),
+                str(v["title"]),
+                cast(Status, v["status"]),
+                tuple(str(line) for line in v["evidence"]),
+            )
+            for v in verdict_data
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MergeError(f"{trial_dir}: not a completed trial folder: {exc}") from None
+    return TrialResult(
+        spec,
+        trial_dir,
+        verdicts,
+        len(lives),
+        sum(1 for life in lives if life.get("killed") in ("failpoint", "timed")),
+        _windows(trial_dir, golden),
+        tuple(str(life["reached"]) for life in lives if life.get("reached")),
+        float(sum(life.get("duration_ms", 0.0) for life in lives)),
+    )
+
+
+def _windows(trial_dir: Path, golden: Path | None) -> tuple[str, ...]:
+    from harness.check.evidence import TrialEvidence
+    from harness.check.windows import kill_windows
+
+    try:
+        return tuple(kill_windows(TrialEvidence(trial_dir, golden)))
+    except Exception:  # a window is a description, never a reason to lose the report
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    directory: Path
+    summary: dict[str, Any]
+    trials: tuple[Path, ...]
+
+
+def _read_run(directory: Path) -> _Run:
+    """A run folder's summary and the folders of its completed trials of the run's runtime."""
+    try:
+        summary = json.loads((directory / "summary.json").read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MergeError(
+            f"{directory}: no readable summary.json, so not a finished run folder ({exc})"
+        ) from None
+    if not isinstance(summary, dict) or "seed" not in summary or "runtime" not in summary:
+        raise MergeError(f"{directory}/summary.json: no seed or runtime")
+    trials = []
+    for trial in sorted((directory / "trials").glob("*")):
+        spec = _spec_data(trial)
+        if spec is not None and spec.get("runtime") == summary["runtime"]:
+            trials.append(trial)
+    return _Run(directory, summary, tuple(trials))
+
+
+def _spec_data(trial_dir: Path) -> dict[str, Any] | None:
+    """``trial.json`` of a completed trial (one with verdicts), else None."""
+    if not (trial_dir / "verdicts.json").exists():
+        return None
+    try:
+        data = json.loads((trial_dir / "trial.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _common(runs: Sequence[_Run], key: str) -> Any:
+    values = {json.dumps(run.summary[key]) for run in runs}
+    if len(values) != 1:
+        found = ", ".join(f"{run.directory}: {run.summary[key]}" for run in runs)
+        raise MergeError(f"the runs have different {key}s ({found}): merge shards of one campaign")
+    return runs[0].summary[key]
+
+
+def merge_runs(out: Path, run_dirs: Sequence[Path]) -> bool:
+    """Merge ``run_dirs`` into ``out``; True when the merged run passed."""
+    from harness.report.files import write_run_reports
+
+    if not run_dirs:
+        raise MergeError("no run folder to merge")
+    if out.exists() and any(out.iterdir()):
+        raise MergeError(f"{out}: not empty; the merge writes a fresh run folder")
+    runs = [_read_run(directory) for directory in run_dirs]
+    seed, runtime = _common(runs, "seed"), _common(runs, "runtime")
+    owner: dict[str, Path] = {}
+    for run in runs:
+        for trial in run.trials:
+            if trial.name in owner:
+                raise MergeError(
+                    f"trial {trial.name} is in both {owner[trial.name]} and {run.directory}: "
+                    "shards of one campaign are disjoint"
+                )
+            owner[trial.name] = run.directory
+    out.mkdir(parents=True, exist_ok=True)
+    for run in runs:
+        for folder in ("golden", "tables"):
+            for source in sorted((run.directory / folder).glob("*")):
+                target = out / folder / source.name
+                if not target.exists():  # the same golden run in two shards is the same run
+                    _copy(source, target)
+        for trial in run.trials:
+            _copy(trial, out / "trials" / trial.name)
+    results = []
+    for trial in sorted((out / "trials").glob("*")):
+        data = _spec_data(trial) or {}
+        golden = golden_dir(out, str(data.get("scenario")), int(data.get("seed", 0)))
+        results.append(load_trial_result(trial, golden if golden.exists() else None))
+    scenarios = sorted({s for run in runs for s in run.summary.get("scenarios", [])})
+    config = CampaignConfig(
+        out,
+        tuple(scenarios),
+        int(seed),
+        random_trials=sum(r.spec.kind == "random" for r in results),
+        runtime=str(runtime),
+    )
+    interrupted = any(run.summary.get("interrupted") for run in runs)
+    write_run_reports(config, results, [], interrupted=interrupted)
+    shards = [
+        {"run": str(run.directory), **run.summary.get("audit", {"passed": run.summary["passed"]})}
+        for run in runs
+    ]
+    suites = [
+        (run.directory / HYPOTHESIS_JUNIT, f"{run.directory.name}: ")
+        for run in runs
+        if (run.directory / HYPOTHESIS_JUNIT).exists()
+    ]
+    return amend_run_report(
+        out,
+        results,
+        section={
+            "merged": [str(run.directory) for run in runs],
+            "kinds": dict(Counter(r.spec.kind for r in results)),
+            "shards": shards,
+        },
+        passed=all(bool(shard.get("passed")) for shard in shards),
+        junit_suites=suites,
+    )
+
+
+def _copy(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        shutil.copy2(source, target)
+
+
+def amend_run_report(
+    run_dir: Path,
+    results: list[TrialResult],
+    *,
+    section: dict[str, Any],
+    passed: bool,
+    junit_suites: Sequence[tuple[Path, str]] = (),
+    key: str = "audit",
+) -> bool:
+    """Add ``section`` to ``summary.json`` and other JUnit suites to ``junit.xml``.
+
+    ``passed`` (of what the section adds) joins the campaign's own verdict, in
+    the section and at the top (a Hypothesis failure fails the run);
+    ``index.html`` is written again when that changes its badge.
+    Each of ``junit_suites`` is (a JUnit XML file, a prefix for its suite
+    names). Returns whether the run passed as a whole.
+    """
+    from harness.report.html import write_index_html
+
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text("utf-8"))
+    overall = bool(summary["passed"]) and passed
+    summary[key] = {**section, "passed": overall}
+    changed = overall != summary["passed"]
+    summary["passed"] = overall
+    summary_path.write_text(json.dumps(summary, indent=1), "utf-8")
+    if junit_suites:
+        junit_path = run_dir / "junit.xml"
+        tree = ET.parse(junit_path)
+        for path, prefix in junit_suites:
+            for suite in _suites(path):
+                suite.set("name", prefix + suite.get("name", "pytest"))
+                tree.getroot().append(suite)
+        tree.write(junit_path, encoding="utf-8", xml_declaration=True)
+    if changed:
+        write_index_html(run_dir, results, [])
+    return overall
+
+
+def _suites(path: Path) -> list[ET.Element]:
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return []
+    return [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def add_merge_parser(sub: Any) -> None:
+    """Add ``merge`` to the ``python -m harness`` sub-commands."""
+    merge = sub.add_parser("merge", help="join the run folders of shards into one report")
+    merge.add_argument("out", help="the merged run folder (created; must be empty)")
+    merge.add_argument("run_dirs", nargs="+", help="the shards' run folders")
+    merge.set_defaults(handler=run_merge_command)
+
+
+def run_merge_command(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    passed = merge_runs(out, [Path(d) for d in args.run_dirs])
+    summary = json.loads((out / "summary.json").read_text("utf-8"))
+    print(
+        f"merged {len(args.run_dirs)} run folders: {summary['trials']} trials, "
+        f"{summary['failed']} failed; {'PASS' if passed else 'FAIL'}; report {out}/index.html"
+    )
+    return 0 if passed else 1

@@ -1,0 +1,134 @@
+"""The pytest plugin: registered by entry point, its fixture, its sampling, the example suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+import harness
+from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.trial import TrialResult, TrialSpec
+from harness.check.invariants import Verdict
+from harness.pytest_plugin import DEFAULT_SCENARIO, Chaos, assert_survives, sample_trials
+from tests.conftest import subprocess_env
+
+ROOT = Path(__file__).parent.parent.parent
+
+
+def _pytest_examples(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``pytest examples`` in a real subprocess, as a user would run it."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "examples",
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={tmp_path / 'base'}",
+            *options,
+        ],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _spec(label: str, kind: str = "exhaustive") -> TrialSpec:
+    return TrialSpec("s.toml", 1, CrashSchedule((Life(f"{label}=kill"),)), "real", label, kind)
+
+
+def _result(status: str, label: str = "op.after_intent@3") -> TrialResult:
+    verdict = Verdict("I2", "unsafe op verified", "fail", ("s003 was retried",))
+    verdicts = (verdict,) if status == "fail" else (Verdict("I1", "ok", "pass"),)
+    return TrialResult(_spec(label), Path("/nowhere"), verdicts, 2, 1, (), (), 1.0)
+
+
+class TestRegistration:
+    def test_the_plugin_is_an_entry_point(self) -> None:
+        """Installing the package registers ``harness.pytest_plugin`` with pytest."""
+        plugins = {ep.name: ep.value for ep in entry_points(group="pytest11")}
+        assert plugins.get("agent_chaos") == "harness.pytest_plugin"
+
+    def test_default_scenario_ships_in_the_package(self) -> None:
+        """The default scenario is a file inside the package, so it exists once installed."""
+        assert DEFAULT_SCENARIO.is_file()
+        assert DEFAULT_SCENARIO.is_relative_to(Path(harness.__file__).parent)
+
+    def test_unknown_runtime_is_a_usage_error(self, tmp_path: Path) -> None:
+        """An unknown ``--chaos-runtime`` stops pytest before any test, naming the option."""
+        run = _pytest_examples(tmp_path, "--chaos-runtime", "no-such-runtime")
+        assert run.returncode == pytest.ExitCode.USAGE_ERROR
+        assert "--chaos-runtime" in run.stderr and "no-such-runtime" in run.stderr
+
+
+class TestFixture:
+    def test_run_trial_returns_verdicts_from_tmp_path(self, chaos: Chaos, tmp_path: Path) -> None:
+        """``chaos.run_trial()`` kills the real runtime once in tmp_path; every invariant holds."""
+        result = chaos.run_trial()
+        assert result.directory.is_relative_to(tmp_path)
+        assert result.kills == 1 and result.verdicts
+        chaos.assert_survives([result])
+
+
+class TestSampleTrials:
+    def test_every_family_before_any_twice(self) -> None:
+        """A small sample kills at every failpoint family before it takes a second of any."""
+        specs = [_spec(f"{family}@{hit}") for family in ("a", "b", "c") for hit in range(1, 6)]
+        chosen = sample_trials(specs, 3, seed=1)
+        assert sorted(s.label.split("@")[0] for s in chosen) == ["a", "b", "c"]
+
+    def test_keeps_order_size_and_random_trials(self) -> None:
+        """The sample keeps the campaign's order, has n trials and keeps the random ones."""
+        specs = [_spec(f"x@{hit}") for hit in range(1, 20)] + [_spec("r1", "random")]
+        chosen = sample_trials(specs, 5, seed=2)
+        assert len(chosen) == 5 and _spec("r1", "random") in chosen
+        assert chosen == [s for s in specs if s in chosen]
+
+    def test_the_seed_fixes_the_sample(self) -> None:
+        """The same seed samples the same trials; the whole list when n covers it."""
+        specs = [_spec(f"{family}@{hit}") for family in "abcd" for hit in range(1, 30)]
+        assert sample_trials(specs, 10, seed=3) == sample_trials(specs, 10, seed=3)
+        assert sample_trials(specs, len(specs), seed=3) == specs
+
+
+class TestAssertSurvives:
+    def test_passing_trials_pass(self) -> None:
+        """Trials that kept every invariant raise nothing."""
+        assert_survives([_result("pass"), _result("pass")])
+
+    def test_failure_names_invariant_and_replay(self) -> None:
+        """A failing trial's message names the invariant and the command that replays it."""
+        failing = _result("fail")
+        with pytest.raises(AssertionError) as raised:
+            assert_survives([_result("pass"), failing])
+        message = str(raised.value)
+        assert "1 of 2 trials" in message and "I2" in message
+        assert f"replay: {failing.spec.replay_command()}" in message
+
+    def test_no_trial_is_a_failure(self) -> None:
+        """An empty campaign proves nothing, so it fails."""
+        with pytest.raises(AssertionError, match="no trial ran"):
+            assert_survives([])
+
+
+class TestExampleSuite:
+    def test_passes_against_the_real_runtime(self, tmp_path: Path) -> None:
+        """``pytest examples --chaos-runtime real`` passes."""
+        run = _pytest_examples(tmp_path, "--chaos-runtime", "real")
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "2 passed" in run.stdout
+
+    def test_fails_against_a_broken_runtime(self, tmp_path: Path) -> None:
+        """Against retry-non-idempotent it fails, naming I2 and a replay command."""
+        run = _pytest_examples(tmp_path, "--chaos-runtime", "retry-non-idempotent")
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert "I2 " in run.stdout
+        assert "replay: " in run.stdout and "-m harness trial" in run.stdout
+        assert "--runtime retry-non-idempotent" in run.stdout
