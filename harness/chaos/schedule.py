@@ -72,7 +72,8 @@ class Life:
         return " ".join(parts) or "clean"
 
     def to_json(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in _LIFE_KEYS if getattr(self, key)}
+        # Not "if value": a kill 0.0 ms after ready is a kill, and must replay as one.
+        return {key: value for key in _LIFE_KEYS if (value := getattr(self, key)) not in (None, "")}
 
     @classmethod
     def from_json(cls, item: Any) -> Life:

@@ -29,7 +29,6 @@ from harness.runtime.records import (
     FinishRecord,
     HintRecord,
     IncarnationRecord,
-    IntentRecord,
     TailDroppedRecord,
 )
 from harness.world.store import EffectRow, step_of
@@ -208,20 +207,10 @@ def check_safe_outcome_retried(ev: TrialEvidence) -> Verdict:
 
 
 def _final_failures(ev: TrialEvidence) -> Iterable[tuple[str, int]]:
-    """(op id, offset) of every FAILED finish not followed by a retry in the same life."""
-    records = ev.records
-    for i, s in enumerate(records):
+    """(op id, offset) of every FAILED finish that settled its op (not retried in-process)."""
+    for s in ev.records:
         r = s.record
-        if not isinstance(r, FinishRecord) or r.succeeded:
-            continue
-        following = next(
-            (n.record for n in records[i + 1 :] if getattr(n.record, "op_id", None) == r.op_id),
-            None,
-        )
-        in_process_retry = (
-            isinstance(following, IntentRecord) and following.incarnation == r.incarnation
-        )
-        if not in_process_retry:
+        if isinstance(r, FinishRecord) and not r.succeeded and not r.retrying:
             yield r.op_id, s.offset
 
 

@@ -17,7 +17,7 @@ interrupt) leaves the op RUNNING: its outcome is unknown and recovery decides.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from harness.runtime.classes import ToolClass
@@ -107,7 +107,9 @@ class Executor:
             failpoint("op.after_intent", op_id)
             finish = self.invoke(intent, execute)
             if finish.transient and snapshot.retry_safe and attempt < self.max_attempts:
-                self.write_finish(finish)
+                # Journaled, but not settled: a crash before the next attempt leaves
+                # the op RUNNING, and recovery retries it as its class allows.
+                self.write_finish(replace(finish, retrying=True))
                 attempt += 1
                 continue
             failpoint("op.after_effect", op_id)

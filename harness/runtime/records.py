@@ -77,6 +77,8 @@ class FinishRecord:
     incarnation: int
     error: str | None = None
     transient: bool = False
+    retrying: bool = False
+    """A transient failure the executor retries at once: the op is not settled."""
     kind = "finish"
 
 
@@ -219,6 +221,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _int(d, "incarnation"),
         _opt_str(d, "error"),
         _bool(d, "transient"),
+        _bool(d, "retrying") if "retrying" in d else False,
     ),
     "decision": lambda d: DecisionRecord(
         _str(d, "op_id"),

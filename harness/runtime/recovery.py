@@ -80,6 +80,9 @@ def apply_record(ops: dict[str, OpHistory], record: Record) -> None:
     if op is None:
         return
     if isinstance(record, FinishRecord):
+        if record.retrying:  # a transient failure retried in-process: still in flight
+            op.error = record.error
+            return
         op.state = OpState.SUCCEEDED if record.succeeded else OpState.FAILED
         op.result, op.error = record.result, record.error
     elif isinstance(record, DecisionRecord):
