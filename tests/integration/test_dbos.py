@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.chaos.trial import TrialSpec
 from harness.check.invariants import Verdict
 from harness.world.store import read_ledger
 from tests.integration.conftest import TrialRunner
@@ -66,3 +67,24 @@ class TestDbosAdapter:
         assert replay.returncode == 1, replay.stderr
         verdicts = json.loads(next((tmp_path / "r").glob("*/trial/verdicts.json")).read_text())
         assert {v["invariant"] for v in verdicts if v["status"] == "fail"} == {"I2", "I8"}
+
+
+class TestDbosCampaign:
+    def test_a_small_campaign_side_by_side(self, tmp_path: Path) -> None:
+        """The same exhaustive trials: DBOS replays unsafe ops somewhere, our runtime nowhere."""
+        from harness.chaos.campaign import CampaignConfig, run_trials
+        from tests.integration.conftest import MINI
+
+        def after_effect(spec: TrialSpec) -> bool:
+            return spec.label.startswith("op.after_effect@") and "+" not in spec.label
+
+        outcomes = {}
+        for runtime in ("real", "dbos"):
+            config = CampaignConfig(
+                tmp_path / runtime, (MINI,), seed=4, random_trials=0, workers=2, runtime=runtime
+            )
+            results = run_trials(config, lambda r: None, select=after_effect)
+            outcomes[runtime] = {r.spec.label: r.failed_invariants for r in results}
+        assert outcomes["real"].keys() == outcomes["dbos"].keys() and len(outcomes["real"]) >= 5
+        assert all(failed == () for failed in outcomes["real"].values())
+        assert any("I2" in failed for failed in outcomes["dbos"].values())
