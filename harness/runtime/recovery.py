@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.runtime.classes import UNLISTED, ToolClass
+from harness.runtime.journal import without_cyclic_gc
 from harness.runtime.matrix import OpState, RecoveryDecision, decide_for_operation
 from harness.runtime.records import (
     DecisionRecord,
@@ -55,8 +56,9 @@ class OpHistory:
 def fold(records: Iterable[Record]) -> dict[str, OpHistory]:
     """Each op's history, in the order of its first intent."""
     ops: dict[str, OpHistory] = {}
-    for record in records:
-        apply_record(ops, record)
+    with without_cyclic_gc():
+        for record in records:
+            apply_record(ops, record)
     return ops
 
 

@@ -117,12 +117,16 @@ class Runtime:
     ) -> RecoveryReport:
         """Journal every decision, then retry what is safe and hand over VERIFY hints."""
         decisions = self.plan(not_started)
-        self._write_many(
-            [
-                DecisionRecord(d.op_id, d.state, d.snapshot, d.decision, self.incarnation)
-                for d in decisions
-            ]
-        )
+        batch: list[Record] = [
+            DecisionRecord(d.op_id, d.state, d.snapshot, d.decision, self.incarnation)
+            for d in decisions
+        ]
+        if all(d.decision is Decision.SKIP for d in decisions):
+            # Nothing to act on: the decisions and the end of recovery in one
+            # append, one fsync (the common start, after a clean step or none).
+            self._write_many([*batch, RecoveredRecord(self.incarnation, len(decisions))])
+            return RecoveryReport(self.incarnation, tuple(decisions), (), ())
+        self._write_many(batch)
         retried: list[CallOutcome] = []
         for decision in decisions:
             if decision.decision is Decision.SKIP:
