@@ -167,6 +167,7 @@ def run_trial(
     lives = supervisor.run(directory, spec.schedule, runtime=spec.runtime, tables=tables)
     _write_lives(directory, lives)
     verdicts = check_trial(directory, golden, restart_budget=supervisor.restart_budget)
+    _drop_reader_leftovers(directory / "world.db")
     (directory / "verdicts.json").write_text(
         json.dumps([v.to_json() for v in verdicts], indent=1), "utf-8"
     )
@@ -184,6 +185,16 @@ def run_trial(
         tuple(life.reached for life in lives if life.reached),
         (time.monotonic() - started) * 1000,
     )
+
+
+def _drop_reader_leftovers(db: Path) -> None:
+    # The checkers' read-only connections leave an empty WAL and its index
+    # behind; with no connection left they hold nothing, and a campaign keeps
+    # thousands of trial folders.
+    wal = db.with_name(db.name + "-wal")
+    if wal.exists() and wal.stat().st_size == 0:
+        wal.unlink()
+        db.with_name(db.name + "-shm").unlink(missing_ok=True)
 
 
 def _write_lives(directory: Path, lives: list[LifeResult]) -> None:

@@ -174,6 +174,9 @@ class WorldStore:
         """Open or create the world at ``db_path``; creating the schema is idempotent."""
         db = sqlite3.connect(db_path, isolation_level=None)
         try:
+            # Small pages: a world holds a few rows per table, and a campaign keeps
+            # thousands of worlds (ignored once the file exists).
+            db.execute("PRAGMA page_size=1024")
             db.execute("PRAGMA journal_mode=WAL")
             # FULL makes each commit durable on its own, not only at checkpoints.
             db.execute("PRAGMA synchronous=FULL")
