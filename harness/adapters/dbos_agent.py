@@ -40,7 +40,6 @@ tool ran (bad failpoint spec, unreadable plan); 4 stopped by containment.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -58,7 +57,12 @@ from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.plan import Plan, load_plan
 from harness.runtime.errors import FailpointSpecError, ToolError, TransientToolError
 from harness.runtime.executor import CallContext, ToolFunction
-from harness.runtime.failpoints import CHANNEL_ENV, arm_from_environ, failpoint, hit_counts
+from harness.runtime.failpoints import (
+    arm_from_environ,
+    failpoint,
+    hit_counts,
+    tell_supervisor,
+)
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 
@@ -85,7 +89,6 @@ class _Life:
     trial: Path
     plan: Plan
     incarnation: int = 0
-    channel: int | None = None
     ran: ClassVar[set[str]] = set()  # ops whose step body ran in this life
     local = threading.local()
 
@@ -105,9 +108,7 @@ class _Life:
 
 
 def _tell(what: str, op_id: str = "") -> None:
-    if _Life.channel is not None:
-        with contextlib.suppress(OSError):  # nobody listens: running by hand
-            os.write(_Life.channel, f"{what} {op_id}".rstrip().encode() + b"\n")
+    tell_supervisor(f"{what} {op_id}".rstrip())
 
 
 def _transient(error: BaseException) -> bool:
@@ -199,8 +200,6 @@ def main(argv: list[str]) -> int:
     trial = Path(argv[0])
     if os.environ.get(CONTAINMENT_ENV) == "1":
         install_containment(trial)
-    channel = os.environ.get(CHANNEL_ENV, "")
-    _Life.channel = int(channel) if channel.isdigit() else None
     _tell("ready")  # imports (dbos included) are done
     try:
         arm_from_environ()

@@ -8,34 +8,25 @@ few lines, and what the harness says of a runtime that keeps no durable state
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 from pathlib import Path
 
 from harness.agent.plan import load_plan
 from harness.runtime import CallContext, ToolError
-from harness.runtime.failpoints import CHANNEL_ENV, arm_from_environ, failpoint
+from harness.runtime.failpoints import arm_from_environ, failpoint, tell_supervisor
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 
 
-def _tell(message: str) -> None:
-    channel = os.environ.get(CHANNEL_ENV, "")
-    if channel.isdigit():
-        with contextlib.suppress(OSError):
-            os.write(int(channel), f"{message}\n".encode())
-
-
 def main(argv: list[str]) -> int:
     trial = Path(argv[0])
-    _tell("ready")
+    tell_supervisor("ready")
     arm_from_environ()
     plan = load_plan(trial / "plan.json")
     with WorldStore.open(trial / "world.db") as world:
         execute = make_tool_function(world)
         for step in plan.steps:
-            _tell(f"invoke {step.op_id}")
+            tell_supervisor(f"invoke {step.op_id}")
             failpoint("op.before_intent", step.op_id)
             failpoint("op.after_intent", step.op_id)
             try:
@@ -45,7 +36,7 @@ def main(argv: list[str]) -> int:
                 outcome = "fail"
             failpoint("op.after_effect", step.op_id)
             failpoint("op.after_finish", step.op_id)
-            _tell(f"{outcome} {step.op_id}")
+            tell_supervisor(f"{outcome} {step.op_id}")
     return 0
 
 

@@ -22,7 +22,6 @@ made durable (disk full): the op was not run; 4 stopped by containment.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -33,7 +32,7 @@ from harness.agent.broken import RUNTIMES
 from harness.agent.model import ScriptedModel
 from harness.agent.plan import load_plan
 from harness.runtime import HarnessError, JournalWriteError, ToolTable
-from harness.runtime.failpoints import CHANNEL_ENV, hit_counts
+from harness.runtime.failpoints import hit_counts, tell_supervisor
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 
@@ -50,7 +49,7 @@ def main(argv: list[str]) -> int:
     trial = Path(argv[0])
     if os.environ.get(CONTAINMENT_ENV) == "1":
         install_containment(trial)
-    _tell_supervisor("ready")  # imports are done: random-time kills count from here
+    tell_supervisor("ready")  # imports are done: random-time kills count from here
     name = os.environ.get("HARNESS_RUNTIME", "real")
     try:
         runtime_class = RUNTIMES[name]
@@ -83,13 +82,6 @@ def main(argv: list[str]) -> int:
     if counts_path:
         Path(counts_path).write_text(json.dumps(hit_counts(), sort_keys=True))
     return EXIT_DONE
-
-
-def _tell_supervisor(message: str) -> None:
-    channel = os.environ.get(CHANNEL_ENV)
-    if channel is not None and channel.isdigit():
-        with contextlib.suppress(OSError):  # nobody listens: running by hand
-            os.write(int(channel), f"{message}\n".encode())
 
 
 if __name__ == "__main__":

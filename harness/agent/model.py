@@ -17,13 +17,11 @@ half-way decides the same next time.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Mapping
 
 from harness.agent.plan import Plan, PlanStep
 from harness.runtime import Runtime, ToolFunction, VerifyHint
-from harness.runtime.failpoints import CHANNEL_ENV
+from harness.runtime.failpoints import tell_supervisor
 
 __all__ = ["ScriptedModel"]
 
@@ -37,8 +35,6 @@ class ScriptedModel:
         self.plan = plan
         self.execute = execute
         self._steps: Mapping[str, PlanStep] = {s.op_id: s for s in plan.steps}
-        channel = os.environ.get(CHANNEL_ENV, "")
-        self.channel = int(channel) if channel.isdigit() else None
 
     def run(self) -> None:
         report = self.runtime.recover(
@@ -70,9 +66,7 @@ class ScriptedModel:
     def tell(self, what: str, op_id: str) -> None:
         """Tell the outside world (the supervisor, standing for the user) about a step:
         ``invoke``, then ``ack`` (it succeeded), ``fail`` or ``info`` (outcome unknown)."""
-        if self.channel is not None:
-            with contextlib.suppress(OSError):  # nobody listens: running by hand
-                os.write(self.channel, f"{what} {op_id}\n".encode())
+        tell_supervisor(f"{what} {op_id}")
 
     def step_of(self, op_id: str) -> PlanStep | None:
         return self._steps.get(op_id.split(".", 1)[0])

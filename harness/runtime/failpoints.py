@@ -47,6 +47,7 @@ __all__ = [
     "failpoint",
     "hit_counts",
     "parse_failpoints",
+    "tell_supervisor",
 ]
 
 FAILPOINTS_ENV = "HARNESS_FAILPOINTS"
@@ -199,16 +200,25 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
+def tell_supervisor(message: str) -> bool:
+    """Write one line on the supervisor's channel; False when nobody listens.
+
+    The one way an agent talks to the harness: ``ready``, ``reached ...``,
+    ``invoke <op>``, ``ack <op>``, ``fail <op>``, ``info <op>``.
+    """
+    channel = os.environ.get(CHANNEL_ENV, "")
+    if not channel.isdigit():
+        return False
+    try:
+        os.write(int(channel), f"{message}\n".encode())
+    except OSError:
+        return False  # no supervisor is listening any more (run by hand, or it died)
+    return True
+
+
 def _kill_here(name: str, hit: int, detail: str) -> None:
-    channel = os.environ.get(CHANNEL_ENV)
-    if channel is not None:
-        try:
-            message = f"reached {name} {hit} {detail}".rstrip() + "\n"
-            os.write(int(channel), message.encode())
-        except OSError:
-            pass  # no supervisor is listening any more: die alone
-        else:
-            deadline = time.monotonic() + _HANDSHAKE_TIMEOUT_S
-            while time.monotonic() < deadline:
-                time.sleep(0.05)  # SIGKILL arrives from outside while we wait
+    if tell_supervisor(f"reached {name} {hit} {detail}".rstrip()):
+        deadline = time.monotonic() + _HANDSHAKE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            time.sleep(0.05)  # SIGKILL arrives from outside while we wait
     os.kill(os.getpid(), signal.SIGKILL)
