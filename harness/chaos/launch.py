@@ -131,6 +131,7 @@ def _run_child(
         os.setsid()
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())  # the parent held interrupts
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)

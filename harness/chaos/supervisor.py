@@ -43,6 +43,7 @@ from harness.runtime.journal import SHADOW_ENV
 __all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents"]
 
 _LIVE: dict[int, AgentProcess] = {}
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 
 def kill_all() -> None:
@@ -178,13 +179,17 @@ class Supervisor:
         env[CHANNEL_ENV] = str(write_fd)
         stderr_path = trial_dir / f"agent-{life_no}.stderr"
         started = time.monotonic()
+        # An interrupt between the start of an agent and its registration would
+        # leave it unknown to kill_all, so it waits until the agent is on the list.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
         try:
             proc = launch(
                 self.launch, self.python, trial_dir, env, write_fd, stderr_path, module=module
             )
+            _LIVE[proc.pid] = proc
         finally:
             os.close(write_fd)
-        _LIVE[proc.pid] = proc
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         _event(events, "spawn", life=life_no, pid=proc.pid, faults=life.describe())
         killed: str | None = None
         reached: str | None = None
