@@ -58,19 +58,38 @@ def sweep_agents(under: Path) -> int:
     """SIGKILL any agent process whose trial folder lies under ``under``; returns how many.
 
     The last line of defence after an interrupt: an agent whose worker died
-    before it could reap it has been re-parented and is found by its command line.
+    before it could reap it has been re-parented and is found by its command
+    line (an exec'd one names its trial folder; a forked one has this process's).
     """
     import psutil  # supervisor side only: the agent never imports this module
 
+    me = psutil.Process()
+    my_cmdline, my_start = me.cmdline(), me.create_time()
     victims = []
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in psutil.process_iter(["cmdline", "create_time"]):
         cmdline = proc.info["cmdline"] or []
-        if "harness.agent" in cmdline and any(a.startswith(str(under)) for a in cmdline):
+        execed = "harness.agent" in cmdline and any(a.startswith(str(under)) for a in cmdline)
+        # A forked agent carries this process's command line; it leads a session of
+        # its own (a worker does not) and was started after this process.
+        forked = (
+            cmdline == my_cmdline
+            and proc.pid != me.pid
+            and (proc.info["create_time"] or 0) >= my_start
+            and _leads_session(proc.pid)
+        )
+        if execed or forked:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
                 victims.append(proc)
     psutil.wait_procs(victims, timeout=5)
     return len(victims)
+
+
+def _leads_session(pid: int) -> bool:
+    try:
+        return os.getsid(pid) == pid
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
