@@ -40,7 +40,6 @@ tool ran (bad failpoint spec, unreadable plan); 4 stopped by containment.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -60,7 +59,7 @@ from harness.runtime.executor import CallContext, ToolFunction
 from harness.runtime.failpoints import (
     arm_from_environ,
     failpoint,
-    hit_counts,
+    report_hit_counts,
     tell_supervisor,
 )
 from harness.world.store import WorldStore
@@ -77,7 +76,6 @@ APP_NAME = "harness-dbos-agent"
 APP_VERSION = "harness-dbos-agent-1"
 MAX_ATTEMPTS = 3
 POLL_S = 0.02  # how often a later life looks whether the recovered run has ended
-COUNTS_ENV = "HARNESS_FAILPOINT_COUNTS"
 EXIT_DONE = 0
 EXIT_ERROR = 1
 EXIT_REFUSED = 2
@@ -224,9 +222,7 @@ def main(argv: list[str]) -> int:
         return EXIT_ERROR
     finally:
         DBOS.destroy()
-    counts_path = os.environ.get(COUNTS_ENV)
-    if counts_path:
-        Path(counts_path).write_text(json.dumps(hit_counts(), sort_keys=True))
+    report_hit_counts()
     return EXIT_DONE
 
 

@@ -22,7 +22,6 @@ made durable (disk full): the op was not run; 4 stopped by containment.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -32,11 +31,10 @@ from harness.agent.broken import RUNTIMES
 from harness.agent.model import ScriptedModel
 from harness.agent.plan import load_plan
 from harness.runtime import HarnessError, JournalWriteError, ToolTable
-from harness.runtime.failpoints import hit_counts, tell_supervisor
+from harness.runtime.failpoints import report_hit_counts, tell_supervisor
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 
-COUNTS_ENV = "HARNESS_FAILPOINT_COUNTS"
 EXIT_DONE = 0
 EXIT_REFUSED = 2
 EXIT_WRITE_FAILED = 3
@@ -78,9 +76,7 @@ def main(argv: list[str]) -> int:
         return EXIT_WRITE_FAILED
     finally:
         runtime.close()
-    counts_path = os.environ.get(COUNTS_ENV)
-    if counts_path:
-        Path(counts_path).write_text(json.dumps(hit_counts(), sort_keys=True))
+    report_hit_counts()
     return EXIT_DONE
 
 

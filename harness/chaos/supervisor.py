@@ -37,7 +37,7 @@ from harness.adapters import Adapter, get_adapter
 from harness.chaos.faults import SHADOW_FILE, apply_after_death
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
-from harness.runtime.failpoints import CHANNEL_ENV, FAILPOINTS_ENV
+from harness.runtime.failpoints import CHANNEL_ENV, COUNTS_ENV, FAILPOINTS_ENV
 from harness.runtime.journal import SHADOW_ENV
 
 __all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents"]
@@ -180,7 +180,7 @@ class Supervisor:
         if life.table is not None:
             env["HARNESS_TOOL_TABLE"] = str(tables[life.table])
         if counts_file is not None:
-            env["HARNESS_FAILPOINT_COUNTS"] = str(counts_file)
+            env[COUNTS_ENV] = str(counts_file)
         return env
 
     def _run_life(
