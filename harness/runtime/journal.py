@@ -216,14 +216,14 @@ class JournalWriter:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = _lock_holder(fd)
             os.close(fd)
             raise JournalLockedError(
                 f"{self.path}: journal is held by another live process "
-                f"({_owner(self.path)}); run one agent per journal"
+                f"({holder}); run one agent per journal"
             ) from None
         self._fd: int | None = fd
         try:
-            _write_owner(self.path)
             if created:
                 self._sync_directory()
             self.scan = scan_bytes(_read_fd(fd), source=str(self.path))
@@ -341,18 +341,21 @@ def _read_fd(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _owner_path(path: Path) -> Path:
-    return path.with_name(path.name + ".owner")
+def _lock_holder(fd: int) -> str:
+    """Who holds the flock on ``fd``'s file, for the refusal message only.
 
-
-def _write_owner(path: Path) -> None:
-    # Only for the message a refused second writer sees; the lock is the truth.
-    with contextlib.suppress(OSError):
-        _owner_path(path).write_text(str(os.getpid()))
-
-
-def _owner(path: Path) -> str:
+    Read from ``/proc/locks`` (Linux) rather than from a file each writer
+    would have to write: that write would cost every agent start.
+    """
+    inode = os.fstat(fd).st_ino
     try:
-        return f"pid {int(_owner_path(path).read_text())}"
-    except (OSError, ValueError):
-        return "pid unknown"
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            for line in locks:
+                fields = line.split()
+                # "1: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF"
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[3] == "WRITE":
+                    if fields[5].rsplit(":", 1)[-1] == str(inode):
+                        return f"pid {fields[4]}"
+    except OSError:
+        pass
+    return "pid unknown"

@@ -47,7 +47,7 @@ RECORDED_KIND = {
 }
 # What a finished trial directory may hold (the WAL files only until a checkpoint).
 TRIAL_FILES = {"plan.json", "journal", "world.db"}
-TRIAL_FILES_ALLOWED = TRIAL_FILES | {"journal.owner", "world.db-wal", "world.db-shm"}
+TRIAL_FILES_ALLOWED = TRIAL_FILES | {"world.db-wal", "world.db-shm"}
 
 Fingerprint = tuple[bytes, int]
 
