@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.bench.figures import BenchReport, figures_table
+from harness.bench.plot import plot_scaling
 from harness.bench.run import FULL, QUICK, run_bench
 
 EXIT_OK = 0
@@ -85,9 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     progress = Console(highlight=False, stderr=True)
     report = run_bench(settings, out_dir, progress)
+    plot = out_dir / f"{report.run_id}.png"
+    skipped = plot_scaling(report.series, plot)
+    if skipped is not None:
+        report = dataclasses.replace(report, notes=(*report.notes, skipped))
     path = report.write(out_dir)
     print_report(report, console)
-    console.print(f"written to {path}")
+    console.print(f"written to {path}" + ("" if skipped else f" and {plot}"))
     return EXIT_BROKEN if report.broken else EXIT_OK
 
 

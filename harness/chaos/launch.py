@@ -2,34 +2,49 @@
 
 Both give a real process in a session (and process group) of its own, with
 the hand-shake pipe as its only extra file descriptor, stderr to a file, and
-its environment set from scratch; both are killed by a real SIGKILL and
-reaped by the supervisor.
+its environment set from scratch; both are killed by a real SIGKILL sent by
+the supervisor, and reaped before the supervisor goes on.
 
 - ``exec``: ``python -I -m harness.agent TRIAL_DIR``. Pays the interpreter's
   start-up and the agent's imports every time; works for any agent program.
-- ``fork``: the supervisor's process has imported the agent's modules once;
-  each incarnation is a ``fork`` of it that runs the agent's ``main``. The
-  parent never runs agent code, so every child starts from the same state,
-  and nothing passes from one incarnation to the next but what is on disk.
-  It needs a single-threaded parent (the harness's workers are).
+- ``fork``: a fork server (``harness.chaos.forkserver``, one per supervising
+  process, exec'd once) has imported the agent's modules; each incarnation is
+  a ``fork`` of it that runs the agent's ``main``. The server never runs agent
+  code, so every child starts from the same state, and nothing passes from one
+  incarnation to the next but what is on disk. The server is small, so its
+  forks are cheap; it reaps a child only when the supervisor asks.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["LAUNCHERS", "AgentProcess", "launch"]
+from harness.chaos.forkserver import MAX_PACKET
+
+__all__ = [
+    "FORK_SERVER_MODULE",
+    "LAUNCHERS",
+    "AgentProcess",
+    "ForkServer",
+    "fork_agent",
+    "launch",
+    "preload",
+]
 
 LAUNCHERS = ("fork", "exec")
+FORK_SERVER_MODULE = "harness.chaos.forkserver"
 
 
 class AgentProcess(Protocol):
@@ -41,29 +56,117 @@ class AgentProcess(Protocol):
 
 
 class ForkedAgent:
-    """A forked incarnation, with ``Popen``'s ``poll``/``wait``/``returncode`` meaning."""
+    """An incarnation forked by the fork server, with ``Popen``'s ``poll``/``wait``/``returncode``.
 
-    def __init__(self, pid: int) -> None:
+    The server is its parent and reaps it only when this asks, so its pid
+    cannot be reused while the supervisor may still SIGKILL it.
+    """
+
+    def __init__(self, pid: int, server: ForkServer) -> None:
         self.pid = pid
         self.returncode: int | None = None
-
-    def _reaped(self, status: int) -> int:
-        self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
+        self._server = server
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self._reaped(status)
+            self.returncode = self._server.wait(self.pid, block=False)
         return self.returncode
 
     def wait(self) -> int:
-        if self.returncode is None:
-            _, status = os.waitpid(self.pid, 0)
-            self._reaped(status)
-        assert self.returncode is not None
+        while self.returncode is None:
+            self.returncode = self._server.wait(self.pid, block=True)
         return self.returncode
+
+
+class ForkServer:
+    """The client's end of ``harness.chaos.forkserver``: one server per process, started lazily."""
+
+    _mine: ForkServer | None = None
+
+    def __init__(self, python: str) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.process = subprocess.Popen(
+                # The owner and its parent name it for sweep_agents after a crash.
+                [
+                    python,
+                    "-I",
+                    "-m",
+                    FORK_SERVER_MODULE,
+                    str(theirs.fileno()),
+                    str(os.getpid()),
+                    str(os.getppid()),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,  # a Ctrl-C at the terminal is the harness's to handle
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.python = python
+        self.owner = os.getpid()
+        self._sock = ours
+
+    @classmethod
+    def get(cls, python: str) -> ForkServer:
+        """This process's server (a forked pool worker starts its own, not its parent's)."""
+        server = cls._mine
+        if (
+            server is None
+            or server.owner != os.getpid()
+            or server.python != python
+            or server.process.poll() is not None  # killed (a sweep, an OOM kill): start anew
+        ):
+            server = cls._mine = cls(python)
+            atexit.register(server.close)
+        return server
+
+    def spawn(
+        self, module: str, trial_dir: Path, env: dict[str, str], channel_fd: int, stderr_fd: int
+    ) -> ForkedAgent:
+        request = {
+            "op": "spawn",
+            "module": module,
+            "trial_dir": str(trial_dir),
+            "env": env,
+            "path": sys.path,
+        }
+        socket.send_fds(self._sock, [json.dumps(request).encode()], [channel_fd, stderr_fd])
+        reply = self._reply("spawn", None)
+        if "error" in reply:
+            raise OSError(f"fork server could not start {module}: {reply['error']}")
+        return ForkedAgent(int(reply["pid"]), self)
+
+    def wait(self, pid: int, *, block: bool) -> int | None:
+        self._sock.send(json.dumps({"op": "wait", "pid": pid, "block": block}).encode())
+        status = self._reply("wait", pid)["status"]
+        return None if status is None else int(status)
+
+    def _reply(self, op: str, pid: int | None) -> dict[str, Any]:
+        # A reply whose request was cut short by an interrupt may still be queued:
+        # skip anything that does not answer this request.
+        while True:
+            data = self._sock.recv(MAX_PACKET)
+            if not data:
+                raise OSError(f"fork server (pid {self.process.pid}) exited")
+            reply: dict[str, Any] = json.loads(data)
+            if reply.get("op") == op and (pid is None or reply.get("pid") == pid):
+                return reply
+
+    def close(self) -> None:
+        """Close the socket: the server kills what it still runs, reaps it, and exits."""
+        self._sock.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if ForkServer._mine is self:
+            ForkServer._mine = None
 
 
 def preload(module: str) -> None:
@@ -110,17 +213,23 @@ def launch(
             )
     if how != "fork":
         raise ValueError(f"unknown launcher {how!r} (known: {', '.join(LAUNCHERS)})")
-    preload(module)
-    sys.stdout.flush()  # or the child would write the parent's pending output again
-    sys.stderr.flush()
     stderr_fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        pid = os.fork()
-        if pid == 0:  # the child never returns from here
-            _run_child(module, trial_dir, env, channel_fd, stderr_fd)
+        return ForkServer.get(python).spawn(module, trial_dir, env, channel_fd, stderr_fd)
     finally:
         os.close(stderr_fd)
-    return ForkedAgent(pid)
+
+
+def fork_agent(
+    module: str, trial_dir: Path | str, env: dict[str, str], channel_fd: int, stderr_fd: int
+) -> int:
+    """Fork one incarnation of ``module`` from this (preloaded) process; the child's pid."""
+    sys.stdout.flush()  # or the child would write the parent's pending output again
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child never returns from here
+        _run_child(module, Path(trial_dir), env, channel_fd, stderr_fd)
+    return pid
 
 
 def _run_child(

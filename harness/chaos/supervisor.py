@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from harness.adapters import Adapter, get_adapter
 from harness.chaos.faults import SHADOW_FILE, apply_after_death
-from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
+from harness.chaos.launch import FORK_SERVER_MODULE, LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.runtime.failpoints import CHANNEL_ENV, COUNTS_ENV, FAILPOINTS_ENV
 from harness.runtime.journal import SHADOW_ENV
@@ -59,23 +59,25 @@ def sweep_agents(under: Path) -> int:
 
     The last line of defence after an interrupt: an agent whose worker died
     before it could reap it has been re-parented and is found by its command
-    line (an exec'd one names its trial folder; a forked one has this process's).
+    line (an exec'd one names its trial folder; a forked one carries the
+    command line of the fork server that forked it). A fork server kills its
+    agents itself when its worker dies; one that outlived this process's
+    start and still runs is swept too.
     """
     import psutil  # supervisor side only: the agent never imports this module
 
     me = psutil.Process()
-    my_cmdline, my_start = me.cmdline(), me.create_time()
+    my_start = me.create_time()
     victims = []
     for proc in psutil.process_iter(["cmdline", "create_time"]):
         cmdline = proc.info["cmdline"] or []
         execed = "harness.agent" in cmdline and any(a.startswith(str(under)) for a in cmdline)
-        # A forked agent carries this process's command line; it leads a session of
-        # its own (a worker does not) and was started after this process.
+        # Fork servers and their agents: started after this process, by it or its workers.
         forked = (
-            cmdline == my_cmdline
+            FORK_SERVER_MODULE in cmdline
             and proc.pid != me.pid
             and (proc.info["create_time"] or 0) >= my_start
-            and _leads_session(proc.pid)
+            and _descends_from(proc, me.pid)
         )
         if execed or forked:
             with contextlib.suppress(psutil.Error):
@@ -85,11 +87,17 @@ def sweep_agents(under: Path) -> int:
     return len(victims)
 
 
-def _leads_session(pid: int) -> bool:
-    try:
-        return os.getsid(pid) == pid
-    except OSError:
-        return False
+def _descends_from(proc: Any, ancestor: int) -> bool:
+    """Whether ``proc`` was started under ``ancestor``, judged by its session.
+
+    A fork server leads a session of its own and its agents lead theirs, so
+    the process tree is the only tie; once a worker dies, its server is
+    re-parented. Its command line names the process that started it and that
+    process's parent (a pool worker's parent is the campaign's process).
+    """
+    cmdline = proc.info["cmdline"] or []
+    owners = {int(a) for a in cmdline[cmdline.index(FORK_SERVER_MODULE) + 1 :] if a.isdigit()}
+    return ancestor in owners
 
 
 @dataclass(frozen=True, slots=True)

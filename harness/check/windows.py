@@ -3,7 +3,8 @@
 A kill at a random moment has no failpoint to name it; afterwards the journal
 and the ledger tell where the victim stood:
 
-- ``start-up``: before the journal was opened (no incarnation record);
+- ``start-up``: before the life's first append (no incarnation record: it
+  goes out with the life's first decisions);
 - ``during recovery``: the incarnation began but never finished recovering;
 - ``before intent``: recovered, no intent yet in this life;
 - ``intent-effect``: the last intent has no ledger row (the effect had not run);

@@ -223,6 +223,7 @@ class JournalWriter:
                 f"({holder}); run one agent per journal"
             ) from None
         self._fd: int | None = fd
+        self._deferred: list[Record] = []
         try:
             if created:
                 self._sync_directory()
@@ -243,10 +244,23 @@ class JournalWriter:
         """Append one record durably; returns its offset."""
         return self.append_many((record,), sync=sync)
 
+    def defer(self, records: Iterable[Record]) -> None:
+        """Have ``records`` written in front of the next append, in its write and fsync.
+
+        A start saves an fsync this way: its incarnation record goes out with
+        its first decisions. A life that dies before appending leaves no trace,
+        and it ran nothing: every tool call follows an append.
+        """
+        self._deferred.extend(records)
+
     def append_many(self, records: Iterable[Record], *, sync: bool = True) -> int:
-        """Append records in one write and (by default) one fsync; returns the first offset."""
+        """Append records in one write and (by default) one fsync.
+
+        Returns the offset of the first of ``records`` (after any deferred ones).
+        """
         fd = self._require_open()
-        encoded = [(r, encode_frame(r)) for r in records]
+        deferred = [(r, encode_frame(r)) for r in self._deferred]
+        encoded = [*deferred, *[(r, encode_frame(r)) for r in records]]
         offset = self.size
         for record, frame in encoded:
             # The reader takes a longer "length" for damage, so such a frame
@@ -272,11 +286,12 @@ class JournalWriter:
                 f"{self.path}: append at byte {offset} failed ({exc.strerror or exc}); "
                 f"the record is not journaled and earlier records are intact"
             ) from exc
+        self._deferred.clear()
         self.size = offset + len(frames)
         if sync and self._fsync:
             self.synced_size = self.size
             self._record_synced()
-        return offset
+        return offset + sum(len(frame) for _, frame in deferred)
 
     def sync(self) -> None:
         os.fsync(self._require_open())
@@ -288,6 +303,9 @@ class JournalWriter:
             os.pwrite(self._shadow_fd, self.synced_size.to_bytes(8, "big"), 0)
 
     def close(self) -> None:
+        if self._deferred and self._fd is not None:
+            with contextlib.suppress(JournalError):  # closing must not raise
+                self.append_many(())
         if self._shadow_fd is not None:
             os.close(self._shadow_fd)
             self._shadow_fd = None
@@ -353,9 +371,12 @@ def _lock_holder(fd: int) -> str:
             for line in locks:
                 fields = line.split()
                 # "1: FLOCK ADVISORY WRITE <pid> <major>:<minor>:<inode> 0 EOF"
-                if len(fields) > 5 and fields[1] == "FLOCK" and fields[3] == "WRITE":
-                    if fields[5].rsplit(":", 1)[-1] == str(inode):
-                        return f"pid {fields[4]}"
+                if (
+                    len(fields) > 5
+                    and fields[1:4:2] == ["FLOCK", "WRITE"]
+                    and fields[5].rsplit(":", 1)[-1] == str(inode)
+                ):
+                    return f"pid {fields[4]}"
     except OSError:
         pass
     return "pid unknown"

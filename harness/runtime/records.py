@@ -121,6 +121,7 @@ class RecoveredRecord:
 
     incarnation: int
     decisions: int
+    """How many decision records this start wrote (a SKIP already journaled is not repeated)."""
     kind = "recovered"
 
 

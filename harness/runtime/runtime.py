@@ -74,18 +74,26 @@ class Runtime:
         records = [s.record for s in journal.scan.records]
         self.incarnation = last_incarnation(records) + 1
         self.ops: dict[str, OpHistory] = fold(records)
+        self._skipped = {
+            (r.op_id, r.state)
+            for r in records
+            if isinstance(r, DecisionRecord) and r.decision is Decision.SKIP
+        }
         self.executor = Executor(
             journal, self.incarnation, on_record=self._note, max_attempts=max_attempts
         )
         self._awaiting_verify: dict[str, VerifyHint] = {}
-        # One append, the report first: even a torn write that keeps this life's
-        # incarnation record keeps the report of the tail it cut off before it.
-        first: list[Record] = [IncarnationRecord(self.incarnation, os.getpid())]
+        incarnation = IncarnationRecord(self.incarnation, os.getpid())
         torn = journal.scan.torn
-        if torn is not None:
+        if torn is None:
+            # Written with this life's first append (its decisions), in one fsync.
+            journal.defer([incarnation])
+            self._note(incarnation)
+        else:
+            # The tail is already cut: report it now, the report first, so that
+            # even a torn write that keeps the incarnation record keeps the report.
             report = TailDroppedRecord(torn.offset, torn.length, torn.reason, self.incarnation)
-            first.insert(0, report)
-        self._write_many(first)
+            self._write_many([report, incarnation])
 
     @classmethod
     def open(
@@ -117,14 +125,19 @@ class Runtime:
     ) -> RecoveryReport:
         """Journal every decision, then retry what is safe and hand over VERIFY hints."""
         decisions = self.plan(not_started)
+        # A SKIP the journal already holds for the op in the same state is not
+        # written again: it cannot change (a settled op stays settled), and
+        # repeating it at every start would grow the journal with the square
+        # of the restarts. Every RETRY and VERIFY is written, every life.
         batch: list[Record] = [
             DecisionRecord(d.op_id, d.state, d.snapshot, d.decision, self.incarnation)
             for d in decisions
+            if d.decision is not Decision.SKIP or (d.op_id, d.state) not in self._skipped
         ]
         if all(d.decision is Decision.SKIP for d in decisions):
             # Nothing to act on: the decisions and the end of recovery in one
             # append, one fsync (the common start, after a clean step or none).
-            self._write_many([*batch, RecoveredRecord(self.incarnation, len(decisions))])
+            self._write_many([*batch, RecoveredRecord(self.incarnation, len(batch))])
             return RecoveryReport(self.incarnation, tuple(decisions), (), ())
         self._write_many(batch)
         retried: list[CallOutcome] = []
@@ -141,7 +154,7 @@ class Runtime:
                     op.op_id, op.tool, op.args, decision.hint
                 )
         hints = self.deliver_hints()
-        self._write(RecoveredRecord(self.incarnation, len(decisions)))
+        self._write(RecoveredRecord(self.incarnation, len(batch)))
         return RecoveryReport(self.incarnation, tuple(decisions), hints, tuple(retried))
 
     def retry(self, op: OpHistory, execute: ToolFunction) -> CallOutcome:

@@ -8,6 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.chaos.launch import ForkServer
 from harness.chaos.schedule import CrashSchedule
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
@@ -32,6 +33,9 @@ def no_agent_survives(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     """After the integration tests, no agent process they started may be alive."""
     yield
     survivors = agent_processes(tmp_path_factory.getbasetemp())
+    server = ForkServer._mine  # forked agents are the children of this process's fork server
+    if server is not None and server.process.poll() is None:
+        survivors += psutil.Process(server.process.pid).children()
     assert not survivors, f"agent processes leaked: {[p.pid for p in survivors]}"
 
 

@@ -127,8 +127,8 @@ class TestInjectedEnospc:
         self, journal_path: Path, fake_tool: FakeTool
     ) -> None:
         """ENOSPC on an intent raises JournalWriteError before the tool; a restart runs it once."""
-        # Appends: 1 the incarnation, 2-3 op-1's intent and finish, 4 op-2's intent.
-        arm(parse_failpoints("journal.append@4=enospc", source="test"))
+        # Appends: 1 the incarnation with op-1's intent, 2 op-1's finish, 3 op-2's intent.
+        arm(parse_failpoints("journal.append@3=enospc", source="test"))
         try:
             with open_runtime(journal_path) as rt:
                 rt.call("op-1", "ui_tap", small_args(1), fake_tool)
@@ -170,7 +170,8 @@ class TestInjectedEnospc:
         self, journal_path: Path, fake_tool: FakeTool, tool: str, decision: Decision, runs: int
     ) -> None:
         """ENOSPC on a finish leaves the op RUNNING; recovery decides by its class snapshot."""
-        arm(parse_failpoints("journal.append@3=enospc", source="test"))
+        # Appends: 1 the incarnation with the intent, 2 the finish.
+        arm(parse_failpoints("journal.append@2=enospc", source="test"))
         try:
             with open_runtime(journal_path) as rt, pytest.raises(JournalWriteError):
                 rt.call("op-1", tool, small_args(1), fake_tool)
@@ -276,12 +277,16 @@ class TestRealDiskFull:
     def test_full_disk_at_start_refuses_the_runtime(
         self, tmp_path: Path, fake_tool: FakeTool
     ) -> None:
-        """A disk too full for the incarnation record refuses Runtime.open; nothing is journaled."""
+        """A disk too full for the first append (incarnation and intent) runs nothing."""
         with tiny_tmpfs(tmp_path / "disk", pages=4) as disk:
             journal = disk / "agent.journal"
             filler = fill_leaving(disk, free_pages=0)
-            with pytest.raises(JournalWriteError):
-                Runtime.open(journal, arm_failpoints=False)
+            with (
+                Runtime.open(journal, arm_failpoints=False) as rt,
+                pytest.raises(JournalWriteError),
+            ):
+                rt.call("op-1", "ui_tap", small_args(1), fake_tool)
+            assert fake_tool.count("op-1") == 0
             assert journal.stat().st_size == 0
             filler.unlink()
             with open_runtime(journal) as rt:
@@ -369,19 +374,20 @@ class TestAgentOnAFullDisk:
             ops = [entry.op_id for entry in ledger]
             assert ops.count(first_op) == 1
             assert len(ops) == len(set(ops)), "no op ran twice"
-            second = [
-                r
-                for r in journal_records(trial / "journal")
-                if isinstance(r, DecisionRecord) and r.incarnation == 2
+            decided = [
+                r for r in journal_records(trial / "journal") if isinstance(r, DecisionRecord)
             ]
-            assert {r.op_id for r in second} == {s.op_id for s in plan.steps}
+            # The first life journaled a SKIP for every step, none started; the second
+            # found them all still not started, so it had nothing new to journal.
+            assert {r.op_id for r in decided} == {s.op_id for s in plan.steps}
+            assert {r.incarnation for r in decided} == {1}
             assert all(
-                (r.state, r.decision) == (OpState.NOT_STARTED, Decision.SKIP) for r in second
+                (r.state, r.decision) == (OpState.NOT_STARTED, Decision.SKIP) for r in decided
             )
             assert_clean_journal(trial / "journal")
 
     def test_agent_on_a_disk_full_at_start_exits_3_and_recovers(self, tmp_path: Path) -> None:
-        """An agent that cannot journal its incarnation exits 3 before any tool; freed, it runs."""
+        """An agent that cannot journal its first records exits 3, no tool run; freed, it runs."""
         plan = compile_plan(load_scenario(MINI), seed=MINI_SEED, source=str(MINI))
         trial = tmp_path / "trial"
         trial.mkdir()

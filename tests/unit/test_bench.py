@@ -9,8 +9,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 import types
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -18,6 +20,7 @@ import harness.bench
 from harness.bench import BenchError, BenchReport, Figure, Target, interleave, median_of
 from harness.bench.__main__ import EXIT_BAD_ARGUMENTS, main
 from harness.bench.cycles import cycle_scenario_text
+from harness.bench.plot import plot_scaling
 from harness.bench.run import QUICK, Measurements, bench_failpoint, bench_planning
 from harness.bench.scaling import synthetic_journal
 from harness.bench.startup import parse_importtime
@@ -239,3 +242,40 @@ class TestPublicFace:
         }
         assert set(harness.bench.__all__) == public
         assert len(harness.bench.__all__) == len(public)
+
+
+class TestPlot:
+    SERIES: ClassVar[dict[str, Any]] = {
+        "campaigns": [
+            {"trials": t, "workers": w, "trials_per_s": 30.0 / w, "worker_rss_bytes": 4e7}
+            for t, w in ((20, 2), (20, 1), (60, 2), (20, 2))
+        ],
+        "planning": [
+            {
+                "records": n,
+                "scan_us_per_record": 6.0,
+                "fold_plan_us_per_record": 1.0,
+                "total_us_per_record": 7.0,
+            }
+            for n in (10, 100, 1000)
+        ],
+    }
+
+    def test_writes_a_png(self, tmp_path: Path) -> None:
+        """The scaling series become a PNG file beside the report."""
+        path = tmp_path / "run.png"
+        assert plot_scaling(self.SERIES, path) is None
+        assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+    def test_without_matplotlib_says_why(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """No matplotlib: no file, and a note naming the reason."""
+        monkeypatch.setitem(sys.modules, "matplotlib", None)
+        note = plot_scaling(self.SERIES, tmp_path / "run.png")
+        assert note is not None and "matplotlib" in note
+        assert not (tmp_path / "run.png").exists()
+
+    def test_nothing_measured_draws_nothing(self, tmp_path: Path) -> None:
+        assert plot_scaling({}, tmp_path / "run.png") is not None
+        assert not (tmp_path / "run.png").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -25,10 +26,12 @@ from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,
     HintRecord,
+    IncarnationRecord,
     IntentRecord,
     Record,
     RecoveredRecord,
     ResolvedRecord,
+    TailDroppedRecord,
 )
 from tests.conftest import FakeTool, journal_records, open_runtime
 
@@ -231,6 +234,25 @@ class TestSettled:
         assert report.retried == () and report.hints == ()
         assert tool.counts() == {"done": 1, "failed": 1}
 
+    def test_a_skip_is_journaled_once_per_op_and_state(self, journal_path: Path) -> None:
+        """Later starts do not repeat a SKIP the journal holds; a new state is written anew."""
+        tool = FakeTool()
+        plan_ops = {"a": "alarm", "b": "alarm"}
+        with open_runtime(journal_path) as rt:
+            rt.recover(tool, not_started=plan_ops)  # a and b not started: two SKIPs
+            rt.call("a", "alarm", {}, tool)
+        for _ in range(3):  # three more starts: a now succeeded (one new SKIP), b unchanged
+            with open_runtime(journal_path) as rt:
+                report = rt.recover(tool, not_started=plan_ops)
+                assert _decisions(report.decisions) == {"a": Decision.SKIP, "b": Decision.SKIP}
+        written = [(r.op_id, r.state, r.incarnation) for r in _of(DecisionRecord, journal_path)]
+        assert written == [
+            ("a", OpState.NOT_STARTED, 1),
+            ("b", OpState.NOT_STARTED, 1),
+            ("a", OpState.SUCCEEDED, 2),
+        ]
+        assert [r.decisions for r in _of(RecoveredRecord, journal_path)] == [2, 1, 0, 0]
+
 
 class TestSnapshotRules:
     @pytest.mark.parametrize(
@@ -399,3 +421,50 @@ class TestFold:
             HintRecord("ghost", 1, "h"),
         ]
         assert fold(records) == {}
+
+
+class TestIncarnationGoesWithFirstDecisions:
+    """A start costs one fsync for its incarnation and decisions together."""
+
+    def test_open_alone_writes_nothing(self, journal_path: Path) -> None:
+        crash_during(journal_path, [("a", "write_file")], "op.after_effect")
+        size = journal_path.stat().st_size
+        with open_runtime(journal_path):
+            assert journal_path.stat().st_size == size
+
+    def test_incarnation_leads_the_decision_batch_in_one_fsync(
+        self, journal_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        with open_runtime(journal_path) as rt:
+            rt.call("a", "write_file", _args("a"), FakeTool())
+        syncs: list[int] = []
+        real_fsync = os.fsync
+
+        def counted_fsync(fd: int) -> None:
+            syncs.append(fd)
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", counted_fsync)
+        with open_runtime(journal_path) as rt:
+            rt.recover(FakeTool(), not_started={"b": "write_file"})
+            records = journal_records(journal_path)
+        assert len(syncs) == 1
+        second = [i for i, r in enumerate(records) if isinstance(r, IncarnationRecord)][1]
+        assert isinstance(records[second + 1], DecisionRecord)
+        assert records[second].incarnation == 2
+
+    def test_a_life_that_only_closes_still_leaves_its_incarnation(self, journal_path: Path) -> None:
+        with open_runtime(journal_path):
+            pass
+        assert [type(r) for r in journal_records(journal_path)] == [IncarnationRecord]
+
+    def test_a_torn_tail_is_reported_at_open(self, journal_path: Path) -> None:
+        crash_during(journal_path, [("a", "write_file")], "op.after_effect")
+        with journal_path.open("ab") as f:
+            f.write(b"HJ\x01\x00garbage")
+        rt = open_runtime(journal_path)
+        try:
+            kinds = [type(r) for r in journal_records(journal_path)[-2:]]
+            assert kinds == [TailDroppedRecord, IncarnationRecord]
+        finally:
+            rt.close()
