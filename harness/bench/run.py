@@ -256,10 +256,19 @@ def bench_campaigns(settings: BenchSettings, scratch: Path, out: Measurements) -
             "seconds": r.seconds,
             "trials_per_s": r.trials_per_s,
             "worker_rss_bytes": r.worker_rss,
+            "cpu_busy": r.cpu_busy,
         }
         for r in runs
     ]
     rate2 = median_of([r.trials_per_s for r in small2])
+    # A campaign waits on fsyncs more than it computes: how busy the cores were
+    # tells whether workers, or the disk, bound the rate.
+    out.notes.append(
+        "CPU busy over wall time (1.0 = one core), campaigns of "
+        f"{small}: 1 worker {median_of([r.cpu_busy for r in small1]):.2f}, "
+        f"2 workers {median_of([r.cpu_busy for r in small2]):.2f}; "
+        f"{big}: {median_of([r.cpu_busy for r in big2]):.2f}"
+    )
     mb = 1024 * 1024
     out.figures += [
         Figure(

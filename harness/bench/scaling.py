@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import resource
 import tempfile
 import time
 from collections.abc import Sequence
@@ -52,6 +53,13 @@ class CampaignRun:
     """The largest pool worker's RSS (bytes) when the last result came in."""
     not_passed: tuple[str, ...] = ()
     """Trials that did not pass, each with its replay command: a finding, not a timing error."""
+    cpu_seconds: float = 0.0
+    """CPU time of this process and every descendant it reaped (workers, fork servers, agents)."""
+
+    @property
+    def cpu_busy(self) -> float:
+        """CPU time over wall time: 1.0 is one core busy all along."""
+        return self.cpu_seconds / self.seconds
 
     @property
     def trials_per_s(self) -> float:
@@ -97,12 +105,22 @@ def run_campaign(scratch: Path, trials: int, workers: int) -> CampaignRun:
             random_trials=trials,
             workers=workers,
         )
+        cpu_before = _cpu_seconds()
         started = time.perf_counter_ns()
         run_trials(config, on_result, on_plan=on_plan, select=random_only)
         seconds = (time.perf_counter_ns() - started) / 1e9
+        cpu = _cpu_seconds() - cpu_before
     if seen != trials:
         raise BenchError(f"campaign of {trials} random trials ran {seen}")
-    return CampaignRun(trials, workers, seconds, rss, tuple(failed))
+    return CampaignRun(trials, workers, seconds, rss, tuple(failed), cpu)
+
+
+def _cpu_seconds() -> float:
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
 
 
 def _rss(process: psutil.Process) -> int:
