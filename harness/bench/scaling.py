@@ -27,7 +27,7 @@ import psutil
 
 from harness.bench.figures import BenchError, interleave, median_of
 from harness.runtime.classes import ToolTable
-from harness.runtime.journal import encode_frame, scan_bytes
+from harness.runtime.journal import FILE_HEADER, encode_frame, scan_bytes
 from harness.runtime.records import FinishRecord, IntentRecord, Record, digest
 from harness.runtime.recovery import fold, plan_recovery
 
@@ -134,7 +134,7 @@ def _rss(process: psutil.Process) -> int:
 
 
 def synthetic_journal(records: int) -> bytes:
-    """Exactly ``records`` frames: intents and finishes of fake ops, every tenth left running."""
+    """A journal of exactly ``records`` frames: intents and finishes, every tenth left running."""
     table = ToolTable.default()
     tools = ("write_file", "ui_tap", "shell_execute", "read_file")
     snapshots = {tool: table.classify(tool) for tool in tools}
@@ -152,7 +152,7 @@ def synthetic_journal(records: int) -> bytes:
             finish: Record = FinishRecord(op_id, True, result, result_digest, 1, 1)
             frames.append(encode_frame(finish))
         op += 1
-    return b"".join(frames)
+    return FILE_HEADER + b"".join(frames)
 
 
 @dataclass(frozen=True, slots=True)

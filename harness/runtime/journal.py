@@ -1,12 +1,16 @@
 """The write-ahead journal: an append-only file of framed, checksummed records.
 
-Frame layout (big-endian)::
+File layout: the header ``FILE_HEADER`` (``%HJOURNAL 1`` and a newline),
+then frames (big-endian)::
 
     magic b"HJ" | version u8 | length u32 | crc32 u32 | payload (JSON, `length` bytes)
 
 The CRC covers version, length and payload. Every append is one ``write`` and
-one ``fsync``; creating the file also fsyncs its directory, so the file itself
-survives a power cut.
+one ``fsync``. A journal is created whole: its header is written and fsynced
+in a file of its own, which is then linked into place (``link`` never replaces
+a file) and the directory fsynced. So a file named as a journal either starts
+with the header or is not one, and is refused, never cut: a wrong path (a
+database, a document) loses nothing. An empty file is taken as a new journal.
 
 Reading proves each record it returns. A bad frame with no valid frame after
 it is a torn tail (the crash interrupted the last append): it is reported and,
@@ -50,6 +54,7 @@ from harness.runtime.failpoints import failpoint
 from harness.runtime.records import Record, record_from_json, record_to_json
 
 __all__ = [
+    "FILE_HEADER",
     "FORMAT_VERSION",
     "SHADOW_ENV",
     "JournalScan",
@@ -63,6 +68,8 @@ __all__ = [
 ]
 
 SHADOW_ENV = "HARNESS_JOURNAL_SHADOW"
+FILE_HEADER = b"%HJOURNAL 1\n"
+"""The first bytes of every journal file, durable before its first record."""
 MAGIC = b"HJ"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct(">2sBII")
@@ -149,14 +156,28 @@ def without_cyclic_gc() -> Iterator[None]:
 
 
 def scan_bytes(data: bytes, *, source: str = "<bytes>") -> JournalScan:
-    """Prove every record in ``data``; drop a torn tail; refuse damage in the middle."""
+    """Prove every record of a journal file's bytes; drop a torn tail; refuse damage.
+
+    Empty bytes are an empty journal. Bytes that do not start with
+    ``FILE_HEADER`` are not a journal: ``JournalCorruptError`` at byte 0.
+    """
+    if not data:
+        return JournalScan((), 0, None)
+    if not data.startswith(FILE_HEADER):
+        raise JournalCorruptError(
+            source,
+            0,
+            1,
+            f"not a journal: it begins with {data[: len(FILE_HEADER)]!r}, "
+            f"not the journal header {FILE_HEADER!r}",
+        )
     with without_cyclic_gc():
-        return _scan(data, source)
+        return _scan(data, source, len(FILE_HEADER))
 
 
-def _scan(data: bytes, source: str) -> JournalScan:
+def _scan(data: bytes, source: str, start: int) -> JournalScan:
     records: list[ScannedRecord] = []
-    pos = 0
+    pos = start
     while pos < len(data):
         checked = _check_frame(data, pos)
         if isinstance(checked, str):
@@ -208,10 +229,13 @@ class JournalWriter:
         self._shadow_fd: int | None = None
         if shadow is None and os.environ.get(SHADOW_ENV):
             shadow = os.environ[SHADOW_ENV]
-        created = not self.path.exists()
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            if not self.path.exists():
+                _create(self.path)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         except OSError as exc:
+            if isinstance(exc, JournalError):
+                raise
             raise JournalError(f"{self.path}: cannot open journal: {exc.strerror}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -225,9 +249,11 @@ class JournalWriter:
         self._fd: int | None = fd
         self._deferred: list[Record] = []
         try:
-            if created:
-                self._sync_directory()
-            self.scan = scan_bytes(_read_fd(fd), source=str(self.path))
+            data = _read_fd(fd)
+            if not data:  # an empty file (made by someone else): a new journal
+                self._write_header(fd)
+                data = FILE_HEADER
+            self.scan = scan_bytes(data, source=str(self.path))
             if self.scan.torn is not None:
                 os.ftruncate(fd, self.scan.valid_end)
                 os.fsync(fd)
@@ -327,18 +353,60 @@ class JournalWriter:
         except OSError:
             self.close()
 
-    def _sync_directory(self) -> None:
-        dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    def _write_header(self, fd: int) -> None:
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            os.write(fd, FILE_HEADER)
+            os.fsync(fd)
+        except OSError as exc:
+            raise JournalWriteError(
+                f"{self.path}: writing the journal header failed ({exc.strerror}); "
+                "nothing journaled"
+            ) from exc
 
     def __enter__(self) -> JournalWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _create(path: Path) -> None:
+    """Create ``path`` as an empty journal: header durable first, then linked into place.
+
+    ``link`` fails if the name is taken, so two writers racing to create it
+    never replace each other's file; the loser opens the winner's.
+    """
+    temporary = path.with_name(f"{path.name}.creating.{os.getpid()}")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, FILE_HEADER)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another writer created it first: open theirs
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            # A file system without hard links: rename, which could replace a
+            # journal created in the same instant, hence the check just before.
+            if not path.exists():
+                os.rename(temporary, path)
+    except OSError as exc:
+        raise JournalWriteError(
+            f"{path}: creating the journal failed ({exc.strerror}); nothing journaled"
+        ) from exc
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def read_shadow(path: Path | str) -> int | None:

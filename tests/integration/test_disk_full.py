@@ -31,7 +31,7 @@ import pytest
 from harness.chaos.scenario import compile_plan, load_scenario, write_plan
 from harness.runtime import CallContext, Decision, JournalWriteError, OpState, Runtime
 from harness.runtime.failpoints import arm, disarm, parse_failpoints
-from harness.runtime.journal import encode_frame, scan_journal
+from harness.runtime.journal import FILE_HEADER, encode_frame, scan_journal
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,
@@ -277,17 +277,13 @@ class TestRealDiskFull:
     def test_full_disk_at_start_refuses_the_runtime(
         self, tmp_path: Path, fake_tool: FakeTool
     ) -> None:
-        """A disk too full for the first append (incarnation and intent) runs nothing."""
+        """A disk too full to create the journal refuses Runtime.open; nothing is left behind."""
         with tiny_tmpfs(tmp_path / "disk", pages=4) as disk:
             journal = disk / "agent.journal"
             filler = fill_leaving(disk, free_pages=0)
-            with (
-                Runtime.open(journal, arm_failpoints=False) as rt,
-                pytest.raises(JournalWriteError),
-            ):
-                rt.call("op-1", "ui_tap", small_args(1), fake_tool)
-            assert fake_tool.count("op-1") == 0
-            assert journal.stat().st_size == 0
+            with pytest.raises(JournalWriteError, match="creating the journal failed"):
+                Runtime.open(journal, arm_failpoints=False)
+            assert sorted(p.name for p in disk.iterdir()) == [filler.name]
             filler.unlink()
             with open_runtime(journal) as rt:
                 assert rt.incarnation == 1
@@ -310,11 +306,12 @@ def run_agent(trial: Path, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def padding_record(length: int) -> bytes:
-    """A harmless first record (a dropped-tail note) of exactly ``length`` bytes."""
+def padded_journal(length: int) -> bytes:
+    """A journal of exactly ``length`` bytes: its header and one harmless record (a tail note)."""
+    length -= len(FILE_HEADER)
     frame = encode_frame(TailDroppedRecord(0, 0, "", 0))
     assert length >= len(frame)
-    return encode_frame(TailDroppedRecord(0, 0, "p" * (length - len(frame)), 0))
+    return FILE_HEADER + encode_frame(TailDroppedRecord(0, 0, "p" * (length - len(frame)), 0))
 
 
 class TestAgentOnAFullDisk:
@@ -329,7 +326,7 @@ class TestAgentOnAFullDisk:
         dry.mkdir()
         write_plan(plan, dry / "plan.json")
         pad = 2 * PAGE
-        (dry / "journal").write_bytes(padding_record(pad))
+        (dry / "journal").write_bytes(padded_journal(pad))
         stopped = run_agent(dry, HARNESS_FAILPOINTS="op.after_intent@1=exit(9)")
         assert stopped.returncode == 9, stopped.stderr
         (intent,) = [
@@ -348,7 +345,7 @@ class TestAgentOnAFullDisk:
         # Only the journal is on the full disk (a symlink to it): the world
         # database stays on an ordinary one, so that SQLite is not what fails.
         with tiny_tmpfs(tmp_path / "disk", pages=16) as disk:
-            (disk / "journal").write_bytes(padding_record(pad))
+            (disk / "journal").write_bytes(padded_journal(pad))
             (trial / "journal").symlink_to(disk / "journal")
             filler = fill_leaving(disk, free_pages=0)
             assert (disk / "journal").stat().st_size < boundary

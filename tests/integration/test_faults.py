@@ -16,7 +16,7 @@ import pytest
 from harness.chaos.faults import PRISTINE_JOURNAL
 from harness.chaos.trial import Golden, TrialResult
 from harness.check.invariants import check_trial
-from harness.runtime.journal import encode_frame, scan_journal
+from harness.runtime.journal import FILE_HEADER, encode_frame, scan_journal
 from harness.runtime.records import TailDroppedRecord
 from harness.world.store import read_ledger
 from tests.integration.conftest import TrialRunner
@@ -117,7 +117,7 @@ class TestPowerLoss:
             for s in scan_journal(journal).records
             if not isinstance(s.record, TailDroppedRecord)
         ]
-        journal.write_bytes(b"".join(encode_frame(r) for r in kept))
+        journal.write_bytes(FILE_HEADER + b"".join(encode_frame(r) for r in kept))
         verdicts = {v.invariant: v for v in check_trial(result.directory, mini_golden.directory)}
         assert verdicts["I9"].status == "fail"
         assert "never reported it dropped" in verdicts["I9"].evidence[0]

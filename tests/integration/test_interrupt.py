@@ -8,17 +8,18 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import psutil
 
+from harness.chaos.launch import FORK_SERVER_MODULE
+
 ROOT = Path(__file__).parent.parent.parent
 MOMENTS = 20
 
 
-def _start(reports: Path, seed: int) -> subprocess.Popen[bytes]:
+def _start(reports: Path, seed: int, tmpdir: Path | None = None) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-m",
@@ -34,34 +35,42 @@ def _start(reports: Path, seed: int) -> subprocess.Popen[bytes]:
         "--reports",
         str(reports),
     ]
+    # Its temporary files go to a folder of the test's own, where leftovers are its alone.
+    env = {**os.environ, **({"TMPDIR": str(tmpdir)} if tmpdir is not None else {})}
     # A session of its own, so that a signal to its group is what Ctrl-C in a terminal does.
     return subprocess.Popen(
-        command, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        command,
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
 
-def _survivors(reports: Path) -> list[psutil.Process]:
+def _survivors(reports: Path, harness: int) -> list[psutil.Process]:
+    """Processes naming the run's folder, and fork servers (with their agents) of its workers."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
-        with_reports = any(str(reports) in arg for arg in (proc.info["cmdline"] or []))
-        if with_reports and proc.pid != os.getpid():
+        cmdline = proc.info["cmdline"] or []
+        with_reports = any(str(reports) in arg for arg in cmdline)
+        # A fork server's command line ends with its owner (a worker) and the owner's parent.
+        forked = FORK_SERVER_MODULE in cmdline and str(harness) in cmdline[-2:]
+        if (with_reports or forked) and proc.pid != os.getpid():
             found.append(proc)
     return found
-
-
-def _temp_entries() -> set[str]:
-    return set(os.listdir(tempfile.gettempdir()))
 
 
 class TestInterrupt:
     def test_sigint_at_random_moments_leaves_nothing(self, tmp_path: Path) -> None:
         """Ctrl-C at 20 random moments of a small campaign kills everything and keeps a report."""
         rng = random.Random(20261203)
-        before = _temp_entries()
+        tmpdir = tmp_path / "tmp"
+        tmpdir.mkdir()
         for moment in range(MOMENTS):
             reports = tmp_path / f"run{moment}"
             delay = rng.uniform(0.2, 4.0)
-            harness = _start(reports, seed=moment)
+            harness = _start(reports, seed=moment, tmpdir=tmpdir)
             try:
                 time.sleep(delay)
                 os.killpg(harness.pid, signal.SIGINT)
@@ -72,7 +81,8 @@ class TestInterrupt:
                     harness.wait()
             assert harness.returncode in (130, 0), (delay, stderr.decode()[-2000:])
             time.sleep(0.1)  # let the kernel finish reaping what was just killed
-            assert _survivors(reports) == [], f"survivors after SIGINT at {delay:.2f}s"
+            survivors = _survivors(reports, harness.pid)
+            assert survivors == [], f"survivors after SIGINT at {delay:.2f}s: {survivors}"
             runs = list(reports.glob("*/summary.json"))
             if harness.returncode == 130 and runs:
                 summary = json.loads(runs[0].read_text())
@@ -80,8 +90,8 @@ class TestInterrupt:
                 trials = list((runs[0].parent / "trials").glob("*"))
                 assert all((t / "verdicts.json").exists() for t in trials)
                 assert summary["trials"] == len(trials)
-        stray = {e for e in _temp_entries() - before if not e.startswith("pytest")}
-        assert stray == set(), f"temporary entries left behind: {stray}"
+        stray = sorted(os.listdir(tmpdir))
+        assert stray == [], f"temporary entries left behind: {stray}"
 
     def test_sigterm_exits_143_and_marks_the_run(self, tmp_path: Path) -> None:
         """SIGTERM to the harness alone stops every worker and agent and exits 143."""
@@ -96,6 +106,6 @@ class TestInterrupt:
                 harness.wait()
         assert harness.returncode == 143
         time.sleep(0.1)
-        assert _survivors(tmp_path) == []
+        assert _survivors(tmp_path, harness.pid) == []
         summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
         assert summary["interrupted"] is True

@@ -7,7 +7,9 @@ deleted ranges, duplicated frames, two journals spliced together. Whatever it
 is fed, it must do one of three things, and nothing else (no other exception,
 no hang):
 
-- return only records it can prove, contiguous from byte 0: each one's bytes
+- refuse bytes that do not begin with the file header (``FILE_HEADER``) as
+  "not a journal", at byte 0 (empty bytes are an empty journal);
+- return only records it can prove, contiguous from the end of the header: each one's bytes
   carry the documented header and a matching CRC, and its JSON payload maps
   back to the very record returned;
 - report a torn tail only at the end, covering every byte after the proven
@@ -46,7 +48,7 @@ from harness.runtime import (
     OpState,
     ToolClass,
 )
-from harness.runtime.journal import JournalScan, encode_frame, scan_bytes
+from harness.runtime.journal import FILE_HEADER, JournalScan, encode_frame, scan_bytes
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,
@@ -62,6 +64,7 @@ from harness.runtime.records import (
 )
 
 SOURCE = "/fuzz/agent.journal"
+START = len(FILE_HEADER)  # where the first frame of a journal file begins
 MAX_FUZZ_BYTES = 64 * 1024  # far below the reader's payload limit, so it never matters here
 HEADER = 11  # magic b"HJ" | version u8 | length u32 | crc32 u32, big-endian
 MAGIC = b"HJ"
@@ -165,7 +168,14 @@ soup_parts = st.one_of(
     header_fragments,
     st.integers(min_value=1, max_value=8192).map(lambda n: b"\x00" * n),
 )
-frame_soups = st.lists(soup_parts, max_size=10).map(lambda parts: b"".join(parts)[:MAX_FUZZ_BYTES])
+# Mostly behind a file header, so that the frames are read; sometimes without one.
+file_heads = st.sampled_from([FILE_HEADER] * 4 + [b"", FILE_HEADER[:5]])
+frame_soups = st.tuples(file_heads, st.lists(soup_parts, max_size=10)).map(
+    lambda head_parts: (head_parts[0] + b"".join(head_parts[1]))[:MAX_FUZZ_BYTES]
+)
+random_files = st.tuples(file_heads, st.binary(max_size=MAX_FUZZ_BYTES)).map(
+    lambda head_body: (head_body[0] + head_body[1])[:MAX_FUZZ_BYTES]
+)
 record_lists = st.lists(records, max_size=8)
 
 
@@ -182,7 +192,7 @@ class Journal:
 
     @classmethod
     def of(cls, records: list[Record]) -> Journal:
-        data, spans = b"", []
+        data, spans = FILE_HEADER, []
         for record in records:
             frame = encode_frame(record)
             spans.append((len(data), len(data) + len(frame)))
@@ -191,7 +201,7 @@ class Journal:
 
     @property
     def boundaries(self) -> list[int]:
-        return [0, *(end for _, end in self.spans)]
+        return [0, START, *(end for _, end in self.spans)]
 
 
 journals = record_lists.map(Journal.of)
@@ -318,9 +328,13 @@ class Reference:
 
 
 def reference_scan(data: bytes) -> Reference:
-    """Prove frames from byte 0; stop at the first that is not a provable record, and judge it."""
+    """Check the header, prove frames after it; stop at the first unprovable one, and judge it."""
     proven: list[tuple[int, int, Record]] = []
-    pos = 0
+    if not data:
+        return Reference((), 0, "clean")
+    if not data.startswith(FILE_HEADER):
+        return Reference((), 0, "corrupt")
+    pos = START
     while pos < len(data):
         payload = provable_payload(data, pos)
         if payload is None:
@@ -356,9 +370,9 @@ def scan_by_contract(data: bytes) -> JournalScan | JournalCorruptError:
         assert f"record #{err.record_number}" in str(err)
         event("corrupt: " + ("non-record payload" if "not a record" in err.problem else "damage"))
         return err
-    position = 0
+    position = START if data else 0
     for scanned in scan.records:
-        assert scanned.offset == position, "records are contiguous from byte 0"
+        assert scanned.offset == position, "records are contiguous from the header's end"
         payload = provable_payload(data, scanned.offset)
         assert payload is not None, f"unprovable frame returned at byte {scanned.offset}"
         assert scanned.end == scanned.offset + HEADER + len(payload)
@@ -388,7 +402,7 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 class TestArbitraryBytes:
     @FUZZ
-    @given(data=st.binary(max_size=MAX_FUZZ_BYTES))
+    @given(data=random_files)
     def test_random_bytes_follow_the_contract(self, data: bytes) -> None:
         """Random bytes are proven, dropped as a torn tail, or refused as corrupt; nothing else."""
         scan_by_contract(data)
@@ -438,7 +452,7 @@ class TestMutatedJournals:
         frames = [(record, encode_frame(record)) for record in (*first.records, *second.records)]
         assume(frames)
         picked = data.draw(st.lists(st.sampled_from(frames), max_size=12), label="frames")
-        spliced = b"".join(frame for _, frame in picked)
+        spliced = FILE_HEADER + b"".join(frame for _, frame in picked)
         outcome = scan_by_contract(spliced)
         assert isinstance(outcome, JournalScan)
         assert outcome.torn is None
@@ -465,13 +479,16 @@ class TestMutatedJournals:
     def test_any_cut_keeps_exactly_the_whole_frames_before_it(
         self, journal: Journal, data: st.DataObject
     ) -> None:
-        """A journal cut at any byte never raises and keeps exactly the frames wholly before it."""
-        cut = data.draw(st.integers(0, len(journal.data)), label="cut")
+        """A journal cut at any byte after its header never raises; it keeps the whole frames.
+
+        (The header is durable before the file has its name, so no crash cuts it.)
+        """
+        cut = data.draw(st.integers(START, len(journal.data)), label="cut")
         outcome = scan_by_contract(journal.data[:cut])
         assert isinstance(outcome, JournalScan), outcome
         whole = [i for i, (_, end) in enumerate(journal.spans) if end <= cut]
         assert [s.record for s in outcome.records] == [journal.records[i] for i in whole]
-        valid_end = journal.spans[whole[-1]][1] if whole else 0
+        valid_end = journal.spans[whole[-1]][1] if whole else START
         assert outcome.valid_end == valid_end
         if cut == valid_end:
             assert outcome.torn is None
@@ -505,15 +522,17 @@ class TestWriterOnDamagedJournals:
                     raise AssertionError("the writer opened a corrupt journal")
                 assert path.read_bytes() == case.data
                 return
+            # An empty file is a new journal: the writer gives it its header.
+            valid_end = expected.valid_end if case.data else START
             with JournalWriter(path, fsync=False) as writer:
                 assert writer.scan.records == expected.records
                 assert writer.scan.torn == expected.torn
-                assert writer.size == expected.valid_end
-                assert path.read_bytes() == case.data[: expected.valid_end]
+                assert writer.size == valid_end
+                assert path.read_bytes() == (case.data or FILE_HEADER)[:valid_end]
                 offset = writer.append(NEW_RECORD)
-                assert offset == expected.valid_end
+                assert offset == valid_end
             rescan = scan_bytes(path.read_bytes(), source=str(path))
             assert rescan.torn is None
             assert rescan.records[:-1] == expected.records
             assert rescan.records[-1].record == NEW_RECORD
-            assert rescan.records[-1].offset == expected.valid_end
+            assert rescan.records[-1].offset == valid_end

@@ -26,7 +26,13 @@ from harness.runtime import (
     scan_journal,
 )
 from harness.runtime import journal as journal_module
-from harness.runtime.journal import MAX_PAYLOAD, JournalScan, encode_frame, scan_bytes
+from harness.runtime.journal import (
+    FILE_HEADER,
+    MAX_PAYLOAD,
+    JournalScan,
+    encode_frame,
+    scan_bytes,
+)
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,
@@ -74,7 +80,7 @@ RECORDS: list[Record] = [
 
 def _frames(records: list[Record]) -> tuple[bytes, list[int]]:
     """The journal bytes for ``records`` and the offset where each one starts."""
-    data, starts = b"", []
+    data, starts = FILE_HEADER, []
     for record in records:
         starts.append(len(data))
         data += encode_frame(record)
@@ -241,17 +247,18 @@ class TestTornTail:
 class TestCorruption:
     @pytest.mark.parametrize("mask", [0x01, 0x80, 0xFF])
     def test_flipped_byte_in_first_record_is_refused(self, mask: int) -> None:
-        """Any damaged byte of the first of three records is refused at byte 0, record #1."""
+        """Any damaged byte of the first of three records is refused at its offset, record #1."""
         data, starts = _frames(THREE)
+        first = starts[0]
         for index in range(starts[0], starts[1]):
             damaged = bytearray(data)
             damaged[index] ^= mask
             with pytest.raises(JournalCorruptError) as info:
                 scan_bytes(bytes(damaged), source="/j/agent.journal")
             err = info.value
-            assert (err.path, err.offset, err.record_number) == ("/j/agent.journal", 0, 1), index
+            assert (err.path, err.offset, err.record_number) == ("/j/agent.journal", first, 1)
             assert "/j/agent.journal" in str(err)
-            assert "byte 0" in str(err)
+            assert f"byte {first}" in str(err)
             assert "record #1" in str(err)
 
     def test_flipped_byte_in_middle_record_names_its_offset(self) -> None:
@@ -318,8 +325,9 @@ class TestCorruption:
         """A checksummed frame whose payload is not a record is corruption, not a torn tail."""
         good, _ = _frames(THREE[:2])
         bad = _raw_frame(payload)
-        data = bad + good if where == "first" else good + bad
-        offset, number = (0, 1) if where == "first" else (len(good), 3)
+        head = len(FILE_HEADER)
+        data = FILE_HEADER + bad + good[head:] if where == "first" else good + bad
+        offset, number = (head, 1) if where == "first" else (len(good), 3)
         with pytest.raises(JournalCorruptError, match="payload is not a record") as info:
             scan_bytes(data, source="j")
         assert (info.value.offset, info.value.record_number) == (offset, number)
@@ -481,3 +489,67 @@ class TestDurability:
         calls = self._record_fsyncs(monkeypatch)
         with JournalWriter(journal_path):
             assert (False, journal_path.stat().st_ino) in calls
+
+
+class TestFileHeader:
+    """A file named as a journal either begins with the header or is refused, never cut."""
+
+    @pytest.mark.parametrize(
+        "content",
+        [b"SQLite format 3\x00" + bytes(100), b"# README\n\nsome text\n", b"HJ", b"%HJOURNAL"],
+        ids=["database", "text", "frame-magic-only", "partial-header"],
+    )
+    def test_a_file_that_is_not_a_journal_is_refused_and_kept(
+        self, journal_path: Path, content: bytes
+    ) -> None:
+        journal_path.write_bytes(content)
+        with pytest.raises(JournalCorruptError, match="not a journal") as info:
+            JournalWriter(journal_path)
+        assert (info.value.offset, info.value.record_number) == (0, 1)
+        with pytest.raises(JournalCorruptError, match="not a journal"):
+            open_runtime(journal_path)
+        assert journal_path.read_bytes() == content
+
+    def test_a_new_journal_is_created_with_its_header_and_nothing_else(
+        self, journal_path: Path
+    ) -> None:
+        with JournalWriter(journal_path) as writer:
+            assert journal_path.read_bytes() == FILE_HEADER
+            assert writer.size == writer.synced_size == len(FILE_HEADER)
+            assert writer.scan.records == () and writer.scan.torn is None
+        assert sorted(p.name for p in journal_path.parent.iterdir()) == [journal_path.name]
+
+    def test_an_empty_file_becomes_a_journal(self, journal_path: Path) -> None:
+        journal_path.write_bytes(b"")
+        with JournalWriter(journal_path) as writer:
+            writer.append(RECORDS[0])
+        assert _recs(scan_bytes(journal_path.read_bytes())) == [RECORDS[0]]
+
+    def test_creation_never_replaces_a_journal_that_appeared_meanwhile(
+        self, journal_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Two writers racing to create: the loser's link fails and it opens the winner's."""
+        winner, _ = _frames(THREE)
+        real_link = os.link
+
+        def someone_else_first(src: str, dst: str) -> None:
+            Path(dst).write_bytes(winner)  # another writer created it a moment ago
+            real_link(src, dst)
+
+        monkeypatch.setattr(os, "link", someone_else_first)
+        with JournalWriter(journal_path) as writer:
+            assert [s.record for s in writer.scan.records] == THREE
+        assert journal_path.read_bytes() == winner
+        assert sorted(p.name for p in journal_path.parent.iterdir()) == [journal_path.name]
+
+    def test_a_file_system_without_hard_links_still_gets_a_whole_journal(
+        self, journal_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def no_links(src: str, dst: str) -> None:
+            raise OSError(errno.EPERM, "Operation not permitted")
+
+        monkeypatch.setattr(os, "link", no_links)
+        with JournalWriter(journal_path) as writer:
+            writer.append(RECORDS[0])
+        assert journal_path.read_bytes().startswith(FILE_HEADER)
+        assert sorted(p.name for p in journal_path.parent.iterdir()) == [journal_path.name]
