@@ -160,13 +160,27 @@ class ForkServer:
     def close(self) -> None:
         """Close the socket: the server kills what it still runs, reaps it, and exits."""
         self._sock.close()
+        if ForkServer._mine is self:
+            ForkServer._mine = None
+        if self.owner != os.getpid():
+            return  # a forked child's copy (atexit is inherited): the server is not its own
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        if ForkServer._mine is self:
-            ForkServer._mine = None
+
+
+def _forget_the_parents_server() -> None:
+    # A forked child (a pool worker) must not talk on its parent's socket, nor
+    # keep it open: the parent's server would then never see it close.
+    server = ForkServer._mine
+    if server is not None:
+        ForkServer._mine = None
+        server._sock.close()
+
+
+os.register_at_fork(after_in_child=_forget_the_parents_server)
 
 
 def preload(module: str) -> None:

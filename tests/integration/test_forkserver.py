@@ -166,3 +166,23 @@ def _no_child_of_the_server_outlives_a_test() -> Iterator[None]:
     server = ForkServer._mine
     if server is not None and server.process.poll() is None:
         assert psutil.Process(server.process.pid).children() == []
+
+
+def test_a_forked_child_does_not_keep_its_parents_server_alive() -> None:
+    """The parent's server sees its socket close even while a forked child lives on."""
+    mine = ForkServer.get(sys.executable)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child holds on until the parent is done
+        try:
+            os.close(write_fd)
+            os.read(read_fd, 1)
+        finally:
+            os._exit(0)
+    os.close(read_fd)
+    try:
+        mine.close()
+        assert mine.process.returncode == 0, "the server had to be killed: the child kept it open"
+    finally:
+        os.close(write_fd)
+        os.waitpid(pid, 0)
