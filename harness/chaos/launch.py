@@ -121,6 +121,8 @@ class ForkServer:
             or server.python != python
             or server.process.poll() is not None  # killed (a sweep, an OOM kill): start anew
         ):
+            if server is not None and server.owner == os.getpid():
+                server.close()  # another interpreter, or a dead server: let it go first
             server = cls._mine = cls(python)
             atexit.register(server.close)
         return server

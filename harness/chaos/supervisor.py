@@ -88,16 +88,15 @@ def sweep_agents(under: Path) -> int:
 
 
 def _descends_from(proc: Any, ancestor: int) -> bool:
-    """Whether ``proc`` was started under ``ancestor``, judged by its session.
+    """Whether ``proc`` (a fork server, or an agent it forked) was started under ``ancestor``.
 
-    A fork server leads a session of its own and its agents lead theirs, so
-    the process tree is the only tie; once a worker dies, its server is
-    re-parented. Its command line names the process that started it and that
-    process's parent (a pool worker's parent is the campaign's process).
+    Judged by the command line, not the process tree: a fork server leads a
+    session of its own, and once its worker dies it is re-parented. Its last
+    two arguments are the pid that started it and that process's parent (a
+    pool worker's parent is the campaign's process); its agents carry the same.
     """
-    cmdline = proc.info["cmdline"] or []
-    owners = {int(a) for a in cmdline[cmdline.index(FORK_SERVER_MODULE) + 1 :] if a.isdigit()}
-    return ancestor in owners
+    owners = (proc.info["cmdline"] or [])[-2:]
+    return str(ancestor) in owners
 
 
 @dataclass(frozen=True, slots=True)

@@ -229,13 +229,11 @@ class JournalWriter:
         self._shadow_fd: int | None = None
         if shadow is None and os.environ.get(SHADOW_ENV):
             shadow = os.environ[SHADOW_ENV]
+        if not self.path.exists():
+            _create(self.path)
         try:
-            if not self.path.exists():
-                _create(self.path)
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         except OSError as exc:
-            if isinstance(exc, JournalError):
-                raise
             raise JournalError(f"{self.path}: cannot open journal: {exc.strerror}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -395,18 +393,19 @@ def _create(path: Path) -> None:
             # journal created in the same instant, hence the check just before.
             if not path.exists():
                 os.rename(temporary, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)  # the new name survives a power cut
+        finally:
+            os.close(dir_fd)
     except OSError as exc:
-        raise JournalWriteError(
-            f"{path}: creating the journal failed ({exc.strerror}); nothing journaled"
-        ) from exc
+        message = f"{path}: creating the journal failed ({exc.strerror}); nothing journaled"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+            raise JournalWriteError(message) from exc  # the disk: the agent may retry later
+        raise JournalError(message) from exc  # the path itself: a refusal
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def read_shadow(path: Path | str) -> int | None:

@@ -553,3 +553,12 @@ class TestFileHeader:
             writer.append(RECORDS[0])
         assert journal_path.read_bytes().startswith(FILE_HEADER)
         assert sorted(p.name for p in journal_path.parent.iterdir()) == [journal_path.name]
+
+    def test_a_journal_in_a_missing_folder_is_refused_not_a_write_failure(
+        self, tmp_path: Path
+    ) -> None:
+        from harness.runtime import JournalWriteError
+
+        with pytest.raises(JournalError, match="creating the journal failed") as info:
+            JournalWriter(tmp_path / "no-such-folder" / "agent.journal")
+        assert not isinstance(info.value, JournalWriteError)
