@@ -191,13 +191,14 @@ def preload(module: str) -> None:
     Also parse the default tool table (immutable, cached): every child then
     starts with it. Nothing an incarnation writes can reach the next one.
     """
-    importlib.import_module(module if module != "harness.agent" else "harness.agent.__main__")
+    _program(module)
     from harness.runtime.classes import ToolTable
 
     ToolTable.default()
 
 
 def _program(module: str) -> Callable[[list[str]], int]:
+    """The agent program's ``main`` (``harness.agent`` keeps it in its ``__main__``)."""
     target = importlib.import_module(
         module if module != "harness.agent" else "harness.agent.__main__"
     )

@@ -74,11 +74,8 @@ class Runtime:
         records = [s.record for s in journal.scan.records]
         self.incarnation = last_incarnation(records) + 1
         self.ops: dict[str, OpHistory] = fold(records)
-        self._skipped = {
-            (r.op_id, r.state)
-            for r in records
-            if isinstance(r, DecisionRecord) and r.decision is Decision.SKIP
-        }
+        # (op, state) of every SKIP in the journal, kept current by _note.
+        self._skipped = {key for key in map(_skip_key, records) if key is not None}
         self.executor = Executor(
             journal, self.incarnation, on_record=self._note, max_attempts=max_attempts
         )
@@ -236,6 +233,16 @@ class Runtime:
 
     def _note(self, record: Record) -> None:
         apply_record(self.ops, record)
+        key = _skip_key(record)
+        if key is not None:
+            self._skipped.add(key)
+
+
+def _skip_key(record: Record) -> tuple[str, OpState] | None:
+    """``(op id, state)`` of a journaled SKIP decision, which later starts need not repeat."""
+    if isinstance(record, DecisionRecord) and record.decision is Decision.SKIP:
+        return record.op_id, record.state
+    return None
 
 
 def _outcome(finish: FinishRecord, *, executed: bool) -> CallOutcome:

@@ -253,6 +253,13 @@ class TestSettled:
         ]
         assert [r.decisions for r in _of(RecoveredRecord, journal_path)] == [2, 1, 0, 0]
 
+    def test_a_second_recovery_in_one_life_writes_no_skip_again(self, journal_path: Path) -> None:
+        """The SKIPs a start wrote count as journaled for the rest of that life too."""
+        with open_runtime(journal_path) as rt:
+            rt.recover(FakeTool(), not_started={"a": "alarm"})
+            rt.recover(FakeTool(), not_started={"a": "alarm"})
+        assert [r.op_id for r in _of(DecisionRecord, journal_path)] == ["a"]
+
 
 class TestSnapshotRules:
     @pytest.mark.parametrize(
