@@ -5,8 +5,8 @@ One harness cycle is one agent incarnation started by the real ``Supervisor``
 journal, runs exactly one new journaled call (a ``write_file``), reaches
 ``op.after_finish``, hand-shakes, and is SIGKILLed from outside and reaped.
 The trials are plans of ``CHUNK`` steps (the size of a shipped scenario), so
-each life finds a journal of a realistic length; preparing the trial folders
-is not timed.
+each life finds a journal of a realistic length; preparing the trial folders,
+and starting the fork server with the agent's modules, is not timed.
 
 The baselines do the least a crash loop can do:
 
@@ -106,6 +106,10 @@ def harness_cycles(
         )
         for directory, lives in trials
     ]
+    if launch == "fork":  # the server's start and imports, once per process: not a cycle's
+        from harness.chaos.launch import ForkServer
+
+        ForkServer.get(sys.executable).preload("harness.agent")
     results = []
     started = time.perf_counter_ns()
     for directory, supervisor, schedule in runs:

@@ -15,6 +15,9 @@ pair, a JSON object per packet:
 - ``{"op": "spawn", "module", "trial_dir", "env", "path"}`` with two file
   descriptors (SCM_RIGHTS): the hand-shake channel's write end and the stderr
   file. Reply ``{"op": "spawn", "pid": N}`` or ``{"op": "spawn", "error": "..."}``.
+- ``{"op": "preload", "module", "path"}``: import the program now, not at its
+  first spawn (a benchmark keeps that out of its timing). Reply ``{"op":
+  "preload"}`` or with an ``"error"``.
 - ``{"op": "wait", "pid": N, "block": bool}``: reply ``{"op": "wait", "pid": N,
   "status": code}`` (``null`` while it runs, with ``block`` false).
 
@@ -49,6 +52,16 @@ def serve(sock: socket.socket) -> None:
     running: set[int] = set()
     finished: dict[int, int] = {}  # reaped for a waiter that was interrupted
     preloaded: set[str] = set()
+
+    def ready(request: dict[str, Any]) -> str:
+        """The request's agent program, imported here (with the client's path) once."""
+        module: str = request["module"]
+        if module not in preloaded:
+            sys.path[:] = request["path"]
+            preload(module)
+            preloaded.add(module)
+        return module
+
     try:
         while True:
             data, fds, _, _ = socket.recv_fds(sock, MAX_PACKET, 2)
@@ -59,11 +72,7 @@ def serve(sock: socket.socket) -> None:
                 try:
                     if len(fds) != 2:
                         raise ValueError(f"spawn needs 2 file descriptors, got {len(fds)}")
-                    module = request["module"]
-                    if module not in preloaded:
-                        sys.path[:] = request["path"]
-                        preload(module)
-                        preloaded.add(module)
+                    module = ready(request)
                     channel_fd, stderr_fd = fds
                     # The channel arrived under a number of this process's own.
                     env = {**request["env"], CHANNEL_ENV: str(channel_fd)}
@@ -75,6 +84,12 @@ def serve(sock: socket.socket) -> None:
                 finally:
                     for fd in fds:
                         os.close(fd)
+            elif request["op"] == "preload":
+                try:
+                    ready(request)
+                    reply = {"op": "preload"}
+                except Exception as exc:
+                    reply = {"op": "preload", "error": f"{type(exc).__name__}: {exc}"}
             elif request["op"] == "wait":
                 pid = int(request["pid"])
                 reply = {"op": "wait", "pid": pid, "status": _wait(pid, request, running, finished)}

@@ -143,6 +143,14 @@ class ForkServer:
             raise OSError(f"fork server could not start {module}: {reply['error']}")
         return ForkedAgent(int(reply["pid"]), self)
 
+    def preload(self, module: str) -> None:
+        """Have the server import ``module`` now rather than at its first spawn."""
+        request = {"op": "preload", "module": module, "path": sys.path}
+        self._sock.send(json.dumps(request).encode())
+        reply = self._reply("preload", None)
+        if "error" in reply:
+            raise OSError(f"fork server could not import {module}: {reply['error']}")
+
     def wait(self, pid: int, *, block: bool) -> int | None:
         self._sock.send(json.dumps({"op": "wait", "pid": pid, "block": block}).encode())
         status = self._reply("wait", pid)["status"]

@@ -186,3 +186,14 @@ def test_a_forked_child_does_not_keep_its_parents_server_alive() -> None:
     finally:
         os.close(write_fd)
         os.waitpid(pid, 0)
+
+
+def test_preload_imports_in_the_server_and_reports_a_bad_module() -> None:
+    """A preload forks nothing; an unknown module is an error and the server goes on."""
+    server = ForkServer.get(sys.executable)
+    server.preload("harness.agent")
+    assert psutil.Process(server.process.pid).children() == []
+    with pytest.raises(OSError, match="no_such_agent_module"):
+        server.preload("no_such_agent_module")
+    assert server.process.poll() is None
+    server.preload("harness.agent")  # still answering
