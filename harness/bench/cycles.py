@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import select
 import signal
@@ -131,7 +130,9 @@ def harness_cycles(
 
 def collect_phases(events_file: Path, phases: dict[str, list[float]]) -> None:
     """Add the gaps between consecutive supervisor events, in ms, keyed ``a->b``."""
-    events = [json.loads(line) for line in events_file.read_text("utf-8").splitlines()]
+    from harness.check.evidence import read_jsonl
+
+    events = read_jsonl(events_file)
     for before, after in itertools.pairwise(events):
         key = f"{before['event']}->{after['event']}"
         phases.setdefault(key, []).append((after["t_ns"] - before["t_ns"]) / 1e6)

@@ -29,7 +29,14 @@ from harness.runtime.records import (
 from harness.runtime.recovery import OpHistory, fold
 from harness.world.store import EffectRow, LedgerEntry, effect_rows, read_ledger
 
-__all__ = ["LifeSeen", "TrialEvidence"]
+__all__ = ["LifeSeen", "TrialEvidence", "read_jsonl"]
+
+
+def read_jsonl(path: Path) -> tuple[dict[str, Any], ...]:
+    """The objects of a JSON-lines file the supervisor wrote (none if it is missing)."""
+    if not path.exists():
+        return ()
+    return tuple(json.loads(line) for line in path.read_text("utf-8").splitlines() if line)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +65,7 @@ class TrialEvidence:
     @cached_property
     def history(self) -> tuple[dict[str, Any], ...]:
         """Each step as the user saw it (``history.jsonl``): invoke, ok, fail, info."""
-        path = self.trial_dir / "history.jsonl"
-        if not path.exists():
-            return ()
-        return tuple(json.loads(line) for line in path.read_text("utf-8").splitlines() if line)
+        return read_jsonl(self.trial_dir / "history.jsonl")
 
     @cached_property
     def corrupted(self) -> bool:
@@ -89,10 +93,7 @@ class TrialEvidence:
     @cached_property
     def events(self) -> tuple[dict[str, Any], ...]:
         """What the supervisor saw, in order (``events.jsonl``)."""
-        path = self.trial_dir / "events.jsonl"
-        if not path.exists():
-            return ()
-        return tuple(json.loads(line) for line in path.read_text("utf-8").splitlines() if line)
+        return read_jsonl(self.trial_dir / "events.jsonl")
 
     @cached_property
     def acks(self) -> dict[str, int]:
