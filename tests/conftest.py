@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.runtime import CallContext, ToolTable
+from harness.runtime import CallContext, IdempotencyClass, ToolTable
 from harness.runtime.failpoints import FAILPOINTS_ENV, arm, disarm, parse_failpoints
 from harness.runtime.journal import scan_journal
 from harness.runtime.records import Record
@@ -24,6 +24,10 @@ from harness.runtime.runtime import Runtime
 
 Script = Mapping[str, Sequence[BaseException | None]]
 """Per op id, what attempt 1, 2, ... does: raise the exception, or succeed (None)."""
+
+# The four classes, short, for tables of cases.
+RO, IW = IdempotencyClass.READ_ONLY, IdempotencyClass.IDEMPOTENT_WRITE
+NI, UNK = IdempotencyClass.NON_IDEMPOTENT, IdempotencyClass.UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ from harness.runtime import (
     CallContext,
     Decision,
     FailpointTriggered,
-    IdempotencyClass,
     OpState,
     ToolClass,
     ToolError,
@@ -41,10 +40,7 @@ from harness.runtime.records import (
     Record,
     RecoveredRecord,
 )
-from tests.conftest import FakeTool, open_runtime
-
-RO, IW = IdempotencyClass.READ_ONLY, IdempotencyClass.IDEMPOTENT_WRITE
-NI, UNK = IdempotencyClass.NON_IDEMPOTENT, IdempotencyClass.UNKNOWN
+from tests.conftest import IW, NI, RO, UNK, FakeTool, open_runtime
 
 DEFAULT = ToolTable.default()
 UNLISTED = "unlisted_tool"

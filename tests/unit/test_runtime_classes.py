@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.runtime import IdempotencyClass, ToolClass, ToolTable, ToolTableError
-
-RO, IW = IdempotencyClass.READ_ONLY, IdempotencyClass.IDEMPOTENT_WRITE
-NI, UNK = IdempotencyClass.NON_IDEMPOTENT, IdempotencyClass.UNKNOWN
+from tests.conftest import IW, NI, RO, UNK
 
 # The seed's classification (section 1.1), written out by hand.
 SEED_TOOLS: dict[IdempotencyClass, tuple[str, ...]] = {

@@ -11,7 +11,6 @@ from harness.runtime import (
     CallContext,
     Executor,
     FailpointTriggered,
-    IdempotencyClass,
     JournalWriteError,
     JournalWriter,
     OpState,
@@ -22,10 +21,8 @@ from harness.runtime import (
     scan_journal,
 )
 from harness.runtime.records import FinishRecord, IntentRecord, Record, digest
-from tests.conftest import FakeTool, journal_records, open_runtime
+from tests.conftest import IW, NI, RO, UNK, FakeTool, journal_records, open_runtime
 
-RO, IW = IdempotencyClass.READ_ONLY, IdempotencyClass.IDEMPOTENT_WRITE
-NI, UNK = IdempotencyClass.NON_IDEMPOTENT, IdempotencyClass.UNKNOWN
 ARGS = {"path": "/notes.txt", "content": "hello"}
 
 RETRY_SAFE = [ToolClass(RO), ToolClass(IW), ToolClass(NI, True), ToolClass(UNK, True)]

@@ -18,12 +18,11 @@ from harness.runtime import (
     decide,
     decide_for_operation,
 )
+from tests.conftest import IW, NI, RO, UNK
 
 SKIP, RETRY, VERIFY = Decision.SKIP, Decision.RETRY, Decision.VERIFY
 SUCCEEDED, FAILED = OpState.SUCCEEDED, OpState.FAILED
 NOT_STARTED, RUNNING = OpState.NOT_STARTED, OpState.RUNNING
-RO, IW = IdempotencyClass.READ_ONLY, IdempotencyClass.IDEMPOTENT_WRITE
-NI, UNK = IdempotencyClass.NON_IDEMPOTENT, IdempotencyClass.UNKNOWN
 
 # The seed's table, written out by hand: (journal state, class snapshot, ask_user) -> decision.
 SEED_TABLE: dict[tuple[OpState, IdempotencyClass, bool], Decision] = {

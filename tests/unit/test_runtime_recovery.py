@@ -13,7 +13,6 @@ from harness.runtime import (
     CallContext,
     Decision,
     FailpointTriggered,
-    IdempotencyClass,
     OpState,
     RecoveryDecision,
     ToolClass,
@@ -33,10 +32,8 @@ from harness.runtime.records import (
     ResolvedRecord,
     TailDroppedRecord,
 )
-from tests.conftest import FakeTool, journal_records, open_runtime
+from tests.conftest import IW, NI, RO, UNK, FakeTool, journal_records, open_runtime
 
-RO, IW = IdempotencyClass.READ_ONLY, IdempotencyClass.IDEMPOTENT_WRITE
-NI, UNK = IdempotencyClass.NON_IDEMPOTENT, IdempotencyClass.UNKNOWN
 CRASH_POINTS = ["op.after_intent", "op.after_effect"]
 
 
