@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -161,6 +161,28 @@ class TestDiskFull:
         assert result.status == "pass", result.verdicts
 
 
+# The agent program, with the failpoints' sleep replaced by a hold the test controls:
+# where an armed sleep would pause, it says "holding" on stdout and waits for a line
+# on stdin. Armed at op.before_intent@1, it holds its journal open (and locked) at
+# its first op until the test lets it go on.
+HELD_AGENT = """
+import sys, time
+import harness.runtime.failpoints as failpoints
+from harness.agent.__main__ import main
+
+class HeldClock:
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+    def sleep(self, seconds):
+        print("holding", flush=True)
+        sys.stdin.readline()
+
+failpoints.time = HeldClock()
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
 class TestSecondAgent:
     def test_second_agent_on_one_journal_is_refused(
         self, mini_golden: Golden, tmp_path: Path
@@ -170,29 +192,34 @@ class TestSecondAgent:
         trial.mkdir()
         shutil.copyfile(mini_golden.directory / "plan.json", trial / "plan.json")
         env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-        first = subprocess.Popen(
-            [sys.executable, "-I", "-m", "harness.agent", str(trial)],
-            env={**env, "HARNESS_FAILPOINTS": "op.before_intent@1=sleep(3000)"},
-        )
-        try:
-            deadline = time.monotonic() + 20
-            while not (trial / "journal").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)  # the first has opened the journal; it sleeps at its first op
-            second = subprocess.run(
-                [sys.executable, "-I", "-m", "harness.agent", str(trial)],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
-            assert second.returncode == 2
-            assert "held by another live process" in second.stderr
-            assert first.poll() is None, "the first agent was disturbed"
-            assert first.wait(timeout=30) == 0
-            assert len(read_ledger(trial / "world.db")) >= len(
-                json.loads((trial / "plan.json").read_text())["steps"]
-            )
-        finally:
-            if first.poll() is None:
-                first.kill()
-            first.wait()
+        with subprocess.Popen(
+            [sys.executable, "-I", "-c", HELD_AGENT, str(trial)],
+            env={**env, "HARNESS_FAILPOINTS": "op.before_intent@1=sleep(1)"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as first:
+            assert first.stdout is not None
+            try:
+                # The hand-shake: the first has opened the journal and holds at its first op.
+                ready, _, _ = select.select([first.stdout], [], [], 30)
+                assert ready, "the first agent never reached its first op"
+                assert first.stdout.readline() == "holding\n", first.poll()
+                second = subprocess.run(
+                    [sys.executable, "-I", "-m", "harness.agent", str(trial)],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
+                assert second.returncode == 2
+                assert "held by another live process" in second.stderr
+                assert first.poll() is None, "the first agent was disturbed"
+                first.communicate("go on\n", timeout=30)  # let go only after the refusal
+                assert first.returncode == 0
+                assert len(read_ledger(trial / "world.db")) >= len(
+                    json.loads((trial / "plan.json").read_text())["steps"]
+                )
+            finally:
+                if first.poll() is None:
+                    first.kill()

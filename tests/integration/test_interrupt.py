@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from xml.etree import ElementTree as ET
 
 import psutil
 
@@ -61,9 +62,37 @@ def _survivors(reports: Path, harness: int) -> list[psutil.Process]:
     return found
 
 
+def _checked_trials(reports: Path) -> set[str]:
+    """The run's trials whose folder holds their verdicts: each has been run and checked."""
+    return {path.parent.name for path in reports.glob("*/trials/*/verdicts.json")}
+
+
+def _await_a_checked_trial(reports: Path, harness: subprocess.Popen[bytes]) -> None:
+    """Return once a trial of the run has been checked: the campaign is under way."""
+    deadline = time.monotonic() + 120
+    while not _checked_trials(reports):
+        assert harness.poll() is None, "the harness ended before any trial was checked"
+        assert time.monotonic() < deadline, "no trial of the run was checked within 120 s"
+        time.sleep(0.01)  # the poll's pace only: the wait ends on the file appearing
+
+
+def _assert_reports_its_trials(run: Path, summary: dict[str, object]) -> None:
+    """The report lists exactly the trials the run kept, and every one was checked."""
+    trials = list((run / "trials").glob("*"))
+    assert all((t / "verdicts.json").exists() for t in trials)
+    assert summary["trials"] == len(trials)
+    listed = {
+        case.get("name")
+        for suite in ET.parse(run / "junit.xml").iter("testsuite")
+        if suite.get("name") == "chaos campaign"
+        for case in suite.iter("testcase")
+    }
+    assert listed == {t.name for t in trials}, "junit.xml must list the trials kept"
+
+
 class TestInterrupt:
     def test_sigint_at_random_moments_leaves_nothing(self, tmp_path: Path) -> None:
-        """Ctrl-C at 20 random moments of a small campaign kills everything and keeps a report."""
+        """Ctrl-C at 20 random moments kills everything; once a trial is checked, a report stays."""
         rng = random.Random(20261203)
         tmpdir = tmp_path / "tmp"
         tmpdir.mkdir()
@@ -72,7 +101,8 @@ class TestInterrupt:
             delay = rng.uniform(0.2, 4.0)
             harness = _start(reports, seed=moment, tmpdir=tmpdir)
             try:
-                time.sleep(delay)
+                time.sleep(delay)  # the random moment itself: what is tested, not a wait
+                checked = _checked_trials(reports)  # seen before the signal was sent
                 os.killpg(harness.pid, signal.SIGINT)
                 _, stderr = harness.communicate(timeout=60)
             finally:
@@ -80,24 +110,34 @@ class TestInterrupt:
                     os.killpg(harness.pid, signal.SIGKILL)
                     harness.wait()
             assert harness.returncode in (130, 0), (delay, stderr.decode()[-2000:])
-            time.sleep(0.1)  # let the kernel finish reaping what was just killed
+            # No grace period: the harness SIGKILLs and waits for every process of its
+            # run before it exits (and a zombie, which has no command line, is not found).
             survivors = _survivors(reports, harness.pid)
             assert survivors == [], f"survivors after SIGINT at {delay:.2f}s: {survivors}"
             runs = list(reports.glob("*/summary.json"))
+            if checked or harness.returncode == 0:
+                # A trial was checked before the signal: the campaign was under way, so an
+                # interrupt must still leave a report (a finished run leaves one anyway).
+                assert len(runs) == 1, (
+                    f"no report after SIGINT at {delay:.2f}s, with {len(checked)} trials "
+                    f"checked before it: {stderr.decode()[-2000:]}"
+                )
             if harness.returncode == 130 and runs:
                 summary = json.loads(runs[0].read_text())
                 assert summary["interrupted"] is True and summary["passed"] is False
-                trials = list((runs[0].parent / "trials").glob("*"))
-                assert all((t / "verdicts.json").exists() for t in trials)
-                assert summary["trials"] == len(trials)
+                _assert_reports_its_trials(runs[0].parent, summary)
+            elif runs:
+                summary = json.loads(runs[0].read_text())
+                assert summary["interrupted"] is False, f"finished before SIGINT at {delay:.2f}s"
+                _assert_reports_its_trials(runs[0].parent, summary)
         stray = sorted(os.listdir(tmpdir))
         assert stray == [], f"temporary entries left behind: {stray}"
 
     def test_sigterm_exits_143_and_marks_the_run(self, tmp_path: Path) -> None:
-        """SIGTERM to the harness alone stops every worker and agent and exits 143."""
+        """SIGTERM to the harness alone in mid-campaign stops everything, exits 143, and reports."""
         harness = _start(tmp_path, seed=99)
         try:
-            time.sleep(2.0)
+            _await_a_checked_trial(tmp_path, harness)  # SIGTERM in mid-campaign
             harness.send_signal(signal.SIGTERM)
             harness.communicate(timeout=60)
         finally:
@@ -105,7 +145,8 @@ class TestInterrupt:
                 os.killpg(harness.pid, signal.SIGKILL)
                 harness.wait()
         assert harness.returncode == 143
-        time.sleep(0.1)
-        assert _survivors(tmp_path, harness.pid) == []
-        summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+        assert _survivors(tmp_path, harness.pid) == []  # no grace period, as above
+        run = next(tmp_path.glob("*/summary.json"))
+        summary = json.loads(run.read_text())
         assert summary["interrupted"] is True
+        _assert_reports_its_trials(run.parent, summary)

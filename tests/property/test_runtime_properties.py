@@ -9,13 +9,13 @@ per op id: that count, not the journal, is the ground truth of what ran.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -70,12 +70,20 @@ FLIPPED = ToolTable(
 Behaviour = str  # "ok" | "transient" | "permanent" | "crash"
 
 
+class ToolCrash(Exception):
+    """The fake tool's "crash": an exception no tool declares, so it escapes the runtime.
+
+    Its own class, so that the test lets through only the crash it injected, never
+    another exception the runtime might raise.
+    """
+
+
 def _failure(behaviour: Behaviour) -> BaseException | None:
     return {
         "ok": None,
         "transient": TransientToolError("busy"),
         "permanent": ToolError("refused"),
-        "crash": RuntimeError("the tool blew up"),  # leaves the op RUNNING
+        "crash": ToolCrash("the tool blew up"),  # leaves the op RUNNING
     }[behaviour]
 
 
@@ -101,6 +109,11 @@ calls_strategy = st.lists(
 
 
 MAX_ATTEMPTS = 3  # the runtime's default
+
+
+def crashes_at_first_attempt(call: Call) -> bool:
+    """Only a first attempt may crash: the tool raises ToolCrash, and the call with it."""
+    return call.behaviours[0] == "crash"
 
 
 def executions_in_first_life(call: Call) -> int:
@@ -169,7 +182,10 @@ class TestRecoveryAfterAnyCut:
             # The first life: run every call.
             with open_runtime(path, table=CALL_TABLE) as rt:
                 for op_id, call in ops.items():
-                    with contextlib.suppress(RuntimeError):  # the "crash" behaviour
+                    if crashes_at_first_attempt(call):  # the "crash" behaviour escapes
+                        with pytest.raises(ToolCrash):
+                            rt.call(op_id, call.tool, {"op": op_id}, tool)
+                    else:
                         rt.call(op_id, call.tool, {"op": op_id}, tool)
             ran_before = tool.counts()
             for op_id, call in ops.items():
@@ -272,10 +288,13 @@ class TestRecoveryAfterAnyCut:
                 tool.on_call = None
                 ran_after = tool.counts()
                 for op_id, call in ops.items():
-                    with contextlib.suppress(RuntimeError):
-                        outcome = rt.call(op_id, call.tool, {"op": op_id}, tool)
-                        # The normal flow runs only what never started.
-                        assert outcome.executed == (op_id not in states)
+                    # The normal flow runs only what never started, from its first attempt.
+                    if op_id not in states and crashes_at_first_attempt(call):
+                        with pytest.raises(ToolCrash):
+                            rt.call(op_id, call.tool, {"op": op_id}, tool)
+                        continue
+                    outcome = rt.call(op_id, call.tool, {"op": op_id}, tool)
+                    assert outcome.executed == (op_id not in states)
                 for op_id in states:
                     assert tool.count(op_id) == ran_after[op_id]
 

@@ -8,7 +8,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 
 import pytest
@@ -34,6 +33,24 @@ for hit in (1, 2, 3):
     print("before", hit, flush=True)
     failpoint("op.after_effect")
 print("done", flush=True)
+"""
+
+# The victim, with the failpoints' clock watched: every sleep the failpoint module
+# takes is first reported as "waiting" on the file descriptor argv[1], so a test sees
+# the victim waiting in the kill hand-shake instead of guessing how long to give it.
+WATCHED_CLOCK = """
+import os, sys, time
+import harness.runtime.failpoints as failpoints
+
+class WatchedClock:
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+    def sleep(self, seconds):
+        os.write(int(sys.argv[1]), b"waiting\\n")
+        time.sleep(seconds)
+
+failpoints.time = WatchedClock()
 """
 
 
@@ -208,12 +225,19 @@ class TestInProcessActions:
         failpoint("op.mid_effect")  # not armed: not counted
         assert hit_counts() == {"op.after_intent": 3, "op.after_effect": 1}
 
-    def test_sleep_waits(self, armed: Callable[[str], None]) -> None:
-        """sleep(N) pauses for at least N milliseconds, then goes on."""
+    def test_sleep_waits(
+        self, armed: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """sleep(N) asks the clock for a sleep of N milliseconds at the point, then goes on."""
+        happened: list[object] = []
+        # The seam: the sleep the failpoint module calls, recorded instead of slept.
+        monkeypatch.setattr(
+            "harness.runtime.failpoints.time.sleep", lambda s: happened.append(("sleep", s))
+        )
         armed("op.mid_effect=sleep(120)")
-        start = time.monotonic()
         failpoint("op.mid_effect")
-        assert time.monotonic() - start >= 0.12
+        happened.append("went on")
+        assert happened == [("sleep", 0.12), "went on"]
 
 
 class TestProcessActions:
@@ -262,23 +286,33 @@ class TestProcessActions:
     def test_kill_handshake(self, victim: str, line: bytes) -> None:
         """With a channel, kill reports 'reached <name> <hit> [op]' and waits for SIGKILL."""
         read_fd, write_fd = os.pipe()
+        watch_fd, watched_fd = os.pipe()
         env = subprocess_env(
             **{FAILPOINTS_ENV: "op.after_effect@2=kill", CHANNEL_ENV: str(write_fd)}
         )
         proc = subprocess.Popen(
-            [sys.executable, "-c", victim],
+            [sys.executable, "-c", WATCHED_CLOCK + victim, str(watched_fd)],
             env=env,
-            pass_fds=(write_fd,),
+            pass_fds=(write_fd, watched_fd),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         try:
             os.close(write_fd)
+            os.close(watched_fd)
             ready, _, _ = select.select([read_fd], [], [], 30)
             assert ready, "the victim never reported reaching its failpoint"
             message = os.read(read_fd, 4096)
             assert message == line
-            time.sleep(0.2)
+            # The victim has told where it stands; it must now wait, round after
+            # round, rather than go on or exit: its clock shows it doing so.
+            waited = b""
+            while waited.count(b"waiting\n") < 3:
+                ready, _, _ = select.select([watch_fd], [], [], 30)
+                assert ready, f"the victim did not wait after reporting (it slept: {waited!r})"
+                chunk = os.read(watch_fd, 4096)
+                assert chunk, f"the victim ended instead of waiting (it slept: {waited!r})"
+                waited += chunk
             assert proc.poll() is None, "the victim must wait for the SIGKILL, not exit"
             os.kill(proc.pid, signal.SIGKILL)
             stdout, _ = proc.communicate(timeout=30)
@@ -289,3 +323,4 @@ class TestProcessActions:
                 proc.kill()
             proc.communicate(timeout=30)
             os.close(read_fd)
+            os.close(watch_fd)
