@@ -17,9 +17,11 @@ Within ``--minutes`` (``AUDIT_MINUTES``, default 20), in this order:
 The run folder gets ``summary.json`` (with an ``audit`` section: budget, elapsed
 time, batches, whether the budget cut the campaign, the Hypothesis outcome),
 ``junit.xml`` (the campaign's trials and the Hypothesis suites),
-``hypothesis-junit.xml`` (pytest's own) and ``index.html``. Exit 0 only if no
-trial failed and Hypothesis found no failure; 1 otherwise; 2 on bad input
-(nothing runs); 130/143 when interrupted (the report keeps what completed).
+``hypothesis-junit.xml`` (pytest's own) and ``index.html``. Exit status
+(``harness.exits.exit_status``): 0 only if every trial held and Hypothesis
+found no failure; 1 when a trial failed or Hypothesis did; 3 when none failed
+but some trial could not be judged; 2 on bad input (nothing runs); 130/143
+when interrupted (the report keeps what completed).
 
 ``--shard K/N`` (``harness.chaos.campaign.Shard``): exhaustive trials by a hash
 of their id, random batches by number (batch ``b`` to shard ``b % N + 1``), so
@@ -48,6 +50,7 @@ from xml.etree import ElementTree as ET
 
 from harness.chaos.campaign import CampaignConfig, Shard, run_trials
 from harness.chaos.trial import TrialResult, TrialSpec
+from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 from harness.runtime.errors import HarnessError
 
 __all__ = [
@@ -73,7 +76,8 @@ INTERRUPT_EVERY_S = 10.0
 runs, up to ``INTERRUPTS``; then it is killed. More than one, because CPython loses a
 KeyboardInterrupt raised inside a finaliser (``__del__``, a generator's close), which
 Hypothesis's churn of objects makes likely."""
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
+MAX_SHOWN = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,15 +162,21 @@ def run_audit(config: AuditConfig) -> int:
         campaign_s = time.monotonic() - started
         _write_reports(campaign, progress.results)
         failed = [r for r in progress.results if r.status == "fail"]
+        unjudged = [r for r in progress.results if r.status == "unknown"]
         _say(
             f"audit: campaign {len(progress.results)} trials ({progress.batches} random batches), "
-            f"{len(failed)} failed, {'cut by the budget' if progress.cut else 'complete'} "
-            f"after {campaign_s:.0f} s"
+            f"{len(failed)} failed, {len(unjudged)} could not be judged, "
+            f"{'cut by the budget' if progress.cut else 'complete'} after {campaign_s:.0f} s"
         )
-        for result in failed[:10]:
+        for result in failed[:MAX_SHOWN]:
             _say(
                 f"  FAIL {result.spec.trial_id} {' '.join(result.failed_invariants)}; replay: "
                 f"{result.spec.replay_command()}"
+            )
+        for result in unjudged[:MAX_SHOWN]:
+            _say(
+                f"  COULD NOT JUDGE {result.spec.trial_id} "
+                f"{' '.join(result.unknown_invariants)}; replay: {result.spec.replay_command()}"
             )
         hypothesis = _run_hypothesis(config, tests, started + budget_s)
     except BaseException:
@@ -176,7 +186,7 @@ def run_audit(config: AuditConfig) -> int:
         raise
     elapsed = time.monotonic() - started
     junit = campaign.run_dir / HYPOTHESIS_JUNIT
-    passed = amend_run_report(
+    amend_run_report(
         campaign.run_dir,
         progress.results,
         section={
@@ -192,12 +202,15 @@ def run_audit(config: AuditConfig) -> int:
         passed=hypothesis.passed,
         junit_suites=[(junit, "hypothesis: ")] if junit.exists() else [],
     )
+    status = exit_status(
+        [*(r.status for r in progress.results), *([] if hypothesis.passed else ["fail"])]
+    )
     _say(
-        f"audit: {'PASS' if passed else 'FAIL'} in {elapsed:.0f} s of {budget_s:.0f} s; "
+        f"audit: {HEADLINES[status]} in {elapsed:.0f} s of {budget_s:.0f} s; "
         f"hypothesis {_describe(hypothesis)}; JUnit XML {campaign.run_dir / 'junit.xml'}; "
         f"report {campaign.run_dir / 'index.html'}"
     )
-    return EXIT_OK if passed else EXIT_FAILED
+    return status
 
 
 def _write_reports(

@@ -10,8 +10,9 @@
 - ``audit``: a campaign for a time budget, then Hypothesis (``harness.audit``).
 - ``merge``: one report from the run folders of shards (``harness.report.merge``).
 
-Exit status: 0 all held, 1 an invariant failed or the self-check missed, 2
-bad input (nothing was run), 130/143 interrupted.
+Exit status (``harness.exits``): 0 all held, 1 an invariant failed or the
+self-check missed, 2 bad input (nothing was run), 3 could not judge (some
+verdict unknown, none failed), 130/143 interrupted.
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ from types import FrameType
 
 from harness.chaos.campaign import CampaignConfig, Shard
 from harness.chaos.schedule import CrashSchedule
+from harness.exits import EXIT_BAD_INPUT, exit_status
 from harness.runtime.errors import HarnessError
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,6 +82,15 @@ def _parser() -> argparse.ArgumentParser:
         dest="failpoints",
         default=[],
         help="keep exhaustive trials of this failpoint only (repeatable)",
+    )
+    compare.add_argument(
+        "--expect-fail",
+        action="append",
+        dest="expect_fail",
+        default=[],
+        metavar="NAME",
+        help="a compared runtime that must fail at least one trial (repeatable); "
+        "every other must hold",
     )
     compare.add_argument("--seed", type=int, default=None)
     compare.add_argument("--random", type=int, default=0, dest="random_trials")
@@ -154,10 +163,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             runtimes = args.runtimes or ["real", "dbos"]
             for name in runtimes:
                 _check_runtime(name)
+            for name in args.expect_fail:
+                if name not in runtimes:
+                    raise HarnessError(
+                        f"--expect-fail {name}: not a compared runtime "
+                        f"(compared: {', '.join(runtimes)})"
+                    )
             args.runtime = runtimes[0]
             config = _chaos_config(args)
             try:
-                return run_compare(config, runtimes, tuple(args.failpoints))
+                return run_compare(
+                    config, runtimes, tuple(args.failpoints), tuple(args.expect_fail)
+                )
             finally:
                 sweep_agents(config.run_dir)
         if args.command == "trial":
@@ -244,7 +261,7 @@ def _trial(
         tables=write_table_variants(run_dir / "tables"),
     )
     print_trial(result)
-    return EXIT_FAILED if result.status == "fail" else EXIT_OK
+    return exit_status([result.status])
 
 
 def _replay(trial_dir: Path, reports: str) -> int:

@@ -24,9 +24,10 @@ harness chaos`` would run on the scenario, chosen deterministically from the
 seed (every failpoint family is sampled before any is sampled twice; a fifth
 are random-time kills); every trial runs in real processes in the test's
 ``tmp_path``, and every process the fixture started is reaped when the test
-ends. ``assert_survives`` fails with each failed invariant and the one
-command that replays each failing trial. Nothing here decides a verdict: the
-checkers do.
+ends. ``assert_survives`` fails on every trial that did not pass, a trial
+with an invariant that could not be judged (``unknown``) included, with each
+invariant that failed or could not be judged and the one command that replays
+the trial. Nothing here decides a verdict: the checkers do.
 """
 
 from __future__ import annotations
@@ -288,28 +289,40 @@ def _round_robin(queues: list[Iterator[TrialSpec]]) -> Iterator[TrialSpec]:
 
 
 def assert_survives(results: Iterable[TrialResult]) -> None:
-    """Raise AssertionError unless every trial kept every invariant.
+    """Raise AssertionError unless every trial passed (every verdict pass or not-judged).
 
-    The message lists, for each failing trial, its failed invariants with their
-    first evidence, its folder and the one command that replays it. An empty
+    A trial that could not be judged (some verdict ``unknown``, none failed)
+    fails too: it proves nothing. The message lists, for each trial that did
+    not pass, each invariant that failed or could not be judged with its first
+    evidence line, its folder and the one command that replays it. An empty
     list fails too: no trial proves nothing.
     """
     __tracebackhide__ = True  # pytest shows the user's test, not this frame
     ran = list(results)
     if not ran:
         raise AssertionError("no trial ran: an empty campaign proves nothing")
-    failed = [r for r in ran if r.status == "fail"]
-    if not failed:
+    bad = [r for r in ran if r.status != "pass"]
+    if not bad:
         return
-    lines = [f"{len(failed)} of {len(ran)} trials broke an invariant:"]
-    for result in failed[:MAX_FAILURES_SHOWN]:
+    failed = sum(r.status == "fail" for r in bad)
+    lines = [
+        f"{len(bad)} of {len(ran)} trials did not hold: {failed} broke an invariant, "
+        f"{len(bad) - failed} could not be judged:"
+    ]
+    for result in bad[:MAX_FAILURES_SHOWN]:
         lines.append(f"- {result.spec.trial_id} ({result.spec.schedule.describe()})")
         for verdict in result.verdicts:
-            if verdict.status == "fail":
-                first = verdict.evidence[0] if verdict.evidence else ""
-                lines.append(f"    {verdict.invariant} {verdict.title}: {first}")
+            if verdict.status in _NOT_HELD:
+                first = verdict.evidence[0] if verdict.evidence else "(no evidence)"
+                lines.append(
+                    f"    {verdict.invariant} {verdict.title} {_NOT_HELD[verdict.status]}: {first}"
+                )
         lines.append(f"    folder: {result.directory}")
         lines.append(f"    replay: {result.spec.replay_command()}")
-    if len(failed) > MAX_FAILURES_SHOWN:
-        lines.append(f"... and {len(failed) - MAX_FAILURES_SHOWN} more")
+    if len(bad) > MAX_FAILURES_SHOWN:
+        lines.append(f"... and {len(bad) - MAX_FAILURES_SHOWN} more")
     raise AssertionError("\n".join(lines))
+
+
+_NOT_HELD = {"fail": "FAILED", "unknown": "COULD NOT BE JUDGED"}
+"""The verdicts ``assert_survives`` lists, and how it names them."""

@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, reject, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
@@ -432,17 +432,21 @@ def scenarios(
 # --- crash schedules ---------------------------------------------------------------------
 
 
-def _failpoint_kills(hits: Mapping[str, int] | None) -> st.SearchStrategy[Life]:
+def _failpoint_kills(
+    hits: Mapping[str, int] | None, *, end_then_cut: bool = False
+) -> st.SearchStrategy[Life]:
     # One choice among every (point, hit), earlier hits first: each kind of
     # kill is a single draw, so shrinking ranks them by the order of one_of
-    # (a choice sequence's length would otherwise rank them first).
+    # (a choice sequence's length would otherwise rank them first). With
+    # ``end_then_cut`` the last choice is no kill: the life runs to its end
+    # (a power cut may follow it), the last thing shrinking turns to.
     bounds = {point: _DEFAULT_HITS if hits is None else hits.get(point, 0) for point in KILL_POINTS}
     kills = tuple(
         Life(f"{point}@{hit}=kill")
         for hit in range(1, max(bounds.values(), default=0) + 1)
         for point in KILL_POINTS
         if hit <= bounds[point]
-    )
+    ) + ((Life(),) if end_then_cut else ())
     return st.sampled_from(kills) if kills else st.nothing()
 
 
@@ -472,25 +476,34 @@ def crash_schedules(
     max_lives: int = 3,
     random_time: bool = True,
 ) -> st.SearchStrategy[CrashSchedule]:
-    """Schedules of 1 to ``max_lives`` killed lives, each possibly followed by a power loss.
+    """Schedules of 1 to ``max_lives`` lives, each killed, or cut by a power loss, or both.
 
     A life is killed at a failpoint hit (``<point>@<hit>=kill``, the hit at
     most ``hits[point]``, the counts of a golden run, when given), inside
     recovery (``recovery.*@1=kill``: after an earlier kill, a kill while
     recovering from it), or ``kill_after_ms`` after it is ready (within
     ``working_ms``, a golden run's working time, when given; never when
-    ``random_time`` is false, for schedules that must replay exactly).
+    ``random_time`` is false, for schedules that must replay exactly). Or a
+    life runs to its end and the power is cut after it (then the agent starts
+    again, as after a reboot).
     """
     if max_lives < 1:
         raise InvalidArgument(f"max_lives={max_lives}: a crash schedule has at least one life")
-    kills = [_failpoint_kills(hits), _recovery_kills()]
+    first_kills = [_failpoint_kills(hits, end_then_cut=True)]
     if random_time:
-        kills.append(_timed_kills(_DEFAULT_WORKING_MS if working_ms is None else working_ms))
-    lives = st.builds(
-        lambda life, fault: replace(life, after_death=fault), st.one_of(kills), _power_losses()
-    )
-    return st.lists(lives, min_size=1, max_size=max_lives).map(
-        lambda drawn: CrashSchedule(tuple(drawn))
+        first_kills.append(_timed_kills(_DEFAULT_WORKING_MS if working_ms is None else working_ms))
+
+    def lives(kills: list[st.SearchStrategy[Life]]) -> st.SearchStrategy[Life]:
+        return st.builds(
+            lambda life, fault: replace(life, after_death=fault), st.one_of(kills), _power_losses()
+        ).filter(lambda life: life != Life())  # a life with no fault at all ends the trial
+
+    # The first life has nothing to recover from: a kill inside recovery could
+    # never land there.
+    first = lives(first_kills)
+    later = lives([*first_kills[:1], _recovery_kills(), *first_kills[1:]])
+    return st.tuples(first, st.lists(later, max_size=max_lives - 1)).map(
+        lambda drawn: CrashSchedule((drawn[0], *drawn[1]))
     )
 
 
@@ -590,6 +603,7 @@ def run_case(
     root: Path,
     supervisor: Supervisor | None = None,
     keep_passes: bool = False,
+    reject_unlanded: bool = True,
 ) -> TrialResult:
     """Run one trial of ``scenario`` under ``schedule`` in real agent processes.
 
@@ -599,6 +613,12 @@ def run_case(
     returns its verdicts. A trial that did not pass keeps its folder (named by
     scenario, seed, runtime and schedule); one that passed keeps it only with
     ``keep_passes``. Every process started is reaped before it returns.
+
+    A drawn schedule whose faults did not all land (a kill inside recovery
+    that the restart never reached, say) did not test what was drawn: with
+    ``reject_unlanded`` (the default, for use inside a Hypothesis test) the
+    example is rejected (``hypothesis.reject``) rather than judged; outside
+    one, pass False and read the ``F`` verdict.
     """
     supervisor = supervisor or Supervisor()
     golden = prepare_case(scenario, seed=seed, root=root, supervisor=supervisor)
@@ -610,9 +630,15 @@ def run_case(
     label = hashlib.sha256(schedule.to_json().encode()).hexdigest()[:8]
     directory = path.parent / "trials" / f"{spec.trial_id}-{label}"
     result = run_trial(spec, directory, golden.directory, supervisor, tables=tables)
-    if result.status == "pass" and not keep_passes:
+    if (result.status == "pass" and not keep_passes) or (reject_unlanded and _unlanded(result)):
         shutil.rmtree(directory)
+    if reject_unlanded and _unlanded(result):
+        reject()
     return result
+
+
+def _unlanded(result: TrialResult) -> bool:
+    return any(v.invariant == "F" and v.status == "unknown" for v in result.verdicts)
 
 
 def replay_line(result: TrialResult) -> str:

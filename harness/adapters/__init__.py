@@ -16,14 +16,22 @@ as ``python -I -m <module> TRIAL_DIR``). Its contract, for one incarnation:
    TRIAL_DIR/"world.db"))(tool, args, CallContext(op_id, tool, attempt,
    incarnation))`` with the plan's op ids, so that every execution is ledgered.
 5. Tell the supervisor about each plan step: ``invoke <op>`` then ``ack <op>``
-   (it succeeded), ``fail <op>`` or ``info <op>`` (outcome unknown).
+   (it succeeded), ``fail <op>`` or ``info <op>`` (outcome unknown); and
+   ``hint <op>`` when its model reads a VERIFY hint.
 6. After a restart, recover from its own durable state in ``TRIAL_DIR``, and
-   exit 0 once every step is done.
+   exit 0 once every step is done, calling ``failpoint("agent.before_exit")``
+   just before: a random-time kill whose moment came after the life's work
+   lands there (a life that exits first leaves its kill unlanded, and the
+   trial ``unknown``).
 
 Nothing else passes between incarnations: only the files in ``TRIAL_DIR``.
 Adapters that keep the project's journal (``journal=True``) are held to every
 invariant; the others to those the ledger, the supervisor's history and the
-world can judge (I1 by what the user was told, I2 by the ledger, I7, I8).
+world can judge (I1 by what the user was told, I2 by the ledger, I7, I8), and
+the journal invariants are ``not-judged`` for them: a trial holds when every
+verdict is ``pass`` or ``not-judged``. Faults that act on the journal (power
+loss, corruption, a full disk, a changed tool table) and the runtime's own
+failpoints are not scheduled for them (``Adapter.failpoints``).
 
 Registered adapters: ``real`` (this project's runtime), each broken runtime of
 ``harness.agent.broken`` (the real runtime with one mistake), ``dbos`` (DBOS
@@ -38,7 +46,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["ADAPTERS", "Adapter", "UnknownAdapterError", "get_adapter"]
+__all__ = [
+    "ADAPTERS",
+    "JOURNAL_POINTS",
+    "OP_POINTS",
+    "Adapter",
+    "UnknownAdapterError",
+    "get_adapter",
+]
+
+
+OP_POINTS = frozenset(
+    {
+        "op.before_intent",
+        "op.after_intent",
+        "op.mid_effect",
+        "op.after_effect",
+        "op.after_finish",
+        "agent.before_exit",
+    }
+)
+"""The failpoints every adapter offers: around each tool call, and its last point."""
+JOURNAL_POINTS = frozenset(
+    {
+        "recovery.after_decision",
+        "recovery.before_retry",
+        "recovery.after_hint",
+        "journal.append",
+        "journal.before_fsync",
+    }
+)
+"""The failpoints of this project's runtime: its recovery and its journal's appends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +88,17 @@ class Adapter:
     """Whether it keeps this project's write-ahead journal in ``TRIAL_DIR/journal``."""
     description: str
     env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def failpoints(self) -> frozenset[str]:
+        """The failpoints its agent program hits: a schedule that names another is not run."""
+        return OP_POINTS | JOURNAL_POINTS if self.journal else OP_POINTS
+
+    @property
+    def evidence(self) -> frozenset[str]:
+        """What it leaves to judge: the ledger, the history and the world, and our journal."""
+        kept = {"ledger", "history", "world"}
+        return frozenset(kept | {"journal"} if self.journal else kept)
 
 
 class UnknownAdapterError(ValueError):

@@ -222,6 +222,7 @@ def main(argv: list[str]) -> int:
         return EXIT_ERROR
     finally:
         DBOS.destroy()
+    failpoint("agent.before_exit")  # done: a random-time kill still pending lands here
     report_hit_counts()
     return EXIT_DONE
 

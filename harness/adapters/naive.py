@@ -37,6 +37,7 @@ def main(argv: list[str]) -> int:
             failpoint("op.after_effect", step.op_id)
             failpoint("op.after_finish", step.op_id)
             tell_supervisor(f"{outcome} {step.op_id}")
+    failpoint("agent.before_exit")  # done: a random-time kill still pending lands here
     return 0
 
 

@@ -31,7 +31,12 @@ from harness.agent.broken import RUNTIMES
 from harness.agent.model import ScriptedModel
 from harness.agent.plan import load_plan
 from harness.runtime import HarnessError, JournalWriteError, ToolTable
-from harness.runtime.failpoints import report_hit_counts, tell_supervisor
+from harness.runtime.failpoints import (
+    EXIT_HOLD_POINT,
+    failpoint,
+    report_hit_counts,
+    tell_supervisor,
+)
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 
@@ -76,6 +81,7 @@ def main(argv: list[str]) -> int:
         return EXIT_WRITE_FAILED
     finally:
         runtime.close()
+    failpoint(EXIT_HOLD_POINT)  # the work is done: a pending random-time kill lands here
     report_hit_counts()
     return EXIT_DONE
 

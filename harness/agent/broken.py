@@ -24,8 +24,10 @@ from harness.runtime import (
     VerifyHint,
     decide_for_operation,
 )
-from harness.runtime.classes import ToolClass
+from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.failpoints import failpoint
+from harness.runtime.journal import JournalWriter
+from harness.runtime.matrix import verify_hint
 from harness.runtime.records import FinishRecord, IntentRecord, digest
 
 __all__ = ["BROKEN_RUNTIMES", "RUNTIMES", "BrokenRuntime"]
@@ -81,6 +83,54 @@ class DecideFromCurrentTable(BrokenRuntime):
             else d
             for d in super().plan(not_started)
         ]
+
+
+class VerifySafe(BrokenRuntime):
+    mistake = "verifies ops left RUNNING whose class is retry-safe, instead of retrying them"
+    caught_by = ("I3",)
+
+    def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
+        return [
+            replace(
+                d,
+                decision=Decision.VERIFY,
+                hint=verify_hint(d.op_id, d.tool, self.ops[d.op_id].args),
+            )
+            if d.decision is Decision.RETRY
+            else d
+            for d in super().plan(not_started)
+        ]
+
+
+class WrongSnapshot(BrokenRuntime):
+    mistake = "snapshots non-idempotent tools as read-only, so recovery retries them"
+    caught_by = ("I5",)
+
+    def __init__(self, journal: JournalWriter, table: ToolTable, **kwargs: Any) -> None:
+        lying = {
+            tool: IdempotencyClass.READ_ONLY
+            for tool, cls in table.entries.items()
+            if cls.idempotency is IdempotencyClass.NON_IDEMPOTENT
+        }
+        super().__init__(journal, table.with_overrides(lying), **kwargs)
+
+
+class ForgetsResolution(BrokenRuntime):
+    mistake = "never journals the model's resolution of a VERIFY, so the op stays unresolved"
+    caught_by = ("I7",)
+
+    def resolve(self, op_id: str, resolution: str, *, redo_op: str | None = None) -> None:
+        self._awaiting_verify.pop(op_id, None)  # the mistake: nothing is journaled
+
+
+class NoTailReport(BrokenRuntime):
+    mistake = "cuts a torn tail off without journaling that it did"
+    caught_by = ("I9",)
+    needs_fault = "power-loss"
+
+    def __init__(self, journal: JournalWriter, table: ToolTable, **kwargs: Any) -> None:
+        journal.scan = replace(journal.scan, torn=None)  # the mistake: the cut goes unsaid
+        super().__init__(journal, table, **kwargs)
 
 
 class DropVerifyHint(BrokenRuntime):
@@ -198,6 +248,10 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "running-as-not-started": RunningAsNotStarted,
     "no-intent-fsync": NoIntentFsync,
     "no-finish-fsync": NoFinishFsync,
+    "verify-safe": VerifySafe,
+    "wrong-snapshot": WrongSnapshot,
+    "forgets-resolution": ForgetsResolution,
+    "no-tail-report": NoTailReport,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

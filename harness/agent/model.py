@@ -73,6 +73,7 @@ class ScriptedModel:
 
     def verify(self, hint: VerifyHint) -> None:
         """Check a possibly-run op's real effect; redo it only if the effect is absent."""
+        self.tell("hint", hint.op_id)  # the supervisor holds I2 to this: the hint was read
         step = self.step_of(hint.op_id)
         if hint.op_id.endswith(CHECK_SUFFIX) or step is None:
             self.runtime.resolve(hint.op_id, "not a step: nothing to redo")

@@ -23,15 +23,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.adapters import Adapter, get_adapter
+from harness.agent.plan import load_plan
 from harness.chaos.pool import WorkerPool
-from harness.chaos.schedule import exhaustive_schedules, random_schedule
+from harness.chaos.schedule import CrashSchedule, exhaustive_schedules, random_schedule
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+from harness.runtime.classes import ToolTable
 
 __all__ = [
     "CampaignConfig",
     "Shard",
+    "applicable",
     "exhaustive_specs",
     "random_specs",
     "run_trials",
@@ -101,10 +105,33 @@ def golden_dir(run_dir: Path, scenario: str, seed: int) -> Path:
 def exhaustive_specs(
     scenario: str, seed: int, golden: Golden, runtime: str = "real"
 ) -> list[TrialSpec]:
+    """Every exhaustive trial the runtime can host: its failpoints, and journal faults only
+    for a runtime that keeps the journal (the others are not applicable)."""
+    adapter = get_adapter(runtime)
     return [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive")
-        for label, schedule in exhaustive_schedules(golden.hits)
+        for label, schedule in exhaustive_schedules(golden.hits, _in_flight_safe(golden))
+        if applicable(schedule, adapter)
     ]
+
+
+def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
+    """Whether every fault of ``schedule`` has something to act on in ``adapter``'s runtime."""
+    if schedule.needs_journal and not adapter.journal:
+        return False
+    return schedule.failpoint_names <= adapter.failpoints
+
+
+def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
+    """Whether the op a golden run's hit served is retry-safe, by the default table."""
+    table = ToolTable.default()
+    tools = {step.op_id: step.tool for step in load_plan(golden.directory / "plan.json").steps}
+
+    def safe(failpoint: str, hit: int) -> bool | None:
+        tool = tools.get(golden.op_at(failpoint, hit) or "")
+        return None if tool is None else table.classify(tool).retry_safe
+
+    return safe
 
 
 def random_picks(config: CampaignConfig) -> list[tuple[str, int, random.Random]]:
@@ -124,8 +151,9 @@ def random_specs(
     runtime: str = "real",
 ) -> list[TrialSpec]:
     specs = []
+    power_loss = get_adapter(runtime).journal
     for n, (scenario, seed, rng) in enumerate(picks, 1):
-        schedule = random_schedule(rng, goldens[scenario, seed].working_ms)
+        schedule = random_schedule(rng, goldens[scenario, seed].working_ms, power_loss=power_loss)
         specs.append(TrialSpec(scenario, seed, schedule, runtime, f"random{n:04d}", "random"))
     return specs
 

@@ -22,13 +22,15 @@ every parameter is in the spec string, so a schedule replays exactly.
 
 from __future__ import annotations
 
+import math
 import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.runtime.journal import read_shadow, scan_bytes
+from harness.check.journal import read_journal_bytes
+from harness.runtime.journal import read_shadow
 
 __all__ = [
     "FAULT_KINDS",
@@ -53,10 +55,15 @@ PRISTINE_JOURNAL = "journal.before-corruption"
 def _power_loss(trial_dir: Path, args: list[str]) -> dict[str, Any]:
     journal = trial_dir / "journal"
     if not journal.exists():
-        return {"lost": 0}
+        # The life died before it made a journal: a power cut takes nothing.
+        return {"landed": True, "journal": False, "lost": 0}
     data = journal.read_bytes()
     synced = read_shadow(trial_dir / SHADOW_FILE)
-    synced = len(data) if synced is None else min(synced, len(data))
+    if synced is None:
+        if read_journal_bytes(data).entries:
+            return {"landed": False, "why": "no shadow file says what was fsynced", "lost": 0}
+        synced = len(data)  # a header, durable at creation, and nothing after it
+    synced = min(synced, len(data))
     unsynced = len(data) - synced
     if args == ["drop"]:
         kept, garbage = synced, b""
@@ -66,34 +73,45 @@ def _power_loss(trial_dir: Path, args: list[str]) -> dict[str, Any]:
         garbage = random.Random(f"{kept}:{garbage_len}").randbytes(garbage_len) if unsynced else b""
     torn = data[:kept] + garbage
     journal.write_bytes(torn)
-    scan = scan_bytes(torn, source=str(journal))
+    reading = read_journal_bytes(torn)
     return {
+        "landed": True,
         "synced": synced,
         "size": len(data),
         "kept": kept,
         "garbage": len(garbage),
         "lost": len(data) - kept,
-        "valid_end": scan.valid_end,
-        "torn": 0 if scan.torn is None else scan.torn.length,
+        "valid_end": reading.valid_end,
+        "torn": 0 if reading.torn is None else reading.torn[1],
     }
 
 
 def _corrupt(trial_dir: Path, args: list[str]) -> dict[str, Any]:
     journal = trial_dir / "journal"
+    if not journal.exists():
+        return {"landed": False, "corrupted": None, "why": "there is no journal to corrupt"}
     data = journal.read_bytes()
-    records = scan_bytes(data, source=str(journal)).records
+    records = read_journal_bytes(data).entries
     if len(records) < 2:
-        return {"corrupted": None, "why": "fewer than two records: nothing before the tail"}
+        return {
+            "landed": False,
+            "corrupted": None,
+            "why": "fewer than two records: nothing before the tail",
+        }
     victim = records[min(int(float(args[0]) * (len(records) - 1)), len(records) - 2)]
     offset = (victim.offset + victim.end) // 2
     shutil.copyfile(journal, trial_dir / PRISTINE_JOURNAL)
     damaged = bytearray(data)
     damaged[offset] ^= 0xFF
     journal.write_bytes(bytes(damaged))
+    # Landed when a reader now finds that very record damaged.
+    landed = read_journal_bytes(bytes(damaged)).corrupt_offset == victim.offset
     return {
+        "landed": landed,
         "corrupted": offset,
         "record": records.index(victim) + 1,
         "record_offset": victim.offset,
+        **({} if landed else {"why": "the flipped byte left the record readable"}),
     }
 
 
@@ -115,7 +133,25 @@ def parse_after_death(spec: str) -> tuple[str, list[str]]:
         raise ValueError(f"{spec!r}: power-loss is drop or tear:<keep>:<garbage>")
     if kind == "power-loss" and args[0] == "tear" and len(args) != 3:
         raise ValueError(f"{spec!r}: tear needs <keep fraction>:<garbage bytes>")
+    if kind == "power-loss" and args[0] == "drop" and len(args) != 1:
+        raise ValueError(f"{spec!r}: drop takes no parameters")
+    if kind == "power-loss" and args[0] == "tear":
+        _fraction(spec, "keep fraction", args[1])
+        if not args[2].isdigit():
+            raise ValueError(f"{spec!r}: garbage bytes {args[2]!r} is not a whole number >= 0")
+    if kind == "corrupt":
+        _fraction(spec, "where", args[0])
     return kind, args
+
+
+def _fraction(spec: str, what: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise ValueError(f"{spec!r}: {what} {text!r} is not a fraction from 0 to 1")
+    return value
 
 
 def apply_after_death(trial_dir: Path, spec: str) -> dict[str, Any]:

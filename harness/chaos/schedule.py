@@ -14,12 +14,18 @@ draws time-based kills from a seed. Both are pure functions.
 from __future__ import annotations
 
 import json
+import math
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.chaos.faults import parse_after_death
+from harness.runtime.errors import FailpointSpecError
+from harness.runtime.failpoints import parse_failpoints
+
 __all__ = [
+    "JOURNAL_FAULTS",
     "OP_FAILPOINTS",
     "RECOVERY_FAILPOINTS",
     "CrashSchedule",
@@ -39,6 +45,9 @@ RECOVERY_FAILPOINTS = ("recovery.after_decision", "recovery.before_retry", "reco
 
 DISK_FULL_HITS = (1, 2, 3, 5, 8, 13, 21, 34)
 """Which appends of a crash-free run meet a full disk: spread over the run."""
+
+JOURNAL_FAULTS = frozenset({"power-loss", "corrupt", "disk-full"})
+"""Fault kinds that act on this project's journal."""
 
 TABLE_VARIANTS = ("reclassified",)
 """Tool-table variants a life may run with (built by ``harness.chaos.tables``)."""
@@ -77,15 +86,42 @@ class Life:
 
     @classmethod
     def from_json(cls, item: Any) -> Life:
+        """A life from its JSON form, checked whole: ``ValueError`` names the key and the problem.
+
+        Failpoints must parse (known names and actions), a kill time is a
+        finite number of milliseconds >= 0, a table one of ``TABLE_VARIANTS``,
+        and an after-death fault a spec ``harness.chaos.faults`` knows.
+        """
         if not isinstance(item, dict) or set(item) - set(_LIFE_KEYS):
             raise ValueError(f"bad life {item!r}: keys are {', '.join(_LIFE_KEYS)}")
+        failpoints = item.get("failpoints", "")
+        if not isinstance(failpoints, str):
+            raise ValueError(
+                f"failpoints: {failpoints!r} is not a string like op.after_effect@3=kill"
+            )
+        try:
+            parse_failpoints(failpoints, source="failpoints")
+        except FailpointSpecError as exc:
+            raise ValueError(str(exc)) from None
         kill = item.get("kill_after_ms")
-        return cls(
-            str(item.get("failpoints", "")),
-            None if kill is None else float(kill),
-            item.get("table"),
-            item.get("after_death"),
-        )
+        if kill is not None and (
+            isinstance(kill, bool)
+            or not isinstance(kill, int | float)
+            or not math.isfinite(kill)
+            or kill < 0
+        ):
+            raise ValueError(f"kill_after_ms: {kill!r} is not a number of milliseconds >= 0")
+        table = item.get("table")
+        if table is not None and table not in TABLE_VARIANTS:
+            raise ValueError(
+                f"table: {table!r} is not a table variant ({', '.join(TABLE_VARIANTS)})"
+            )
+        after_death = item.get("after_death")
+        if after_death is not None:
+            if not isinstance(after_death, str):
+                raise ValueError(f"after_death: {after_death!r} is not a fault spec string")
+            parse_after_death(after_death)
+        return cls(failpoints, None if kill is None else float(kill), table, after_death)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +147,22 @@ class CrashSchedule:
                 kinds.add(life.after_death.split(":", 1)[0])
         return frozenset(kinds)
 
+    @property
+    def failpoint_names(self) -> frozenset[str]:
+        """Every failpoint a life of this schedule arms."""
+        return frozenset(
+            entry.split("@", 1)[0].split("=", 1)[0]
+            for life in self.lives
+            for entry in life.failpoints.split(",")
+            if entry
+        )
+
+    @property
+    def needs_journal(self) -> bool:
+        """Whether it acts on this project's journal or tool table (power loss, corruption,
+        a full disk, a changed table): faults with nothing to act on in another runtime."""
+        return bool(self.fault_kinds & JOURNAL_FAULTS) or any(life.table for life in self.lives)
+
     def describe(self) -> str:
         return " | ".join(life.describe() for life in self.lives) or "no faults"
 
@@ -119,17 +171,47 @@ class CrashSchedule:
 
     @classmethod
     def from_json(cls, text: str) -> CrashSchedule:
-        data: Any = json.loads(text)
+        """A schedule from JSON; ``ValueError`` names the life (from 1) and what is wrong."""
+        try:
+            data: Any = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
         if not isinstance(data, list):
             raise ValueError("a crash schedule is a JSON list of lives")
-        return cls(tuple(Life.from_json(item) for item in data))
+        lives = []
+        for number, item in enumerate(data, 1):
+            try:
+                lives.append(Life.from_json(item))
+            except ValueError as exc:
+                raise ValueError(f"life {number}: {exc}") from None
+        return cls(tuple(lives))
 
 
-def exhaustive_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSchedule]]:
+InFlightSafe = Callable[[str, int], "bool | None"]
+"""Given a failpoint and a hit: whether the op in flight there is retry-safe (None: unknown)."""
+
+
+def recovery_points(retry_safe: bool | None) -> tuple[str, ...]:
+    """The recovery failpoints a restart hits with one op in flight of that kind.
+
+    A retry-safe op is retried (``recovery.before_retry``), any other is handed
+    to the model (``recovery.after_hint``); both are decided first.
+    """
+    if retry_safe is None:
+        return RECOVERY_FAILPOINTS
+    kept = "recovery.before_retry" if retry_safe else "recovery.after_hint"
+    return tuple(p for p in RECOVERY_FAILPOINTS if p in ("recovery.after_decision", kept))
+
+
+def exhaustive_schedules(
+    hits: Mapping[str, int], in_flight_safe: InFlightSafe | None = None
+) -> Iterator[tuple[str, CrashSchedule]]:
     """Every op failpoint at every hit the crash-free run made, then recovery kills.
 
     Yields (label, schedule). Kills during recovery follow a kill that leaves an
-    op in flight (after its intent or its effect); a table change follows a
+    op in flight (after its intent or its effect), at the recovery points the
+    restart will hit for that op (``in_flight_safe`` says which: a kill at a
+    point the restart never reaches would not land); a table change follows a
     kill after an intent, so that decisions must come from the snapshot. A kill
     after an effect or a finish is also followed by a power loss, and so is a
     kill between every journal write and its fsync (dropping or tearing it).
@@ -141,7 +223,8 @@ def exhaustive_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSc
             first = Life(f"{name}@{hit}=kill")
             yield f"{name}@{hit}", CrashSchedule((first,))
             if name in ("op.after_intent", "op.after_effect", "op.mid_effect"):
-                for point in RECOVERY_FAILPOINTS:
+                safe = None if in_flight_safe is None else in_flight_safe(name, hit)
+                for point in recovery_points(safe):
                     yield (
                         f"{name}@{hit}+{point}@1",
                         CrashSchedule((first, Life(f"{point}@1=kill"))),
@@ -166,14 +249,22 @@ def exhaustive_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSc
         yield f"journal.before_fsync@{hit}+{'tear' if tear else 'drop'}", CrashSchedule((lost,))
 
 
-def random_schedule(rng: random.Random, ready_to_exit_ms: float) -> CrashSchedule:
+def random_schedule(
+    rng: random.Random, ready_to_exit_ms: float, *, power_loss: bool = True
+) -> CrashSchedule:
     """One to three kills at random moments of a crash-free run's working time.
 
-    A third of the kills are followed by a power loss (drop or tear).
+    A later life draws its moment from the work the earlier kills left
+    (roughly), so that it lands before the life is done; one that comes after
+    the life's work lands at its last point (the supervisor holds it there).
+    A third of the kills are followed by a power loss (drop or tear), for a
+    runtime that keeps a journal (``power_loss``).
     """
     lives = []
+    left = ready_to_exit_ms
     for _ in range(rng.choice((1, 1, 2, 3))):
-        kill = round(rng.uniform(0.0, ready_to_exit_ms), 3)
+        kill = round(rng.uniform(0.0, left), 3)
+        left = max(left - kill, ready_to_exit_ms / 4)
         roll = rng.random()
         if roll < 1 / 6:
             fault: str | None = "power-loss:drop"
@@ -181,5 +272,5 @@ def random_schedule(rng: random.Random, ready_to_exit_ms: float) -> CrashSchedul
             fault = f"power-loss:tear:{rng.random():.3f}:{rng.randrange(16)}"
         else:
             fault = None
-        lives.append(Life(kill_after_ms=kill, after_death=fault))
+        lives.append(Life(kill_after_ms=kill, after_death=fault if power_loss else None))
     return CrashSchedule(tuple(lives))

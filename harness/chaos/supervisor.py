@@ -26,6 +26,7 @@ import json
 import os
 import select
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Mapping
@@ -37,12 +38,15 @@ from harness.adapters import Adapter, get_adapter
 from harness.chaos.faults import SHADOW_FILE, apply_after_death
 from harness.chaos.launch import FORK_SERVER_MODULE, LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
-from harness.runtime.failpoints import CHANNEL_ENV, COUNTS_ENV, FAILPOINTS_ENV
+from harness.runtime.failpoints import CHANNEL_ENV, COUNTS_ENV, EXIT_HOLD_POINT, FAILPOINTS_ENV
 from harness.runtime.journal import SHADOW_ENV
 
 __all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents"]
 
 _LIVE: dict[int, AgentProcess] = {}
+TABLE_ENV = "HARNESS_TOOL_TABLE"
+EXIT_HOLD = f"{EXIT_HOLD_POINT}=kill"
+"""Armed in a life with a random-time kill: the agent waits at its last point to be killed."""
 _INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 
@@ -161,6 +165,9 @@ class Supervisor:
                 )
                 results.append(result)
                 if life.after_death and result.killed != "timeout":
+                    # A fault for a runtime that is still alive, or that never
+                    # died where the schedule says, is applied all the same: the
+                    # checkers learn from the trial's lives whether it landed.
                     _event(
                         events,
                         "fault",
@@ -183,9 +190,13 @@ class Supervisor:
         env.update(self.extra_env)
         env.update(adapter.env)
         env[FAILPOINTS_ENV] = life.failpoints
+        if life.kill_after_ms is not None:
+            # A random moment past the end of the life's work: the kill lands
+            # at its last point, before it exits, instead of never (see _run_life).
+            env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
         env[SHADOW_ENV] = str(trial_dir / SHADOW_FILE)
         if life.table is not None:
-            env["HARNESS_TOOL_TABLE"] = str(tables[life.table])
+            env[TABLE_ENV] = str(tables[life.table])
         if counts_file is not None:
             env[COUNTS_ENV] = str(counts_file)
         return env
@@ -201,6 +212,7 @@ class Supervisor:
         history: History,
         module: str,
     ) -> LifeResult:
+        journal_size = _size(trial_dir / "journal")
         read_fd, write_fd = os.pipe()
         env[CHANNEL_ENV] = str(write_fd)
         stderr_path = trial_dir / f"agent-{life_no}.stderr"
@@ -216,10 +228,19 @@ class Supervisor:
         finally:
             os.close(write_fd)
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        _event(events, "spawn", life=life_no, pid=proc.pid, faults=life.describe())
+        _event(
+            events,
+            "spawn",
+            life=life_no,
+            pid=proc.pid,
+            faults=life.describe(),
+            journal_size=journal_size,
+            table=env.get(TABLE_ENV),
+        )
         killed: str | None = None
         reached: str | None = None
         ready_ms: float | None = None
+        ledger = LedgerWatch(trial_dir / "world.db")
         try:
             kill_at: float | None = None
             buffer = b""
@@ -243,10 +264,12 @@ class Supervisor:
                         if life.kill_after_ms is not None:
                             kill_at = time.monotonic() + life.kill_after_ms / 1000
                     elif message.startswith("reached "):
-                        killed, reached = "failpoint", message.removeprefix("reached ")
+                        reached = message.removeprefix("reached ")
+                        at_exit = reached.startswith(EXIT_HOLD_POINT) and kill_at is not None
+                        killed = "timed" if at_exit else "failpoint"
                         break
                     else:
-                        history.note(message, life_no, events)
+                        history.note(message, life_no, events, ledger)
             if killed is not None:
                 _sigkill(proc)
                 returncode = proc.wait()
@@ -255,7 +278,7 @@ class Supervisor:
                     buffer += chunk
                 for text in buffer.decode(errors="replace").splitlines():
                     if not text.startswith("reached "):
-                        history.note(text, life_no, events)
+                        history.note(text, life_no, events, ledger)
 
                 _event(
                     events,
@@ -273,6 +296,7 @@ class Supervisor:
                 proc.wait()
             _LIVE.pop(proc.pid, None)
             os.close(read_fd)
+            ledger.close()
         history.ended(life_no)
         duration_ms = (time.monotonic() - started) * 1000
         stderr_text = stderr_path.read_text("utf-8", errors="replace")[-2000:]
@@ -303,12 +327,17 @@ class History:
         self._out = out
         self._in_flight: set[str] = set()
 
-    def note(self, message: str, life: int, events: IO[str]) -> None:
+    def note(self, message: str, life: int, events: IO[str], ledger: LedgerWatch) -> None:
         kind, _, op_id = message.partition(" ")
-        if kind not in ("invoke", "ack", "fail", "info") or not op_id:
+        if kind not in ("invoke", "ack", "fail", "info", "hint") or not op_id:
+            return
+        if kind == "hint":
+            _event(events, "hint", life=life, op=op_id)  # the model read a VERIFY hint (I2)
             return
         if kind == "ack":
-            _event(events, "ack", life=life, op=op_id)  # I1 holds the op to this promise
+            # I1 holds the op to this promise: no execution of it the world
+            # commits after this point of its ledger.
+            _event(events, "ack", life=life, op=op_id, ledger_seq=ledger.last_seq())
         self._write("ok" if kind == "ack" else kind, op_id, life)
         if kind == "invoke":
             self._in_flight.add(op_id)
@@ -329,9 +358,51 @@ class History:
 EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (harness.agent.__main__)
 
 
+class LedgerWatch:
+    """The supervisor's own look at the world's ledger while a life runs.
+
+    ``last_seq`` is the sequence number of the last execution the world has
+    committed, read when an ack arrives: an execution of that op numbered
+    higher ran after the user was told it succeeded. The connection is read
+    only, opened at the first ack (a world the agent has not made yet has no
+    ledger: None), and a reader never blocks the agent's writes (WAL).
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self._path = db_path
+        self._db: sqlite3.Connection | None = None
+
+    def last_seq(self) -> int | None:
+        try:
+            if self._db is None:
+                if not self._path.exists():
+                    return None
+                uri = self._path.resolve().as_uri() + "?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, isolation_level=None)
+            row = self._db.execute("SELECT max(seq) FROM ledger").fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None or row[0] is None else int(row[0])
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
+
+
 def _restart(result: LifeResult, life: Life) -> bool:
-    """Whether another life follows: after a kill, or after an injected full disk."""
+    """Whether another life follows: after a kill, after an injected full disk, or after a
+    power cut that followed the life's end (the machine comes back, so does the agent)."""
     if result.killed in ("failpoint", "timed"):
+        return True
+    if life.after_death and result.killed is None and result.returncode == 0:
         return True
     return result.returncode == EXIT_WRITE_FAILED and "=enospc" in life.failpoints
 

@@ -18,16 +18,18 @@ import shlex
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.adapters import get_adapter
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.supervisor import LifeResult, Supervisor
 from harness.check.evidence import TrialEvidence
-from harness.check.invariants import Verdict, check_trial
+from harness.check.invariants import Status, Verdict, check_trial, trial_status
 from harness.check.windows import kill_windows
-from harness.runtime.failpoints import FAILPOINTS
+from harness.runtime.failpoints import FAILPOINTS, hit_ops_path
 
 __all__ = ["Golden", "TrialResult", "TrialSpec", "prepare_golden", "run_trial"]
 
@@ -87,6 +89,12 @@ class Golden:
     hits: dict[str, int]
     working_ms: float
     """From the agent's "ready" to its exit: the span random-time kills are drawn from."""
+    ops: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Failpoint -> the op id each of its hits served, in hit order."""
+
+    def op_at(self, failpoint: str, hit: int) -> str | None:
+        served = self.ops.get(failpoint, ())
+        return served[hit - 1] if 0 < hit <= len(served) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +109,18 @@ class TrialResult:
     duration_ms: float
 
     @property
-    def status(self) -> str:
-        statuses = {v.status for v in self.verdicts}
-        return "fail" if "fail" in statuses else "unknown" if "unknown" in statuses else "pass"
+    def status(self) -> Status:
+        """``pass`` only when every verdict is pass or not-judged (``trial_status``)."""
+        return trial_status(self.verdicts)
 
     @property
     def failed_invariants(self) -> tuple[str, ...]:
         return tuple(v.invariant for v in self.verdicts if v.status == "fail")
+
+    @property
+    def unknown_invariants(self) -> tuple[str, ...]:
+        """The invariants that could not be judged (each verdict says why)."""
+        return tuple(v.invariant for v in self.verdicts if v.status == "unknown")
 
 
 def _python() -> str:
@@ -131,7 +144,7 @@ def prepare_golden(scenario: str, seed: int, directory: Path, supervisor: Superv
     info = directory / "golden.json"
     if info.exists():
         data = json.loads(info.read_text("utf-8"))
-        return Golden(directory, data["hits"], data["working_ms"])
+        return Golden(directory, data["hits"], data["working_ms"], data.get("ops", {}))
     directory.mkdir(parents=True, exist_ok=True)
     write_plan_for(scenario, seed, directory)
     counts = directory / "failpoint-hits.json"
@@ -144,9 +157,10 @@ def prepare_golden(scenario: str, seed: int, directory: Path, supervisor: Superv
             f"{last.killed or ''} {last.stderr.strip()[-500:]}"
         )
     hits = json.loads(counts.read_text("utf-8"))
+    ops = json.loads(Path(hit_ops_path(counts)).read_text("utf-8"))
     working_ms = last.duration_ms - (last.ready_ms or 0.0)
-    info.write_text(json.dumps({"hits": hits, "working_ms": working_ms}), "utf-8")
-    return Golden(directory, hits, working_ms)
+    info.write_text(json.dumps({"hits": hits, "working_ms": working_ms, "ops": ops}), "utf-8")
+    return Golden(directory, hits, working_ms, ops)
 
 
 def run_trial(
@@ -166,13 +180,18 @@ def run_trial(
     (directory / "trial.json").write_text(json.dumps(spec.to_json(), indent=1), "utf-8")
     lives = supervisor.run(directory, spec.schedule, runtime=spec.runtime, tables=tables)
     _write_lives(directory, lives)
-    verdicts = check_trial(directory, golden, restart_budget=supervisor.restart_budget)
+    verdicts = check_trial(
+        directory,
+        golden,
+        restart_budget=supervisor.restart_budget,
+        offers=get_adapter(spec.runtime).evidence,
+    )
     _drop_reader_leftovers(directory / "world.db")
     (directory / "verdicts.json").write_text(
         json.dumps([v.to_json() for v in verdicts], indent=1), "utf-8"
     )
     try:
-        windows = tuple(kill_windows(TrialEvidence(directory, golden)))
+        windows = tuple(kill_windows(TrialEvidence(directory, golden, supervisor.restart_budget)))
     except Exception:  # a window is a description, never a reason to crash the campaign
         windows = ()
     return TrialResult(

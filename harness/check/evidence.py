@@ -1,9 +1,18 @@
 """A trial's evidence: its files, read once, for the checkers to query.
 
-The evidence is what the trial left on disk: the agent's journal, the world's
-effect ledger and state, the supervisor's record of each life
-(``lives.json``), the compiled plan, and the golden (crash-free) world of the
-same seed. Nothing here decides; it only reads and indexes.
+The evidence is what the trial left on disk, read with the checkers' own
+means: the journal through ``harness.check.journal`` (never the runtime's
+reader), the world's effect ledger and state, the supervisor's record of each
+life (``lives.json`` and the ``spawn`` events, which carry the journal's size
+when the life began and the tool table the supervisor handed it), what the
+user was told (``history.jsonl``, ``ack`` and ``hint`` events), the trial's
+spec (``trial.json``: its schedule), the compiled plan, and the golden world.
+
+Lives are told apart by the supervisor's observations alone: a ledger row
+belongs to the life whose pid the world recorded, and a journal record to the
+life whose span of the file holds it (from the size the supervisor saw at the
+life's spawn, or where a power cut left the valid end), never by the
+incarnation or attempt numbers the runtime writes. Nothing here decides.
 """
 
 from __future__ import annotations
@@ -17,19 +26,26 @@ from typing import Any
 
 from harness.agent.plan import Plan, load_plan
 from harness.chaos.faults import PRISTINE_JOURNAL
-from harness.runtime.journal import ScannedRecord, scan_journal
-from harness.runtime.records import (
-    DecisionRecord,
-    FinishRecord,
-    IncarnationRecord,
-    IntentRecord,
-    RecoveredRecord,
-    ResolvedRecord,
+from harness.check.journal import (
+    JournalEntry,
+    JournalReading,
+    OpView,
+    fold_ops,
+    read_journal,
+    retry_safe,
 )
-from harness.runtime.recovery import OpHistory, fold
+from harness.runtime.classes import ToolTable
 from harness.world.store import EffectRow, LedgerEntry, effect_rows, read_ledger
 
-__all__ = ["LifeSeen", "TrialEvidence", "read_jsonl"]
+__all__ = ["EVIDENCE", "LifeSeen", "TrialEvidence", "read_jsonl"]
+
+EVIDENCE = frozenset({"journal", "ledger", "history", "world"})
+"""What a trial can offer to judge: this project's journal, the effect ledger,
+what the user was told, and the world's end state."""
+
+
+_OPENING = frozenset({"incarnation", "tail_dropped"})
+"""What a life journals as it opens the journal, before it decides anything."""
 
 
 def read_jsonl(path: Path) -> tuple[dict[str, Any], ...]:
@@ -41,7 +57,7 @@ def read_jsonl(path: Path) -> tuple[dict[str, Any], ...]:
 
 @dataclass(frozen=True, slots=True)
 class LifeSeen:
-    """One life as the supervisor recorded it in ``lives.json``."""
+    """One life as the supervisor recorded it in ``lives.json`` and its ``spawn`` event."""
 
     life: int
     pid: int
@@ -49,6 +65,10 @@ class LifeSeen:
     killed: str | None
     reached: str | None
     stderr: str
+    journal_size: int | None = None
+    """The journal's size when the supervisor spawned this life (None: no journal yet)."""
+    table: str | None = None
+    """The tool table file the supervisor handed this life (None: the default table)."""
 
 
 @dataclass
@@ -56,39 +76,9 @@ class TrialEvidence:
     trial_dir: Path
     golden_dir: Path | None
     restart_budget: int = 8
+    offers: frozenset[str] = EVIDENCE
 
-    @cached_property
-    def has_journal(self) -> bool:
-        """Whether the runtime under test keeps this project's journal (third parties do not)."""
-        return (self.trial_dir / "journal").exists() or self.corrupted
-
-    @cached_property
-    def history(self) -> tuple[dict[str, Any], ...]:
-        """Each step as the user saw it (``history.jsonl``): invoke, ok, fail, info."""
-        return read_jsonl(self.trial_dir / "history.jsonl")
-
-    @cached_property
-    def corrupted(self) -> bool:
-        """Whether the harness injected corruption (then the checkers read the copy before it)."""
-        return (self.trial_dir / PRISTINE_JOURNAL).exists()
-
-    @cached_property
-    def records(self) -> tuple[ScannedRecord, ...]:
-        name = PRISTINE_JOURNAL if self.corrupted else "journal"
-        return scan_journal(self.trial_dir / name).records
-
-    @cached_property
-    def plan(self) -> Plan:
-        return load_plan(self.trial_dir / "plan.json")
-
-    @cached_property
-    def lives(self) -> tuple[LifeSeen, ...]:
-        path = self.trial_dir / "lives.json"
-        data = json.loads(path.read_text("utf-8")) if path.exists() else []
-        return tuple(
-            LifeSeen(d["life"], d["pid"], d["returncode"], d["killed"], d["reached"], d["stderr"])
-            for d in data
-        )
+    # -- the supervisor's own records -------------------------------------------------
 
     @cached_property
     def events(self) -> tuple[dict[str, Any], ...]:
@@ -96,22 +86,92 @@ class TrialEvidence:
         return read_jsonl(self.trial_dir / "events.jsonl")
 
     @cached_property
-    def acks(self) -> dict[str, int]:
-        """Op id -> when (ns) the agent first told the outside world it succeeded."""
-        out: dict[str, int] = {}
-        for event in self.events:
-            if event["event"] == "ack":
-                out.setdefault(event["op"], event["t_ns"])
-        return out
+    def history(self) -> tuple[dict[str, Any], ...]:
+        """Each step as the user saw it (``history.jsonl``): invoke, ok, fail, info."""
+        return read_jsonl(self.trial_dir / "history.jsonl")
+
+    @cached_property
+    def spec(self) -> dict[str, Any]:
+        """The trial's spec (``trial.json``); empty for a golden run."""
+        path = self.trial_dir / "trial.json"
+        return dict(json.loads(path.read_text("utf-8"))) if path.exists() else {}
+
+    @cached_property
+    def schedule(self) -> tuple[dict[str, Any], ...]:
+        return tuple(self.spec.get("schedule", ()))
+
+    @cached_property
+    def lives(self) -> tuple[LifeSeen, ...]:
+        path = self.trial_dir / "lives.json"
+        data = json.loads(path.read_text("utf-8")) if path.exists() else []
+        spawns = {int(e["life"]): e for e in self.events if e["event"] == "spawn"}
+        return tuple(
+            LifeSeen(
+                d["life"],
+                d["pid"],
+                d["returncode"],
+                d["killed"],
+                d["reached"],
+                d["stderr"],
+                spawns.get(d["life"], {}).get("journal_size"),
+                spawns.get(d["life"], {}).get("table"),
+            )
+            for d in data
+        )
+
+    @cached_property
+    def life_of_pid(self) -> dict[int, int]:
+        return {life.pid: life.life for life in self.lives}
+
+    def events_of(self, kind: str, life: int | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.events
+            if e["event"] == kind and (life is None or int(e.get("life", 0)) == life)
+        ]
 
     @cached_property
     def faults(self) -> tuple[dict[str, Any], ...]:
         """After-death faults the supervisor applied (power loss, corruption)."""
-        return tuple(e for e in self.events if e["event"] == "fault")
+        return tuple(self.events_of("fault"))
+
+    def fault_after(self, life: int) -> dict[str, Any] | None:
+        return next((f for f in self.faults if int(f["life"]) == life), None)
+
+    def cut_after(self, life: int) -> bool:
+        """Whether a power cut after ``life`` took bytes it had written (not yet fsynced)."""
+        fault = self.fault_after(life)
+        return fault is not None and int(fault.get("lost", 0)) > 0
+
+    @cached_property
+    def corrupted(self) -> bool:
+        """Whether the harness injected corruption (then the checkers read the copy before it)."""
+        return (self.trial_dir / PRISTINE_JOURNAL).exists()
+
+    @cached_property
+    def plan(self) -> Plan:
+        return load_plan(self.trial_dir / "plan.json")
+
+    def invoked_in(self, life: int) -> bool:
+        """Whether the life got past recovery: the model told the user it began a step."""
+        return any(h["type"] == "invoke" and int(h["life"]) == life for h in self.history)
+
+    def hinted_in(self, life: int) -> set[str]:
+        """The ops whose VERIFY hint the model reported reading in ``life``."""
+        return {str(e["op"]) for e in self.events_of("hint", life)}
+
+    # -- the world --------------------------------------------------------------------
 
     @cached_property
     def ledger(self) -> tuple[LedgerEntry, ...]:
         return tuple(read_ledger(self.trial_dir / "world.db"))
+
+    def ledger_of(self, op_id: str) -> list[LedgerEntry]:
+        return [e for e in self.ledger if e.op_id == op_id]
+
+    def life_of_row(self, entry: LedgerEntry) -> int | None:
+        """The life whose process ran this execution, by the pid the world recorded."""
+        return self.life_of_pid.get(entry.pid)
 
     @cached_property
     def world(self) -> tuple[EffectRow, ...]:
@@ -123,71 +183,126 @@ class TrialEvidence:
             return None
         return tuple(effect_rows(self.golden_dir / "world.db"))
 
-    # -- journal views ------------------------------------------------------------------
+    # -- the journal, read and split by life ------------------------------------------
+
+    @cached_property
+    def has_journal(self) -> bool:
+        """Whether the runtime under test offers this project's journal to judge."""
+        return "journal" in self.offers
+
+    @cached_property
+    def reading(self) -> JournalReading:
+        name = PRISTINE_JOURNAL if self.corrupted else "journal"
+        return read_journal(self.trial_dir / name)
+
+    @cached_property
+    def final_reading(self) -> JournalReading:
+        """The journal file as the trial left it (after any injected corruption)."""
+        return read_journal(self.trial_dir / "journal")
+
+    @cached_property
+    def entries(self) -> tuple[JournalEntry, ...]:
+        return self.reading.entries
 
     @cached_property
     def life_starts(self) -> dict[int, int]:
-        """Incarnation -> index in ``records`` of its IncarnationRecord."""
-        return {
-            s.record.incarnation: i
-            for i, s in enumerate(self.records)
-            if isinstance(s.record, IncarnationRecord)
-        }
+        """Life -> the byte offset where its records begin in the journal.
 
-    def ops_before_life(self, incarnation: int) -> dict[str, OpHistory]:
-        """Every op's history as the journal stood when ``incarnation`` began."""
-        end = self.life_starts.get(incarnation, len(self.records))
-        return fold(s.record for s in self.records[:end])
+        The size the supervisor saw at its spawn, unless the fault after the
+        life before cut the journal back to a valid end the life then wrote from.
+        """
+        starts = {}
+        for life in self.lives:
+            start = life.journal_size or 0
+            fault = self.fault_after(life.life - 1)
+            if fault is not None and fault.get("valid_end") is not None:
+                start = min(start, int(fault["valid_end"]))
+            starts[life.life] = start
+        return starts
+
+    def span_of(self, life: int) -> tuple[int, int]:
+        start = self.life_starts.get(life, 0)
+        later = [s for n, s in self.life_starts.items() if n > life]
+        return start, min(later) if later else 1 << 62
+
+    def entries_of(self, life: int) -> list[JournalEntry]:
+        """The journal records the life wrote: those inside its span of the file."""
+        start, end = self.span_of(life)
+        return [e for e in self.entries if start <= e.offset < end]
+
+    def life_of_offset(self, offset: int) -> int | None:
+        for life in self.lives:
+            start, end = self.span_of(life.life)
+            if start <= offset < end:
+                return life.life
+        return None
+
+    def ops_at_start(self, life: int) -> dict[str, OpView]:
+        """Every op as the journal stood when ``life`` began."""
+        start = self.life_starts.get(life, 0)
+        return fold_ops(e for e in self.entries if e.end <= start)
 
     @cached_property
-    def final_ops(self) -> dict[str, OpHistory]:
-        return fold(s.record for s in self.records)
+    def final_ops(self) -> dict[str, OpView]:
+        return fold_ops(self.entries)
 
-    @cached_property
-    def decisions(self) -> dict[int, dict[str, DecisionRecord]]:
-        """Incarnation -> op id -> the decision journaled in that life."""
-        out: dict[int, dict[str, DecisionRecord]] = defaultdict(dict)
-        for s in self.records:
-            if isinstance(s.record, DecisionRecord):
-                out[s.record.incarnation][s.record.op_id] = s.record
-        return dict(out)
+    def decisions_in(self, life: int) -> dict[str, JournalEntry]:
+        """Op id -> the last decision the life journaled for it."""
+        return {str(e.op_id): e for e in self.entries_of(life) if e.kind == "decision" and e.op_id}
 
-    @cached_property
-    def recovered_lives(self) -> frozenset[int]:
-        return frozenset(
-            s.record.incarnation for s in self.records if isinstance(s.record, RecoveredRecord)
+    def progressed(self, life: int) -> bool:
+        """Whether the life got as far as deciding: it journaled a decision or anything after
+        one, or ran a tool. Its first append may only say it began and cut a torn tail."""
+        pid = next((x.pid for x in self.lives if x.life == life), None)
+        return any(e.kind not in _OPENING for e in self.entries_of(life)) or any(
+            e.pid == pid for e in self.ledger
         )
 
-    def records_of(self, kind: type[Any], incarnation: int | None = None) -> list[ScannedRecord]:
-        return [
-            s
-            for s in self.records
-            if isinstance(s.record, kind)
-            and (incarnation is None or getattr(s.record, "incarnation", None) == incarnation)
-        ]
+    @cached_property
+    def resolutions(self) -> dict[str, JournalEntry]:
+        return {str(e.op_id): e for e in self.entries if e.kind == "resolved" and e.op_id}
+
+    # -- classes, from the tables the supervisor handed out ----------------------------
 
     @cached_property
-    def intents(self) -> dict[tuple[str, int], ScannedRecord]:
-        """(op id, attempt) -> its first intent record."""
-        out: dict[tuple[str, int], ScannedRecord] = {}
-        for s in self.records:
-            if isinstance(s.record, IntentRecord):
-                out.setdefault((s.record.op_id, s.record.attempt), s)
-        return out
+    def _tables(self) -> dict[str | None, ToolTable]:
+        tables: dict[str | None, ToolTable] = {None: ToolTable.default()}
+        for life in self.lives:
+            if life.table is not None and life.table not in tables:
+                tables[life.table] = ToolTable.load(life.table)
+        return tables
+
+    def table_of(self, life: int | None) -> ToolTable:
+        seen = next((x for x in self.lives if x.life == life), None)
+        return self._tables[None if seen is None else seen.table]
+
+    def class_of(self, op: OpView) -> tuple[str, bool]:
+        """``(class, ask_user)`` of an op by the table handed to the life of its first intent."""
+        cls = self.table_of(self.life_of_offset(op.first_intent.offset)).classify(op.tool)
+        return cls.idempotency.value, cls.ask_user
+
+    def op_retry_safe(self, op: OpView) -> bool:
+        return retry_safe(*self.class_of(op))
+
+    def tool_retry_safe(self, tool: str, life: int | None) -> bool:
+        cls = self.table_of(life).classify(tool)
+        return retry_safe(cls.idempotency.value, cls.ask_user)
+
+    # -- what the user was told ---------------------------------------------------------
 
     @cached_property
-    def finishes(self) -> dict[str, list[ScannedRecord]]:
-        out: dict[str, list[ScannedRecord]] = defaultdict(list)
-        for s in self.records:
-            if isinstance(s.record, FinishRecord):
-                out[s.record.op_id].append(s)
+    def acks(self) -> list[dict[str, Any]]:
+        """Every ``ack`` the supervisor received: life, op, and the ledger's seq at that moment."""
+        return self.events_of("ack")
+
+    @cached_property
+    def last_report(self) -> dict[str, str]:
+        """Op id -> the last thing the user was told of it (invoke, ok, fail, info)."""
+        return {str(h["op"]): str(h["type"]) for h in self.history}
+
+    @cached_property
+    def rows_by_op_and_life(self) -> dict[tuple[str, int | None], list[LedgerEntry]]:
+        out: dict[tuple[str, int | None], list[LedgerEntry]] = defaultdict(list)
+        for entry in self.ledger:
+            out[entry.op_id, self.life_of_row(entry)].append(entry)
         return dict(out)
-
-    @cached_property
-    def resolutions(self) -> dict[str, ResolvedRecord]:
-        return {
-            s.record.op_id: s.record for s in self.records if isinstance(s.record, ResolvedRecord)
-        }
-
-    def ledger_of(self, op_id: str) -> list[LedgerEntry]:
-        return [e for e in self.ledger if e.op_id == op_id]

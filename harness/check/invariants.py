@@ -1,15 +1,28 @@
 """The invariants of DESIGN.md §4 as checkers over a trial's files.
 
-Each checker is a function of a ``TrialEvidence`` that returns a ``Verdict``:
-pass, fail, or unknown (the evidence cannot decide, or reading it failed),
-with the evidence that decided. ``check_trial`` runs them all and never
-raises: an exception inside a checker becomes ``unknown`` carrying the error.
+Each checker is a function of a ``TrialEvidence`` that returns a ``Verdict``
+with the evidence that decided it, in one of four outcomes:
 
-The effect ledger is the ground truth for "did it run": each real execution
-of a tool is one ledger row, written with the effect, carrying the journal's
-size at that moment (``journal_pos``). So "ran after its finish was durable"
-is ``journal_pos > finish offset``, and "ran before its intent was durable" is
-``journal_pos < intent end``, whatever the runtime under test believes.
+- ``pass``: the invariant held, and the evidence says what was judged;
+- ``fail``: it was broken, and the evidence says where;
+- ``unknown``: it could not be decided (a checker error, evidence missing or
+  unreadable, a fault that did not land): never a pass;
+- ``not-judged``: it does not apply (the runtime under test offers no
+  evidence of that kind, for example no journal of this project's).
+
+A trial holds only when every verdict is ``pass`` or ``not-judged``.
+``check_trial`` runs every checker and never raises: an exception inside a
+checker becomes ``unknown`` carrying the error.
+
+The checkers judge with inputs the runtime cannot forge: the effect ledger
+(each real execution is one row written with its effect, carrying the pid of
+the process that ran it and the journal's size at that moment), the
+supervisor's own records (which pid each life had, the journal's size at
+each spawn, the table it handed each life, what the user was told and which
+VERIFY hints the model reported reading), and the journal read with the
+checkers' own reader. An op's class comes from the table handed to the life
+that wrote its first intent, not from the snapshot the runtime wrote; a
+snapshot that differs from that table is itself a failure (I5).
 """
 
 from __future__ import annotations
@@ -18,25 +31,18 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from harness.check.evidence import TrialEvidence
-from harness.runtime.classes import ToolTable
-from harness.runtime.errors import JournalCorruptError
-from harness.runtime.journal import scan_journal
-from harness.runtime.matrix import Decision, OpState, decide
-from harness.runtime.records import (
-    FinishRecord,
-    HintRecord,
-    IncarnationRecord,
-    TailDroppedRecord,
-)
-from harness.world.store import EffectRow, step_of
+from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
+from harness.check.journal import JournalEntry, expected_decision, retry_safe
+from harness.world.store import EffectRow, LedgerEntry, step_of
 
-__all__ = ["INVARIANTS", "Verdict", "check_trial"]
+__all__ = ["INVARIANTS", "OUTCOMES", "TITLES", "Status", "Verdict", "check_trial", "trial_status"]
 
-Status = Literal["pass", "fail", "unknown"]
+Status = Literal["pass", "fail", "unknown", "not-judged"]
+OUTCOMES: tuple[Status, ...] = ("pass", "fail", "unknown", "not-judged")
 EXIT_REFUSED = 2  # the agent's status when it refuses to start (harness.agent.__main__)
+EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (disk full)
 
 # World tables that are not effects: asking a person again is harmless by the
 # seed's definition, so the question log is left out of the end-state check.
@@ -63,6 +69,16 @@ class Verdict:
         }
 
 
+def trial_status(verdicts: Iterable[Verdict]) -> Status:
+    """One rule for every command: any fail fails; else any unknown is unknown; else pass."""
+    statuses = {v.status for v in verdicts}
+    if "fail" in statuses:
+        return "fail"
+    if "unknown" in statuses:
+        return "unknown"
+    return "pass"
+
+
 def _verdict(key: str, problems: Iterable[str], fine: str) -> Verdict:
     found = list(problems)
     if found:
@@ -77,206 +93,261 @@ def _unknown(key: str, why: str) -> Verdict:
     return Verdict(key, TITLES[key], "unknown", (why,))
 
 
+def _not_judged(key: str, why: str) -> Verdict:
+    return Verdict(key, TITLES[key], "not-judged", (why,))
+
+
 def _ran_after(ev: TrialEvidence, op_id: str, offset: int, what: str) -> list[str]:
     """Executions of ``op_id`` that happened once the journal held its ``what`` at ``offset``."""
     return [
-        f"{op_id} ({entry.tool}) ran again in life {entry.incarnation} (ledger #{entry.seq}, "
+        f"{op_id} ({entry.tool}) ran again in life {ev.life_of_row(entry)} (ledger #{entry.seq}, "
         f"journal at byte {entry.journal_pos}) after its {what} was journaled at byte {offset}"
         for entry in ev.ledger_of(op_id)
         if entry.journal_pos is not None and entry.journal_pos > offset
     ]
 
 
+def _settling_finishes(ev: TrialEvidence) -> Iterable[JournalEntry]:
+    return (e for e in ev.entries if e.kind == "finish" and not e.payload.get("retrying", False))
+
+
+def _step_chain(ev: TrialEvidence, op_id: str) -> list[LedgerEntry]:
+    """Executions of an op and of the redoes that stand for it (``s003``, ``s003.redo``...)."""
+    return [e for e in ev.ledger if e.op_id == op_id or e.op_id.startswith(op_id + ".redo")]
+
+
 def check_success_not_rerun(ev: TrialEvidence) -> Verdict:
     """I1: a success is never re-executed once durable, nor once reported to the user.
 
     Durable: a ledger row for the op after its SUCCEEDED finish was in the
-    journal. Reported: a ledger row after the agent acknowledged the op's
-    success to the outside world (a runtime that reports success before the
-    finish is durable breaks this after a power loss).
+    journal. Reported: a ledger row for the step (or the redo that stands for
+    it) that the world committed after the supervisor received the ack, by the
+    ledger's own sequence, which the supervisor read when the ack arrived.
     """
     problems = []
     checked = 0
-    for op_id, finishes in ev.finishes.items():
-        success = next(
-            (f for f in finishes if isinstance(f.record, FinishRecord) and f.record.succeeded),
-            None,
-        )
-        if success is None:
-            continue
+    if ev.has_journal:
+        for finish in _settling_finishes(ev):
+            if finish.payload["succeeded"] and finish.op_id:
+                checked += 1
+                problems += _ran_after(ev, finish.op_id, finish.offset, "success")
+    for ack in ev.acks:
         checked += 1
-        problems += _ran_after(ev, op_id, success.offset, "success")
-    for op_id, acked_ns in ev.acks.items():
-        checked += 1
-        for entry in ev.ledger_of(op_id):
-            if entry.time_ns > acked_ns:
+        op_id, seen = str(ack["op"]), ack.get("ledger_seq")
+        for entry in _step_chain(ev, op_id):
+            life = ev.life_of_row(entry)
+            after = entry.seq > seen if seen is not None else (life or 0) > int(ack["life"])
+            if after:
                 problems.append(
-                    f"{op_id} ({entry.tool}) ran again (ledger #{entry.seq}, pid {entry.pid}) "
-                    f"after its success was reported to the user"
+                    f"{entry.op_id} ({entry.tool}) ran again in life {life} (ledger "
+                    f"#{entry.seq}) after {op_id}'s success was reported to the user in "
+                    f"life {ack['life']} (the ledger stood at #{seen})"
                 )
     return _verdict("I1", problems, f"{checked} successes, none re-executed")
 
 
 def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
-    """I2: a RUNNING op of a non-idempotent or unknown class is VERIFYed, hinted, never re-run."""
-    problems = []
+    """I2: an op RUNNING at a restart whose class is unsafe is VERIFYed, hinted, never re-run.
+
+    Every life is examined: such an op must be decided VERIFY in the life that
+    found it, unless the life left no trace at all (killed before its first
+    append); once the life went on to the plan, the model must have reported
+    reading its hint; and no process ran it again under its own id.
+    """
+    problems: list[str] = []
     checked = 0
-    for life in sorted(ev.decisions):
-        before = ev.ops_before_life(life)
-        for op_id, op in before.items():
-            cls = op.snapshot
-            if op.resolved or op.state is not OpState.RUNNING or cls.retry_safe:
-                continue
-            decision = ev.decisions[life].get(op_id)
-            if decision is None and life not in ev.recovered_lives:
-                continue  # a power cut tore this life's decision batch: not judged here
-            checked += 1
-            if decision is None or decision.decision is not Decision.VERIFY:
-                got = (
-                    "no decision"
-                    if decision is None
-                    else (f"{decision.decision.value} (as {decision.state.value})")
-                )
-                problems.append(
-                    f"{op_id} ({op.tool}, {cls.idempotency.value}) was RUNNING at the start of "
-                    f"life {life} and got {got}, not VERIFY"
-                )
-            hints = ev.records_of(HintRecord, life)
-            hinted = any(getattr(s.record, "op_id", None) == op_id for s in hints)
-            if life in ev.recovered_lives and not hinted:
-                problems.append(f"{op_id}: VERIFY hint never reached the model in life {life}")
-            again = [e for e in ev.ledger_of(op_id) if e.incarnation >= life]
-            if again:
-                problems.append(
-                    f"{op_id} ({op.tool}) executed again under its own id in life "
-                    f"{again[0].incarnation} (ledger #{again[0].seq}) instead of being verified"
-                )
-            if _finished(ev) and op_id not in ev.resolutions:
-                problems.append(f"{op_id}: the model never resolved its VERIFY")
+    if ev.has_journal:
+        for life in ev.lives:
+            for op_id, op in ev.ops_at_start(life.life).items():
+                if op.resolved or op.state != "running" or ev.op_retry_safe(op):
+                    continue
+                if not ev.progressed(life.life):
+                    continue  # killed before it wrote anything: it decided nothing
+                checked += 1
+                problems += _decided(ev, life.life, op_id, op.tool, "verify")
+                if ev.invoked_in(life.life) and op_id not in ev.hinted_in(life.life):
+                    problems.append(
+                        f"{op_id}: the model never reported reading its VERIFY hint in "
+                        f"life {life.life}"
+                    )
+                again = [e for e in ev.ledger_of(op_id) if (ev.life_of_row(e) or 0) >= life.life]
+                if again:
+                    problems.append(
+                        f"{op_id} ({op.tool}) executed again under its own id in life "
+                        f"{ev.life_of_row(again[0])} (ledger #{again[0].seq}) instead of "
+                        "being verified"
+                    )
     problems += _unsafe_ran_twice(ev)
     return _verdict("I2", problems, f"{checked} unknown outcomes verified, none replayed")
+
+
+def _decided(ev: TrialEvidence, life: int, op_id: str, tool: str, want: str) -> list[str]:
+    decision = ev.decisions_in(life).get(op_id)
+    if decision is None and ev.cut_after(life):
+        return []  # a power cut took what this life wrote last: its decision may be gone
+    got = "no decision" if decision is None else str(decision.payload["decision"])
+    if got == want:
+        return []
+    return [
+        f"{op_id} ({tool}) was RUNNING at the start of life {life} and got {got}, "
+        f"not {want.upper()}"
+    ]
 
 
 def _unsafe_ran_twice(ev: TrialEvidence) -> list[str]:
     """Ledger alone, for any runtime: an unsafe op id never runs twice.
 
-    The class is the intent's snapshot when the runtime journals one, else the
-    default table's. A runtime that verifies redoes a step under a new op id.
+    The class is the one the table handed to the life of its first execution
+    gives. A runtime that verifies redoes a step under a new op id.
     """
-    table = ToolTable.default()
-    ops = ev.final_ops
     problems = []
     for op_id, count in Counter(e.op_id for e in ev.ledger).items():
         if count < 2:
             continue
-        tool = ev.ledger_of(op_id)[0].tool
-        cls = ops[op_id].snapshot if op_id in ops else table.classify(tool)
-        if not cls.retry_safe:
+        first = ev.ledger_of(op_id)[0]
+        op = ev.final_ops.get(op_id) if ev.has_journal else None
+        if op is not None:
+            name, ask_user = ev.class_of(op)
+        else:
+            cls = ev.table_of(ev.life_of_row(first)).classify(first.tool)
+            name, ask_user = cls.idempotency.value, cls.ask_user
+        if not retry_safe(name, ask_user):
             problems.append(
-                f"{op_id} ({tool}, {cls.idempotency.value}) ran {count} times: "
-                f"a {cls.idempotency.value} call was replayed"
+                f"{op_id} ({first.tool}, {name}) ran {count} times: a {name} call was replayed"
             )
     return problems
 
 
 def check_safe_outcome_retried(ev: TrialEvidence) -> Verdict:
-    """I3: a RUNNING read-only, idempotent or ask-user op is RETRYed under the same op id."""
-    problems = []
+    """I3: an op RUNNING at a restart whose class is retry-safe is RETRYed under its op id."""
+    problems: list[str] = []
     checked = 0
-    for life in sorted(ev.decisions):
-        for op_id, op in ev.ops_before_life(life).items():
-            if op.resolved or op.state is not OpState.RUNNING or not op.snapshot.retry_safe:
+    for life in ev.lives:
+        for op_id, op in ev.ops_at_start(life.life).items():
+            if op.resolved or op.state != "running" or not ev.op_retry_safe(op):
                 continue
-            decision = ev.decisions[life].get(op_id)
-            if decision is None and life not in ev.recovered_lives:
-                continue  # a power cut tore this life's decision batch: not judged here
+            if not ev.progressed(life.life):
+                continue
             checked += 1
-            if decision is None or decision.decision is not Decision.RETRY:
-                got = "no decision" if decision is None else decision.decision.value
+            wrong = _decided(ev, life.life, op_id, op.tool, "retry")
+            problems += wrong
+            retried = any(e.kind == "intent" and e.op_id == op_id for e in ev.entries_of(life.life))
+            if not wrong and ev.invoked_in(life.life) and not retried:
                 problems.append(
-                    f"{op_id} ({op.tool}) was RUNNING at life {life}: got {got}, not RETRY"
-                )
-                continue
-            retried = (op_id, op.attempt + 1) in ev.intents
-            if life in ev.recovered_lives and not retried:
-                problems.append(
-                    f"{op_id}: decided RETRY in life {life} but no attempt "
-                    f"{op.attempt + 1} under the same op id"
+                    f"{op_id}: decided RETRY in life {life.life} but never run again under "
+                    "its id there"
                 )
     return _verdict("I3", problems, f"{checked} safe unknown outcomes retried under their id")
-
-
-def _final_failures(ev: TrialEvidence) -> Iterable[tuple[str, int]]:
-    """(op id, offset) of every FAILED finish that settled its op (not retried in-process)."""
-    for s in ev.records:
-        r = s.record
-        if isinstance(r, FinishRecord) and not r.succeeded and not r.retrying:
-            yield r.op_id, s.offset
 
 
 def check_settled_skipped(ev: TrialEvidence) -> Verdict:
     """I4: FAILED and NOT_STARTED ops get SKIP, and a FAILED op is not re-executed."""
     problems = []
     checked = 0
-    for life, by_op in sorted(ev.decisions.items()):
-        before = ev.ops_before_life(life)
-        for op_id, decision in by_op.items():
+    for life in ev.lives:
+        before = ev.ops_at_start(life.life)
+        for op_id, decision in ev.decisions_in(life.life).items():
             op = before.get(op_id)
-            settled = (decision.state is OpState.NOT_STARTED and op is None) or (
-                op is not None and op.state is OpState.FAILED
-            )
-            if settled:
-                checked += 1
-                if decision.decision is not Decision.SKIP:
-                    problems.append(
-                        f"{op_id}: {decision.state.value} op got "
-                        f"{decision.decision.value} in life {life}, not SKIP"
-                    )
-    for op_id, offset in _final_failures(ev):
-        problems += _ran_after(ev, op_id, offset, "failure")
+            state = "not_started" if op is None else op.state
+            if state not in ("failed", "not_started"):
+                continue
+            checked += 1
+            if decision.payload["decision"] != "skip":
+                problems.append(
+                    f"{op_id}: {state.upper()} op got {decision.payload['decision']} in life "
+                    f"{life.life}, not SKIP"
+                )
+    for finish in _settling_finishes(ev):
+        if not finish.payload["succeeded"] and finish.op_id:
+            problems += _ran_after(ev, finish.op_id, finish.offset, "failure")
     return _verdict("I4", problems, f"{checked} settled ops skipped, no failure re-run")
 
 
 def check_snapshot_decides(ev: TrialEvidence) -> Verdict:
-    """I5: every decision is the matrix cell of the journal state and the intent's snapshot."""
+    """I5: snapshots are the class the life's table gave; decisions carry the intent's snapshot.
+
+    An op's first intent must snapshot the class of the tool table the
+    supervisor handed the life that wrote it; every later intent of the op
+    (a retry, in whatever life and under whatever table) the same snapshot;
+    and every decision about it that snapshot, even after the table changed.
+    """
     problems = []
     checked = 0
-    for life, by_op in sorted(ev.decisions.items()):
-        before = ev.ops_before_life(life)
-        for op_id, decision in by_op.items():
-            op = before.get(op_id)
-            if op is None:
+    for op_id, op in ev.final_ops.items():
+        expected = ev.class_of(op)
+        checked += 1
+        if op.snapshot != expected:
+            wrote = ev.life_of_offset(op.first_intent.offset)
+            problems.append(
+                f"{op_id} ({op.tool}): its intent in life {wrote} snapshotted "
+                f"{_cls(op.snapshot)}; the table handed to that life says {_cls(expected)}"
+            )
+        for later in op.intents[1:]:
+            if later.snapshot() != op.snapshot:
+                problems.append(
+                    f"{op_id} ({op.tool}): a later intent (byte {later.offset}) snapshotted "
+                    f"{_cls(later.snapshot())}, not its first intent's {_cls(op.snapshot)}"
+                )
+    for life in ev.lives:
+        before = ev.ops_at_start(life.life)
+        for op_id, decision in ev.decisions_in(life.life).items():
+            decided = before.get(op_id)
+            if decided is None:
                 continue  # NOT_STARTED: no snapshot exists (I4 holds it to SKIP)
             checked += 1
-            expected = decide(op.state, op.snapshot)
-            if decision.decision is not expected or decision.snapshot != op.snapshot:
+            cls = ev.class_of(decided)
+            if decision.snapshot() != cls:
                 problems.append(
-                    f"{op_id} ({op.tool}) in life {life}: decided {decision.decision.value} from "
-                    f"class {decision.snapshot.idempotency.value}; its intent snapshotted "
-                    f"{op.snapshot.idempotency.value}, which decides {expected.value}"
+                    f"{op_id} ({decided.tool}) in life {life.life}: decided "
+                    f"{decision.payload['decision']} from class {_cls(decision.snapshot())}; "
+                    f"its class is {_cls(cls)}, which decides "
+                    f"{expected_decision(decided.state, *cls)}"
                 )
-    return _verdict("I5", problems, f"{checked} decisions follow their snapshot")
+    return _verdict("I5", problems, f"{checked} snapshots and decisions follow the table")
+
+
+def _cls(snapshot: tuple[str, bool]) -> str:
+    return snapshot[0] + (" (ask_user)" if snapshot[1] else "")
 
 
 def check_write_ahead(ev: TrialEvidence) -> Verdict:
-    """I6: every ledger row has an intent for its (op, attempt) durable before the effect."""
+    """I6: every execution has an intent of its own, written by its life, durable before it.
+
+    A ledger row belongs to the life whose pid the world recorded; it needs an
+    intent for its op inside that life's span of the journal, ending at or
+    before the journal's size when the effect committed, and one intent per
+    execution (rows and intents of an op in a life are matched in order).
+    """
     problems = []
     unknown = 0
-    for entry in ev.ledger:
-        intent = ev.intents.get((entry.op_id, entry.attempt))
-        if entry.journal_pos is None:
-            unknown += 1
-        elif intent is None:
+    for (op_id, life), rows in sorted(
+        ev.rows_by_op_and_life.items(), key=lambda item: item[1][0].seq
+    ):
+        if life is None:
             problems.append(
-                f"{entry.op_id} ({entry.tool}) attempt {entry.attempt} ran in life "
-                f"{entry.incarnation} with no intent record at all"
+                f"{op_id} ({rows[0].tool}) ran in pid {rows[0].pid}, a process the "
+                "supervisor never started"
             )
-        elif intent.end > entry.journal_pos:
-            problems.append(
-                f"{entry.op_id} ({entry.tool}) attempt {entry.attempt} ran when the "
-                f"journal ended at byte {entry.journal_pos}, before its intent "
-                f"(bytes {intent.offset}-{intent.end}) was written"
-            )
+            continue
+        intents = [e for e in ev.entries_of(life) if e.kind == "intent" and e.op_id == op_id]
+        for row in rows:
+            if row.journal_pos is None:
+                unknown += 1
+                continue
+            ahead = next((i for i in intents if i.end <= row.journal_pos), None)
+            if ahead is None:
+                written = [i for i in intents if i.end > row.journal_pos]
+                where = (
+                    f"before its intent (bytes {written[0].offset}-{written[0].end}) was written"
+                    if written
+                    else "with no intent record of that life for it"
+                )
+                problems.append(
+                    f"{op_id} ({row.tool}) ran in life {life} (ledger #{row.seq}) when the "
+                    f"journal ended at byte {row.journal_pos}, {where}"
+                )
+                continue
+            intents.remove(ahead)
     if unknown and not problems:
         return _unknown("I6", f"{unknown} ledger rows carry no journal position")
     return _verdict("I6", problems, f"{len(ev.ledger)} executions, each after its intent")
@@ -300,9 +371,12 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
         last = ev.lives[-1]
         how = f"killed ({last.killed})" if last.killed else f"exit status {last.returncode}"
         tail = last.stderr.strip().splitlines()[-1:] or [""]
-        problems.append(f"life {last.life} of {len(ev.lives)} ended {how} {tail[0]}".rstrip())
-    if len(ev.lives) > ev.restart_budget:
-        problems.append(f"{len(ev.lives)} lives exceed the budget of {ev.restart_budget}")
+        budget = (
+            f": the restart budget of {ev.restart_budget} lives was spent"
+            if last.killed in ("failpoint", "timed") and len(ev.lives) >= ev.restart_budget
+            else ""
+        )
+        problems.append(f"life {last.life} of {len(ev.lives)} ended {how}{budget} {tail[0]}")
     if not ev.has_journal:
         problems += _steps_settled_in_history(ev)
         return _verdict(
@@ -313,7 +387,7 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
         op = ops.get(step.op_id)
         if op is None:
             problems.append(f"step {step.index} ({step.op_id} {step.tool}) never started")
-        elif op.state is OpState.RUNNING and not op.resolved:
+        elif op.state == "running" and not op.resolved:
             problems.append(f"step {step.index} ({step.op_id} {step.tool}) left unresolved")
     return _verdict(
         "I7", problems, f"done in {len(ev.lives)} lives, {len(ev.plan.steps)} steps accounted for"
@@ -321,7 +395,7 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
 
 
 def _steps_settled_in_history(ev: TrialEvidence) -> list[str]:
-    last = {entry["op"]: entry["type"] for entry in ev.history}
+    last = ev.last_report
     return [
         f"step {step.index} ({step.op_id} {step.tool}) ended as "
         f"{last.get(step.op_id, 'never invoked')}"
@@ -331,19 +405,17 @@ def _steps_settled_in_history(ev: TrialEvidence) -> list[str]:
 
 
 def _unverifiable_steps(ev: TrialEvidence) -> set[str]:
-    return {
-        op_id.split(".", 1)[0]
-        for op_id, r in ev.resolutions.items()
-        if r.resolution.startswith("unverifiable")
-    }
+    """Steps no read-only tool can check (the plan says so) whose outcome the user was
+    told is unknown: their world rows may differ from the golden run's."""
+    last = ev.last_report
+    return {s.op_id for s in ev.plan.steps if s.verify is None and last.get(s.op_id) == "info"}
 
 
 def _world_counter(rows: Iterable[EffectRow], skip_steps: set[str]) -> Counter[tuple[str, ...]]:
     counted: Counter[tuple[str, ...]] = Counter()
     for row in rows:
         table = row.table
-        op_id = row.op_id
-        if table in NOT_EFFECTS or step_of(op_id) in skip_steps:
+        if table in NOT_EFFECTS or step_of(row.op_id) in skip_steps:
             continue
         key = (table, *row.values)
         counted[key] = 1 if table in SET_TABLES else counted[key] + 1
@@ -356,12 +428,7 @@ def check_end_state(ev: TrialEvidence) -> Verdict:
     if golden is None:
         return _unknown("I8", "no golden run to compare with")
     if ev.corrupted:
-        return Verdict(
-            "I8",
-            TITLES["I8"],
-            "pass",
-            ("not compared: the trial ends on injected corruption (see I9)",),
-        )
+        return _not_judged("I8", "the trial ends on injected corruption (see I9)")
     if not _finished(ev):
         return _unknown("I8", "the trial did not finish; its end state is not final")
     skip = _unverifiable_steps(ev)
@@ -376,61 +443,49 @@ def check_end_state(ev: TrialEvidence) -> Verdict:
 def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     """I9: a torn tail is dropped, never misread; corruption stops the agent before any tool.
 
-    A tear is judged by the first life that opened the journal after it: that
-    life must report the dropped tail exactly where the torn bytes began and as
-    long as they were. A later fault before any life opened the journal (another
-    power cut) replaces the tail to expect; a life killed before its incarnation
-    record leaves the tear unjudged, since it may have cut it already. After
-    injected corruption, the next life must refuse, naming the damaged record's
-    offset and number, with no tool run.
+    A tear is judged by the first life that wrote to the journal after it: it
+    must report the dropped tail exactly where the torn bytes began and as
+    long as they were. A later fault before any life wrote (another power
+    cut) replaces the tail to expect; a life killed before it wrote anything
+    leaves the tear unjudged, since it may have cut it already. After
+    injected corruption, the next life must refuse, naming the damaged
+    record's offset and number, with no tool run. And the journal must never
+    be corrupt when no corruption was injected.
     """
     problems = []
     checked = 0
-    opened = {
-        s.record.pid: s.record.incarnation
-        for s in ev.records
-        if isinstance(s.record, IncarnationRecord)
-    }
-    dropped = {
-        s.record.incarnation: s.record
-        for s in ev.records
-        if isinstance(s.record, TailDroppedRecord)
-    }
-    faults = {int(f["life"]): f for f in ev.faults}
-    pending: dict[str, Any] | None = None
+    pending: dict[str, object] | None = None
     for life in ev.lives:
-        incarnation = opened.get(life.pid)
-        if incarnation is not None and pending is not None:
+        wrote = ev.entries_of(life.life)
+        if wrote and pending is not None:
             checked += 1
-            problems += _tail_dropped(pending, dropped.get(incarnation), life.life)
-        if incarnation is not None or life.killed is not None:
-            # A life killed before its incarnation record may have cut the tail
-            # (the cut comes first) without living to report it: not judged.
+            report = next((e for e in wrote if e.kind == "tail_dropped"), None)
+            problems += _tail_dropped(pending, report, life.life)
+        if wrote or life.killed is not None:
             pending = None
-        fault = faults.get(life.life)
+        fault = ev.fault_after(life.life)
         if fault is not None and "torn" in fault:
             pending = fault if fault["torn"] else None
         if fault is not None and fault.get("corrupted") is not None:
             checked += 1
             problems += _refused_corruption(ev, fault)
-    try:
-        scan_journal(ev.trial_dir / "journal")
-    except JournalCorruptError as exc:
-        if not ev.corrupted:
-            problems.append(f"the journal is corrupt without injected corruption: {exc}")
+    final = ev.final_reading
+    if final.corrupt is not None and not ev.corrupted:
+        problems.append(f"the journal is corrupt without injected corruption: {final.corrupt}")
     return _verdict("I9", problems, f"{checked} injected tears and corruptions handled")
 
 
-def _tail_dropped(fault: dict[str, Any], report: TailDroppedRecord | None, life: int) -> list[str]:
+def _tail_dropped(fault: dict[str, object], report: JournalEntry | None, life: int) -> list[str]:
     at, torn = fault["valid_end"], fault["torn"]
     if report is None:
         return [
             f"life {life} opened the journal with a torn tail of {torn} bytes at byte "
             f"{at} ({fault['fault']}) and never reported it dropped"
         ]
-    if (report.offset, report.length) != (at, torn):
+    got = (report.payload["offset"], report.payload["length"])
+    if got != (at, torn):
         return [
-            f"life {life} dropped {report.length} bytes at byte {report.offset}; "
+            f"life {life} dropped {got[1]} bytes at byte {got[0]}; "
             f"the tear left {torn} bytes at byte {at}"
         ]
     return []
@@ -454,6 +509,94 @@ def _refused_corruption(ev: TrialEvidence, fault: dict[str, object]) -> list[str
     return problems
 
 
+def check_faults_landed(ev: TrialEvidence) -> Verdict:
+    """F: every fault the schedule asked for happened, by the supervisor's own observation.
+
+    A kill at a failpoint was delivered there (the victim reached that hit);
+    a random-time kill was delivered; a full disk made the life stop on its
+    failed append; a power loss found a journal and its shadow (and, after a
+    kill between a write and its fsync, bytes the shadow did not cover); a
+    corruption changed a record. A fault that did not land leaves the trial
+    ``unknown``: it did not test what its schedule says.
+    """
+    problems = []
+    landed = 0
+    lives = {life.life: life for life in ev.lives}
+    for number, planned in enumerate(ev.schedule, 1):
+        life = lives.get(number)
+        asked = [spec for spec in str(planned.get("failpoints", "")).split(",") if spec]
+        kills = [spec for spec in asked if spec.endswith("=kill")]
+        wanted = len(kills) + ("kill_after_ms" in planned) + ("=enospc" in ",".join(asked))
+        wanted += "after_death" in planned
+        if not wanted:
+            continue
+        if life is None:
+            problems.append(
+                f"life {number} was scheduled ({_describe(planned)}) but never ran: the "
+                f"trial ended after life {len(ev.lives)}"
+            )
+            continue
+        for spec in kills:
+            name, _, hit = spec.removesuffix("=kill").partition("@")
+            at = f"{name} {hit}" if hit else name
+            if life.killed == "failpoint" and (life.reached or "").startswith(at):
+                landed += 1
+            else:
+                problems.append(f"life {number}: the kill at {spec} never fired ({_ended(life)})")
+        if "kill_after_ms" in planned:
+            if life.killed == "timed":
+                landed += 1
+            else:
+                problems.append(
+                    f"life {number}: the kill {planned['kill_after_ms']} ms after ready never "
+                    f"fired ({_ended(life)})"
+                )
+        if "=enospc" in ",".join(asked):
+            if life.returncode == EXIT_WRITE_FAILED:
+                landed += 1
+            else:
+                problems.append(
+                    f"life {number}: the full disk never stopped an append ({_ended(life)})"
+                )
+        if "after_death" in planned:
+            missed = _after_death_landed(ev, life, str(planned["after_death"]))
+            problems += missed
+            landed += not missed
+    if problems:
+        return _unknown("F", "; ".join(problems))
+    return Verdict("F", TITLES["F"], "pass", (f"{landed} scheduled faults landed",))
+
+
+def _after_death_landed(ev: TrialEvidence, life: LifeSeen, spec: str) -> list[str]:
+    number = life.life
+    if not ev.has_journal:
+        return [f"life {number}: the runtime keeps no journal, so {spec} had nothing to act on"]
+    fault = ev.fault_after(number)
+    if fault is None:
+        return [f"life {number}: {spec} was never applied"]
+    if not fault.get("landed", False):
+        return [f"life {number}: {spec} did not land: {fault.get('why', 'no reason given')}"]
+    reached = life.reached or ""
+    between_write_and_fsync = reached.startswith("journal.before_fsync")
+    nothing_unsynced = int(fault.get("synced", 0)) >= int(fault.get("size", 0))
+    if spec.startswith("power-loss") and between_write_and_fsync and nothing_unsynced:
+        return [
+            f"life {number}: killed between a write and its fsync, yet the shadow says "
+            "every byte was synced: the power loss had nothing to take"
+        ]
+    return []
+
+
+def _describe(planned: dict[str, object]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in planned.items())
+
+
+def _ended(life: LifeSeen) -> str:
+    if life.killed:
+        return f"it was killed ({life.killed}, {life.reached or 'no failpoint'})"
+    return f"it ended with exit status {life.returncode}"
+
+
 TITLES = {
     "I1": "success never re-executed once durable or reported",
     "I2": "unknown outcome of an unsafe op verified, not replayed",
@@ -464,6 +607,7 @@ TITLES = {
     "I7": "liveness: finished, every step accounted for",
     "I8": "end state equals the golden run",
     "I9": "journal integrity: torn tail dropped, corruption refused",
+    "F": "every scheduled fault landed",
 }
 
 INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
@@ -476,23 +620,63 @@ INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
     "I7": check_liveness,
     "I8": check_end_state,
     "I9": check_journal_integrity,
+    "F": check_faults_landed,
 }
 
+NEEDS: dict[str, frozenset[str]] = {
+    "I1": frozenset({"ledger", "history"}),
+    "I2": frozenset({"ledger"}),
+    "I3": frozenset({"journal", "ledger"}),
+    "I4": frozenset({"journal", "ledger"}),
+    "I5": frozenset({"journal"}),
+    "I6": frozenset({"journal", "ledger"}),
+    "I7": frozenset({"history"}),
+    "I8": frozenset({"world"}),
+    "I9": frozenset({"journal"}),
+    "F": frozenset(),
+}
+"""The evidence each invariant needs; without it the invariant is not judged."""
 
-_NEEDS_JOURNAL = frozenset({"I3", "I4", "I5", "I6", "I9"})
+
+_JUDGED_WITHOUT_JOURNAL = frozenset({"I8", "I9", "F"})
+"""Judged from the world, the journal file's bytes and the supervisor, readable or not."""
+
+
+def _journal_unreadable(ev: TrialEvidence) -> str | None:
+    """Why a runtime that keeps the journal left none the checkers can read, if so."""
+    reading = ev.reading
+    if not reading.exists:
+        return "the runtime keeps a journal, but the trial left none"
+    if reading.corrupt is not None:
+        return f"the journal cannot be read: {reading.corrupt}"
+    return None
 
 
 def check_trial(
-    trial_dir: Path, golden_dir: Path | None, *, restart_budget: int = 8
+    trial_dir: Path,
+    golden_dir: Path | None,
+    *,
+    restart_budget: int = 8,
+    offers: frozenset[str] = EVIDENCE,
 ) -> tuple[Verdict, ...]:
-    """Every invariant's verdict for one trial; never raises."""
-    ev = TrialEvidence(trial_dir, golden_dir, restart_budget)
+    """Every invariant's verdict for one trial; never raises.
+
+    ``offers`` is the evidence the runtime under test keeps (its adapter says).
+    """
+    ev = TrialEvidence(trial_dir, golden_dir, restart_budget, offers)
     verdicts = []
     for key, checker in INVARIANTS.items():
-        if key in _NEEDS_JOURNAL and not ev.has_journal:
-            verdicts.append(_unknown(key, "the runtime under test keeps no journal to judge"))
+        missing = NEEDS[key] - offers
+        if missing:
+            verdicts.append(
+                _not_judged(key, f"the runtime under test offers no {', '.join(sorted(missing))}")
+            )
             continue
         try:
+            unreadable = _journal_unreadable(ev) if ev.has_journal else None
+            if unreadable is not None and key not in _JUDGED_WITHOUT_JOURNAL:
+                verdicts.append(_unknown(key, unreadable))
+                continue
             verdicts.append(checker(ev))
         except Exception as exc:  # a checker's error is an unknown verdict, not a crash
             verdicts.append(_unknown(key, f"checker error: {type(exc).__name__}: {exc}"))

@@ -9,13 +9,15 @@ and the ledger tell where the victim stood:
 - ``before intent``: recovered, no intent yet in this life;
 - ``intent-effect``: the last intent has no ledger row (the effect had not run);
 - ``effect-finish``: the effect ran (ledger row) but the finish was not written;
-- ``after finish``: the last op of the life had finished.
+- ``after finish``: the last op of the life had finished;
+- ``held at exit``: the moment came after the life's work, and the kill
+  landed at its last point (``agent.before_exit``), before it could exit.
 """
 
 from __future__ import annotations
 
 from harness.check.evidence import TrialEvidence
-from harness.runtime.records import FinishRecord, IncarnationRecord, IntentRecord
+from harness.runtime.failpoints import EXIT_HOLD_POINT
 
 __all__ = ["WINDOWS", "kill_windows"]
 
@@ -26,39 +28,33 @@ WINDOWS = (
     "intent-effect",
     "effect-finish",
     "after finish",
+    "held at exit",
 )
 
 
 def kill_windows(ev: TrialEvidence) -> list[str]:
     """The window of each random-time kill of the trial, in life order."""
-    by_pid = {
-        s.record.pid: s.record.incarnation
-        for s in ev.records
-        if isinstance(s.record, IncarnationRecord)
-    }
     windows = []
     for life in ev.lives:
         if life.killed != "timed":
             continue
-        incarnation = by_pid.get(life.pid)
-        windows.append("start-up" if incarnation is None else _window(ev, incarnation))
+        if (life.reached or "").startswith(EXIT_HOLD_POINT):
+            windows.append("held at exit")
+        else:
+            windows.append(_window(ev, life.life, life.pid))
     return windows
 
 
-def _window(ev: TrialEvidence, incarnation: int) -> str:
-    if incarnation not in ev.recovered_lives:
+def _window(ev: TrialEvidence, life: int, pid: int) -> str:
+    wrote = ev.entries_of(life)
+    if not wrote:
+        return "start-up"
+    if not any(e.kind == "recovered" for e in wrote):
         return "during recovery"
-    last = None
-    for s in ev.records:
-        r = s.record
-        if isinstance(r, IntentRecord | FinishRecord) and r.incarnation == incarnation:
-            last = r
+    last = next((e for e in reversed(wrote) if e.kind in ("intent", "finish")), None)
     if last is None:
         return "before intent"
-    if isinstance(last, FinishRecord):
+    if last.kind == "finish":
         return "after finish"
-    ran = any(
-        e.op_id == last.op_id and e.attempt == last.attempt and e.incarnation == incarnation
-        for e in ev.ledger
-    )
+    ran = any(e.op_id == last.op_id and e.pid == pid for e in ev.ledger)
     return "effect-finish" if ran else "intent-effect"

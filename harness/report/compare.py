@@ -6,6 +6,16 @@ For each failing trial of a runtime the findings list the ops the ledger shows
 replayed and the one command that replays the trial. Written to
 ``compare.md`` and ``compare.json`` in the run folder; it decides nothing the
 checkers did not.
+
+Exit status (``harness.exits``): each runtime is expected to hold (no failed
+and no unknown trial) unless ``--expect-fail NAME`` says it must fail at least
+one trial. 0 when every runtime did what was expected; 1 when one did not (a
+runtime failed that should hold, or one expected to fail held everything: "expected
+NAME to fail, but it held"); 3 when nothing went against expectation but some
+runtime could not be confirmed: it had trials that could not be judged and none
+that failed, or it ran no trial. A failure outranks an unknown. A runtime expected
+to fail that did fail has what it needs, whatever else it could not judge (the
+table still counts those trials).
 """
 
 from __future__ import annotations
@@ -13,7 +23,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +33,12 @@ from rich.table import Table
 
 from harness.chaos.campaign import CampaignConfig, run_trials
 from harness.chaos.trial import TrialResult, TrialSpec
-from harness.check.invariants import TITLES
+from harness.check.invariants import TITLES, Status
+from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 
-__all__ = ["run_compare"]
+__all__ = ["RuntimeOutcome", "compare_status", "outcomes", "run_compare"]
+
+HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
 
 _console = Console(highlight=False, soft_wrap=True)
 _REPLAYED = re.compile(r"^(\S+) \((\w+), (\w+)\) ran (\d+) times")
@@ -68,8 +82,112 @@ def _findings(results: list[TrialResult]) -> list[dict[str, Any]]:
     return found
 
 
-def run_compare(config: CampaignConfig, runtimes: list[str], failpoints: tuple[str, ...]) -> int:
-    """Run the campaign once per runtime; print and write the side-by-side table."""
+@dataclass(frozen=True, slots=True)
+class RuntimeOutcome:
+    """How one runtime came out of the comparison, against what was expected of it."""
+
+    runtime: str
+    trials: int
+    failed: int
+    unknown: int
+    expected_to_fail: bool = False
+
+    @property
+    def outcome(self) -> str:
+        """``failed`` (some trial failed), ``could not be judged`` (none failed, but some
+        could not be judged, or no trial ran) or ``held``."""
+        if self.failed:
+            return "failed"
+        if self.unknown or not self.trials:
+            return "could not be judged"
+        return "held"
+
+    @property
+    def status(self) -> Status:
+        """``pass`` when it did what was expected, ``fail`` when it did not, ``unknown``
+        when it cannot be told."""
+        outcome = self.outcome
+        if outcome == "could not be judged":
+            return "unknown"
+        return "pass" if (outcome == "failed") == self.expected_to_fail else "fail"
+
+    @property
+    def problem(self) -> str | None:
+        """The line that says what went against expectation, or None."""
+        if self.status == "fail" and self.expected_to_fail:
+            return f"expected {self.runtime} to fail, but it held ({self.trials} trials)"
+        if self.status == "fail":
+            return (
+                f"expected {self.runtime} to hold, but it failed {self.failed} of "
+                f"{self.trials} trials"
+            )
+        if self.status == "unknown" and not self.trials:
+            return f"{self.runtime} ran no trial, so it could not be judged"
+        if self.status == "unknown":
+            return (
+                f"{self.runtime}: {self.unknown} of {self.trials} trials could not be judged "
+                f"and none failed, so whether it {'fails' if self.expected_to_fail else 'holds'}"
+                " is unknown"
+            )
+        return None
+
+
+def outcomes(
+    by_runtime: dict[str, list[TrialResult]], expect_fail: Iterable[str] = ()
+) -> list[RuntimeOutcome]:
+    """Each runtime's trials counted, in the order given."""
+    expected = set(expect_fail)
+    return [
+        RuntimeOutcome(
+            runtime,
+            len(results),
+            sum(r.status == "fail" for r in results),
+            sum(r.status == "unknown" for r in results),
+            runtime in expected,
+        )
+        for runtime, results in by_runtime.items()
+    ]
+
+
+def compare_status(came_out: Sequence[RuntimeOutcome]) -> int:
+    """The exit status of a comparison: 0 as expected, 1 not as expected, 3 could not judge."""
+    return exit_status(o.status for o in came_out)
+
+
+def final_line(came_out: Sequence[RuntimeOutcome]) -> str:
+    """Which runtimes held, failed or could not be judged, and what was expected."""
+
+    def named(outcome: str) -> str:
+        return ", ".join(o.runtime for o in came_out if o.outcome == outcome) or "none"
+
+    expected = ", ".join(o.runtime for o in came_out if o.expected_to_fail)
+    return (
+        f"{HEADLINES[compare_status(came_out)]}: held: {named('held')}; failed: {named('failed')}; "
+        f"could not be judged: {named('could not be judged')}; expected to fail: "
+        f"{expected or 'none'} (every other runtime expected to hold)"
+    )
+
+
+def _cell(counts: Counter[str]) -> str:
+    """``failed / judged`` (judged: pass or fail), and how many could not be judged."""
+    judged = counts["pass"] + counts["fail"]
+    unknown = f"{counts['unknown']} could not be judged" if counts["unknown"] else ""
+    if not judged:
+        return unknown or "not judged"
+    return f"{counts['fail']} / {judged}" + (f" ({unknown})" if unknown else "")
+
+
+def run_compare(
+    config: CampaignConfig,
+    runtimes: list[str],
+    failpoints: tuple[str, ...],
+    expect_fail: Sequence[str] = (),
+) -> int:
+    """Run the campaign once per runtime; print and write the side-by-side table.
+
+    Returns the exit status (``compare_status``); ``expect_fail`` names the
+    runtimes that must fail at least one trial.
+    """
     by_runtime: dict[str, list[TrialResult]] = {}
     for runtime in runtimes:
         _console.print(f"[bold]{runtime}[/]: running the campaign")
@@ -87,15 +205,17 @@ def run_compare(config: CampaignConfig, runtimes: list[str], failpoints: tuple[s
     for key, title in TITLES.items():
         cells = []
         for runtime in runtimes:
-            counts = Counter(
+            counts: Counter[str] = Counter(
                 v.status for r in by_runtime[runtime] for v in r.verdicts if v.invariant == key
             )
-            judged = counts["pass"] + counts["fail"]
-            cells.append(f"{counts['fail']} / {judged}" if judged else "not judged")
+            cells.append(_cell(counts))
         rows[key] = dict(zip(runtimes, cells, strict=True))
         table.add_row(f"{key} {title}", *cells)
-    failed = [sum(r.status == "fail" for r in by_runtime[rt]) for rt in runtimes]
+    came_out = outcomes(by_runtime, expect_fail)
+    failed = [o.failed for o in came_out]
+    unknown = [o.unknown for o in came_out]
     table.add_row("[bold]trials failed[/]", *[str(n) for n in failed])
+    table.add_row("[bold]trials that could not be judged[/]", *[str(n) for n in unknown])
     _console.print(table)
     findings = {rt: _findings(by_runtime[rt]) for rt in runtimes}
     replays: Counter[tuple[str, str, str]] = Counter()
@@ -116,25 +236,41 @@ def run_compare(config: CampaignConfig, runtimes: list[str], failpoints: tuple[s
                 f"  {runtime} {finding['trial']}: {', '.join(finding['failed'])}; "
                 f"replay: {finding['replay']}"
             )
-    _write(config.run_dir, runtimes, rows, failed, findings, replays)
+    for runtime in runtimes:
+        for result in [r for r in by_runtime[runtime] if r.status == "unknown"][:5]:
+            _console.print(
+                f"  {runtime} {result.spec.trial_id}: could not judge "
+                f"{', '.join(result.unknown_invariants)}; replay: {result.spec.replay_command()}"
+            )
+    _write(config.run_dir, runtimes, rows, came_out, findings, replays)
     _console.print(f"written: {config.run_dir / 'compare.md'}")
-    return 0
+    for o in came_out:
+        if o.problem is not None:
+            _console.print(f"[{'red' if o.status == 'fail' else 'yellow'}]{o.problem}[/]")
+    _console.print(f"[bold]{final_line(came_out)}[/]")
+    return compare_status(came_out)
 
 
 def _write(
     run_dir: Path,
     runtimes: list[str],
     rows: dict[str, dict[str, str]],
-    failed: list[int],
+    came_out: list[RuntimeOutcome],
     findings: dict[str, list[dict[str, Any]]],
     replays: Counter[tuple[str, str, str]],
 ) -> None:
+    failed = [o.failed for o in came_out]
     (run_dir / "compare.json").write_text(
         json.dumps(
             {
                 "runtimes": runtimes,
+                "expected_to_fail": [o.runtime for o in came_out if o.expected_to_fail],
                 "invariants": rows,
-                "failed": dict(zip(runtimes, failed, strict=True)),
+                "failed": {o.runtime: o.failed for o in came_out},
+                "unknown": {o.runtime: o.unknown for o in came_out},
+                "outcomes": {o.runtime: o.outcome for o in came_out},
+                "problems": [o.problem for o in came_out if o.problem is not None],
+                "exit_status": compare_status(came_out),
                 "findings": findings,
             },
             indent=1,
@@ -147,6 +283,9 @@ def _write(
         for key, cells in rows.items()
     ]
     lines.append("| trials failed | " + " | ".join(str(n) for n in failed) + " |")
+    lines.append(
+        "| trials that could not be judged | " + " | ".join(str(o.unknown) for o in came_out) + " |"
+    )
     lines += ["", "| runtime | tool | class | trials with a replay |", "|---|---|---|---|"]
     lines += [f"| {rt} | {tool} | {cls} | {n} |" for (rt, tool, cls), n in sorted(replays.items())]
     lines += ["", "Replay commands (first of each tool):", ""]
@@ -157,4 +296,5 @@ def _write(
                 if (runtime, op["tool"]) not in seen:
                     seen.add((runtime, op["tool"]))
                     lines.append(f"- {runtime}, {op['tool']}: `{finding['replay']}`")
+    lines += ["", *(o.problem for o in came_out if o.problem is not None), final_line(came_out)]
     (run_dir / "compare.md").write_text("\n".join(lines) + "\n", "utf-8")

@@ -16,13 +16,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from harness.adapters import get_adapter
 from harness.agent.broken import BROKEN_RUNTIMES
-from harness.chaos.campaign import CampaignConfig, run_trials
+from harness.chaos.campaign import CampaignConfig, golden_dir, run_trials
 from harness.chaos.faults import FAULT_KINDS
+from harness.chaos.mutations import MUTATIONS
+from harness.chaos.schedule import JOURNAL_FAULTS
 from harness.chaos.trial import TrialResult
-from harness.check.invariants import TITLES
+from harness.check.invariants import OUTCOMES, TITLES, check_trial
 from harness.check.windows import WINDOWS
-from harness.report.files import SelfCheckRow, write_run_reports
+from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
+from harness.report.files import MUTATION, SelfCheckRow, write_run_reports
+from harness.runtime.failpoints import EXIT_HOLD_POINT
 
 __all__ = ["print_trial", "run_chaos"]
 
@@ -85,6 +90,11 @@ class CampaignSummary:
     def failures(self) -> list[TrialResult]:
         return [r for r in self.results if r.status == "fail"]
 
+    @property
+    def unjudged(self) -> list[TrialResult]:
+        """Trials with no failure but some invariant that could not be judged."""
+        return [r for r in self.results if r.status == "unknown"]
+
 
 def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
     """The campaign, then the self-check; an interrupt still leaves a report of what completed."""
@@ -101,11 +111,16 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
         summary = CampaignSummary(results)
         _print_invariants(summary)
         _print_windows(summary)
-        _print_faults(summary)
+        _print_faults(summary, config.runtime)
         _print_failures(summary.failures)
+        _print_failures(summary.unjudged, "trials that could not be judged")
         if self_check:
-            _self_check(config, checks, self_checked)
+            passing = [r for r in results if r.status == "pass"]
+            _self_check(config, checks, self_checked, passing)
             _print_self_check(checks)
+        # Inside the try: an interrupt while the reports are written still leaves
+        # them, marked interrupted.
+        write_run_reports(config, results, checks)
     except BaseException:
         # Interrupted (Ctrl-C, SIGTERM) or broken: keep what completed, say so, go on failing.
         discard_incomplete(config.run_dir, results + self_checked)
@@ -114,19 +129,23 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
             f"[bold red]INTERRUPTED[/]: kept {len(results)} completed trials in {config.run_dir}"
         )
         raise
-    write_run_reports(config, results, checks)
-    ok = not summary.failures and all(c.as_expected for c in checks)
+    status = exit_status(
+        [r.status for r in results] + ["fail" for c in checks if not c.as_expected]
+    )
     kinds = Counter(r.spec.kind for r in results)
     _console.print(
-        f"[bold]{'PASS' if ok else 'FAIL'}[/]: {len(results)} trials "
+        f"[bold]{HEADLINES[status]}[/]: {len(results)} trials "
         f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
-        f"{len(summary.failures)} failed, "
+        f"{len(summary.failures)} failed, {len(summary.unjudged)} could not be judged, "
         f"{sum(r.kills for r in results)} kills; report {config.run_dir}/index.html"
     )
     if summary.failures:
         first = summary.failures[0].spec
         _console.print(f"replay the first failure with: {first.replay_command()}")
-    return 0 if ok else 1
+    return status
+
+
+HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
 
 
 def discard_incomplete(run_dir: Path, results: list[TrialResult]) -> None:
@@ -147,18 +166,21 @@ def discard_incomplete(run_dir: Path, results: list[TrialResult]) -> None:
 
 def _print_invariants(summary: CampaignSummary) -> None:
     table = Table(title="invariants over the campaign")
-    for column in ("invariant", "pass", "fail", "unknown"):
+    for column in ("invariant", *OUTCOMES):
         table.add_column(column, justify="left" if column == "invariant" else "right")
     for key, counts in summary.by_invariant().items():
-        table.add_row(
-            f"{key} {TITLES[key]}", str(counts["pass"]), str(counts["fail"]), str(counts["unknown"])
-        )
+        table.add_row(f"{key} {TITLES[key]}", *(str(counts[o]) for o in OUTCOMES))
     _console.print(table)
 
 
 def _print_windows(summary: CampaignSummary) -> None:
     counts = summary.windows()
-    reached = Counter(r.split(" ")[0] for res in summary.results for r in res.reached)
+    reached = Counter(
+        point
+        for res in summary.results
+        for r in res.reached
+        if (point := r.split(" ")[0]) != EXIT_HOLD_POINT  # counted as "held at exit"
+    )
     table = Table(title="where the kills landed")
     table.add_column("random-time kills: window")
     table.add_column("kills", justify="right")
@@ -169,35 +191,45 @@ def _print_windows(summary: CampaignSummary) -> None:
     _console.print(table)
 
 
-def _print_faults(summary: CampaignSummary) -> None:
+def _print_faults(summary: CampaignSummary, runtime: str) -> None:
     table = Table(title="faults injected")
     for column in ("fault", "what it does", "trials", "failed"):
         table.add_column(column, justify="right" if column in ("trials", "failed") else "left")
+    keeps_journal = get_adapter(runtime).journal
     for kind, description in FAULT_KINDS.items():
+        if kind in JOURNAL_FAULTS and not keeps_journal:
+            table.add_row(kind, description, "not applicable", f"{runtime} keeps no journal")
+            continue
         hit = [r for r in summary.results if kind in r.spec.schedule.fault_kinds]
         failed = sum(r.status == "fail" for r in hit)
         table.add_row(kind, description, str(len(hit)), str(failed))
     _console.print(table)
 
 
-def _print_failures(failures: list[TrialResult]) -> None:
+def _print_failures(failures: list[TrialResult], what: str = "failures") -> None:
+    """Each failing (or unjudged) trial: the verdicts that made it so, and its replay."""
     for result in failures[:MAX_FAILURES_SHOWN]:
-        _console.print(f"[red]FAIL[/] {result.spec.trial_id} ({result.spec.schedule.describe()})")
+        label = "[red]FAIL[/]" if result.status == "fail" else "[yellow]COULD NOT JUDGE[/]"
+        _console.print(f"{label} {result.spec.trial_id} ({result.spec.schedule.describe()})")
         for verdict in result.verdicts:
-            if verdict.status == "fail":
+            if verdict.status == result.status:
                 _console.print(f"  {verdict.invariant} {verdict.title}: {verdict.evidence[0]}")
         _console.print(f"  seed {result.spec.seed}; replay: {result.spec.replay_command()}")
     if len(failures) > MAX_FAILURES_SHOWN:
-        _console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failures")
+        _console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more {what}")
 
 
 def _self_check(
-    config: CampaignConfig, rows: list[SelfCheckRow], completed: list[TrialResult]
+    config: CampaignConfig,
+    rows: list[SelfCheckRow],
+    completed: list[TrialResult],
+    passing: list[TrialResult],
 ) -> None:
-    """Run each broken runtime until the invariant it breaks catches it.
+    """Run each broken runtime until the invariant it breaks catches it, then the mutations.
 
     A mistake that needs a fault beyond SIGKILL must first escape SIGKILL alone
-    (on a smaller campaign), then be caught once that fault is added.
+    (on a smaller campaign), then be caught once that fault is added. Each
+    mutation damages a copy of one of the campaign's ``passing`` trials.
     """
     for name, runtime in BROKEN_RUNTIMES.items():
         expected = set(runtime.caught_by)
@@ -237,6 +269,42 @@ def _self_check(
                 next((r for r in alone if caught_as_expected(r)), None),
             )
         )
+    rows += _mutation_rows(config, passing)
+
+
+def _mutation_rows(config: CampaignConfig, passing: list[TrialResult]) -> list[SelfCheckRow]:
+    """Damage a copy of a passing trial per mutation; its invariant must fail on the copy."""
+    rows = []
+    for mutation in MUTATIONS:
+        fit = next((r for r in passing if mutation.fits(r)), None)
+        caught = None
+        if fit is not None:
+            copy = mutation.copy_and_apply(fit, config.run_dir / "self-check")
+            golden = golden_dir(config.run_dir, fit.spec.scenario, fit.spec.seed)
+            verdicts = check_trial(
+                copy,
+                golden,
+                restart_budget=config.restart_budget,
+                offers=get_adapter(fit.spec.runtime).evidence,
+            )
+            mutated = replace(
+                fit,
+                spec=replace(fit.spec, label=f"{fit.spec.label}+mutation-{mutation.name}"),
+                directory=copy,
+                verdicts=verdicts,
+            )
+            caught = mutated if mutation.invariant in mutated.failed_invariants else None
+        rows.append(
+            SelfCheckRow(
+                f"mutation {mutation.name}",
+                mutation.damage,
+                MUTATION,
+                (mutation.invariant,),
+                0 if fit is None else 1,
+                caught,
+            )
+        )
+    return rows
 
 
 def _print_self_check(rows: list[SelfCheckRow]) -> None:
@@ -249,19 +317,44 @@ def _print_self_check(rows: list[SelfCheckRow]) -> None:
     _console.print(table)
     for row in rows:
         if row.caught is not None:
-            _console.print(
-                f"  {row.name}: caught by {', '.join(row.caught.failed_invariants)} "
-                f"in {row.caught.spec.trial_id}; replay: "
-                f"{row.caught.spec.replay_command()}"
+            where = (
+                f"a mutated copy {row.caught.directory}"
+                if row.needs_fault == MUTATION
+                else f"{row.caught.spec.trial_id}; replay: {row.caught.spec.replay_command()}"
             )
+            _console.print(
+                f"  {row.name}: caught by {', '.join(row.caught.failed_invariants)} in {where}"
+            )
+    _print_every_invariant_fails(rows)
+
+
+def _print_every_invariant_fails(rows: list[SelfCheckRow]) -> None:
+    """Per invariant, the broken runtimes and mutations it caught: each must have one."""
+    table = Table(title="self-check: every invariant can fail")
+    for column in ("invariant", "caught", "failing alone in"):
+        table.add_column(column)
+    for key in TITLES:
+        if key == "F":
+            continue  # not a promise of the runtime: a fault that did not land
+        caught = [r for r in rows if r.caught is not None and key in r.caught.failed_invariants]
+        alone = [r.name for r in caught if r.caught and r.caught.failed_invariants == (key,)]
+        table.add_row(
+            f"{key} {TITLES[key]}",
+            ", ".join(r.name for r in caught) or "[red]NOTHING CAUGHT BY IT[/]",
+            ", ".join(alone) or "—",
+        )
+    _console.print(table)
 
 
 def print_trial(result: TrialResult) -> None:
     _console.print(f"trial {result.spec.trial_id}: {result.spec.schedule.describe()}")
     _console.print(f"folder {result.directory}; {result.lives} lives, {result.kills} kills")
     for verdict in result.verdicts:
-        colour = {"pass": "green", "fail": "red", "unknown": "yellow"}[verdict.status]
-        _console.print(f"[{colour}]{verdict.status:7}[/] {verdict.invariant} {verdict.title}")
+        colour = _COLOURS[verdict.status]
+        _console.print(f"[{colour}]{verdict.status:10}[/] {verdict.invariant} {verdict.title}")
         for line in verdict.evidence if verdict.status != "pass" else ():
-            _console.print(f"          {line}")
-    _console.print(f"[bold]{result.status.upper()}[/]")
+            _console.print(f"             {line}")
+    _console.print(f"[bold]{HEADLINES[exit_status([result.status])]}[/]")
+
+
+_COLOURS = {"pass": "green", "fail": "red", "unknown": "yellow", "not-judged": "dim"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,13 @@ from xml.etree import ElementTree as ET
 
 from harness.chaos.campaign import CampaignConfig
 from harness.chaos.trial import TrialResult
+from harness.check.invariants import OUTCOMES
 
-__all__ = ["SelfCheckRow", "write_run_reports"]
+__all__ = ["MUTATION", "SelfCheckRow", "write_run_reports"]
+
+
+MUTATION = "mutation"
+"""``needs_fault`` of a self-check row that damages a recorded trial folder instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +48,12 @@ class SelfCheckRow:
     @property
     def outcome(self) -> str:
         if self.caught is None:
+            if self.needs_fault == MUTATION and self.trials == 0:
+                return "NOT CAUGHT: no trial of the campaign has what it changes"
             return "NOT CAUGHT"
         by = ", ".join(self.caught.failed_invariants)
+        if self.needs_fault == MUTATION:
+            return f"caught by {by} in a mutated copy of a passing trial"
         if self.needs_fault == "sigkill":
             return f"caught by {by}"
         if self.caught_by_sigkill is not None:
@@ -67,45 +77,68 @@ class SelfCheckRow:
         }
 
 
+def _outcomes(counts: Counter[str]) -> dict[str, int]:
+    """Every outcome of ``OUTCOMES`` (zero included), then any other status the files held."""
+    return {
+        **{o: counts[o] for o in OUTCOMES},
+        **{k: n for k, n in counts.items() if k not in OUTCOMES},
+    }
+
+
+def _trial_entry(result: TrialResult, invariants: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "trial": result.spec.trial_id,
+        "invariants": list(invariants),
+        "seed": result.spec.seed,
+        "replay": result.spec.replay_command(),
+    }
+
+
 def _summary(
     config: CampaignConfig,
     results: list[TrialResult],
     checks: list[SelfCheckRow],
     interrupted: bool,
+    missing_shards: Sequence[str],
 ) -> dict[str, Any]:
     invariants: dict[str, Counter[str]] = {}
     for result in results:
         for verdict in result.verdicts:
             invariants.setdefault(verdict.invariant, Counter())[verdict.status] += 1
     failures = [r for r in results if r.status == "fail"]
+    unjudged = [r for r in results if r.status == "unknown"]
+    complete = not interrupted and not missing_shards
+    shard = config.shard
     return {
         "seed": config.seed,
         "runtime": config.runtime,
         "scenarios": list(config.scenarios),
+        "shard": None if shard is None else {"index": shard.index, "count": shard.count},
         "trials": len(results),
         "kinds": dict(Counter(r.spec.kind for r in results)),
         "failed": len(failures),
-        "unknown": sum(r.status == "unknown" for r in results),
+        "unknown": len(unjudged),
         "kills": sum(r.kills for r in results),
-        "invariants": {k: dict(v) for k, v in sorted(invariants.items())},
+        "invariants": {k: _outcomes(v) for k, v in sorted(invariants.items())},
         "windows": dict(Counter(w for r in results for w in r.windows)),
         "faults": dict(Counter(k for r in results for k in r.spec.schedule.fault_kinds)),
-        "failures": [
-            {
-                "trial": r.spec.trial_id,
-                "invariants": list(r.failed_invariants),
-                "seed": r.spec.seed,
-                "replay": r.spec.replay_command(),
-            }
-            for r in failures
-        ],
+        "failures": [_trial_entry(r, r.failed_invariants) for r in failures],
+        "unjudged": [_trial_entry(r, r.unknown_invariants) for r in unjudged],
         "self_check": [c.to_json() for c in checks],
         "interrupted": interrupted,
-        "passed": not interrupted and not failures and all(c.as_expected for c in checks),
+        "missing_shards": list(missing_shards),
+        "complete": complete,
+        "passed": complete and not failures and not unjudged and all(c.as_expected for c in checks),
     }
 
 
+def _replay_text(result: TrialResult, lines: Iterable[str]) -> str:
+    return "\n".join((*lines, f"replay: {result.spec.replay_command()}"))
+
+
 def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.ElementTree[ET.Element]:
+    """One test case per trial: a ``<failure>`` per failed invariant; a trial with no
+    failure but some invariant that could not be judged gets one ``<error>``."""
     suites = ET.Element("testsuites")
     suite = ET.SubElement(
         suites,
@@ -113,6 +146,7 @@ def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.Element
         name="chaos campaign",
         tests=str(len(results)),
         failures=str(sum(r.status == "fail" for r in results)),
+        errors=str(sum(r.status == "unknown" for r in results)),
     )
     for result in sorted(results, key=lambda r: r.spec.trial_id):
         case = ET.SubElement(
@@ -127,9 +161,23 @@ def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.Element
                 failure = ET.SubElement(
                     case, "failure", message=f"{verdict.invariant} {verdict.title}"
                 )
-                failure.text = "\n".join(verdict.evidence) + (
-                    f"\nreplay: {result.spec.replay_command()}"
-                )
+                failure.text = _replay_text(result, verdict.evidence)
+        if result.status == "unknown":
+            unknown = [v for v in result.verdicts if v.status == "unknown"]
+            error = ET.SubElement(
+                case,
+                "error",
+                type="could-not-judge",
+                message="could not judge " + "; ".join(f"{v.invariant} {v.title}" for v in unknown),
+            )
+            error.text = _replay_text(
+                result,
+                (
+                    line
+                    for v in unknown
+                    for line in (f"{v.invariant} {v.title}:", *(f"  {e}" for e in v.evidence))
+                ),
+            )
     checks_suite = ET.SubElement(
         suites,
         "testsuite",
@@ -150,13 +198,18 @@ def write_run_reports(
     checks: list[SelfCheckRow],
     *,
     interrupted: bool = False,
+    missing_shards: Sequence[str] = (),
 ) -> None:
+    """Write ``summary.json``, ``junit.xml`` and ``index.html`` into ``config.run_dir``.
+
+    ``missing_shards`` (``"K/N"``, from a merge allowed to miss some): the run
+    is then not complete, and does not pass whatever its trials did.
+    """
     from harness.report.html import write_index_html
 
     run_dir = config.run_dir
-    (run_dir / "summary.json").write_text(
-        json.dumps(_summary(config, results, checks, interrupted), indent=1), "utf-8"
-    )
+    summary = _summary(config, results, checks, interrupted, missing_shards)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1), "utf-8")
     _junit(results, checks).write(run_dir / "junit.xml", encoding="utf-8", xml_declaration=True)
     write_index_html(run_dir, results, checks)
 

@@ -3,7 +3,11 @@
 The index shows the overall verdict, the invariants over the campaign, where
 the kills landed, the self-check and every trial; each trial page shows the
 spec, the one command that replays it, the verdicts with their evidence and
-the timeline of its lives (``harness.report.timeline``).
+the timeline of its lives (``harness.report.timeline``). The four outcomes of
+a verdict have badges of their own (pass green, fail red, unknown amber as
+"could not judge", not-judged grey); the invariants table counts each apart,
+and the run's badge is FAIL over COULD NOT JUDGE over INCOMPLETE (a merge
+with shards missing) over PASS.
 
 Contract: the pages describe what the checkers decided and never decide
 anything; every string that comes from data is escaped; the files open
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from harness.chaos.trial import TrialResult
-from harness.check.invariants import TITLES
+from harness.check.invariants import OUTCOMES, TITLES
 from harness.check.windows import WINDOWS
 from harness.report.timeline import read_timeline, render_timeline
 
@@ -49,6 +53,7 @@ code,pre,.tl{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fo
 pre{background:#f2f4f7;padding:.5em;white-space:pre-wrap;word-break:break-all}
 .badge{display:inline-block;padding:.05em .5em;border-radius:3px;font-weight:600;color:#fff}
 .badge.pass{background:#067647}.badge.fail{background:#b42318}.badge.unknown{background:#b54708}
+.badge.not-judged{background:#667085}.badge.incomplete{background:#b54708}
 tr.fail td{background:#fef3f2}tr.unknown td{background:#fffaeb}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:.5em 0}
 dl.facts dt{color:#475467}dl.facts dd{margin:0}
@@ -94,8 +99,14 @@ def _page(title: str, body: str, script: str = "") -> str:
     )
 
 
+_BADGE_TEXT = {"unknown": "COULD NOT JUDGE"}
+"""A badge's text where it is not the status in capitals."""
+
+
 def _badge(status: str) -> str:
-    return f'<span class="badge {_e(status)}">{_e(status.upper())}</span>'
+    """A status as a coloured badge: pass green, fail red, unknown amber, not-judged grey."""
+    text = _BADGE_TEXT.get(status, status.upper())
+    return f'<span class="badge {_e(status)}">{_e(text)}</span>'
 
 
 def _table(head: Iterable[str], rows: Iterable[str], *, table_id: str = "") -> str:
@@ -125,6 +136,19 @@ class _Overview:
     unknown: int
     kills: int
     passed: bool
+    missing_shards: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> str:
+        """The run's badge: a failure outranks an unknown; a run with shards missing is
+        incomplete; else the campaign's own verdict (which also counts the self-check)."""
+        if self.failed:
+            return "fail"
+        if self.unknown:
+            return "unknown"
+        if self.missing_shards:
+            return "incomplete"
+        return "pass" if self.passed else "fail"
 
 
 def _overview(run_dir: Path, results: list[TrialResult], checks: list[SelfCheckRow]) -> _Overview:
@@ -139,8 +163,11 @@ def _overview(run_dir: Path, results: list[TrialResult], checks: list[SelfCheckR
         "failed": failed,
         "unknown": sum(r.status == "unknown" for r in results),
         "kills": sum(r.kills for r in results),
-        "passed": failed == 0 and all(c.as_expected for c in checks),
+        "passed": failed == 0
+        and not any(r.status == "unknown" for r in results)
+        and all(c.as_expected for c in checks),
     }
+    missing: tuple[str, ...] = ()
     try:
         summary = json.loads((run_dir / "summary.json").read_text("utf-8"))
     except (OSError, ValueError):
@@ -151,6 +178,9 @@ def _overview(run_dir: Path, results: list[TrialResult], checks: list[SelfCheckR
             wanted = bool if key == "passed" else int if key != "runtime" else str
             if isinstance(value, wanted) and (wanted is bool or not isinstance(value, bool)):
                 computed[key] = value
+        shards = summary.get("missing_shards")
+        if isinstance(shards, list):
+            missing = tuple(str(shard) for shard in shards)
     return _Overview(
         str(computed["seed"]),
         str(computed["runtime"]),
@@ -159,11 +189,11 @@ def _overview(run_dir: Path, results: list[TrialResult], checks: list[SelfCheckR
         int(computed["unknown"]),
         int(computed["kills"]),
         bool(computed["passed"]),
+        missing,
     )
 
 
 def _header(run_dir: Path, o: _Overview, results: list[TrialResult]) -> str:
-    status = "pass" if o.passed else "fail"
     kinds = Counter(r.spec.kind for r in results)
     passing = o.trials - o.failed - o.unknown
     facts = [
@@ -179,8 +209,11 @@ def _header(run_dir: Path, o: _Overview, results: list[TrialResult]) -> str:
         ("kills", str(o.kills)),
         ("run folder", f"<code>{_e(run_dir)}</code>"),
     ]
+    if o.missing_shards:
+        missing = ", ".join(o.missing_shards)
+        facts.insert(3, ("missing shards", f"{_e(missing)}: this is not the whole campaign"))
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
-    return f'<h1>chaos run {_badge(status)}</h1><dl class="facts">{dl}</dl>'
+    return f'<h1>chaos run {_badge(o.status)}</h1><dl class="facts">{dl}</dl>'
 
 
 def _invariants(results: list[TrialResult]) -> str:
@@ -193,12 +226,9 @@ def _invariants(results: list[TrialResult]) -> str:
     rows = []
     for key, c in counts.items():
         cls = "fail" if c["fail"] else "unknown" if c["unknown"] else ""
-        rows.append(
-            f'<tr class="{cls}"><td>{_e(key)}</td><td>{_e(titles[key])}</td>'
-            f'<td class="n">{c["pass"]}</td><td class="n">{c["fail"]}</td>'
-            f'<td class="n">{c["unknown"]}</td></tr>'
-        )
-    return "<h2>Invariants</h2>" + _table(("", "invariant", "pass", "fail", "unknown"), rows)
+        cells = "".join(f'<td class="n">{c[outcome]}</td>' for outcome in OUTCOMES)
+        rows.append(f'<tr class="{cls}"><td>{_e(key)}</td><td>{_e(titles[key])}</td>{cells}</tr>')
+    return "<h2>Invariants</h2>" + _table(("", "invariant", *OUTCOMES), rows)
 
 
 def _coverage(results: list[TrialResult]) -> str:
@@ -240,8 +270,19 @@ def _self_check(run_dir: Path, checks: list[SelfCheckRow], pages: set[Path]) -> 
     )
 
 
+_STATUS_ORDER = {"fail": 0, "unknown": 1}
+"""Failed trials first, then those that could not be judged, then the rest."""
+
+
+def _not_held(r: TrialResult) -> str:
+    """The invariants a trial failed, and those it could not judge (marked so)."""
+    parts = list(r.failed_invariants)
+    parts += [f"{key} (could not judge)" for key in r.unknown_invariants]
+    return ", ".join(parts)
+
+
 def _trials(run_dir: Path, results: list[TrialResult], pages: set[Path]) -> str:
-    ordered = sorted(results, key=lambda r: (r.status != "fail", r.spec.trial_id))
+    ordered = sorted(results, key=lambda r: (_STATUS_ORDER.get(r.status, 2), r.spec.trial_id))
     rows = []
     for r in ordered:
         link = _link(run_dir, r) if r.directory in pages else None
@@ -251,7 +292,7 @@ def _trials(run_dir: Path, results: list[TrialResult], pages: set[Path]) -> str:
             f"<td><code>{_e(r.spec.trial_id)}</code></td><td>{_e(r.spec.scenario_name)}</td>"
             f"<td>{_e(r.spec.kind)}</td><td><code>{_e(r.spec.schedule.describe())}</code></td>"
             f'<td class="n">{r.lives}</td><td class="n">{r.kills}</td><td>{_badge(r.status)}</td>'
-            f"<td>{_e(' '.join(r.failed_invariants))}</td><td>{page}</td></tr>"
+            f"<td>{_e(_not_held(r))}</td><td>{page}</td></tr>"
         )
     linked = sum(r.directory in pages for r in results)
     limit = ""
@@ -266,7 +307,7 @@ def _trials(run_dir: Path, results: list[TrialResult], pages: set[Path]) -> str:
         ' <label><input id="bad" type="checkbox"> only failed or unknown</label></p>'
     )
     return f"<h2>Trials</h2>{limit}{controls}" + _table(
-        ("trial", "scenario", "kind", "schedule", "lives", "kills", "status", "failed", "page"),
+        ("trial", "scenario", "kind", "schedule", "lives", "kills", "status", "not held", "page"),
         rows,
         table_id="trials",
     )

@@ -7,12 +7,24 @@ into ``OUT``, rebuilds every trial's result from the files it left
 and writes ``summary.json``, ``junit.xml`` and ``index.html`` as one run of
 the whole campaign would, with each shard's audit section and Hypothesis suites.
 
+Each shard's ``summary.json`` says which shard it was (``"shard": {"index":
+K, "count": N}``, or null for an unsharded run, which is shard 1 of 1), so the
+merge knows how many shards the campaign had. It refuses an incomplete set,
+naming the missing shards ("shards 2/4, 4/4 are missing"), unless
+``--allow-missing`` is given: then the merged ``summary.json`` lists them
+(``missing_shards``), says ``"complete": false`` and does not pass, and the
+console headline says so; the exit status is still the trials' own.
+
 Contract: the run folders are only read, never changed; the merge decides
-nothing (the verdicts are the trials' own). It refuses, before copying
-anything, an ``OUT`` that is not empty, a folder without ``summary.json``,
-shards of different seeds or runtimes, and a trial that two shards both ran.
-Trials of another runtime (a self-check's broken runtimes) are left out: the
-self-check is not merged. Exit 0 when the merged run passed, 1 otherwise.
+nothing (the verdicts are the trials' own). It refuses (exit 2), before copying
+anything, an ``OUT`` that is not empty, a folder without ``summary.json`` or
+without its ``shard`` field, shards of different seeds, runtimes or shard
+counts, a shard given twice, missing shards (without ``--allow-missing``), and
+a trial that two shards both ran. Trials of another runtime (a self-check's
+broken runtimes) are left out: the self-check is not merged. Exit status
+(``harness.exits.exit_status`` over the merged trials, a shard's failed
+Hypothesis run or interrupted campaign counting as a failure): 0 held, 1 failed,
+3 could not judge.
 """
 
 from __future__ import annotations
@@ -27,16 +39,19 @@ from pathlib import Path
 from typing import Any, cast
 from xml.etree import ElementTree as ET
 
-from harness.chaos.campaign import CampaignConfig, golden_dir
+from harness.chaos.campaign import CampaignConfig, Shard, golden_dir
 from harness.chaos.schedule import CrashSchedule
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.check.invariants import Status, Verdict
+from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 from harness.runtime.errors import HarnessError
 
 __all__ = [
     "MergeError",
+    "MergeOutcome",
     "add_merge_parser",
     "amend_run_report",
+    "describe_missing",
     "load_trial_result",
     "merge_runs",
 ]
@@ -46,9 +61,11 @@ HYPOTHESIS_JUNIT = "hypothesis-junit.xml"
 
 
 class MergeError(HarnessError):
-    """The run folders cannot be merged: not run folders, different campaigns, or overlapping.
+    """The run folders cannot be merged: not run folders, different campaigns, overlapping,
+    or an incomplete set of shards.
 
-    Remedy: merge the shards of one seed and one runtime, each once, into an empty folder.
+    Remedy: merge every shard of one seed and one runtime, each once, into an empty
+    folder (or pass ``--allow-missing`` to merge an incomplete set, marked so).
     """
 
 
@@ -109,6 +126,65 @@ class _Run:
     directory: Path
     summary: dict[str, Any]
     trials: tuple[Path, ...]
+    shard: Shard
+    """Which shard of the campaign the run was; an unsharded run is shard 1 of 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class MergeOutcome:
+    """What a merge produced: its exit status and the shards it had to do without."""
+
+    status: int
+    """``harness.exits``: 0 held, 1 failed, 3 could not judge."""
+    shards: int
+    """How many shards the campaign had."""
+    missing: tuple[Shard, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+def _shard_of(directory: Path, summary: dict[str, Any]) -> Shard:
+    if "shard" not in summary:
+        raise MergeError(
+            f"{directory}/summary.json: no shard field, so merge cannot tell which shard of "
+            "how many it is (written by an older harness?): run it again"
+        )
+    data = summary["shard"]
+    if data is None:
+        return Shard(1, 1)
+    try:
+        return Shard(int(data["index"]), int(data["count"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MergeError(f"{directory}/summary.json: bad shard field {data!r}: {exc}") from None
+
+
+def describe_missing(missing: Sequence[Shard]) -> str:
+    """``"shard 2/4 is missing"`` or ``"shards 2/4, 4/4 are missing"``."""
+    names = ", ".join(str(shard) for shard in missing)
+    return f"shard {names} is missing" if len(missing) == 1 else f"shards {names} are missing"
+
+
+def _missing_shards(runs: Sequence[_Run]) -> tuple[int, tuple[Shard, ...]]:
+    """The campaign's shard count and the shards none of ``runs`` is; refuses a mixed set."""
+    counts = sorted({run.shard.count for run in runs})
+    if len(counts) != 1:
+        found = ", ".join(f"{run.directory}: shard {run.shard}" for run in runs)
+        raise MergeError(
+            f"the runs are shards of different counts ({found}): merge the shards of one "
+            "campaign, all split the same way"
+        )
+    seen: dict[int, Path] = {}
+    for run in runs:
+        if run.shard.index in seen:
+            raise MergeError(
+                f"shard {run.shard} is given twice ({seen[run.shard.index]} and "
+                f"{run.directory}): each shard of a campaign is merged once"
+            )
+        seen[run.shard.index] = run.directory
+    count = counts[0]
+    return count, tuple(Shard(k, count) for k in range(1, count + 1) if k not in seen)
 
 
 def _read_run(directory: Path) -> _Run:
@@ -126,7 +202,7 @@ def _read_run(directory: Path) -> _Run:
         spec = _spec_data(trial)
         if spec is not None and spec.get("runtime") == summary["runtime"]:
             trials.append(trial)
-    return _Run(directory, summary, tuple(trials))
+    return _Run(directory, summary, tuple(trials), _shard_of(directory, summary))
 
 
 def _spec_data(trial_dir: Path) -> dict[str, Any] | None:
@@ -148,8 +224,12 @@ def _common(runs: Sequence[_Run], key: str) -> Any:
     return runs[0].summary[key]
 
 
-def merge_runs(out: Path, run_dirs: Sequence[Path]) -> bool:
-    """Merge ``run_dirs`` into ``out``; True when the merged run passed."""
+def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_missing: bool = False) -> MergeOutcome:
+    """Merge ``run_dirs`` into ``out``: its exit status, and the shards that were missing.
+
+    Raises ``MergeError`` (before writing anything) on run folders that are not
+    the shards of one campaign, or that miss some shard unless ``allow_missing``.
+    """
     from harness.report.files import write_run_reports
 
     if not run_dirs:
@@ -158,6 +238,12 @@ def merge_runs(out: Path, run_dirs: Sequence[Path]) -> bool:
         raise MergeError(f"{out}: not empty; the merge writes a fresh run folder")
     runs = [_read_run(directory) for directory in run_dirs]
     seed, runtime = _common(runs, "seed"), _common(runs, "runtime")
+    count, missing = _missing_shards(runs)
+    if missing and not allow_missing:
+        raise MergeError(
+            f"the campaign had {count} shards and {describe_missing(missing)}: merge every "
+            "shard, or pass --allow-missing to merge these and mark the report incomplete"
+        )
     owner: dict[str, Path] = {}
     for run in runs:
         for trial in run.trials:
@@ -190,9 +276,15 @@ def merge_runs(out: Path, run_dirs: Sequence[Path]) -> bool:
         runtime=str(runtime),
     )
     interrupted = any(run.summary.get("interrupted") for run in runs)
-    write_run_reports(config, results, [], interrupted=interrupted)
+    write_run_reports(
+        config, results, [], interrupted=interrupted, missing_shards=[str(s) for s in missing]
+    )
     shards = [
-        {"run": str(run.directory), **run.summary.get("audit", {"passed": run.summary["passed"]})}
+        {
+            "run": str(run.directory),
+            "shard": str(run.shard),
+            **run.summary.get("audit", {"passed": run.summary["passed"]}),
+        }
         for run in runs
     ]
     suites = [
@@ -200,17 +292,29 @@ def merge_runs(out: Path, run_dirs: Sequence[Path]) -> bool:
         for run in runs
         if (run.directory / HYPOTHESIS_JUNIT).exists()
     ]
-    return amend_run_report(
+    amend_run_report(
         out,
         results,
         section={
             "merged": [str(run.directory) for run in runs],
             "kinds": dict(Counter(r.spec.kind for r in results)),
             "shards": shards,
+            "shard_count": count,
+            "missing_shards": [str(s) for s in missing],
         },
         passed=all(bool(shard.get("passed")) for shard in shards),
         junit_suites=suites,
     )
+    # A shard's failed Hypothesis run, or its interrupted campaign, fails the merge; an
+    # unknown trial (which also left its shard "not passed") counts as what it is.
+    failed_elsewhere = [
+        "fail"
+        for run in runs
+        if run.summary.get("interrupted")
+        or not run.summary.get("audit", {}).get("hypothesis", {}).get("passed", True)
+    ]
+    status = exit_status([*(r.status for r in results), *failed_elsewhere])
+    return MergeOutcome(status, count, missing)
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -276,15 +380,28 @@ def add_merge_parser(sub: Any) -> None:
     merge = sub.add_parser("merge", help="join the run folders of shards into one report")
     merge.add_argument("out", help="the merged run folder (created; must be empty)")
     merge.add_argument("run_dirs", nargs="+", help="the shards' run folders")
+    merge.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="merge an incomplete set of shards (the report says which are missing)",
+    )
     merge.set_defaults(handler=run_merge_command)
+
+
+HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
 
 
 def run_merge_command(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    passed = merge_runs(out, [Path(d) for d in args.run_dirs])
+    run_dirs = [Path(d) for d in args.run_dirs]
+    outcome = merge_runs(out, run_dirs, allow_missing=args.allow_missing)
     summary = json.loads((out / "summary.json").read_text("utf-8"))
+    headline = HEADLINES[outcome.status]
+    if not outcome.complete:
+        headline = f"INCOMPLETE ({describe_missing(outcome.missing)}), {headline} so far"
     print(
-        f"merged {len(args.run_dirs)} run folders: {summary['trials']} trials, "
-        f"{summary['failed']} failed; {'PASS' if passed else 'FAIL'}; report {out}/index.html"
+        f"{headline}: merged {len(run_dirs)} of {outcome.shards} shards: "
+        f"{summary['trials']} trials, {summary['failed']} failed, "
+        f"{summary['unknown']} could not be judged; report {out}/index.html"
     )
-    return 0 if passed else 1
+    return outcome.status

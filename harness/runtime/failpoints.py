@@ -40,6 +40,7 @@ from harness.runtime.errors import FailpointSpecError, FailpointTriggered
 __all__ = [
     "CHANNEL_ENV",
     "COUNTS_ENV",
+    "EXIT_HOLD_POINT",
     "FAILPOINTS",
     "FAILPOINTS_ENV",
     "FailpointSpec",
@@ -48,6 +49,8 @@ __all__ = [
     "disarm",
     "failpoint",
     "hit_counts",
+    "hit_ops",
+    "hit_ops_path",
     "parse_failpoints",
     "report_hit_counts",
     "tell_supervisor",
@@ -68,8 +71,13 @@ FAILPOINTS: tuple[str, ...] = (
     "recovery.after_hint",
     "journal.append",
     "journal.before_fsync",
+    "agent.before_exit",
 )
 """Every failpoint compiled into the runtime, in protocol order."""
+
+EXIT_HOLD_POINT = "agent.before_exit"
+"""An agent program's last point, after its work and before it exits: a supervisor
+holds a life there when a random-time kill it scheduled has not fired yet."""
 
 ACTIONS = ("kill", "exit", "raise", "sleep", "enospc", "count")
 
@@ -135,14 +143,18 @@ def parse_failpoints(text: str, *, source: str = FAILPOINTS_ENV) -> tuple[Failpo
 
 
 class _Trigger:
-    __slots__ = ("hits", "specs")
+    __slots__ = ("details", "hits", "specs")
 
     def __init__(self) -> None:
         self.hits = 0
         self.specs: list[FailpointSpec] = []
+        self.details: list[str] | None = None
+        """The detail (op id) of every hit, kept only when a ``count`` spec is armed."""
 
     def fire(self, name: str, detail: str) -> None:
         self.hits += 1
+        if self.details is not None:
+            self.details.append(detail)
         for spec in self.specs:
             if spec.hit is None or spec.hit == self.hits:
                 _act(spec, self.hits, detail)
@@ -171,6 +183,20 @@ def report_hit_counts() -> None:
     if path:
         with open(path, "w", encoding="utf-8") as out:
             json.dump(hit_counts(), out, sort_keys=True)
+        # Which op each hit served, beside it: a supervisor plans kills in
+        # recovery from what the op at a hit is (see ``hit_ops_path``).
+        with open(hit_ops_path(path), "w", encoding="utf-8") as out:
+            json.dump(hit_ops(), out, sort_keys=True)
+
+
+def hit_ops_path(counts_path: str | os.PathLike[str]) -> str:
+    """Where ``report_hit_counts`` writes the op id of every hit of a counted point."""
+    return f"{os.fspath(counts_path)}.ops"
+
+
+def hit_ops() -> dict[str, list[str]]:
+    """The detail (op id) of each hit of every point armed to ``count``, in hit order."""
+    return {name: list(t.details) for name, t in _armed.items() if t.details is not None}
 
 
 def hit_counts() -> dict[str, int]:
@@ -184,6 +210,8 @@ def arm(specs: tuple[FailpointSpec, ...]) -> None:
         trigger = _armed.setdefault(spec.name, _Trigger())
         trigger.specs.append(spec)
         trigger.hits = 0
+        if spec.action == "count":
+            trigger.details = []
 
 
 def disarm() -> None:

@@ -7,13 +7,17 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
 
-from harness.chaos.campaign import Shard
-from harness.chaos.schedule import CrashSchedule
-from harness.chaos.trial import TrialSpec
+from harness import audit
+from harness.audit import AuditConfig, HypothesisOutcome, run_audit
+from harness.chaos.campaign import CampaignConfig, Shard
+from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.trial import TrialResult, TrialSpec
+from harness.check.invariants import TITLES, Status, Verdict
 from harness.report.merge import load_trial_result
 from tests.conftest import subprocess_env
 from tests.integration.conftest import MINI, TrialRunner
@@ -163,6 +167,59 @@ class TestAuditBudget:
         assert not any(tmp_path.iterdir())
 
 
+def _fake_trials(run_dir: Path, statuses: tuple[Status, ...]) -> list[TrialResult]:
+    """One result per status, each with an I1 pass and an F verdict of that status."""
+    results = []
+    for n, status in enumerate(statuses, 1):
+        label = f"op.after_intent@{n}"
+        spec = TrialSpec(MINI, 3, CrashSchedule((Life(f"{label}=kill"),)), "real", label)
+        directory = run_dir / "trials" / spec.trial_id
+        directory.mkdir(parents=True)
+        verdicts = (
+            Verdict("I1", TITLES["I1"], "pass", ("fine",)),
+            Verdict("F", TITLES["F"], status, (f"F is {status}",)),
+        )
+        results.append(TrialResult(spec, directory, verdicts, 2, 1, (), (), 1.0))
+    return results
+
+
+class TestAuditExitStatus:
+    @pytest.mark.parametrize(
+        ("statuses", "hypothesis_fails", "code"),
+        [
+            (("pass", "pass"), False, 0),
+            (("pass", "unknown"), False, 3),
+            (("unknown", "fail"), False, 1),
+            (("pass", "unknown"), True, 1),
+        ],
+    )
+    def test_exit_status_follows_the_trials_and_hypothesis(
+        self,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        statuses: tuple[Status, ...],
+        hypothesis_fails: bool,
+        code: int,
+    ) -> None:
+        """The audit exits 0 when all held, 3 when some trial is unknown, 1 when a trial or
+        Hypothesis failed (a failure outranks an unknown)."""
+        campaign = CampaignConfig(tmp_path, (MINI,), 3, random_trials=1)
+        results = _fake_trials(tmp_path, statuses)
+
+        def fake_run_trials(config: CampaignConfig, on_result: Any, **kwargs: Any) -> list[Any]:
+            for result in results:
+                on_result(result)
+            return results
+
+        hypothesis = HypothesisOutcome(("t",), returncode=1 if hypothesis_fails else 0)
+        monkeypatch.setattr(audit, "run_trials", fake_run_trials)
+        monkeypatch.setattr(audit, "_run_hypothesis", lambda *args: hypothesis)
+        assert run_audit(AuditConfig(campaign, 1.0, max_batches=0)) == code
+        summary = json.loads((tmp_path / "summary.json").read_text())
+        assert summary["unknown"] == statuses.count("unknown")
+        assert summary["passed"] is (code == 0)
+
+
 @dataclass(frozen=True)
 class ShardedRuns:
     whole: Path
@@ -209,11 +266,20 @@ class TestShardsAndMerge:
         assert (sharded_audit.merged / "index.html").exists()
 
     def test_overlapping_runs_are_refused(self, sharded_audit: ShardedRuns, tmp_path: Path) -> None:
-        """A shard merged with a run that holds its trials is refused, and nothing is written."""
+        """A shard merged with the unsharded run that holds its trials is refused, and nothing
+        is written."""
         first = sharded_audit.shards[0]
         run = _harness("merge", str(tmp_path / "m"), str(first), str(sharded_audit.whole))
-        assert run.returncode == 2 and "both" in run.stderr
+        assert run.returncode == 2 and "different counts" in run.stderr
+        assert "shard 1/2" in run.stderr and "shard 1/1" in run.stderr
         assert not (tmp_path / "m").exists()
+
+    def test_each_shard_records_which_it_is(self, sharded_audit: ShardedRuns) -> None:
+        """An audit shard's summary.json records its shard; the unsharded run's is null."""
+        assert json.loads((sharded_audit.whole / "summary.json").read_text())["shard"] is None
+        for k, shard in enumerate(sharded_audit.shards, 1):
+            summary = json.loads((shard / "summary.json").read_text())
+            assert summary["shard"] == {"index": k, "count": 2}
 
 
 class TestChaosShard:

@@ -96,6 +96,10 @@ TARGETED = {
     "running-as-not-started": '[{"failpoints":"op.after_intent@3=kill"}]',
     "no-intent-fsync": '[{"failpoints":"op.after_effect@3=kill"}]',
     "no-finish-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "verify-safe": '[{"failpoints":"op.after_intent@1=kill"}]',
+    "wrong-snapshot": "[]",
+    "forgets-resolution": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "no-tail-report": '[{"failpoints":"journal.before_fsync@3=kill"}]',
 }
 POWER_LOSS = {
     "no-intent-fsync": (
@@ -103,6 +107,9 @@ POWER_LOSS = {
     ),
     "no-finish-fsync": (
         '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
+    ),
+    "no-tail-report": (
+        '[{"failpoints":"journal.before_fsync@3=kill","after_death":"power-loss:tear:0.5:3"}]'
     ),
 }
 

@@ -50,6 +50,17 @@ def _result(status: str, label: str = "op.after_intent@3") -> TrialResult:
     return TrialResult(_spec(label), Path("/nowhere"), verdicts, 2, 1, (), (), 1.0)
 
 
+def _unjudged(label: str = "op.after_intent@4") -> TrialResult:
+    """A trial with no failure whose fault-landing and end-state checks could not decide."""
+    verdicts = (
+        Verdict("I1", "ok", "pass", ("2 successes",)),
+        Verdict("I3", "safe op retried", "not-judged", ("no journal of ours",)),
+        Verdict("F", "every scheduled fault landed", "unknown", ("the kill never fired", "more")),
+        Verdict("I8", "end state", "unknown", ("world.db could not be read",)),
+    )
+    return TrialResult(_spec(label), Path("/nowhere"), verdicts, 2, 1, (), (), 1.0)
+
+
 class TestRegistration:
     def test_the_plugin_is_an_entry_point(self) -> None:
         """Installing the package registers ``harness.pytest_plugin`` with pytest."""
@@ -111,6 +122,36 @@ class TestAssertSurvives:
         message = str(raised.value)
         assert "1 of 2 trials" in message and "I2" in message
         assert f"replay: {failing.spec.replay_command()}" in message
+
+    def test_not_judged_verdicts_pass(self) -> None:
+        """A trial whose verdicts are pass or not-judged raises nothing."""
+        verdicts = (Verdict("I1", "ok", "pass"), Verdict("I9", "journal", "not-judged"))
+        assert_survives([TrialResult(_spec("x@1"), Path("/n"), verdicts, 1, 0, (), (), 1.0)])
+
+    def test_an_unknown_trial_fails_naming_each_unjudged_invariant(self) -> None:
+        """A trial that could not be judged fails, listing each such invariant, its first
+        evidence line and the replay command."""
+        unknown = _unjudged()
+        with pytest.raises(AssertionError) as raised:
+            assert_survives([_result("pass"), unknown])
+        message = str(raised.value)
+        assert "1 of 2 trials did not hold: 0 broke an invariant, 1 could not be judged" in message
+        assert "F every scheduled fault landed COULD NOT BE JUDGED: the kill never fired" in message
+        assert "I8 end state COULD NOT BE JUDGED: world.db could not be read" in message
+        assert "more" not in message and "I1 " not in message and "I3 " not in message
+        assert f"replay: {unknown.spec.replay_command()}" in message
+
+    def test_failed_and_unknown_trials_are_both_listed(self) -> None:
+        """Failed and unknown trials each appear with their own verdicts and replay."""
+        failing, unknown = _result("fail"), _unjudged()
+        with pytest.raises(AssertionError) as raised:
+            assert_survives([failing, unknown, _result("pass", "op.after_finish@1")])
+        message = str(raised.value)
+        assert "2 of 3 trials did not hold: 1 broke an invariant, 1 could not be judged" in message
+        assert "I2 unsafe op verified FAILED: s003 was retried" in message
+        for result in (failing, unknown):
+            assert f"- {result.spec.trial_id} " in message
+            assert f"replay: {result.spec.replay_command()}" in message
 
     def test_no_trial_is_a_failure(self) -> None:
         """An empty campaign proves nothing, so it fails."""

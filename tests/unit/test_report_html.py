@@ -175,6 +175,89 @@ class TestIndexPage:
         assert "trials/gone/" not in index
 
 
+def _unknown(result: TrialResult, run_dir: Path) -> TrialResult:
+    """A copy of the trial whose fault-landing verdict could not be decided."""
+    copy = _copy(result, run_dir, label="mm-unjudged")
+    verdicts = (
+        Verdict("I1", TITLES["I1"], "pass", ("3 successes",)),
+        Verdict("I3", TITLES["I3"], "not-judged", ("no journal",)),
+        Verdict("F", TITLES["F"], "unknown", ("the kill never fired",)),
+    )
+    return replace(copy, verdicts=verdicts)
+
+
+def _index(run_dir: Path) -> str:
+    return (run_dir / "index.html").read_text("utf-8")
+
+
+class TestOutcomes:
+    def test_invariants_table_has_a_column_per_outcome(self, trial: TrialResult) -> None:
+        """The invariants table shows pass, fail, unknown and not-judged as columns, counted."""
+        run_dir = trial.directory.parent.parent
+        write_index_html(run_dir, [_unknown(trial, run_dir)], [])
+        index = _index(run_dir)
+        section = index[index.index("<h2>Invariants</h2>") : index.index("<h2>Where")]
+        assert "<th>pass</th><th>fail</th><th>unknown</th><th>not-judged</th>" in section
+        assert (
+            f'<td>I3</td><td>{html.escape(TITLES["I3"])}</td><td class="n">0</td>'
+            '<td class="n">0</td><td class="n">0</td><td class="n">1</td>'
+        ) in section
+        assert (
+            f'<tr class="unknown"><td>F</td><td>{html.escape(TITLES["F"])}</td>'
+            '<td class="n">0</td><td class="n">0</td><td class="n">1</td><td class="n">0</td>'
+        ) in section
+
+    def test_an_unknown_trial_has_its_own_badge_and_place(self, trial: TrialResult) -> None:
+        """An unknown trial has an amber COULD NOT JUDGE badge, after failures and before passes."""
+        run_dir = trial.directory.parent.parent
+        unknown, failed = _unknown(trial, run_dir), _failing(trial, run_dir)
+        write_index_html(run_dir, [trial, unknown, failed], [])
+        table = _index(run_dir)[_index(run_dir).index('id="trials"') :]
+        row = table[table.index(unknown.spec.trial_id) :].split("</tr>")[0]
+        assert '<span class="badge unknown">COULD NOT JUDGE</span>' in row
+        assert "badge pass" not in row and "F (could not judge)" in row
+        assert '<tr class="unknown" data-status="unknown">' in table
+        positions = [table.index(r.spec.trial_id) for r in (failed, unknown, trial)]
+        assert positions == sorted(positions)
+        assert (unknown.directory / TRIAL_PAGE).is_file()
+
+    def test_the_overview_counts_unknown_trials_apart(self, trial: TrialResult) -> None:
+        """Without summary.json the header counts unknown trials apart and is not a pass."""
+        run_dir = trial.directory.parent.parent
+        write_index_html(run_dir, [trial, _unknown(trial, run_dir)], [])
+        index = _index(run_dir)
+        assert "2: 1 pass, 0 fail, 1 unknown" in index
+        assert '<h1>chaos run <span class="badge unknown">COULD NOT JUDGE</span></h1>' in index
+
+    def test_a_failure_outranks_unknown_in_the_header(self, trial: TrialResult) -> None:
+        """With a failed and an unknown trial the run's badge is FAIL."""
+        run_dir = trial.directory.parent.parent
+        write_index_html(run_dir, [_unknown(trial, run_dir), _failing(trial, run_dir)], [])
+        index = _index(run_dir)
+        assert "2: 0 pass, 1 fail, 1 unknown" in index
+        assert '<h1>chaos run <span class="badge fail">FAIL</span></h1>' in index
+
+    def test_missing_shards_make_the_header_incomplete(self, trial: TrialResult) -> None:
+        """A merged run with shards missing says which, under an INCOMPLETE badge."""
+        run_dir = trial.directory.parent.parent
+        summary = {"trials": 1, "failed": 0, "passed": False, "missing_shards": ["2/4", "4/4"]}
+        (run_dir / "summary.json").write_text(json.dumps(summary), "utf-8")
+        write_index_html(run_dir, [trial], [])
+        index = _index(run_dir)
+        assert '<span class="badge incomplete">INCOMPLETE</span>' in index
+        assert "<dt>missing shards</dt><dd>2/4, 4/4: this is not the whole campaign</dd>" in index
+
+    def test_the_trial_page_badges_each_outcome(self, trial: TrialResult) -> None:
+        """A trial page shows unknown and not-judged verdicts with badges of their own colour."""
+        run_dir = trial.directory.parent.parent
+        unknown = _unknown(trial, run_dir)
+        write_trial_page(run_dir, unknown)
+        page = _page_of(unknown)
+        assert '<span class="badge not-judged">NOT-JUDGED</span>' in page
+        assert '<span class="badge unknown">COULD NOT JUDGE</span>' in page
+        assert ".badge.not-judged{background:" in page
+
+
 class TestTrialPage:
     def test_shows_the_kill_in_the_first_life(self, trial: TrialResult) -> None:
         """The kill is a red row at the end of life 1, naming the failpoint and the op in flight."""

@@ -1,0 +1,143 @@
+"""Verdicts through the real command line: an unknown never passes, and says why.
+
+Each case runs ``python -m harness`` as a subprocess from the repository root,
+the way a user or CI does, and reads its exit status and output: 3 when some
+invariant could not be judged (and none failed), 1 when one failed, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.exits import EXIT_FAILED, EXIT_UNJUDGED
+
+ROOT = Path(__file__).resolve().parents[2]
+MINI = ROOT / "tests" / "data" / "scenarios" / "mini.toml"
+
+
+def run_harness(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def mini_only(tmp_path: Path) -> Path:
+    """A scenarios folder holding only the small integration scenario."""
+    folder = tmp_path / "scenarios"
+    folder.mkdir()
+    shutil.copy(MINI, folder / MINI.name)
+    return folder
+
+
+def _verdicts(reports: Path) -> dict[str, dict[str, object]]:
+    path = next(reports.glob("*/trial/verdicts.json"))
+    return {str(v["invariant"]): v for v in json.loads(path.read_text())}
+
+
+class TestUnknownNeverPasses:
+    def test_a_kill_that_never_fires_makes_the_trial_unjudged(self, tmp_path: Path) -> None:
+        """A scheduled kill at a hit the run never reaches exits 3 and names the kill."""
+        done = run_harness(
+            "trial",
+            str(MINI),
+            "--seed",
+            "3",
+            "--schedule",
+            '[{"failpoints":"op.after_intent@99=kill"}]',
+            "--reports",
+            str(tmp_path),
+        )
+        assert done.returncode == EXIT_UNJUDGED, done.stdout + done.stderr
+        assert "COULD NOT JUDGE" in done.stdout
+        assert "op.after_intent@99=kill never fired" in done.stdout
+        assert "Traceback" not in done.stdout + done.stderr
+        verdicts = _verdicts(tmp_path)
+        assert verdicts["F"]["status"] == "unknown"
+        assert {v["status"] for k, v in verdicts.items() if k != "F"} <= {"pass", "not-judged"}
+
+    def test_a_checker_that_raises_makes_the_campaign_unjudged(
+        self, tmp_path: Path, mini_only: Path
+    ) -> None:
+        """A runtime that leaves a world no checker can read: chaos exits 3, naming the error."""
+        done = run_harness(
+            "chaos",
+            "--runtime",
+            "module:tests.integration.unreadable_world_agent",
+            "--scenarios",
+            str(mini_only),
+            "--random",
+            "0",
+            "--no-self-check",
+            "--workers",
+            "1",
+            "--seed",
+            "5",
+            "--reports",
+            str(tmp_path),
+        )
+        assert done.returncode == EXIT_UNJUDGED, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "checker error" in done.stdout
+        assert "could not be judged" in done.stdout
+        assert "Traceback" not in done.stdout + done.stderr
+        summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+        assert summary["failed"] == 0 and summary["unknown"] == summary["trials"] > 0
+        assert summary["passed"] is False
+
+    def test_the_restart_budget_spent_fails_liveness(self, tmp_path: Path) -> None:
+        """Eight lives each killed before their first intent spend the budget: I7 fails."""
+        schedule = json.dumps([{"failpoints": "op.before_intent@1=kill"}] * 8)
+        done = run_harness(
+            "trial", str(MINI), "--seed", "3", "--schedule", schedule, "--reports", str(tmp_path)
+        )
+        assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+        verdict = _verdicts(tmp_path)["I7"]
+        assert verdict["status"] == "fail"
+        assert "the restart budget of 8 lives was spent" in str(verdict["evidence"])
+
+
+class TestRuntimesWithoutOurJournal:
+    def test_naive_runs_a_whole_campaign_with_journal_faults_not_applicable(
+        self, tmp_path: Path, mini_only: Path
+    ) -> None:
+        """``chaos --runtime naive`` completes: journal faults not applicable, replays caught."""
+        done = run_harness(
+            "chaos",
+            "--runtime",
+            "naive",
+            "--scenarios",
+            str(mini_only),
+            "--random",
+            "6",
+            "--no-self-check",
+            "--seed",
+            "5",
+            "--reports",
+            str(tmp_path),
+        )
+        output = done.stdout + done.stderr
+        assert done.returncode == EXIT_FAILED, output[-3000:]
+        assert "Traceback" not in output and "INTERRUPTED" not in output
+        assert "not applicable" in done.stdout
+        summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+        assert summary["unknown"] == 0, summary
+        assert set(summary["faults"]) <= {"sigkill"}
+        judged = summary["invariants"]
+        for key in ("I3", "I4", "I5", "I6", "I9"):
+            outcomes = {outcome for outcome, n in judged[key].items() if n}
+            assert outcomes == {"not-judged"}, (key, judged[key])
+        assert judged["I2"].get("fail", 0) > 0  # naive replays every unsafe step it redoes
