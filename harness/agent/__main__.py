@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
         table_path = os.environ.get("HARNESS_TOOL_TABLE")
         table = ToolTable.load(table_path) if table_path else ToolTable.default()
         plan = load_plan(trial / "plan.json")
-        runtime = runtime_class.open(trial / "journal", table=table)
+        runtime = runtime_class.open(trial / "journal", table=table, arm_failpoints=True)
     except JournalWriteError as exc:  # the disk filled up as the life began
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
         return EXIT_WRITE_FAILED

@@ -19,6 +19,7 @@ from harness.runtime import (
     Executor,
     OpState,
     RecoveryDecision,
+    Resolution,
     Runtime,
     ToolFunction,
     VerifyHint,
@@ -119,7 +120,14 @@ class ForgetsResolution(BrokenRuntime):
     mistake = "never journals the model's resolution of a VERIFY, so the op stays unresolved"
     caught_by = ("I7",)
 
-    def resolve(self, op_id: str, resolution: str, *, redo_op: str | None = None) -> None:
+    def resolve(
+        self,
+        op_id: str,
+        resolution: Resolution,
+        *,
+        redo_op: str | None = None,
+        note: str = "",
+    ) -> None:
         self._awaiting_verify.pop(op_id, None)  # the mistake: nothing is journaled
 
 
@@ -168,12 +176,13 @@ class _EffectFirstExecutor(Executor):
         *,
         attempt: int = 1,
         redo_of: str | None = None,
+        key_op: str | None = None,
     ) -> FinishRecord:
         intent = IntentRecord(
             op_id, tool, snapshot, args, digest(args), attempt, self.incarnation, redo_of
         )
         failpoint("op.before_intent", op_id)
-        finish = self.invoke(intent, execute)  # the mistake: the effect comes first
+        finish = self.invoke(intent, execute, key_op=key_op)  # the mistake: effect first
         failpoint("op.after_intent", op_id)
         self.write_intent(intent)
         failpoint("op.after_effect", op_id)

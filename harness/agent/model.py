@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from harness.agent.plan import Plan, PlanStep
-from harness.runtime import Runtime, ToolFunction, VerifyHint
+from harness.runtime import Resolution, Runtime, ToolFunction, VerifyHint
 from harness.runtime.failpoints import tell_supervisor
 
 __all__ = ["ScriptedModel"]
@@ -49,19 +49,12 @@ class ScriptedModel:
     def issue(self, step: PlanStep) -> str:
         """Run a step (the journal answers what it knows); what came of it: ack, fail or info.
 
-        A step whose op was verified follows its resolution: the effect was
-        found, so it is done; or it was redone, so the redo's outcome is the step's.
+        A step whose op was verified answers with its resolution: the effect
+        was found (ack), it was redone (the redo's outcome), or it could not
+        be verified (info).
         """
-        op_id = step.op_id
-        while True:
-            outcome = self.runtime.call(op_id, step.tool, step.args, self.execute)
-            op = self.runtime.ops.get(op_id)
-            resolution = None if op is None else op.resolution
-            if outcome.status != "info" or resolution is None:
-                return "ack" if outcome.ok else outcome.status
-            if resolution.redo_op is None:
-                return "ack" if resolution.resolution.startswith("effect present") else "info"
-            op_id = resolution.redo_op
+        outcome = self.runtime.call(step.op_id, step.tool, step.args, self.execute)
+        return "ack" if outcome.ok else outcome.status
 
     def tell(self, what: str, op_id: str) -> None:
         """Tell the outside world (the supervisor, standing for the user) about a step:
@@ -76,20 +69,28 @@ class ScriptedModel:
         self.tell("hint", hint.op_id)  # the supervisor holds I2 to this: the hint was read
         step = self.step_of(hint.op_id)
         if hint.op_id.endswith(CHECK_SUFFIX) or step is None:
-            self.runtime.resolve(hint.op_id, "not a step: nothing to redo")
+            self.runtime.resolve(
+                hint.op_id, Resolution.UNVERIFIABLE, note="a check, not a step: nothing to redo"
+            )
             return
         if step.verify is None:
-            self.runtime.resolve(hint.op_id, "unverifiable: no read-only tool reveals it")
+            self.runtime.resolve(
+                hint.op_id, Resolution.UNVERIFIABLE, note="no read-only tool reveals it"
+            )
             return
         check = self.runtime.call(
             hint.op_id + CHECK_SUFFIX, step.verify.tool, step.verify.args, self.execute
         )
         if not check.ok:
-            self.runtime.resolve(hint.op_id, f"unverifiable: check {check.status}")
+            self.runtime.resolve(
+                hint.op_id, Resolution.UNVERIFIABLE, note=f"the check came to {check.status}"
+            )
             return
         if step.verify.holds(check.result):
-            self.runtime.resolve(hint.op_id, "effect present: not redone")
+            self.runtime.resolve(hint.op_id, Resolution.EFFECT_PRESENT, note="not redone")
             return
         redo_op = hint.op_id + REDO_SUFFIX
         self.runtime.call(redo_op, step.tool, step.args, self.execute, redo_of=hint.op_id)
-        self.runtime.resolve(hint.op_id, "effect absent: redone", redo_op=redo_op)
+        self.runtime.resolve(
+            hint.op_id, Resolution.REDONE, redo_op=redo_op, note="the effect was absent"
+        )

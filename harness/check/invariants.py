@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
-from harness.check.journal import JournalEntry, expected_decision, retry_safe
+from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.world.store import EffectRow, LedgerEntry, step_of
 
 __all__ = ["INVARIANTS", "OUTCOMES", "TITLES", "Status", "Verdict", "check_trial", "trial_status"]
@@ -108,7 +108,7 @@ def _ran_after(ev: TrialEvidence, op_id: str, offset: int, what: str) -> list[st
 
 
 def _settling_finishes(ev: TrialEvidence) -> Iterable[JournalEntry]:
-    return (e for e in ev.entries if e.kind == "finish" and not e.payload.get("retrying", False))
+    return (e for e in ev.entries if e.kind == "finish" and settles(e))
 
 
 def _step_chain(ev: TrialEvidence, op_id: str) -> list[LedgerEntry]:

@@ -42,6 +42,7 @@ __all__ = [
     "read_journal",
     "read_journal_bytes",
     "retry_safe",
+    "settles",
 ]
 
 FILE_HEADER = b"%HJOURNAL 1\n"
@@ -93,6 +94,7 @@ _FIELDS: Mapping[str, Mapping[str, tuple[type, ...]]] = {
 _STATES = frozenset({"not_started", "running", "succeeded", "failed"})
 _DECISIONS = frozenset({"skip", "retry", "verify"})
 _CLASSES = frozenset({"read_only", "idempotent_write", "non_idempotent", "unknown"})
+_RESOLUTIONS = frozenset({"effect present", "redone", "unverifiable"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,13 +225,19 @@ def _well_formed(value: Mapping[str, Any]) -> bool:
     if kind == "decision":
         return value["state"] in _STATES and value["decision"] in _DECISIONS
     if kind == "finish":
-        return isinstance(value.get("retrying", False), bool) and isinstance(
-            value.get("error"), _OPT_STR
+        return (
+            isinstance(value.get("retrying", False), bool)
+            and isinstance(value.get("unknown", False), bool)
+            and isinstance(value.get("error"), _OPT_STR)
         )
     if kind == "intent":
         return isinstance(value.get("redo_of"), _OPT_STR)
     if kind == "resolved":
-        return isinstance(value.get("redo_op"), _OPT_STR)
+        return (
+            value["resolution"] in _RESOLUTIONS
+            and isinstance(value.get("redo_op"), _OPT_STR)
+            and isinstance(value.get("note", ""), str)
+        )
     return True
 
 
@@ -267,11 +275,16 @@ def fold_ops(entries: Iterable[JournalEntry]) -> dict[str, OpView]:
             op.intents.append(entry)
         elif op is None:
             continue
-        elif entry.kind == "finish" and not entry.payload.get("retrying", False):
+        elif entry.kind == "finish" and settles(entry):
             op.state = "succeeded" if entry.payload["succeeded"] else "failed"
         elif entry.kind == "resolved":
             op.resolved = True
     return ops
+
+
+def settles(finish: JournalEntry) -> bool:
+    """Whether a finish settles its op (not retried in-process, not of unknown outcome)."""
+    return not (finish.payload.get("retrying", False) or finish.payload.get("unknown", False))
 
 
 def retry_safe(cls: str, ask_user: bool) -> bool:

@@ -468,7 +468,15 @@ def _record_row(scanned: ScannedRecord) -> Row:
         )
     if isinstance(r, ResolvedRecord):
         redo = f" → {r.redo_op}" if r.redo_op else ""
-        return Row(PLAIN, "resolved", f"the model resolved it: {r.resolution}{redo}", r.op_id, at)
+        return Row(
+            PLAIN,
+            "resolved",
+            f"the model resolved it: {r.resolution.value}"
+            + (f" ({r.note})" if r.note else "")
+            + redo,
+            r.op_id,
+            at,
+        )
     if isinstance(r, RecoveredRecord):
         return Row(
             PLAIN,

@@ -31,6 +31,7 @@ from harness.runtime.matrix import (
     decide,
     decide_for_operation,
 )
+from harness.runtime.records import Resolution
 from harness.runtime.recovery import OpHistory, fold, plan_recovery
 from harness.runtime.runtime import RecoveryReport, Runtime, VerifyHint
 
@@ -55,6 +56,7 @@ __all__ = [
     "OpState",
     "RecoveryDecision",
     "RecoveryReport",
+    "Resolution",
     "Runtime",
     "ToolClass",
     "ToolError",

@@ -10,41 +10,78 @@
 
 A ``TransientToolError`` is retried in-process, each attempt journaled under
 the same op id, only when the class snapshot is retry-safe and at most
-``max_attempts`` times. Any other exception from the tool (a bug, an
-interrupt) leaves the op RUNNING: its outcome is unknown and recovery decides.
+``max_attempts`` times. Any other exception from the tool (a bug) is journaled
+as an unknown outcome and raised on: the op stays RUNNING, as after a crash,
+and recovery decides it by its class. A result that is not JSON is journaled
+as what it is (its type and ``repr``), never left out.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from harness.runtime.classes import ToolClass
-from harness.runtime.errors import ToolError, TransientToolError
+from harness.runtime.errors import FailpointTriggered, ToolError, TransientToolError
 from harness.runtime.failpoints import failpoint
 from harness.runtime.journal import JournalWriter
-from harness.runtime.records import FinishRecord, IntentRecord, Record, digest
+from harness.runtime.records import FinishRecord, IntentRecord, Record, Resolution, digest
 
-__all__ = ["CallContext", "CallOutcome", "Executor", "ToolFunction"]
+__all__ = [
+    "NOT_JSON",
+    "CallContext",
+    "CallOutcome",
+    "Executor",
+    "ToolFunction",
+    "idempotency_key",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """What a tool may know about the call it serves."""
+    """What a tool may know about the call it serves.
+
+    ``idempotency_key`` is the key to hand an external API that deduplicates
+    requests (a payment provider's ``Idempotency-Key`` header): the same for
+    every attempt of an op, in every life, and for a redo of an op after a
+    VERIFY the key of the op it redoes, so that a provider that did see the
+    first request answers the redo from it instead of charging twice. It is
+    derived from the op id: two journals that reuse op ids against the same
+    API should prefix it with something of their own (a run id).
+    """
 
     op_id: str
     tool: str
     attempt: int
     incarnation: int
+    key_op: str | None = None
+    """The op whose key this call carries (the first op of a chain of redoes); default op_id."""
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key(self.key_op or self.op_id)
 
     def mid_effect(self) -> None:
         """A multi-step tool calls this between its steps: a crash point inside the effect."""
         failpoint("op.mid_effect", self.op_id)
 
 
+def idempotency_key(op_id: str) -> str:
+    """A stable key for an op id: 32 hex digits, the same in every process and life."""
+    return hashlib.sha256(f"harness-op:{op_id}".encode()).hexdigest()[:32]
+
+
 ToolFunction = Callable[[str, Mapping[str, Any], CallContext], Any]
-"""``execute(tool, args, ctx) -> JSON result``; raises ``ToolError`` to fail."""
+"""``execute(tool, args, ctx) -> JSON result``; raises ``ToolError`` to fail.
+
+Any other exception is a bug the runtime cannot see past: it journals the op's
+outcome as unknown and lets the exception go on (see ``Executor.invoke``)."""
+
+NOT_JSON = "not_json"
+"""The key under which a result that is not JSON is journaled (with its ``repr``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +98,8 @@ class CallOutcome:
     error: str | None = None
     hint: str | None = None
     executed: bool = False
+    resolution: Resolution | None = None
+    """How the model closed the op after a VERIFY, when it did (``Runtime.resolve``)."""
 
     @property
     def ok(self) -> bool:
@@ -95,8 +134,19 @@ class Executor:
         *,
         attempt: int = 1,
         redo_of: str | None = None,
+        key_op: str | None = None,
     ) -> FinishRecord:
-        """Run the call from ``attempt`` on; returns the durable finish record."""
+        """Run the call from ``attempt`` on; returns the durable finish record.
+
+        Arguments that are not JSON are refused (``ValueError``) before
+        anything is journaled or run.
+        """
+        try:
+            json.dumps(args)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"{op_id} ({tool}): arguments are not JSON ({exc}); nothing was journaled or run"
+            ) from None
         args_digest = digest(args)
         while True:
             intent = IntentRecord(
@@ -105,7 +155,7 @@ class Executor:
             failpoint("op.before_intent", op_id)
             self.write_intent(intent)
             failpoint("op.after_intent", op_id)
-            finish = self.invoke(intent, execute)
+            finish = self.invoke(intent, execute, key_op=key_op)
             if finish.transient and snapshot.retry_safe and attempt < self.max_attempts:
                 # Journaled, but not settled: a crash before the next attempt leaves
                 # the op RUNNING, and recovery retries it as its class allows.
@@ -117,9 +167,18 @@ class Executor:
             failpoint("op.after_finish", op_id)
             return finish
 
-    def invoke(self, intent: IntentRecord, execute: ToolFunction) -> FinishRecord:
-        """Run the tool itself; a ToolError becomes a FAILED finish, anything else escapes."""
-        ctx = CallContext(intent.op_id, intent.tool, intent.attempt, self.incarnation)
+    def invoke(
+        self, intent: IntentRecord, execute: ToolFunction, *, key_op: str | None = None
+    ) -> FinishRecord:
+        """Run the tool itself: its result, or a ToolError, becomes the finish to journal.
+
+        Any other exception (a bug in the tool or its dispatcher, after or
+        before its effect: nobody knows) is journaled at once as a finish of
+        unknown outcome, which leaves the op RUNNING as after a crash, and
+        goes on to the caller. A result that is not JSON is journaled as
+        ``{"not_json": <type>, "repr": <its repr>}``: the call succeeded.
+        """
+        ctx = CallContext(intent.op_id, intent.tool, intent.attempt, self.incarnation, key_op)
         try:
             result = execute(intent.tool, intent.args, ctx)
         except ToolError as exc:
@@ -133,6 +192,23 @@ class Executor:
                 error=f"{type(exc).__name__}: {exc}",
                 transient=isinstance(exc, TransientToolError),
             )
+        except FailpointTriggered:
+            raise  # stands for a crash at that point: nothing more is written
+        except Exception as exc:
+            self.write_finish(
+                FinishRecord(
+                    intent.op_id,
+                    False,
+                    None,
+                    digest(None),
+                    intent.attempt,
+                    self.incarnation,
+                    error=f"{type(exc).__name__}: {exc}",
+                    unknown=True,
+                )
+            )
+            raise
+        result = _journalable(result)
         return FinishRecord(
             intent.op_id, True, result, digest(result), intent.attempt, self.incarnation
         )
@@ -144,3 +220,12 @@ class Executor:
     def write_finish(self, finish: FinishRecord) -> None:
         self.journal.append(finish)
         self._on_record(finish)
+
+
+def _journalable(result: Any) -> Any:
+    """``result`` if it is JSON, else what stands for it in the journal."""
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError):
+        return {NOT_JSON: type(result).__qualname__, "repr": repr(result)[:1000]}
+    return result

@@ -8,6 +8,7 @@ turns that into a corruption error naming the offset).
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ __all__ = [
     "IntentRecord",
     "Record",
     "RecoveredRecord",
+    "Resolution",
     "ResolvedRecord",
     "TailDroppedRecord",
     "digest",
@@ -79,6 +81,9 @@ class FinishRecord:
     transient: bool = False
     retrying: bool = False
     """A transient failure the executor retries at once: the op is not settled."""
+    unknown: bool = False
+    """The call ended without an outcome the runtime can trust (the tool raised something
+    other than ``ToolError``): the op is not settled, its outcome is unknown."""
     kind = "finish"
 
 
@@ -104,14 +109,27 @@ class HintRecord:
     kind = "hint"
 
 
+class Resolution(enum.Enum):
+    """How the model closed an op whose outcome was unknown (after a VERIFY hint)."""
+
+    EFFECT_PRESENT = "effect present"
+    """A read-only check found the effect: the op counts as done, and is not redone."""
+    REDONE = "redone"
+    """The effect was absent: the op was redone as another op (``redo_op``)."""
+    UNVERIFIABLE = "unverifiable"
+    """No check could tell: the op is not redone, and its outcome stays unknown."""
+
+
 @dataclass(frozen=True, slots=True)
 class ResolvedRecord:
     """The model closed a VERIFY op (effect found, redone as another op, or unverifiable)."""
 
     op_id: str
     incarnation: int
-    resolution: str
+    resolution: Resolution
     redo_op: str | None = None
+    note: str = ""
+    """Why, in the model's words (free text; the resolution itself is ``resolution``)."""
     kind = "resolved"
 
 
@@ -154,7 +172,7 @@ def record_to_json(record: Record) -> dict[str, JSON]:
         value = getattr(record, name)
         if isinstance(value, ToolClass):
             value = value.to_json()
-        elif isinstance(value, OpState | Decision):
+        elif isinstance(value, OpState | Decision | Resolution):
             value = value.value
         elif isinstance(value, Mapping):
             value = dict(value)
@@ -223,6 +241,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _opt_str(d, "error"),
         _bool(d, "transient"),
         _bool(d, "retrying") if "retrying" in d else False,
+        _bool(d, "unknown") if "unknown" in d else False,
     ),
     "decision": lambda d: DecisionRecord(
         _str(d, "op_id"),
@@ -235,8 +254,9 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
     "resolved": lambda d: ResolvedRecord(
         _str(d, "op_id"),
         _int(d, "incarnation"),
-        _str(d, "resolution"),
+        Resolution(d["resolution"]),
         _opt_str(d, "redo_op"),
+        _str(d, "note") if "note" in d else "",
     ),
     "recovered": lambda d: RecoveredRecord(_int(d, "incarnation"), _int(d, "decisions")),
     "tail_dropped": lambda d: TailDroppedRecord(

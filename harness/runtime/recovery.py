@@ -82,7 +82,7 @@ def apply_record(ops: dict[str, OpHistory], record: Record) -> None:
     if op is None:
         return
     if isinstance(record, FinishRecord):
-        if record.retrying:  # a transient failure retried in-process: still in flight
+        if record.retrying or record.unknown:  # retried in-process, or a bug: still in flight
             op.error = record.error
             return
         op.state = OpState.SUCCEEDED if record.succeeded else OpState.FAILED

@@ -10,14 +10,20 @@ Contract:
   the snapshot allows, and hands each VERIFY hint to the caller (journaled as
   delivered). Planning twice, or after a kill during recovery, decides the same.
 - ``call`` never runs an op the journal knows: a durable success returns its
-  recorded result, a failure its error, an op awaiting verification its hint.
+  recorded result, a failure its error, an op awaiting verification its hint,
+  an op the model resolved (``resolve``) its resolution's outcome.
+- Arguments and results are JSON: arguments that are not are refused before
+  anything is journaled; a result that is not is journaled as its type and
+  ``repr``. A tool that raises anything but ``ToolError`` leaves its op's
+  outcome unknown (journaled so, never silently RUNNING) and the exception
+  goes on to the caller.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +31,7 @@ from harness.runtime.classes import ToolTable
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.failpoints import arm_from_environ, failpoint
 from harness.runtime.journal import JournalWriter
-from harness.runtime.matrix import Decision, OpState, RecoveryDecision
+from harness.runtime.matrix import Decision, OpState, RecoveryDecision, verify_hint
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,
@@ -33,6 +39,7 @@ from harness.runtime.records import (
     IncarnationRecord,
     Record,
     RecoveredRecord,
+    Resolution,
     ResolvedRecord,
     TailDroppedRecord,
 )
@@ -98,10 +105,15 @@ class Runtime:
         path: Path | str,
         *,
         table: ToolTable | None = None,
-        arm_failpoints: bool = True,
+        arm_failpoints: bool = False,
         max_attempts: int = 3,
     ) -> Runtime:
-        """Arm failpoints from the environment, lock and read the journal, start an incarnation."""
+        """Lock and read the journal, start an incarnation.
+
+        ``arm_failpoints`` arms the failpoints that ``HARNESS_FAILPOINTS`` names
+        (the harness's agent asks for it); a production process leaves it off,
+        so that no variable of its environment can make it kill itself.
+        """
         if arm_failpoints:
             arm_from_environ()
         journal = JournalWriter(path)
@@ -175,15 +187,38 @@ class Runtime:
             failpoint("recovery.after_hint", hint.op_id)
         return hints
 
-    def resolve(self, op_id: str, resolution: str, *, redo_op: str | None = None) -> None:
-        """The model closes a VERIFY op: effect present, redone as ``redo_op``, or unverifiable."""
+    def resolve(
+        self,
+        op_id: str,
+        resolution: Resolution,
+        *,
+        redo_op: str | None = None,
+        note: str = "",
+    ) -> None:
+        """The model closes an op whose outcome was unknown, after checking its effect.
+
+        ``Resolution.EFFECT_PRESENT``: a read-only check found the effect, so
+        the op counts as done; ``REDONE``: the effect was absent and the op was
+        redone as ``redo_op`` (run it first, with ``call(redo_op, ...,
+        redo_of=op_id)``); ``UNVERIFIABLE``: nothing could tell, and the op is
+        not redone. Journaled durably; from then on ``call(op_id, ...)``
+        answers from it: ``ok``, the redo's outcome, or ``info``.
+        ``ValueError`` for an op that is not RUNNING, or a redo op given for
+        anything but REDONE (or missing for it).
+        """
         op = self.ops.get(op_id)
         if op is None or op.state is not OpState.RUNNING:
             state = "unknown to the journal" if op is None else op.state.value
             raise ValueError(
                 f"resolve({op_id!r}): only an op left RUNNING can be resolved; it is {state}"
             )
-        self._write(ResolvedRecord(op_id, self.incarnation, resolution, redo_op))
+        resolution = Resolution(resolution)
+        if (resolution is Resolution.REDONE) != (redo_op is not None):
+            raise ValueError(
+                f"resolve({op_id!r}, {resolution.name}): "
+                "a redo op goes with REDONE, and only with it"
+            )
+        self._write(ResolvedRecord(op_id, self.incarnation, resolution, redo_op, note))
         self._awaiting_verify.pop(op_id, None)
 
     # -- the normal flow -------------------------------------------------------------------
@@ -197,18 +232,64 @@ class Runtime:
         *,
         redo_of: str | None = None,
     ) -> CallOutcome:
-        """Run a tool call write-ahead, unless the journal already knows the op."""
-        op = self.ops.get(op_id)
-        if op is None:
-            snapshot = self.table.classify(tool)
-            finish = self.executor.run(op_id, tool, args, snapshot, execute, redo_of=redo_of)
-            return _outcome(finish, executed=True)
+        """Run a tool call write-ahead, unless the journal already knows the op.
+
+        An op the journal knows is answered from it, never run again: a
+        durable success with its result, a failure with its error, an op the
+        model resolved with its resolution (``outcome_of``), an op awaiting
+        verification with ``info`` and its hint. A tool that raises anything
+        but ``ToolError`` leaves the op's outcome unknown: journaled so, the
+        exception raised on, and the op handed to the model as a VERIFY hint.
+        """
+        if op_id in self.ops:
+            return self.outcome_of(op_id)
+        snapshot = self.table.classify(tool)
+        try:
+            finish = self.executor.run(
+                op_id, tool, args, snapshot, execute, redo_of=redo_of, key_op=self._key_op(redo_of)
+            )
+        except Exception:
+            op = self.ops.get(op_id)
+            if op is not None and op.state is OpState.RUNNING:
+                hint = verify_hint(op_id, tool, args)
+                self._awaiting_verify[op_id] = VerifyHint(op_id, tool, args, hint)
+            raise
+        return _outcome(finish, executed=True)
+
+    def outcome_of(self, op_id: str) -> CallOutcome:
+        """What the journal says of an op it knows, without running anything.
+
+        A resolved op answers with its resolution: ``ok`` when the effect was
+        found, the outcome of its redo when it was redone, ``info`` when it
+        could not be verified.
+        """
+        op = self.ops[op_id]
         if op.state is OpState.SUCCEEDED:
             return CallOutcome(op_id, "ok", result=op.result)
         if op.state is OpState.FAILED:
             return CallOutcome(op_id, "fail", error=op.error)
+        resolved = op.resolution
+        if resolved is not None:
+            resolution = resolved.resolution
+            if resolution is Resolution.EFFECT_PRESENT:
+                return CallOutcome(op_id, "ok", resolution=resolution)
+            if resolution is Resolution.REDONE and resolved.redo_op in self.ops:
+                redo = self.outcome_of(str(resolved.redo_op))
+                return replace(redo, op_id=op_id, resolution=resolution, executed=False)
+            return CallOutcome(op_id, "info", resolution=resolution)
         pending = self._awaiting_verify.get(op_id)
         return CallOutcome(op_id, "info", hint=pending.text if pending else None)
+
+    def _key_op(self, redo_of: str | None) -> str | None:
+        """The first op of a chain of redoes: its idempotency key serves them all."""
+        seen: set[str] = set()
+        while redo_of is not None and redo_of in self.ops and redo_of not in seen:
+            seen.add(redo_of)
+            parent = self.ops[redo_of].redo_of
+            if parent is None:
+                return redo_of
+            redo_of = parent
+        return redo_of
 
     def close(self) -> None:
         self.journal.close()

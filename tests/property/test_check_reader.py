@@ -44,6 +44,7 @@ from harness.runtime.records import (
     IntentRecord,
     Record,
     RecoveredRecord,
+    Resolution,
     ResolvedRecord,
     TailDroppedRecord,
     record_from_json,
@@ -116,7 +117,14 @@ records: st.SearchStrategy[Record] = st.one_of(
         counts,
     ),
     st.builds(HintRecord, ids, counts, st.text(max_size=40)),
-    st.builds(ResolvedRecord, ids, counts, st.text(max_size=30), st.none() | ids),
+    st.builds(
+        ResolvedRecord,
+        ids,
+        counts,
+        st.sampled_from(Resolution),
+        st.none() | ids,
+        st.text(max_size=30),
+    ),
     st.builds(RecoveredRecord, counts, counts),
     st.builds(TailDroppedRecord, counts, counts, st.text(max_size=30), counts),
 )
@@ -317,6 +325,8 @@ OPTIONAL_DEFAULTS: Mapping[str, Any] = {
     "redo_of": None,
     "error": None,
     "retrying": False,
+    "unknown": False,
+    "note": "",
     "redo_op": None,
 }
 _ABSENT = object()

@@ -57,6 +57,7 @@ from harness.runtime.records import (
     IntentRecord,
     Record,
     RecoveredRecord,
+    Resolution,
     ResolvedRecord,
     TailDroppedRecord,
     record_from_json,
@@ -129,7 +130,14 @@ records: st.SearchStrategy[Record] = st.one_of(
         counts,
     ),
     st.builds(HintRecord, ids, counts, st.text(max_size=40)),
-    st.builds(ResolvedRecord, ids, counts, st.text(max_size=30), st.none() | ids),
+    st.builds(
+        ResolvedRecord,
+        ids,
+        counts,
+        st.sampled_from(Resolution),
+        st.none() | ids,
+        st.text(max_size=30),
+    ),
     st.builds(RecoveredRecord, counts, counts),
     st.builds(TailDroppedRecord, counts, counts, st.text(max_size=30), counts),
 )

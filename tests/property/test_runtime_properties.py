@@ -155,8 +155,9 @@ def surviving_states(records: list[Record]) -> tuple[dict[str, OpState], Counter
         if isinstance(record, IntentRecord):
             states[record.op_id] = OpState.RUNNING
             attempts[record.op_id] = record.attempt
-        elif isinstance(record, FinishRecord) and not record.retrying:
-            # A transient failure the executor retries at once does not settle the op.
+        elif isinstance(record, FinishRecord) and not (record.retrying or record.unknown):
+            # A transient failure the executor retries at once does not settle the op,
+            # nor does a call whose tool raised something else (its outcome is unknown).
             states[record.op_id] = OpState.SUCCEEDED if record.succeeded else OpState.FAILED
     return states, attempts
 

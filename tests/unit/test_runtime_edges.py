@@ -9,7 +9,7 @@ import pytest
 from harness.runtime import Runtime, ToolClass
 from harness.runtime.failpoints import arm, disarm, failpoint, parse_failpoints
 from harness.runtime.journal import scan_journal
-from harness.runtime.records import IntentRecord
+from harness.runtime.records import IntentRecord, Resolution
 from tests.conftest import FakeTool
 
 
@@ -20,9 +20,9 @@ class TestResolve:
         with Runtime.open(tmp_path / "journal", arm_failpoints=False) as runtime:
             runtime.call("s001", "ui_tap", {"element": "ok"}, tool)
             with pytest.raises(ValueError, match="succeeded"):
-                runtime.resolve("s001", "effect present")
+                runtime.resolve("s001", Resolution.EFFECT_PRESENT)
             with pytest.raises(ValueError, match="unknown to the journal"):
-                runtime.resolve("s999", "effect present")
+                runtime.resolve("s999", Resolution.EFFECT_PRESENT)
 
 
 class TestEncoding:

@@ -231,12 +231,18 @@ class TestToolFailures:
     def test_unexpected_exception_leaves_op_running(
         self, writer: JournalWriter, journal_path: Path, snapshot: ToolClass
     ) -> None:
-        """An exception that is not a ToolError escapes and leaves the op RUNNING."""
+        """An exception that is not a ToolError escapes, journaled as an unknown outcome:
+        the op stays RUNNING (recovery decides it), never silently."""
         tool = FakeTool({"op-1": [RuntimeError("bug in tool"), None]})
         with pytest.raises(RuntimeError, match="bug in tool"):
             _executor(writer).run("op-1", "read_file", ARGS, snapshot, tool)
         assert tool.count("op-1") == 1
-        assert _finishes(journal_path) == []
+        [finish] = _finishes(journal_path)
+        assert (finish.unknown, finish.succeeded, finish.error) == (
+            True,
+            False,
+            "RuntimeError: bug in tool",
+        )
         assert _state(journal_path, "op-1") is OpState.RUNNING
 
     def test_call_outcomes(self, journal_path: Path) -> None:

@@ -41,6 +41,7 @@ from harness.runtime.records import (
     IntentRecord,
     Record,
     RecoveredRecord,
+    Resolution,
     ResolvedRecord,
     TailDroppedRecord,
     digest,
@@ -71,8 +72,8 @@ RECORDS: list[Record] = [
         "op-4", OpState.RUNNING, ToolClass(IdempotencyClass.NON_IDEMPOTENT), Decision.VERIFY, 4
     ),
     HintRecord("op-4", 4, "Operation op-4 may already have run."),
-    ResolvedRecord("op-4", 4, "redone", redo_op="op-4-redo"),
-    ResolvedRecord("op-5", 4, "effect present"),
+    ResolvedRecord("op-4", 4, Resolution.REDONE, redo_op="op-4-redo"),
+    ResolvedRecord("op-5", 4, Resolution.EFFECT_PRESENT),
     RecoveredRecord(4, 3),
     TailDroppedRecord(120, 17, "partial payload (3 of 40 bytes)", 4),
 ]

@@ -29,6 +29,7 @@ from harness.runtime.records import (
     IntentRecord,
     Record,
     RecoveredRecord,
+    Resolution,
     ResolvedRecord,
     TailDroppedRecord,
 )
@@ -172,22 +173,27 @@ class TestVerify:
         assert tool.count("op-1") == 0
 
     def test_resolve_closes_verify_op(self, journal_path: Path) -> None:
-        """Once resolved, a VERIFY op is journaled closed and no longer planned or hinted."""
+        """Once resolved, a VERIFY op is journaled closed, no longer planned or hinted, and
+        answered from its resolution (the effect was found: ok), never run again."""
         tool = crash_during(journal_path, [("op-1", "ui_tap")], "op.after_effect")
         with open_runtime(journal_path) as rt:
             rt.recover(tool)
-            rt.resolve("op-1", "effect present")
+            rt.resolve("op-1", Resolution.EFFECT_PRESENT)
             incarnation = rt.incarnation
             assert rt.call("op-1", "ui_tap", _args("op-1"), tool).hint is None
         assert _of(ResolvedRecord, journal_path) == [
-            ResolvedRecord("op-1", incarnation, "effect present")
+            ResolvedRecord("op-1", incarnation, Resolution.EFFECT_PRESENT)
         ]
         with open_runtime(journal_path) as rt:
             assert rt.plan() == []
             report = rt.recover(tool)
             outcome = rt.call("op-1", "ui_tap", _args("op-1"), tool)
         assert (report.decisions, report.hints) == ((), ())
-        assert (outcome.status, outcome.executed) == ("info", False)
+        assert (outcome.status, outcome.executed, outcome.resolution) == (
+            "ok",
+            False,
+            Resolution.EFFECT_PRESENT,
+        )
         assert tool.count("op-1") == 1
 
     def test_redo_runs_as_a_new_op(self, journal_path: Path) -> None:
@@ -196,13 +202,13 @@ class TestVerify:
         with open_runtime(journal_path) as rt:
             rt.recover(tool)
             redo = rt.call("op-1.redo", "ui_tap", _args("op-1"), tool, redo_of="op-1")
-            rt.resolve("op-1", "redone", redo_op="op-1.redo")
+            rt.resolve("op-1", Resolution.REDONE, redo_op="op-1.redo")
         assert redo.ok and redo.executed
         assert tool.counts() == {"op-1.redo": 1}
         [intent] = [r for r in _of(IntentRecord, journal_path) if r.op_id == "op-1.redo"]
         assert intent.redo_of == "op-1"
         assert fold(journal_records(journal_path))["op-1"].resolution == ResolvedRecord(
-            "op-1", 2, "redone", "op-1.redo"
+            "op-1", 2, Resolution.REDONE, "op-1.redo"
         )
 
 
