@@ -61,12 +61,14 @@ OP_POINTS = frozenset(
         "op.before_intent",
         "op.after_intent",
         "op.mid_effect",
+        "op.reply",
         "op.after_effect",
         "op.after_finish",
         "agent.before_exit",
     }
 )
-"""The failpoints every adapter offers: around each tool call, and its last point."""
+"""The failpoints every adapter offers: around each tool call (``op.mid_effect`` and
+``op.reply`` are hit by the simulated tools themselves), and its last point."""
 JOURNAL_POINTS = frozenset(
     {
         "recovery.after_decision",

@@ -10,6 +10,7 @@ runs every one and requires that the named invariant catches it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -26,10 +27,18 @@ from harness.runtime import (
     decide_for_operation,
 )
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
+from harness.runtime.errors import JournalCorruptError
 from harness.runtime.failpoints import failpoint
-from harness.runtime.journal import JournalWriter
+from harness.runtime.journal import (
+    FILE_HEADER,
+    HEADER_SIZE,
+    JournalScan,
+    JournalWriter,
+    ScannedRecord,
+    TornTail,
+)
 from harness.runtime.matrix import verify_hint
-from harness.runtime.records import FinishRecord, IntentRecord, digest
+from harness.runtime.records import FinishRecord, IntentRecord, Record, digest, record_from_json
 
 __all__ = ["BROKEN_RUNTIMES", "RUNTIMES", "BrokenRuntime"]
 
@@ -141,6 +150,92 @@ class NoTailReport(BrokenRuntime):
         super().__init__(journal, table, **kwargs)
 
 
+def _record_without_crc(data: bytes, pos: int) -> tuple[int, Record] | None:
+    """The record of the frame at ``pos`` by its magic, version and length: no CRC check."""
+    if data[pos : pos + 3] != b"HJ\x01" or len(data) - pos < HEADER_SIZE:
+        return None
+    end = pos + HEADER_SIZE + int.from_bytes(data[pos + 3 : pos + 7], "big")
+    if end > len(data):
+        return None
+    try:
+        return end, record_from_json(json.loads(data[pos + HEADER_SIZE : end]))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _frames_without_crc(data: bytes, source: str) -> JournalScan:
+    """The journal's reader with the mistake: every frame's CRC goes unchecked."""
+    records: list[ScannedRecord] = []
+    pos = len(FILE_HEADER)
+    while pos < len(data):
+        found = _record_without_crc(data, pos)
+        if found is None:
+            later = data.find(b"HJ", pos + 1)
+            while later >= 0 and _record_without_crc(data, later) is None:
+                later = data.find(b"HJ", later + 1)
+            if later >= 0:
+                raise JournalCorruptError(source, pos, len(records) + 1, "unreadable frame")
+            return JournalScan(tuple(records), pos, TornTail(pos, len(data) - pos, "unreadable"))
+        end, record = found
+        records.append(ScannedRecord(pos, end, record))
+        pos = end
+    return JournalScan(tuple(records), pos, None)
+
+
+class _NoCrcWriter(JournalWriter):
+    def read(self, data: bytes) -> JournalScan:
+        if not data.startswith(FILE_HEADER):
+            return super().read(data)
+        return _frames_without_crc(data, str(self.path))
+
+
+class NoCrcCheck(BrokenRuntime):
+    mistake = "reads journal frames without checking their CRC"
+    caught_by = ("I9",)
+    needs_fault = "corrupt-crc"
+    journal_class = _NoCrcWriter
+
+
+class _ZerosEndWriter(JournalWriter):
+    def read(self, data: bytes) -> JournalScan:
+        # The mistake: a zeroed frame header is taken for the end of the journal, so
+        # whatever follows a lost sector is silently ignored (not torn, not corrupt).
+        pos = len(FILE_HEADER)
+        scan = super().read(data[: _first_zero_frame(data, pos)])
+        return replace(scan, torn=None)
+
+
+def _first_zero_frame(data: bytes, pos: int) -> int:
+    while pos + HEADER_SIZE <= len(data):
+        if data[pos : pos + 2] == b"\0\0":
+            return pos
+        pos += HEADER_SIZE + int.from_bytes(data[pos + 3 : pos + 7], "big")
+    return len(data)
+
+
+class ZerosEndJournal(BrokenRuntime):
+    mistake = "takes a zeroed sector for the end of the journal, dropping what follows it"
+    caught_by = ("I9",)
+    needs_fault = "sector"
+    journal_class = _ZerosEndWriter
+
+
+class _GenerousTable(ToolTable):
+    def classify(self, tool: str) -> ToolClass:
+        if tool in self:
+            return super().classify(tool)
+        return ToolClass(IdempotencyClass.READ_ONLY)  # the mistake: unlisted means harmless
+
+
+class UnlistedAsReadOnly(BrokenRuntime):
+    mistake = "gives a tool its table does not list the read-only class, not UNKNOWN"
+    caught_by = ("I5",)
+    needs_fault = "unlisted"
+
+    def __init__(self, journal: JournalWriter, table: ToolTable, **kwargs: Any) -> None:
+        super().__init__(journal, _GenerousTable(table.entries), **kwargs)
+
+
 class DropVerifyHint(BrokenRuntime):
     mistake = "decides VERIFY but never hands the hint to the model"
     caught_by = ("I2",)
@@ -189,6 +284,26 @@ class _EffectFirstExecutor(Executor):
         self.write_finish(finish)
         failpoint("op.after_finish", op_id)
         return finish
+
+
+class _RetryEverythingExecutor(Executor):
+    def may_retry(self, snapshot: ToolClass) -> bool:
+        return True  # the mistake: a timeout is taken for "nothing happened"
+
+
+class RetryLostReply(BrokenRuntime):
+    mistake = "retries a timed-out call in-process whatever its class, as if nothing happened"
+    caught_by = ("I10",)
+    needs_fault = "lost-reply"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.executor = _RetryEverythingExecutor(
+            self.journal,
+            self.incarnation,
+            on_record=self._note,
+            max_attempts=self.executor.max_attempts,
+        )
 
 
 class EffectBeforeIntent(BrokenRuntime):
@@ -261,6 +376,10 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "wrong-snapshot": WrongSnapshot,
     "forgets-resolution": ForgetsResolution,
     "no-tail-report": NoTailReport,
+    "retry-lost-reply": RetryLostReply,
+    "no-crc-check": NoCrcCheck,
+    "zeros-end-journal": ZerosEndJournal,
+    "unlisted-as-read-only": UnlistedAsReadOnly,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

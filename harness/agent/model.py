@@ -7,6 +7,10 @@ On every start it recovers first, then handles each hint the runtime hands it:
   (``<op>.redo``) only when the effect is absent;
 - the step has none: record the op as unverifiable and do not redo it.
 
+A call whose outcome is unknown in the same life (its reply was lost: the
+runtime answers ``info`` with a hint) is verified at once, the same way. A
+step is redone at most ``MAX_REDOES`` times in a chain.
+
 Then it issues the plan's steps in order; the runtime answers every op its
 journal knows without running it again. It tells the outside world about each
 step (``invoke <op>``, then ``ack``, ``fail`` or ``info``, on the supervisor's
@@ -27,6 +31,8 @@ __all__ = ["ScriptedModel"]
 
 CHECK_SUFFIX = ".check"
 REDO_SUFFIX = ".redo"
+MAX_REDOES = 2
+"""A step is redone at most this many times in a chain: a careful agent then gives up."""
 
 
 class ScriptedModel:
@@ -54,6 +60,12 @@ class ScriptedModel:
         be verified (info).
         """
         outcome = self.runtime.call(step.op_id, step.tool, step.args, self.execute)
+        if outcome.status == "info" and outcome.hint is not None:
+            # The call's outcome is unknown now (a lost reply): say so, verify it at
+            # once as after a restart, then answer from what was found.
+            self.tell("info", step.op_id)
+            self.verify(VerifyHint(step.op_id, step.tool, step.args, outcome.hint))
+            outcome = self.runtime.outcome_of(step.op_id)
         return "ack" if outcome.ok else outcome.status
 
     def tell(self, what: str, op_id: str) -> None:
@@ -89,8 +101,17 @@ class ScriptedModel:
         if step.verify.holds(check.result):
             self.runtime.resolve(hint.op_id, Resolution.EFFECT_PRESENT, note="not redone")
             return
+        if hint.op_id.count(REDO_SUFFIX) >= MAX_REDOES:
+            self.runtime.resolve(
+                hint.op_id,
+                Resolution.UNVERIFIABLE,
+                note=f"the effect is absent after {MAX_REDOES} redoes: given up",
+            )
+            return
         redo_op = hint.op_id + REDO_SUFFIX
-        self.runtime.call(redo_op, step.tool, step.args, self.execute, redo_of=hint.op_id)
+        redo = self.runtime.call(redo_op, step.tool, step.args, self.execute, redo_of=hint.op_id)
         self.runtime.resolve(
             hint.op_id, Resolution.REDONE, redo_op=redo_op, note="the effect was absent"
         )
+        if redo.status == "info" and redo.hint is not None:  # the redo's reply was lost too
+            self.verify(VerifyHint(redo_op, step.tool, step.args, redo.hint))

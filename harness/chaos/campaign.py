@@ -6,8 +6,9 @@ every hit its golden run made (the exhaustive enumeration, with kills during
 recovery and a tool-table change), plus ``random_trials`` random-time trials,
 each with its own scenario, seed and one to three kills.
 
-A ``Shard`` keeps a deterministic share of the trials (``--shard K/N``): the
-shards of one campaign are disjoint and together are the whole campaign.
+A ``Shard`` (``harness.chaos.shard``) keeps a deterministic share of the
+trials (``--shard K/N``): the shards of one campaign are disjoint and together
+are the whole campaign.
 
 Every random choice flows from the campaign seed, so the same seed lists the
 same trials; the kill moments of random trials are drawn as fractions of the
@@ -18,7 +19,6 @@ command runs it again.
 from __future__ import annotations
 
 import random
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,54 +27,27 @@ from harness.adapters import Adapter, get_adapter
 from harness.agent.plan import load_plan
 from harness.chaos.pool import WorkerPool
 from harness.chaos.schedule import CrashSchedule, exhaustive_schedules, random_schedule
+from harness.chaos.shard import Shard
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
-from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+from harness.chaos.trial import (
+    Golden,
+    TrialResult,
+    TrialSpec,
+    golden_dir,
+    prepare_golden,
+    run_trial,
+)
 from harness.runtime.classes import ToolTable
 
 __all__ = [
     "CampaignConfig",
-    "Shard",
     "applicable",
     "exhaustive_specs",
     "random_specs",
     "run_trials",
     "scenario_seed",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Shard:
-    """Shard ``index`` of ``count`` (from 1): a deterministic share of a campaign's trials.
-
-    A trial belongs to the shard its id hashes to (CRC-32: the same on every
-    machine and Python), so shards of one seed are disjoint and their union is
-    the whole campaign; a numbered batch belongs to shard ``(batch % count) + 1``.
-    """
-
-    index: int
-    count: int
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.index <= self.count:
-            raise ValueError(f"shard {self.index}/{self.count}: want 1 <= K <= N")
-
-    @classmethod
-    def parse(cls, text: str) -> Shard:
-        """``"K/N"``, for example ``"2/4"``; ValueError otherwise."""
-        index, slash, count = text.partition("/")
-        if not (slash and index.isdigit() and count.isdigit()):
-            raise ValueError(f"shard {text!r}: expected K/N, for example 2/4")
-        return cls(int(index), int(count))
-
-    def keeps(self, spec: TrialSpec) -> bool:
-        return zlib.crc32(spec.trial_id.encode()) % self.count == self.index - 1
-
-    def owns_batch(self, batch: int) -> bool:
-        return batch % self.count == self.index - 1
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +69,6 @@ class CampaignConfig:
 def scenario_seed(campaign_seed: int, scenario: str) -> int:
     """The seed of a scenario's exhaustive trials: fixed by the campaign seed and its name."""
     return random.Random(f"{campaign_seed}:{Path(scenario).stem}").randrange(2**31)
-
-
-def golden_dir(run_dir: Path, scenario: str, seed: int) -> Path:
-    return run_dir / "golden" / f"{Path(scenario).stem}-{seed}"
 
 
 def exhaustive_specs(
@@ -153,7 +122,14 @@ def random_specs(
     specs = []
     power_loss = get_adapter(runtime).journal
     for n, (scenario, seed, rng) in enumerate(picks, 1):
-        schedule = random_schedule(rng, goldens[scenario, seed].working_ms, power_loss=power_loss)
+        golden = goldens[scenario, seed]
+        schedule = random_schedule(
+            rng,
+            golden.working_ms,
+            power_loss=power_loss,
+            replies=golden.hits.get("op.reply", 0),
+            windows=golden.windows,
+        )
         specs.append(TrialSpec(scenario, seed, schedule, runtime, f"random{n:04d}", "random"))
     return specs
 

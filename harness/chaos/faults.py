@@ -10,6 +10,16 @@
 | corrupt     | after the kill, one byte inside an earlier record is flipped           |
 |             | (``corrupt:<where>``, a fraction of the records): the next start must  |
 |             | refuse to run anything                                                 |
+| lost-reply  | a tool call's effect commits, then the caller gets a timeout           |
+|             | (failpoint ``op.reply@N=lost-reply``): the reply never arrived         |
+| corrupt-crc | after the kill, a digit of an earlier record's payload is changed: the |
+|             | frame keeps its length, the payload stays JSON; only the CRC can tell  |
+| sector      | after the kill, a 512-byte block holding an earlier record is zeroed   |
+|             | (``sector:zero:<where>``) or stale (``sector:stale:<where>``: its bytes |
+|             | from that record on are zero, as before the record was written);       |
+|             | ``power-loss:tear-sector`` keeps an unsynced write up to a sector edge |
+| unlisted    | lives run with a tool table that leaves the writing tools out, so they |
+|             | are UNKNOWN (``table="unlisted"``)                                     |
 
 SIGKILL never loses data already written: the OS flushes it. Power loss does,
 and the journal's shadow file (``HARNESS_JOURNAL_SHADOW``) says how much was
@@ -24,12 +34,13 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.check.journal import read_journal_bytes
+from harness.check.journal import FILE_HEADER, JournalEntry, read_journal_bytes
 from harness.runtime.journal import read_shadow
 
 __all__ = [
@@ -45,8 +56,15 @@ FAULT_KINDS = {
     "power-loss": "drop or tear what the journal held past its last fsync",
     "disk-full": "an append fails with ENOSPC",
     "corrupt": "a byte inside an earlier journal record is flipped",
+    "lost-reply": "a call's effect commits, then its reply is lost (a timeout)",
+    "corrupt-crc": "a digit inside an earlier record changed: still JSON, only the CRC tells",
+    "sector": "a 512-byte block of the journal zeroed or stale",
+    "unlisted": "the tool table does not list the scenario's writing tools",
 }
 
+SECTOR = 512
+"""The unit of damage of a disk: sector faults act on whole 512-byte blocks."""
+_FRAME_HEAD = 11  # magic, version, length, CRC: the payload starts this far into a frame
 SHADOW_FILE = "journal.synced"
 PRISTINE_JOURNAL = "journal.before-corruption"
 """The journal as it was before a corruption was injected, for the checkers."""
@@ -67,6 +85,10 @@ def _power_loss(trial_dir: Path, args: list[str]) -> dict[str, Any]:
     unsynced = len(data) - synced
     if args == ["drop"]:
         kept, garbage = synced, b""
+    elif args == ["tear-sector"]:
+        # The write reached the disk up to the first sector boundary past the synced end.
+        boundary = (synced // SECTOR + 1) * SECTOR
+        kept, garbage = (boundary if boundary < len(data) else synced), b""
     else:
         keep_fraction, garbage_len = float(args[1]), int(args[2])
         kept = synced + int(unsynced * keep_fraction)
@@ -115,9 +137,94 @@ def _corrupt(trial_dir: Path, args: list[str]) -> dict[str, Any]:
     }
 
 
+_NUMBER_IN_PAYLOAD = re.compile(rb'"(?:incarnation|attempt|pid|decisions|offset|length)":\d+')
+
+
+def _corrupt_crc(trial_dir: Path, args: list[str]) -> dict[str, Any]:
+    """A digit of a record's payload changed: the frame keeps its length, the payload stays
+    UTF-8 and JSON (only the CRC can tell), the record says something else."""
+    journal = trial_dir / "journal"
+    if not journal.exists():
+        return {"landed": False, "corrupted": None, "why": "there is no journal to corrupt"}
+    data = journal.read_bytes()
+    records = read_journal_bytes(data).entries
+    candidates = [
+        (entry, match)
+        for entry in records[:-1]
+        for match in [_NUMBER_IN_PAYLOAD.search(data, entry.offset + _FRAME_HEAD, entry.end)]
+        if match is not None
+    ]
+    if not candidates:
+        return {"landed": False, "corrupted": None, "why": "no record before the last has a number"}
+    victim, match = candidates[min(int(float(args[0]) * len(candidates)), len(candidates) - 1)]
+    offset = match.end() - 1  # the number's last digit: never a leading zero
+    digit = data[offset] - ord("0")
+    return _damage(trial_dir, data, victim, {offset: ord("0") + (digit + 1) % 10}, "corrupt-crc")
+
+
+def _sector(trial_dir: Path, args: list[str]) -> dict[str, Any]:
+    """A 512-byte block of the journal zeroed, or stale (as it was before the last life wrote
+    to it: its later bytes zero), as a disk that lost or misdirected a sector write does."""
+    journal = trial_dir / "journal"
+    if not journal.exists():
+        return {"landed": False, "why": "there is no journal to damage"}
+    data = journal.read_bytes()
+    records = read_journal_bytes(data).entries
+    if len(records) < 2:
+        return {"landed": False, "why": "fewer than two records: nothing to damage"}
+    how, where = args[0], float(args[1])
+    victim = records[min(int(where * (len(records) - 1)), len(records) - 2)]
+    block = victim.offset // SECTOR * SECTOR
+    if how == "zero":
+        changes = {
+            i: 0 for i in range(max(block, len(FILE_HEADER)), min(block + SECTOR, len(data)))
+        }
+    else:  # stale: what the block held before the record was appended
+        changes = {i: 0 for i in range(victim.offset, min(block + SECTOR, len(data)))}
+    return _damage(trial_dir, data, victim, changes, f"sector:{how}")
+
+
+def _damage(
+    trial_dir: Path, data: bytes, victim: JournalEntry, changes: dict[int, int], what: str
+) -> dict[str, Any]:
+    """Apply byte changes to the journal (a copy kept first); what a reader now finds."""
+    journal = trial_dir / "journal"
+    shutil.copyfile(journal, trial_dir / PRISTINE_JOURNAL)
+    damaged = bytearray(data)
+    for at, byte in changes.items():
+        damaged[at] = byte
+    journal.write_bytes(bytes(damaged))
+    reading = read_journal_bytes(bytes(damaged))
+    first = min(changes)
+    if reading.corrupt_offset is not None:
+        number = next(i for i, e in enumerate(read_journal_bytes(data).entries, 1) if e.end > first)
+        record = read_journal_bytes(data).entries[number - 1]
+        return {
+            "landed": True,
+            "damage": what,
+            "bytes": [first, max(changes) + 1],
+            "corrupted": first,
+            "record": number,
+            "record_offset": record.offset,
+        }
+    # Not corruption in the middle: the checkers read the journal itself, not a copy.
+    (trial_dir / PRISTINE_JOURNAL).unlink()
+    if reading.torn is not None:  # the damage reached the tail: a torn tail to drop
+        return {
+            "landed": True,
+            "damage": what,
+            "valid_end": reading.valid_end,
+            "torn": reading.torn[1],
+        }
+    journal.write_bytes(data)
+    return {"landed": False, "corrupted": None, "why": f"{what} left every record readable"}
+
+
 _AFTER_DEATH: dict[str, tuple[Callable[[Path, list[str]], dict[str, Any]], int, int]] = {
     "power-loss": (_power_loss, 1, 3),
     "corrupt": (_corrupt, 1, 1),
+    "corrupt-crc": (_corrupt_crc, 1, 1),
+    "sector": (_sector, 2, 2),
 }
 
 
@@ -129,8 +236,8 @@ def parse_after_death(spec: str) -> tuple[str, list[str]]:
     _, least, most = _AFTER_DEATH[kind]
     if not least <= len(args) <= most:
         raise ValueError(f"{spec!r}: {kind} takes {least} to {most} parameters")
-    if kind == "power-loss" and args[0] not in ("drop", "tear"):
-        raise ValueError(f"{spec!r}: power-loss is drop or tear:<keep>:<garbage>")
+    if kind == "power-loss" and args[0] not in ("drop", "tear", "tear-sector"):
+        raise ValueError(f"{spec!r}: power-loss is drop, tear:<keep>:<garbage> or tear-sector")
     if kind == "power-loss" and args[0] == "tear" and len(args) != 3:
         raise ValueError(f"{spec!r}: tear needs <keep fraction>:<garbage bytes>")
     if kind == "power-loss" and args[0] == "drop" and len(args) != 1:
@@ -139,8 +246,14 @@ def parse_after_death(spec: str) -> tuple[str, list[str]]:
         _fraction(spec, "keep fraction", args[1])
         if not args[2].isdigit():
             raise ValueError(f"{spec!r}: garbage bytes {args[2]!r} is not a whole number >= 0")
-    if kind == "corrupt":
+    if kind in ("corrupt", "corrupt-crc"):
         _fraction(spec, "where", args[0])
+    if kind == "sector":
+        if args[0] not in ("zero", "stale"):
+            raise ValueError(f"{spec!r}: sector damage is zero:<where> or stale:<where>")
+        _fraction(spec, "where", args[1])
+    if kind == "power-loss" and args[0] == "tear-sector" and len(args) != 1:
+        raise ValueError(f"{spec!r}: tear-sector takes no parameters")
     return kind, args
 
 

@@ -26,27 +26,37 @@ for it a pid stays taken (a zombie at worst) and a SIGKILL sent to it cannot
 reach another process. When the socket closes (the supervising process exited
 or died) the server SIGKILLs every child it still has, reaps them, and exits:
 a dead worker leaves no agent behind.
+
+This module is the server's side and the child's (``preload``, ``fork_agent``:
+what runs in the server and in each forked incarnation), with the constants
+the client's side (``harness.chaos.launch.ForkServer``) shares; it imports
+nothing of the launcher, so the server loads only what an agent needs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import signal
 import socket
 import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_PACKET", "main", "serve"]
+__all__ = ["FORK_SERVER_MODULE", "MAX_PACKET", "fork_agent", "main", "preload", "serve"]
 
+FORK_SERVER_MODULE = "harness.chaos.forkserver"
+"""What the launcher execs (``python -I -m``) to start a server."""
 MAX_PACKET = 1 << 20
 """Largest request or reply (an agent's environment is a few KiB)."""
 
 
 def serve(sock: socket.socket) -> None:
     """Answer requests on ``sock`` until it closes; then kill and reap what is left."""
-    from harness.chaos.launch import fork_agent, preload
     from harness.runtime.failpoints import CHANNEL_ENV
 
     running: set[int] = set()
@@ -120,6 +130,86 @@ def _wait(
     if len(finished) > 1024:  # answers kept for a retried wait only; the oldest go first
         del finished[next(iter(finished))]
     return code
+
+
+# -- the child's side: preloading the agent program, forking an incarnation --------------
+
+
+def preload(module: str) -> None:
+    """Import the agent program's modules in this (parent) process, once.
+
+    Also parse the default tool table (immutable, cached): every child then
+    starts with it. Nothing an incarnation writes can reach the next one.
+    """
+    _program(module)
+    from harness.runtime.classes import ToolTable
+
+    ToolTable.default()
+
+
+def _program(module: str) -> Callable[[list[str]], int]:
+    """The agent program's ``main`` (``harness.agent`` keeps it in its ``__main__``)."""
+    target = importlib.import_module(
+        module if module != "harness.agent" else "harness.agent.__main__"
+    )
+    main: Callable[[list[str]], int] = target.main
+    return main
+
+
+def fork_agent(
+    module: str, trial_dir: Path | str, env: dict[str, str], channel_fd: int, stderr_fd: int
+) -> int:
+    """Fork one incarnation of ``module`` from this (preloaded) process; the child's pid."""
+    sys.stdout.flush()  # or the child would write the parent's pending output again
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child never returns from here
+        _run_child(module, Path(trial_dir), env, channel_fd, stderr_fd)
+    return pid
+
+
+def _run_child(
+    module: str, trial_dir: Path, env: dict[str, str], channel_fd: int, stderr_fd: int
+) -> None:
+    code = 1
+    try:
+        os.setsid()
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())  # the parent held interrupts
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.dup2(stderr_fd, 2)
+        # Only the channel survives: no file of the parent's may reach the agent.
+        keep = channel_fd
+        os.closerange(3, keep)
+        os.closerange(keep + 1, _max_fd())
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = [module, str(trial_dir)]
+        # The parent's stdio objects may be anything (pytest captures them, rich
+        # wraps them): the agent writes to its own descriptors 1 and 2.
+        sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
+        from harness.runtime.failpoints import disarm
+
+        disarm()  # a parent that armed failpoints (a test) must not arm its children
+        code = _program(module)([str(trial_dir)])
+    except BaseException:
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _max_fd() -> int:
+    try:
+        return os.sysconf("SC_OPEN_MAX")
+    except (ValueError, OSError):
+        return 4096
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,9 @@ the supervisor, and reaped before the supervisor goes on.
   start-up and the agent's imports every time; works for any agent program.
 - ``fork``: a fork server (``harness.chaos.forkserver``, one per supervising
   process, exec'd once) has imported the agent's modules; each incarnation is
-  a ``fork`` of it that runs the agent's ``main``. The server never runs agent
+  a ``fork`` of it that runs the agent's ``main`` (the child's side, and the
+  protocol's constants, live in ``harness.chaos.forkserver``; this module is
+  the client's side). The server never runs agent
   code, so every child starts from the same state, and nothing passes from one
   incarnation to the next but what is on disk. The server is small, so its
   forks are cheap; it reaps a child only when the supervisor asks.
@@ -18,33 +20,24 @@ the supervisor, and reaped before the supervisor goes on.
 from __future__ import annotations
 
 import atexit
-import contextlib
-import importlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.chaos.forkserver import MAX_PACKET
+from harness.chaos.forkserver import FORK_SERVER_MODULE, MAX_PACKET
 
 __all__ = [
-    "FORK_SERVER_MODULE",
     "LAUNCHERS",
     "AgentProcess",
     "ForkServer",
-    "fork_agent",
     "launch",
-    "preload",
 ]
 
 LAUNCHERS = ("fork", "exec")
-FORK_SERVER_MODULE = "harness.chaos.forkserver"
 
 
 class AgentProcess(Protocol):
@@ -193,27 +186,6 @@ def _forget_the_parents_server() -> None:
 os.register_at_fork(after_in_child=_forget_the_parents_server)
 
 
-def preload(module: str) -> None:
-    """Import the agent program's modules in this (parent) process, once.
-
-    Also parse the default tool table (immutable, cached): every child then
-    starts with it. Nothing an incarnation writes can reach the next one.
-    """
-    _program(module)
-    from harness.runtime.classes import ToolTable
-
-    ToolTable.default()
-
-
-def _program(module: str) -> Callable[[list[str]], int]:
-    """The agent program's ``main`` (``harness.agent`` keeps it in its ``__main__``)."""
-    target = importlib.import_module(
-        module if module != "harness.agent" else "harness.agent.__main__"
-    )
-    main: Callable[[list[str]], int] = target.main
-    return main
-
-
 def launch(
     how: str,
     python: str,
@@ -243,59 +215,3 @@ def launch(
         return ForkServer.get(python).spawn(module, trial_dir, env, channel_fd, stderr_fd)
     finally:
         os.close(stderr_fd)
-
-
-def fork_agent(
-    module: str, trial_dir: Path | str, env: dict[str, str], channel_fd: int, stderr_fd: int
-) -> int:
-    """Fork one incarnation of ``module`` from this (preloaded) process; the child's pid."""
-    sys.stdout.flush()  # or the child would write the parent's pending output again
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the child never returns from here
-        _run_child(module, Path(trial_dir), env, channel_fd, stderr_fd)
-    return pid
-
-
-def _run_child(
-    module: str, trial_dir: Path, env: dict[str, str], channel_fd: int, stderr_fd: int
-) -> None:
-    code = 1
-    try:
-        os.setsid()
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())  # the parent held interrupts
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        os.dup2(stderr_fd, 2)
-        # Only the channel survives: no file of the parent's may reach the agent.
-        keep = channel_fd
-        os.closerange(3, keep)
-        os.closerange(keep + 1, _max_fd())
-        os.environ.clear()
-        os.environ.update(env)
-        sys.argv = [module, str(trial_dir)]
-        # The parent's stdio objects may be anything (pytest captures them, rich
-        # wraps them): the agent writes to its own descriptors 1 and 2.
-        sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
-        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
-        from harness.runtime.failpoints import disarm
-
-        disarm()  # a parent that armed failpoints (a test) must not arm its children
-        code = _program(module)([str(trial_dir)])
-    except BaseException:
-        with contextlib.suppress(Exception):
-            traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stderr.flush()
-        os._exit(code)
-
-
-def _max_fd() -> int:
-    try:
-        return os.sysconf("SC_OPEN_MAX")
-    except (ValueError, OSError):
-        return 4096

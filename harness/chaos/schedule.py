@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.chaos.faults import parse_after_death
@@ -46,10 +46,12 @@ RECOVERY_FAILPOINTS = ("recovery.after_decision", "recovery.before_retry", "reco
 DISK_FULL_HITS = (1, 2, 3, 5, 8, 13, 21, 34)
 """Which appends of a crash-free run meet a full disk: spread over the run."""
 
-JOURNAL_FAULTS = frozenset({"power-loss", "corrupt", "disk-full"})
+JOURNAL_FAULTS = frozenset(
+    {"power-loss", "corrupt", "corrupt-crc", "sector", "disk-full", "unlisted"}
+)
 """Fault kinds that act on this project's journal."""
 
-TABLE_VARIANTS = ("reclassified",)
+TABLE_VARIANTS = ("reclassified", "unlisted")
 """Tool-table variants a life may run with (built by ``harness.chaos.tables``)."""
 
 
@@ -143,8 +145,12 @@ class CrashSchedule:
                 kinds.add("sigkill")
             if "=enospc" in life.failpoints:
                 kinds.add("disk-full")
+            if "=lost-reply" in life.failpoints:
+                kinds.add("lost-reply")
             if life.after_death:
                 kinds.add(life.after_death.split(":", 1)[0])
+            if life.table == "unlisted":
+                kinds.add("unlisted")
         return frozenset(kinds)
 
     @property
@@ -216,7 +222,8 @@ def exhaustive_schedules(
     after an effect or a finish is also followed by a power loss, and so is a
     kill between every journal write and its fsync (dropping or tearing it).
     Twice per scenario a kill is followed by a corrupted record, which the next
-    start must refuse, and a few appends meet a full disk.
+    start must refuse, and a few appends meet a full disk; and every tool call
+    of the run once loses its reply after its effect (``lost-reply``).
     """
     for name in OP_FAILPOINTS:
         for hit in range(1, hits.get(name, 0) + 1):
@@ -231,6 +238,8 @@ def exhaustive_schedules(
                     )
             if name == "op.after_intent":
                 yield f"{name}@{hit}+table", CrashSchedule((first, Life(table="reclassified")))
+                unlisted = replace(first, table="unlisted")
+                yield f"{name}@{hit}+unlisted", CrashSchedule((unlisted, Life(table="unlisted")))
             if name != "op.after_intent":
                 lost = Life(first.failpoints, after_death="power-loss:drop")
                 yield f"{name}@{hit}+power-loss", CrashSchedule((lost,))
@@ -238,33 +247,87 @@ def exhaustive_schedules(
     for hit in sorted({2, finishes} & set(range(2, finishes + 1))):
         broken = Life(f"op.after_finish@{hit}=kill", after_death="corrupt:0.5")
         yield f"op.after_finish@{hit}+corrupt", CrashSchedule((broken,))
+        for fault, where in (
+            ("corrupt-crc", "corrupt-crc:0.5"),
+            ("sector-zero", "sector:zero:0.5"),
+            ("sector-stale", "sector:stale:0.9"),
+        ):
+            damaged = Life(f"op.after_finish@{hit}=kill", after_death=where)
+            yield f"op.after_finish@{hit}+{fault}", CrashSchedule((damaged,))
+    for hit in range(1, hits.get("op.reply", 0) + 1):
+        yield f"op.reply@{hit}+lost-reply", CrashSchedule((Life(f"op.reply@{hit}=lost-reply"),))
     appends = hits.get("journal.append", 0)
     for hit in (hit for hit in DISK_FULL_HITS if hit <= appends):
         full = Life(f"journal.append@{hit}=enospc")
         yield f"journal.append@{hit}+disk-full", CrashSchedule((full,))
     for hit in range(1, hits.get("journal.before_fsync", 0) + 1):
-        tear = hit % 2 == 0
-        fault = f"power-loss:tear:0.5:{hit % 7}" if tear else "power-loss:drop"
+        how = ("drop", "tear", "tear-sector")[hit % 3]
+        fault = {
+            "drop": "power-loss:drop",
+            "tear": f"power-loss:tear:0.5:{hit % 7}",
+            "tear-sector": "power-loss:tear-sector",
+        }[how]
         lost = Life(f"journal.before_fsync@{hit}=kill", after_death=fault)
-        yield f"journal.before_fsync@{hit}+{'tear' if tear else 'drop'}", CrashSchedule((lost,))
+        yield f"journal.before_fsync@{hit}+{how}", CrashSchedule((lost,))
+
+
+START_UP_SHARE = 0.05
+"""Of random-time kills aimed at a life's work, this share is drawn over the whole span
+(start-up included); the others inside a tool call of the golden run."""
+
+
+RESTART_SHARE = 0.8
+"""A restarted life's start-up and recovery, as a share of a first life's (which also makes
+its world and journal): where the calls left to it begin."""
+
+
+def _kill_moment(
+    rng: random.Random, span_ms: float, windows: Sequence[tuple[float, float]], after: float
+) -> float:
+    """A moment to kill a life whose work starts where an earlier kill at ``after`` left it."""
+    # A restarted life starts over (start-up, recovery) before the calls left to it.
+    restart = windows[0][0] * RESTART_SHARE if windows and after > 0 else 0.0
+    later = [(a - after + restart, b - after + restart) for a, b in windows if b > after]
+    if not later or rng.random() < START_UP_SHARE:
+        return rng.uniform(0.0, max(span_ms - after, span_ms / 4))
+    start, end = rng.choice(later)
+    return rng.uniform(max(start, 0.0), max(end, 0.0))
 
 
 def random_schedule(
-    rng: random.Random, ready_to_exit_ms: float, *, power_loss: bool = True
+    rng: random.Random,
+    ready_to_exit_ms: float,
+    *,
+    power_loss: bool = True,
+    replies: int = 0,
+    windows: Sequence[tuple[float, float]] = (),
 ) -> CrashSchedule:
     """One to three kills at random moments of a crash-free run's working time.
 
-    A later life draws its moment from the work the earlier kills left
-    (roughly), so that it lands before the life is done; one that comes after
-    the life's work lands at its last point (the supervisor holds it there).
+    Kills are aimed at the work: most at a moment inside one of the golden
+    run's tool calls (``windows``, ms after ready), the rest
+    (``START_UP_SHARE``) anywhere, start-up included. A later life aims at
+    the calls the earlier kills left (roughly: its time runs from its own
+    start); a moment that comes after the life's work lands at its last point
+    (the supervisor holds it there).
     A third of the kills are followed by a power loss (drop or tear), for a
-    runtime that keeps a journal (``power_loss``).
+    runtime that keeps a journal (``power_loss``). A sixth of the trials first
+    lose the reply of one of the ``replies`` tool calls of a life that runs to
+    its end, then the power (the agent starts again), then meet their kills.
     """
     lives = []
-    left = ready_to_exit_ms
+    if replies and rng.random() < 1 / 6:
+        # A lost reply first, in a life that runs to its end (a kill could come before
+        # the reply and leave it unlanded); a power cut then restarts the agent.
+        lost = f"op.reply@{rng.randrange(1, replies + 1)}=lost-reply"
+        lives.append(Life(lost, after_death="power-loss:drop" if power_loss else None))
+        if not power_loss:
+            return CrashSchedule(tuple(lives))
+    done = 0.0  # how far into the golden run's work the earlier kills got, roughly
     for _ in range(rng.choice((1, 1, 2, 3))):
-        kill = round(rng.uniform(0.0, left), 3)
-        left = max(left - kill, ready_to_exit_ms / 4)
+        kill = round(_kill_moment(rng, ready_to_exit_ms, windows, done), 3)
+        # A restarted life spends its first moments starting over: not golden-run work.
+        done += max(kill - (windows[0][0] * RESTART_SHARE if windows and done > 0 else 0.0), 0.0)
         roll = rng.random()
         if roll < 1 / 6:
             fault: str | None = "power-loss:drop"

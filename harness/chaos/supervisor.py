@@ -12,7 +12,9 @@ restart budget is spent.
 What it saw goes to ``events.jsonl`` in the trial directory, one JSON object a
 line: ``spawn``, ``ready``, ``ack`` (the agent reported an op's success to its
 user: from then on that success must never be undone), ``kill``, ``exit``, and
-``fault`` (an after-death fault was applied, see ``harness.chaos.faults``).
+``fault`` (an after-death fault was applied, see ``harness.chaos.faults``),
+``lost-reply`` (a call's reply was lost inside the life: the agent said so),
+``hint`` (the model read a VERIFY hint).
 What the user saw of each step goes to ``history.jsonl`` (see ``History``).
 
 Contract: every process it starts is reaped before ``run`` returns, whatever
@@ -36,7 +38,8 @@ from typing import IO, Any
 
 from harness.adapters import Adapter, get_adapter
 from harness.chaos.faults import SHADOW_FILE, apply_after_death
-from harness.chaos.launch import FORK_SERVER_MODULE, LAUNCHERS, AgentProcess, launch
+from harness.chaos.forkserver import FORK_SERVER_MODULE
+from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.runtime.failpoints import CHANNEL_ENV, COUNTS_ENV, EXIT_HOLD_POINT, FAILPOINTS_ENV
 from harness.runtime.journal import SHADOW_ENV
@@ -329,6 +332,10 @@ class History:
 
     def note(self, message: str, life: int, events: IO[str], ledger: LedgerWatch) -> None:
         kind, _, op_id = message.partition(" ")
+        if kind == "fault":  # "fault lost-reply op.reply 3 s003": an in-life fault landed
+            fault, _, at = op_id.partition(" ")
+            _event(events, fault, life=life, at=at)
+            return
         if kind not in ("invoke", "ack", "fail", "info", "hint") or not op_id:
             return
         if kind == "hint":

@@ -31,7 +31,7 @@ from harness.check.invariants import Status, Verdict, check_trial, trial_status
 from harness.check.windows import kill_windows
 from harness.runtime.failpoints import FAILPOINTS, hit_ops_path
 
-__all__ = ["Golden", "TrialResult", "TrialSpec", "prepare_golden", "run_trial"]
+__all__ = ["Golden", "TrialResult", "TrialSpec", "golden_dir", "prepare_golden", "run_trial"]
 
 _COUNT_ALL = ",".join(f"{name}=count" for name in FAILPOINTS)
 
@@ -91,6 +91,8 @@ class Golden:
     """From the agent's "ready" to its exit: the span random-time kills are drawn from."""
     ops: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Failpoint -> the op id each of its hits served, in hit order."""
+    windows: Sequence[tuple[float, float]] = ()
+    """Each tool call's span, in ms after ready: where random-time kills are aimed."""
 
     def op_at(self, failpoint: str, hit: int) -> str | None:
         served = self.ops.get(failpoint, ())
@@ -139,12 +141,18 @@ def write_plan_for(scenario: str, seed: int, directory: Path) -> None:
     write_plan(plan, directory / "plan.json")
 
 
+def golden_dir(run_dir: Path, scenario: str, seed: int) -> Path:
+    """Where a run folder keeps the golden run of ``scenario`` with ``seed``."""
+    return run_dir / "golden" / f"{Path(scenario).stem}-{seed}"
+
+
 def prepare_golden(scenario: str, seed: int, directory: Path, supervisor: Supervisor) -> Golden:
     """Run (or reuse) the crash-free run of a scenario and seed."""
     info = directory / "golden.json"
     if info.exists():
         data = json.loads(info.read_text("utf-8"))
-        return Golden(directory, data["hits"], data["working_ms"], data.get("ops", {}))
+        windows = [tuple(w) for w in data.get("windows", ())]
+        return Golden(directory, data["hits"], data["working_ms"], data.get("ops", {}), windows)
     directory.mkdir(parents=True, exist_ok=True)
     write_plan_for(scenario, seed, directory)
     counts = directory / "failpoint-hits.json"
@@ -157,10 +165,31 @@ def prepare_golden(scenario: str, seed: int, directory: Path, supervisor: Superv
             f"{last.killed or ''} {last.stderr.strip()[-500:]}"
         )
     hits = json.loads(counts.read_text("utf-8"))
-    ops = json.loads(Path(hit_ops_path(counts)).read_text("utf-8"))
+    trace = json.loads(Path(hit_ops_path(counts)).read_text("utf-8"))
+    ops, windows = trace["ops"], call_windows(trace["ops"], trace["ms"])
     working_ms = last.duration_ms - (last.ready_ms or 0.0)
-    info.write_text(json.dumps({"hits": hits, "working_ms": working_ms, "ops": ops}), "utf-8")
-    return Golden(directory, hits, working_ms, ops)
+    info.write_text(
+        json.dumps({"hits": hits, "working_ms": working_ms, "ops": ops, "windows": windows}),
+        "utf-8",
+    )
+    return Golden(directory, hits, working_ms, ops, windows)
+
+
+def call_windows(
+    ops: Mapping[str, Sequence[str]], ms: Mapping[str, Sequence[float]]
+) -> list[tuple[float, float]]:
+    """Each op of a counted run, from its first intent to its last finish, in ms after ready."""
+    starts: dict[str, float] = {}
+    ends: dict[str, float] = {}
+    for op_id, at in zip(
+        ops.get("op.before_intent", ()), ms.get("op.before_intent", ()), strict=True
+    ):
+        starts.setdefault(op_id, float(at))
+    for op_id, at in zip(
+        ops.get("op.after_finish", ()), ms.get("op.after_finish", ()), strict=True
+    ):
+        ends[op_id] = float(at)
+    return sorted((starts[op], ends[op]) for op in starts if op in ends and ends[op] >= starts[op])
 
 
 def run_trial(

@@ -509,11 +509,47 @@ def _refused_corruption(ev: TrialEvidence, fault: dict[str, object]) -> list[str
     return problems
 
 
+def check_fail_means_no_effect(ev: TrialEvidence) -> Verdict:
+    """I10: a step the user was told failed left no effect; no in-process retry repeated one.
+
+    From the ledger, the world and what the user was told only, so that it
+    holds for any runtime: a step whose last report is ``fail`` owns no row of
+    world state (nor does a redo standing for it), and no op of a class that
+    may not run twice executed twice inside one process (a retry of a call
+    whose reply was lost repeats its effect).
+    """
+    problems = []
+    failed = [s.op_id for s in ev.plan.steps if ev.last_report.get(s.op_id) == "fail"]
+    for step in failed:
+        left = [r for r in ev.world if step_of(r.op_id) == step and r.table not in NOT_EFFECTS]
+        if left:
+            problems.append(
+                f"{step} was reported failed, yet left {len(left)} row(s) of world state "
+                f"(first: {left[0].table} {left[0].values!r} by {left[0].op_id})"
+            )
+    for (op_id, life), rows in ev.rows_by_op_and_life.items():
+        if len(rows) < 2:
+            continue
+        cls = ev.table_of(life).classify(rows[0].tool)
+        if not retry_safe(cls.idempotency.value, cls.ask_user):
+            problems.append(
+                f"{op_id} ({rows[0].tool}, {cls.idempotency.value}) ran {len(rows)} times in "
+                f"life {life} (ledger #{', #'.join(str(r.seq) for r in rows)}): an in-process "
+                "retry repeated its effect"
+            )
+    return _verdict(
+        "I10",
+        problems,
+        f"{len(failed)} failed steps without effect, no unsafe call re-run in-process",
+    )
+
+
 def check_faults_landed(ev: TrialEvidence) -> Verdict:
     """F: every fault the schedule asked for happened, by the supervisor's own observation.
 
     A kill at a failpoint was delivered there (the victim reached that hit);
-    a random-time kill was delivered; a full disk made the life stop on its
+    a lost reply was reported by the life at that hit; a random-time kill was
+    delivered; a full disk made the life stop on its
     failed append; a power loss found a journal and its shadow (and, after a
     kill between a write and its fsync, bytes the shadow did not cover); a
     corruption changed a record. A fault that did not land leaves the trial
@@ -526,7 +562,9 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
         life = lives.get(number)
         asked = [spec for spec in str(planned.get("failpoints", "")).split(",") if spec]
         kills = [spec for spec in asked if spec.endswith("=kill")]
-        wanted = len(kills) + ("kill_after_ms" in planned) + ("=enospc" in ",".join(asked))
+        losses = [spec for spec in asked if spec.endswith("=lost-reply")]
+        wanted = len(kills) + len(losses) + ("kill_after_ms" in planned)
+        wanted += "=enospc" in ",".join(asked)
         wanted += "after_death" in planned
         if not wanted:
             continue
@@ -551,6 +589,13 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                     f"life {number}: the kill {planned['kill_after_ms']} ms after ready never "
                     f"fired ({_ended(life)})"
                 )
+        for spec in (spec for spec in asked if spec.endswith("=lost-reply")):
+            name, _, hit = spec.removesuffix("=lost-reply").partition("@")
+            at = f"{name} {hit}" if hit else name
+            if any(str(e.get("at", "")).startswith(at) for e in ev.events_of("lost-reply", number)):
+                landed += 1
+            else:
+                problems.append(f"life {number}: the lost reply at {spec} never happened")
         if "=enospc" in ",".join(asked):
             if life.returncode == EXIT_WRITE_FAILED:
                 landed += 1
@@ -607,6 +652,7 @@ TITLES = {
     "I7": "liveness: finished, every step accounted for",
     "I8": "end state equals the golden run",
     "I9": "journal integrity: torn tail dropped, corruption refused",
+    "I10": "fail means no effect: no effect left, none repeated in-process",
     "F": "every scheduled fault landed",
 }
 
@@ -620,6 +666,7 @@ INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
     "I7": check_liveness,
     "I8": check_end_state,
     "I9": check_journal_integrity,
+    "I10": check_fail_means_no_effect,
     "F": check_faults_landed,
 }
 
@@ -633,12 +680,13 @@ NEEDS: dict[str, frozenset[str]] = {
     "I7": frozenset({"history"}),
     "I8": frozenset({"world"}),
     "I9": frozenset({"journal"}),
+    "I10": frozenset({"ledger", "history", "world"}),
     "F": frozenset(),
 }
 """The evidence each invariant needs; without it the invariant is not judged."""
 
 
-_JUDGED_WITHOUT_JOURNAL = frozenset({"I8", "I9", "F"})
+_JUDGED_WITHOUT_JOURNAL = frozenset({"I8", "I9", "I10", "F"})
 """Judged from the world, the journal file's bytes and the supervisor, readable or not."""
 
 

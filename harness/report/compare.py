@@ -1,11 +1,12 @@
-"""``python -m harness compare``: the same campaign against several runtimes, side by side.
+"""The comparison of runtimes side by side (``python -m harness compare``), from their results.
 
-Every runtime meets the same trials (same scenarios, seeds and schedules; the
-golden runs are shared), so a row of the table is a like-for-like comparison.
-For each failing trial of a runtime the findings list the ops the ledger shows
-replayed and the one command that replays the trial. Written to
-``compare.md`` and ``compare.json`` in the run folder; it decides nothing the
-checkers did not.
+The ``compare`` command (``harness.commands.compare``) runs the same trials
+against every runtime (same scenarios, seeds and schedules; the golden runs
+are shared), so a row of the table is a like-for-like comparison, and hands
+the results here. For each failing trial of a runtime the findings list the
+ops the ledger shows replayed and the one command that replays the trial.
+Printed, and written to ``compare.md`` and ``compare.json`` in the run folder;
+it decides nothing the checkers did not.
 
 Exit status (``harness.exits``): each runtime is expected to hold (no failed
 and no unknown trial) unless ``--expect-fail NAME`` says it must fail at least
@@ -24,33 +25,30 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from harness.chaos.campaign import CampaignConfig, run_trials
-from harness.chaos.trial import TrialResult, TrialSpec
+from harness.chaos.trial import TrialResult
 from harness.check.invariants import TITLES, Status
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 
-__all__ = ["RuntimeOutcome", "compare_status", "outcomes", "run_compare"]
+__all__ = [
+    "RuntimeOutcome",
+    "announce_campaign",
+    "compare_status",
+    "final_line",
+    "outcomes",
+    "report_comparison",
+]
 
 HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
 
 _console = Console(highlight=False, soft_wrap=True)
 _REPLAYED = re.compile(r"^(\S+) \((\w+), (\w+)\) ran (\d+) times")
-
-
-def _select(failpoints: tuple[str, ...]) -> Any:
-    def keep(spec: TrialSpec) -> bool:
-        if spec.kind != "exhaustive":
-            return True
-        return not failpoints or spec.label.split("@", 1)[0] in failpoints
-
-    return keep
 
 
 def _findings(results: list[TrialResult]) -> list[dict[str, Any]]:
@@ -177,23 +175,22 @@ def _cell(counts: Counter[str]) -> str:
     return f"{counts['fail']} / {judged}" + (f" ({unknown})" if unknown else "")
 
 
-def run_compare(
-    config: CampaignConfig,
+def announce_campaign(runtime: str) -> None:
+    """The line printed before the campaign of one runtime runs."""
+    _console.print(f"[bold]{runtime}[/]: running the campaign")
+
+
+def report_comparison(
+    run_dir: Path,
     runtimes: list[str],
-    failpoints: tuple[str, ...],
+    by_runtime: dict[str, list[TrialResult]],
     expect_fail: Sequence[str] = (),
 ) -> int:
-    """Run the campaign once per runtime; print and write the side-by-side table.
+    """Print and write (into ``run_dir``) the side-by-side table of each runtime's results.
 
     Returns the exit status (``compare_status``); ``expect_fail`` names the
     runtimes that must fail at least one trial.
     """
-    by_runtime: dict[str, list[TrialResult]] = {}
-    for runtime in runtimes:
-        _console.print(f"[bold]{runtime}[/]: running the campaign")
-        by_runtime[runtime] = run_trials(
-            replace(config, runtime=runtime), lambda r: None, select=_select(failpoints)
-        )
     table = Table(
         title=f"the same {len(next(iter(by_runtime.values())))} trials, by runtime "
         "(failed / judged)"
@@ -242,8 +239,8 @@ def run_compare(
                 f"  {runtime} {result.spec.trial_id}: could not judge "
                 f"{', '.join(result.unknown_invariants)}; replay: {result.spec.replay_command()}"
             )
-    _write(config.run_dir, runtimes, rows, came_out, findings, replays)
-    _console.print(f"written: {config.run_dir / 'compare.md'}")
+    _write(run_dir, runtimes, rows, came_out, findings, replays)
+    _console.print(f"written: {run_dir / 'compare.md'}")
     for o in came_out:
         if o.problem is not None:
             _console.print(f"[{'red' if o.status == 'fail' else 'yellow'}]{o.problem}[/]")

@@ -1,35 +1,52 @@
-"""What ``python -m harness chaos`` shows a person: progress, tables, replay lines.
+"""What ``python -m harness`` shows a person: progress, tables, replay lines.
 
-It runs the campaign and the self-check through ``harness.chaos.campaign``,
-hands every result to the file writers, and prints; it decides nothing that
-the checkers did not decide.
+Functions that take results and print them (with rich); the ``chaos`` and
+``trial`` commands (``harness.commands``) run the trials and hand them over.
+A progress bar (``progress_bar``) is told what to show: the number of trials
+planned, and each one as it comes back. Nothing here runs a campaign or
+decides anything the checkers did not decide.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from harness.adapters import get_adapter
-from harness.agent.broken import BROKEN_RUNTIMES
-from harness.chaos.campaign import CampaignConfig, golden_dir, run_trials
 from harness.chaos.faults import FAULT_KINDS
-from harness.chaos.mutations import MUTATIONS
 from harness.chaos.schedule import JOURNAL_FAULTS
 from harness.chaos.trial import TrialResult
-from harness.check.invariants import OUTCOMES, TITLES, check_trial
+from harness.check.invariants import OUTCOMES, TITLES
 from harness.check.windows import WINDOWS
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
-from harness.report.files import MUTATION, SelfCheckRow, write_run_reports
+from harness.report.model import MUTATION, RunInfo, SelfCheckRow
 from harness.runtime.failpoints import EXIT_HOLD_POINT
 
-__all__ = ["print_trial", "run_chaos"]
+__all__ = [
+    "CampaignSummary",
+    "ProgressBar",
+    "print_campaign",
+    "print_headline",
+    "print_interrupted",
+    "print_self_check",
+    "print_start",
+    "print_trial",
+    "progress_bar",
+]
 
 _console = Console(highlight=False, soft_wrap=True)
 MAX_FAILURES_SHOWN = 10
@@ -47,29 +64,26 @@ def _progress() -> Progress:
     )
 
 
-def _run_with_progress(
-    config: CampaignConfig,
-    title: str,
-    results: list[TrialResult] | None = None,
-    *,
-    completed: list[TrialResult] | None = None,
-    **kwargs: object,
-) -> list[TrialResult]:
-    """Run trials with a progress bar; results land in ``results`` (and ``completed``)
-    as they come, so that an interrupt keeps every completed one."""
-    results = [] if results is None else results
+class ProgressBar:
+    """One bar: told the trials planned, then each trial as it comes back."""
+
+    def __init__(self, progress: Progress, task: TaskID) -> None:
+        self._progress = progress
+        self._task = task
+
+    def planned(self, total: int) -> None:
+        self._progress.update(self._task, total=total)
+
+    def advanced(self, failed: int) -> None:
+        """One more trial came back; ``failed`` of those so far failed."""
+        self._progress.update(self._task, advance=1, failed=failed)
+
+
+@contextmanager
+def progress_bar(title: str) -> Iterator[ProgressBar]:
+    """A progress bar titled ``title``, shown while the block runs."""
     with _progress() as progress:
-        task = progress.add_task(title, total=None, failed=0)
-
-        def on_result(result: TrialResult) -> None:
-            results.append(result)
-            if completed is not None:
-                completed.append(result)
-            failed = sum(r.status == "fail" for r in results)
-            progress.update(task, advance=1, failed=failed)
-
-        run_trials(config, on_result, on_plan=lambda n: progress.update(task, total=n), **kwargs)  # type: ignore[arg-type]
-    return results
+        yield ProgressBar(progress, progress.add_task(title, total=None, failed=0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,72 +110,44 @@ class CampaignSummary:
         return [r for r in self.results if r.status == "unknown"]
 
 
-def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
-    """The campaign, then the self-check; an interrupt still leaves a report of what completed."""
+def print_start(run: RunInfo, workers: int) -> None:
+    """The campaign's first lines: its seed, runtime, size and run folder."""
     _console.print(
-        f"[bold]chaos campaign[/] seed {config.seed}, runtime {config.runtime}, "
-        f"{len(config.scenarios)} scenarios, {config.workers} workers"
+        f"[bold]chaos campaign[/] seed {run.seed}, runtime {run.runtime}, "
+        f"{len(run.scenarios)} scenarios, {workers} workers"
     )
-    _console.print(f"run folder: {config.run_dir}")
-    results: list[TrialResult] = []
-    checks: list[SelfCheckRow] = []
-    self_checked: list[TrialResult] = []
-    try:
-        _run_with_progress(config, "campaign", results)
-        summary = CampaignSummary(results)
-        _print_invariants(summary)
-        _print_windows(summary)
-        _print_faults(summary, config.runtime)
-        _print_failures(summary.failures)
-        _print_failures(summary.unjudged, "trials that could not be judged")
-        if self_check:
-            passing = [r for r in results if r.status == "pass"]
-            _self_check(config, checks, self_checked, passing)
-            _print_self_check(checks)
-        # Inside the try: an interrupt while the reports are written still leaves
-        # them, marked interrupted.
-        write_run_reports(config, results, checks)
-    except BaseException:
-        # Interrupted (Ctrl-C, SIGTERM) or broken: keep what completed, say so, go on failing.
-        discard_incomplete(config.run_dir, results + self_checked)
-        write_run_reports(config, results, checks, interrupted=True)
-        _console.print(
-            f"[bold red]INTERRUPTED[/]: kept {len(results)} completed trials in {config.run_dir}"
-        )
-        raise
-    status = exit_status(
-        [r.status for r in results] + ["fail" for c in checks if not c.as_expected]
-    )
+    _console.print(f"run folder: {run.run_dir}")
+
+
+def print_campaign(summary: CampaignSummary, runtime: str) -> None:
+    """The campaign's tables (invariants, kill windows, faults) and its failures."""
+    _print_invariants(summary)
+    _print_windows(summary)
+    _print_faults(summary, runtime)
+    _print_failures(summary.failures)
+    _print_failures(summary.unjudged, "trials that could not be judged")
+
+
+def print_interrupted(completed: int, run_dir: Path) -> None:
+    _console.print(f"[bold red]INTERRUPTED[/]: kept {completed} completed trials in {run_dir}")
+
+
+def print_headline(status: int, summary: CampaignSummary, run_dir: Path) -> None:
+    """The last line (the run's verdict and counts), and the replay of the first failure."""
+    results = summary.results
     kinds = Counter(r.spec.kind for r in results)
     _console.print(
         f"[bold]{HEADLINES[status]}[/]: {len(results)} trials "
         f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
         f"{len(summary.failures)} failed, {len(summary.unjudged)} could not be judged, "
-        f"{sum(r.kills for r in results)} kills; report {config.run_dir}/index.html"
+        f"{sum(r.kills for r in results)} kills; report {run_dir}/index.html"
     )
     if summary.failures:
         first = summary.failures[0].spec
         _console.print(f"replay the first failure with: {first.replay_command()}")
-    return status
 
 
 HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
-
-
-def discard_incomplete(run_dir: Path, results: list[TrialResult]) -> None:
-    """Remove the folders of trials an interrupt cut short, and of unfinished golden runs.
-
-    A trial counts as completed once its result reached this process: one whose
-    worker finished but was stopped before handing it over is not in the report,
-    so its folder goes too.
-    """
-    kept = {result.directory for result in results}
-    for trial in (run_dir / "trials").glob("*"):
-        if trial not in kept:
-            shutil.rmtree(trial, ignore_errors=True)
-    for golden in (run_dir / "golden").glob("*"):
-        if not (golden / "golden.json").exists():
-            shutil.rmtree(golden, ignore_errors=True)
 
 
 def _print_invariants(summary: CampaignSummary) -> None:
@@ -219,95 +205,8 @@ def _print_failures(failures: list[TrialResult], what: str = "failures") -> None
         _console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more {what}")
 
 
-def _self_check(
-    config: CampaignConfig,
-    rows: list[SelfCheckRow],
-    completed: list[TrialResult],
-    passing: list[TrialResult],
-) -> None:
-    """Run each broken runtime until the invariant it breaks catches it, then the mutations.
-
-    A mistake that needs a fault beyond SIGKILL must first escape SIGKILL alone
-    (on a smaller campaign), then be caught once that fault is added. Each
-    mutation damages a copy of one of the campaign's ``passing`` trials.
-    """
-    for name, runtime in BROKEN_RUNTIMES.items():
-        expected = set(runtime.caught_by)
-        broken = replace(config, runtime=name, random_trials=0)
-
-        def caught_as_expected(result: TrialResult, e: set[str] = expected) -> bool:
-            return bool(e & set(result.failed_invariants))
-
-        fault = runtime.needs_fault
-        alone: list[TrialResult] = []
-        if fault != "sigkill":
-            alone = _run_with_progress(
-                replace(broken, scenarios=config.scenarios[:2]),
-                f"self-check {name} (SIGKILL alone)",
-                completed=completed,
-                stop=caught_as_expected,
-                select=lambda spec, f=fault: f not in spec.schedule.fault_kinds,
-            )
-        results = _run_with_progress(
-            broken,
-            f"self-check {name}" + ("" if fault == "sigkill" else f" ({fault})"),
-            completed=completed,
-            stop=caught_as_expected,
-            select=None
-            if fault == "sigkill"
-            else lambda spec, f=fault: f in spec.schedule.fault_kinds,
-        )
-        rows.append(
-            SelfCheckRow(
-                name,
-                runtime.mistake,
-                fault,
-                tuple(sorted(expected)),
-                len(results),
-                next((r for r in results if caught_as_expected(r)), None),
-                len(alone),
-                next((r for r in alone if caught_as_expected(r)), None),
-            )
-        )
-    rows += _mutation_rows(config, passing)
-
-
-def _mutation_rows(config: CampaignConfig, passing: list[TrialResult]) -> list[SelfCheckRow]:
-    """Damage a copy of a passing trial per mutation; its invariant must fail on the copy."""
-    rows = []
-    for mutation in MUTATIONS:
-        fit = next((r for r in passing if mutation.fits(r)), None)
-        caught = None
-        if fit is not None:
-            copy = mutation.copy_and_apply(fit, config.run_dir / "self-check")
-            golden = golden_dir(config.run_dir, fit.spec.scenario, fit.spec.seed)
-            verdicts = check_trial(
-                copy,
-                golden,
-                restart_budget=config.restart_budget,
-                offers=get_adapter(fit.spec.runtime).evidence,
-            )
-            mutated = replace(
-                fit,
-                spec=replace(fit.spec, label=f"{fit.spec.label}+mutation-{mutation.name}"),
-                directory=copy,
-                verdicts=verdicts,
-            )
-            caught = mutated if mutation.invariant in mutated.failed_invariants else None
-        rows.append(
-            SelfCheckRow(
-                f"mutation {mutation.name}",
-                mutation.damage,
-                MUTATION,
-                (mutation.invariant,),
-                0 if fit is None else 1,
-                caught,
-            )
-        )
-    return rows
-
-
-def _print_self_check(rows: list[SelfCheckRow]) -> None:
+def print_self_check(rows: list[SelfCheckRow]) -> None:
+    """The self-check's tables: each broken runtime and mutation, then each invariant."""
     table = Table(title="self-check: each broken runtime must be caught")
     for column in ("broken runtime", "expected", "trials", "outcome"):
         table.add_column(column)

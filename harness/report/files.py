@@ -1,80 +1,28 @@
 """The run folder's files: ``summary.json``, ``junit.xml`` and ``index.html``.
 
 Writers read results and verdicts; they never decide. Each trial's own folder
-(journal, world.db, events, verdicts) was written by the trial itself.
+(journal, world.db, events, verdicts) was written by the trial itself. They are
+given a ``RunInfo`` (``harness.report.model``), never a campaign's config.
+An interrupted run first drops the folders of trials that did not complete
+(``discard_incomplete``), then writes its report marked interrupted.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from harness.chaos.campaign import CampaignConfig
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES
+from harness.report.html import write_index_html
+from harness.report.model import RunInfo, SelfCheckRow
 
-__all__ = ["MUTATION", "SelfCheckRow", "write_run_reports"]
-
-
-MUTATION = "mutation"
-"""``needs_fault`` of a self-check row that damages a recorded trial folder instead."""
-
-
-@dataclass(frozen=True, slots=True)
-class SelfCheckRow:
-    """One broken runtime in the self-check, and whether it was caught as expected."""
-
-    name: str
-    mistake: str
-    needs_fault: str
-    expected: tuple[str, ...]
-    trials: int
-    caught: TrialResult | None
-    sigkill_trials: int = 0
-    """Trials with SIGKILL alone, for a mistake that needs another fault."""
-    caught_by_sigkill: TrialResult | None = None
-
-    @property
-    def as_expected(self) -> bool:
-        # A mistake that only another fault can expose must also escape SIGKILL
-        # alone; if it did not, the harness sees what it should not be able to.
-        return self.caught is not None and self.caught_by_sigkill is None
-
-    @property
-    def outcome(self) -> str:
-        if self.caught is None:
-            if self.needs_fault == MUTATION and self.trials == 0:
-                return "NOT CAUGHT: no trial of the campaign has what it changes"
-            return "NOT CAUGHT"
-        by = ", ".join(self.caught.failed_invariants)
-        if self.needs_fault == MUTATION:
-            return f"caught by {by} in a mutated copy of a passing trial"
-        if self.needs_fault == "sigkill":
-            return f"caught by {by}"
-        if self.caught_by_sigkill is not None:
-            return f"caught by {by}, but SIGKILL alone also caught it: unexpected"
-        return (
-            f"caught by {by} under {self.needs_fault}; escapes SIGKILL alone "
-            f"({self.sigkill_trials} trials)"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "runtime": self.name,
-            "mistake": self.mistake,
-            "needs_fault": self.needs_fault,
-            "expected": list(self.expected),
-            "trials": self.trials,
-            "outcome": self.outcome,
-            "as_expected": self.as_expected,
-            "caught_in": None if self.caught is None else self.caught.spec.trial_id,
-            "replay": None if self.caught is None else self.caught.spec.replay_command(),
-        }
+__all__ = ["discard_incomplete", "write_run_reports"]
 
 
 def _outcomes(counts: Counter[str]) -> dict[str, int]:
@@ -95,7 +43,7 @@ def _trial_entry(result: TrialResult, invariants: tuple[str, ...]) -> dict[str, 
 
 
 def _summary(
-    config: CampaignConfig,
+    config: RunInfo,
     results: list[TrialResult],
     checks: list[SelfCheckRow],
     interrupted: bool,
@@ -193,7 +141,7 @@ def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.Element
 
 
 def write_run_reports(
-    config: CampaignConfig,
+    config: RunInfo,
     results: list[TrialResult],
     checks: list[SelfCheckRow],
     *,
@@ -205,8 +153,6 @@ def write_run_reports(
     ``missing_shards`` (``"K/N"``, from a merge allowed to miss some): the run
     is then not complete, and does not pass whatever its trials did.
     """
-    from harness.report.html import write_index_html
-
     run_dir = config.run_dir
     summary = _summary(config, results, checks, interrupted, missing_shards)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1), "utf-8")
@@ -216,3 +162,19 @@ def write_run_reports(
 
 def trial_link(run_dir: Path, result: TrialResult) -> str:
     return str(result.directory.relative_to(run_dir))
+
+
+def discard_incomplete(run_dir: Path, results: list[TrialResult]) -> None:
+    """Remove the folders of trials an interrupt cut short, and of unfinished golden runs.
+
+    A trial counts as completed once its result reached this process: one whose
+    worker finished but was stopped before handing it over is not in the report,
+    so its folder goes too.
+    """
+    kept = {result.directory for result in results}
+    for trial in (run_dir / "trials").glob("*"):
+        if trial not in kept:
+            shutil.rmtree(trial, ignore_errors=True)
+    for golden in (run_dir / "golden").glob("*"):
+        if not (golden / "golden.json").exists():
+            shutil.rmtree(golden, ignore_errors=True)

@@ -25,16 +25,14 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES
 from harness.check.windows import WINDOWS
+from harness.report.model import SelfCheckRow
 from harness.report.timeline import read_timeline, render_timeline
-
-if TYPE_CHECKING:  # files.py imports this module; a runtime import would be a cycle
-    from harness.report.files import SelfCheckRow
 
 __all__ = ["MAX_PASSING_PAGES", "TRIAL_PAGE", "write_index_html", "write_trial_page"]
 

@@ -1,4 +1,4 @@
-"""``python -m harness merge OUT RUN_DIR...``: one report from the run folders of several shards.
+"""The merge of shards: one report from the run folders of several (``python -m harness merge``).
 
 A sharded campaign (``--shard K/N`` of ``chaos`` or ``audit``) leaves one run
 folder per shard. The merge copies each shard's trial folders and golden runs
@@ -29,7 +29,6 @@ Hypothesis run or interrupted campaign counting as a failure): 0 held, 1 failed,
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from collections import Counter
@@ -39,17 +38,20 @@ from pathlib import Path
 from typing import Any, cast
 from xml.etree import ElementTree as ET
 
-from harness.chaos.campaign import CampaignConfig, Shard, golden_dir
 from harness.chaos.schedule import CrashSchedule
-from harness.chaos.trial import TrialResult, TrialSpec
+from harness.chaos.shard import Shard
+from harness.chaos.trial import TrialResult, TrialSpec, golden_dir
 from harness.check.invariants import Status, Verdict
-from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
+from harness.exits import exit_status
+from harness.report.files import write_run_reports
+from harness.report.html import write_index_html
+from harness.report.model import RunInfo
 from harness.runtime.errors import HarnessError
 
 __all__ = [
+    "HYPOTHESIS_JUNIT",
     "MergeError",
     "MergeOutcome",
-    "add_merge_parser",
     "amend_run_report",
     "describe_missing",
     "load_trial_result",
@@ -230,8 +232,6 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_missing: bool = Fal
     Raises ``MergeError`` (before writing anything) on run folders that are not
     the shards of one campaign, or that miss some shard unless ``allow_missing``.
     """
-    from harness.report.files import write_run_reports
-
     if not run_dirs:
         raise MergeError("no run folder to merge")
     if out.exists() and any(out.iterdir()):
@@ -268,13 +268,7 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_missing: bool = Fal
         golden = golden_dir(out, str(data.get("scenario")), int(data.get("seed", 0)))
         results.append(load_trial_result(trial, golden if golden.exists() else None))
     scenarios = sorted({s for run in runs for s in run.summary.get("scenarios", [])})
-    config = CampaignConfig(
-        out,
-        tuple(scenarios),
-        int(seed),
-        random_trials=sum(r.spec.kind == "random" for r in results),
-        runtime=str(runtime),
-    )
+    config = RunInfo(out, int(seed), str(runtime), tuple(scenarios))
     interrupted = any(run.summary.get("interrupted") for run in runs)
     write_run_reports(
         config, results, [], interrupted=interrupted, missing_shards=[str(s) for s in missing]
@@ -342,8 +336,6 @@ def amend_run_report(
     Each of ``junit_suites`` is (a JUnit XML file, a prefix for its suite
     names). Returns whether the run passed as a whole.
     """
-    from harness.report.html import write_index_html
-
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text("utf-8"))
     overall = bool(summary["passed"]) and passed
@@ -370,38 +362,3 @@ def _suites(path: Path) -> list[ET.Element]:
     except (OSError, ET.ParseError):
         return []
     return [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-
-
-# -- the command line ---------------------------------------------------------------------
-
-
-def add_merge_parser(sub: Any) -> None:
-    """Add ``merge`` to the ``python -m harness`` sub-commands."""
-    merge = sub.add_parser("merge", help="join the run folders of shards into one report")
-    merge.add_argument("out", help="the merged run folder (created; must be empty)")
-    merge.add_argument("run_dirs", nargs="+", help="the shards' run folders")
-    merge.add_argument(
-        "--allow-missing",
-        action="store_true",
-        help="merge an incomplete set of shards (the report says which are missing)",
-    )
-    merge.set_defaults(handler=run_merge_command)
-
-
-HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
-
-
-def run_merge_command(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    run_dirs = [Path(d) for d in args.run_dirs]
-    outcome = merge_runs(out, run_dirs, allow_missing=args.allow_missing)
-    summary = json.loads((out / "summary.json").read_text("utf-8"))
-    headline = HEADLINES[outcome.status]
-    if not outcome.complete:
-        headline = f"INCOMPLETE ({describe_missing(outcome.missing)}), {headline} so far"
-    print(
-        f"{headline}: merged {len(run_dirs)} of {outcome.shards} shards: "
-        f"{summary['trials']} trials, {summary['failed']} failed, "
-        f"{summary['unknown']} could not be judged; report {out}/index.html"
-    )
-    return outcome.status

@@ -10,7 +10,10 @@
 
 A ``TransientToolError`` is retried in-process, each attempt journaled under
 the same op id, only when the class snapshot is retry-safe and at most
-``max_attempts`` times. Any other exception from the tool (a bug) is journaled
+``max_attempts`` times. From a call that is not retry-safe it is an unknown
+outcome, not a failure: a timeout may come after the effect (the reply was
+lost), so the op is journaled as of unknown outcome, never retried here, and
+handed to the model to VERIFY. Any other exception from the tool (a bug) is journaled
 as an unknown outcome and raised on: the op stays RUNNING, as after a crash,
 and recovery decides it by its class. A result that is not JSON is journaled
 as what it is (its type and ``repr``), never left out.
@@ -156,16 +159,25 @@ class Executor:
             self.write_intent(intent)
             failpoint("op.after_intent", op_id)
             finish = self.invoke(intent, execute, key_op=key_op)
-            if finish.transient and snapshot.retry_safe and attempt < self.max_attempts:
+            if finish.transient and self.may_retry(snapshot) and attempt < self.max_attempts:
                 # Journaled, but not settled: a crash before the next attempt leaves
                 # the op RUNNING, and recovery retries it as its class allows.
                 self.write_finish(replace(finish, retrying=True))
                 attempt += 1
                 continue
+            if finish.transient and not snapshot.retry_safe:
+                # A timeout may come after the effect (the reply was lost): for a call
+                # that must not run twice the outcome is unknown, not a failure. It is
+                # not retried here; the op stays RUNNING and goes to VERIFY.
+                finish = replace(finish, unknown=True)
             failpoint("op.after_effect", op_id)
             self.write_finish(finish)
             failpoint("op.after_finish", op_id)
             return finish
+
+    def may_retry(self, snapshot: ToolClass) -> bool:
+        """Whether a transient failure of a call of this class is retried in-process."""
+        return snapshot.retry_safe
 
     def invoke(
         self, intent: IntentRecord, execute: ToolFunction, *, key_op: str | None = None

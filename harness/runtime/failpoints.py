@@ -6,13 +6,16 @@ variable ``HARNESS_FAILPOINTS``, it acts on its N-th hit in this process:
 
     spec    := entry ("," entry)*
     entry   := name ["@" N] "=" action ["(" arg ")"]
-    action  := kill | exit | raise | sleep | enospc | count
+    action  := kill | exit | raise | sleep | enospc | lost-reply | count
 
 ``op.after_effect@3=kill`` kills the process on the third hit of that point;
 without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
 ``sleep(250)`` sleeps 250 ms, ``enospc`` raises ``OSError(ENOSPC)`` where the
-point is (the journal's append site stands for a full disk), ``count`` only
-counts hits (the supervisor learns from a crash-free run where the points are).
+point is (the journal's append site stands for a full disk), ``lost-reply``
+raises a ``TransientToolError`` that looks like a timeout (at ``op.reply``, hit
+by the simulated tools once their effect is committed: the reply was lost),
+``count`` only counts hits (the supervisor learns from a crash-free run where
+the points are).
 
 ``kill`` hand-shakes with a supervisor when one is listening: the process
 writes ``reached <name> <hit>`` to the file descriptor named by
@@ -35,7 +38,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.runtime.errors import FailpointSpecError, FailpointTriggered
+from harness.runtime.errors import FailpointSpecError, FailpointTriggered, TransientToolError
 
 __all__ = [
     "CHANNEL_ENV",
@@ -64,6 +67,7 @@ FAILPOINTS: tuple[str, ...] = (
     "op.before_intent",
     "op.after_intent",
     "op.mid_effect",
+    "op.reply",
     "op.after_effect",
     "op.after_finish",
     "recovery.after_decision",
@@ -79,14 +83,14 @@ EXIT_HOLD_POINT = "agent.before_exit"
 """An agent program's last point, after its work and before it exits: a supervisor
 holds a life there when a random-time kill it scheduled has not fired yet."""
 
-ACTIONS = ("kill", "exit", "raise", "sleep", "enospc", "count")
+ACTIONS = ("kill", "exit", "raise", "sleep", "enospc", "lost-reply", "count")
 
 # How long a victim waits for the supervisor's SIGKILL before killing itself,
 # so that a dead supervisor never leaves it hanging.
 _HANDSHAKE_TIMEOUT_S = 30.0
 
 _ENTRY = re.compile(
-    r"^(?P<name>[a-z_]+(?:\.[a-z_]+)+)(?:@(?P<hit>[0-9]+))?=(?P<action>[a-z]+)"
+    r"^(?P<name>[a-z_]+(?:\.[a-z_]+)+)(?:@(?P<hit>[0-9]+))?=(?P<action>[a-z][a-z-]*)"
     r"(?:\((?P<arg>[0-9]+)\))?$"
 )
 
@@ -143,24 +147,28 @@ def parse_failpoints(text: str, *, source: str = FAILPOINTS_ENV) -> tuple[Failpo
 
 
 class _Trigger:
-    __slots__ = ("details", "hits", "specs")
+    __slots__ = ("details", "hits", "specs", "times")
 
     def __init__(self) -> None:
         self.hits = 0
         self.specs: list[FailpointSpec] = []
         self.details: list[str] | None = None
         """The detail (op id) of every hit, kept only when a ``count`` spec is armed."""
+        self.times: list[int] = []
+        """When each kept hit happened (``time.monotonic_ns``)."""
 
     def fire(self, name: str, detail: str) -> None:
         self.hits += 1
         if self.details is not None:
             self.details.append(detail)
+            self.times.append(time.monotonic_ns())
         for spec in self.specs:
             if spec.hit is None or spec.hit == self.hits:
                 _act(spec, self.hits, detail)
 
 
 _armed: dict[str, _Trigger] = {}
+_ready_ns: int | None = None
 
 
 def failpoint(name: str, detail: str = "") -> None:
@@ -186,7 +194,7 @@ def report_hit_counts() -> None:
         # Which op each hit served, beside it: a supervisor plans kills in
         # recovery from what the op at a hit is (see ``hit_ops_path``).
         with open(hit_ops_path(path), "w", encoding="utf-8") as out:
-            json.dump(hit_ops(), out, sort_keys=True)
+            json.dump({"ops": hit_ops(), "ms": hit_times()}, out, sort_keys=True)
 
 
 def hit_ops_path(counts_path: str | os.PathLike[str]) -> str:
@@ -197,6 +205,16 @@ def hit_ops_path(counts_path: str | os.PathLike[str]) -> str:
 def hit_ops() -> dict[str, list[str]]:
     """The detail (op id) of each hit of every point armed to ``count``, in hit order."""
     return {name: list(t.details) for name, t in _armed.items() if t.details is not None}
+
+
+def hit_times() -> dict[str, list[float]]:
+    """When each hit of ``hit_ops`` happened: milliseconds after the agent said ``ready``."""
+    start = _ready_ns or 0
+    return {
+        name: [round((t - start) / 1e6, 3) for t in trigger.times]
+        for name, trigger in _armed.items()
+        if trigger.details is not None
+    }
 
 
 def hit_counts() -> dict[str, int]:
@@ -241,6 +259,13 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         time.sleep((spec.arg or 0) / 1000)
     elif spec.action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    elif spec.action == "lost-reply":
+        # The effect is done; the caller sees a timeout, as if the reply never came.
+        tell_supervisor(f"fault lost-reply {spec.name} {hit} {detail}".rstrip())
+        raise TransientToolError(
+            f"{detail or spec.name}: timed out waiting for the reply (failpoint {spec}: the "
+            "effect happened, the reply was lost)"
+        )
 
 
 def tell_supervisor(message: str) -> bool:
@@ -249,6 +274,9 @@ def tell_supervisor(message: str) -> bool:
     The one way an agent talks to the harness: ``ready``, ``reached ...``,
     ``invoke <op>``, ``ack <op>``, ``fail <op>``, ``info <op>``.
     """
+    global _ready_ns
+    if message == "ready":
+        _ready_ns = time.monotonic_ns()  # hit times of a counted run are told from here
     channel = os.environ.get(CHANNEL_ENV, "")
     if not channel.isdigit():
         return False

@@ -56,6 +56,7 @@ from harness.runtime.records import Record, record_from_json, record_to_json
 __all__ = [
     "FILE_HEADER",
     "FORMAT_VERSION",
+    "HEADER_SIZE",
     "SHADOW_ENV",
     "JournalScan",
     "JournalWriter",
@@ -251,7 +252,7 @@ class JournalWriter:
             if not data:  # an empty file (made by someone else): a new journal
                 self._write_header(fd)
                 data = FILE_HEADER
-            self.scan = scan_bytes(data, source=str(self.path))
+            self.scan = self.read(data)
             if self.scan.torn is not None:
                 os.ftruncate(fd, self.scan.valid_end)
                 os.fsync(fd)
@@ -263,6 +264,10 @@ class JournalWriter:
         if shadow is not None:
             self._shadow_fd = os.open(shadow, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
             self._record_synced()
+
+    def read(self, data: bytes) -> JournalScan:
+        """Prove the file's records (``scan_bytes``): the one place a writer reads them."""
+        return scan_bytes(data, source=str(self.path))
 
     def append(self, record: Record, *, sync: bool = True) -> int:
         """Append one record durably; returns its offset."""

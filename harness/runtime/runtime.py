@@ -25,9 +25,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.runtime.classes import ToolTable
+from harness.runtime.errors import FailpointTriggered, JournalError
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.failpoints import arm_from_environ, failpoint
 from harness.runtime.journal import JournalWriter
@@ -68,6 +69,9 @@ class RecoveryReport:
 
 class Runtime:
     """The seed's recovery system around one journal; one instance per process life."""
+
+    journal_class: ClassVar[type[JournalWriter]] = JournalWriter
+    """The journal's writer (a seam: the harness's broken runtimes read it their own way)."""
 
     def __init__(
         self,
@@ -116,7 +120,7 @@ class Runtime:
         """
         if arm_failpoints:
             arm_from_environ()
-        journal = JournalWriter(path)
+        journal = cls.journal_class(path)
         try:
             return cls(journal, table or ToolTable.default(), max_attempts=max_attempts)
         except BaseException:
@@ -248,13 +252,25 @@ class Runtime:
             finish = self.executor.run(
                 op_id, tool, args, snapshot, execute, redo_of=redo_of, key_op=self._key_op(redo_of)
             )
-        except Exception:
-            op = self.ops.get(op_id)
-            if op is not None and op.state is OpState.RUNNING:
-                hint = verify_hint(op_id, tool, args)
-                self._awaiting_verify[op_id] = VerifyHint(op_id, tool, args, hint)
+        except (FailpointTriggered, JournalError):
+            raise  # a crash, or the journal itself failing: nothing more is written
+        except Exception:  # the tool's own exception (journaled as an unknown outcome)
+            self._verify_now(op_id, tool, args)
             raise
+        if finish.unknown:  # a lost reply of a call that must not run twice: VERIFY it now
+            hint = self._verify_now(op_id, tool, args)
+            return CallOutcome(op_id, "info", error=finish.error, hint=hint, executed=True)
         return _outcome(finish, executed=True)
+
+    def _verify_now(self, op_id: str, tool: str, args: Mapping[str, Any]) -> str | None:
+        """Hand an op of unknown outcome to the model in this life, as recovery would."""
+        op = self.ops.get(op_id)
+        if op is None or op.state is not OpState.RUNNING:
+            return None
+        hint = verify_hint(op_id, tool, args)
+        self._awaiting_verify[op_id] = VerifyHint(op_id, tool, args, hint)
+        self._write(HintRecord(op_id, self.incarnation, hint))
+        return hint
 
     def outcome_of(self, op_id: str) -> CallOutcome:
         """What the journal says of an op it knows, without running anything.

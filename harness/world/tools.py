@@ -10,7 +10,9 @@ touches nothing and leaves no ledger row:
    executor may retry in-process.
 
 Past the gate the tool really executes: it is ledgered in the transaction of
-its first step (see ``store``). Contract: the only thing a simulated tool ever
+its first step (see ``store``). Once its effect is committed it hits the
+failpoint ``op.reply`` on the way back, where a lost reply (``lost-reply``)
+turns a done call into a timeout. Contract: the only thing a simulated tool ever
 changes is the world database, and its result is a JSON-serialisable dict.
 """
 
@@ -22,6 +24,7 @@ from typing import Any
 
 from harness.runtime.errors import ToolError, TransientToolError
 from harness.runtime.executor import CallContext, ToolFunction
+from harness.runtime.failpoints import failpoint
 from harness.world import call_tools, read_tools, write_tools
 from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
 from harness.world.store import WorldStore
@@ -112,6 +115,8 @@ def make_tool_function(world: WorldStore) -> ToolFunction:
                 f"{tool}: simulated transient failure on attempt {ctx.attempt} "
                 f"(fail_attempts={args['fail_attempts']})"
             )
-        return implementation(world, args, ctx)
+        result = implementation(world, args, ctx)
+        failpoint("op.reply", ctx.op_id)  # the effect is committed; the reply is on its way
+        return result
 
     return execute

@@ -12,12 +12,13 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from harness import audit
-from harness.audit import AuditConfig, HypothesisOutcome, run_audit
-from harness.chaos.campaign import CampaignConfig, Shard
+from harness.chaos.campaign import CampaignConfig
 from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.check.invariants import TITLES, Status, Verdict
+from harness.commands import audit
+from harness.commands.audit import AuditConfig, HypothesisOutcome, run_audit
 from harness.report.merge import load_trial_result
 from tests.conftest import subprocess_env
 from tests.integration.conftest import MINI, TrialRunner

@@ -100,7 +100,12 @@ TARGETED = {
     "wrong-snapshot": "[]",
     "forgets-resolution": '[{"failpoints":"op.after_intent@3=kill"}]',
     "no-tail-report": '[{"failpoints":"journal.before_fsync@3=kill"}]',
+    "retry-lost-reply": '[{"failpoints":"op.after_effect@2=kill"}]',
+    "no-crc-check": '[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]',
+    "zeros-end-journal": '[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]',
+    "unlisted-as-read-only": '[{"failpoints":"op.after_intent@3=kill"},{"table":"reclassified"}]',
 }
+# The fault beyond SIGKILL that each remaining broken runtime needs (power loss for most).
 POWER_LOSS = {
     "no-intent-fsync": (
         '[{"failpoints":"op.after_effect@3=kill","after_death":"power-loss:drop"}]'
@@ -110,6 +115,14 @@ POWER_LOSS = {
     ),
     "no-tail-report": (
         '[{"failpoints":"journal.before_fsync@3=kill","after_death":"power-loss:tear:0.5:3"}]'
+    ),
+    "retry-lost-reply": '[{"failpoints":"op.reply@2=lost-reply"}]',
+    "no-crc-check": '[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt-crc:0.5"}]',
+    "zeros-end-journal": (
+        '[{"failpoints":"op.after_finish@3=kill","after_death":"sector:zero:0.5"}]'
+    ),
+    "unlisted-as-read-only": (
+        '[{"failpoints":"op.after_intent@3=kill","table":"unlisted"},{"table":"unlisted"}]'
     ),
 }
 

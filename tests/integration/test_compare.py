@@ -20,8 +20,9 @@ from harness.chaos.campaign import CampaignConfig
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.check.invariants import TITLES, Status, Verdict
-from harness.report import compare
-from harness.report.compare import RuntimeOutcome, compare_status, final_line, run_compare
+from harness.commands import compare
+from harness.commands.compare import run_compare
+from harness.report.compare import RuntimeOutcome, compare_status, final_line
 from tests.conftest import subprocess_env
 
 ROOT = Path(__file__).parent.parent.parent

@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.chaos.launch import FORK_SERVER_MODULE, ForkServer
+from harness.chaos.forkserver import FORK_SERVER_MODULE
+from harness.chaos.launch import ForkServer
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.supervisor import Supervisor, sweep_agents
 from harness.chaos.trial import Golden

@@ -14,7 +14,7 @@ from xml.etree import ElementTree as ET
 
 import psutil
 
-from harness.chaos.launch import FORK_SERVER_MODULE
+from harness.chaos.forkserver import FORK_SERVER_MODULE
 
 ROOT = Path(__file__).parent.parent.parent
 MOMENTS = 20

@@ -17,14 +17,15 @@ from typing import Any, ClassVar
 import pytest
 
 import harness.bench
+from harness import cli
 from harness.bench import BenchError, BenchReport, Figure, Target, interleave, median_of
-from harness.bench.__main__ import EXIT_BAD_ARGUMENTS, main
 from harness.bench.cycles import cycle_scenario_text
 from harness.bench.plot import plot_scaling
 from harness.bench.run import QUICK, Measurements, bench_failpoint, bench_planning
 from harness.bench.scaling import synthetic_journal
 from harness.bench.startup import parse_importtime
 from harness.chaos.scenario import parse_scenario
+from harness.commands.bench import EXIT_BAD_ARGUMENTS, main
 from harness.runtime.journal import scan_bytes
 
 
@@ -196,6 +197,18 @@ class TestCli:
         file = tmp_path / "file"
         file.write_text("x")
         assert main(["--out", str(file), "--quick"]) == EXIT_BAD_ARGUMENTS
+
+    def test_the_bench_sub_command_refuses_the_same(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """``python -m harness bench`` takes the same options and refuses the same input."""
+        file = tmp_path / "file"
+        file.write_text("x")
+        assert cli.main(["bench", "--out", str(file), "--quick"]) == EXIT_BAD_ARGUMENTS
+        assert "python -m harness bench: error: --out" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["bench", "--cycles", "0"])
+        assert exc.value.code == EXIT_BAD_ARGUMENTS
 
 
 class TestSmoke:

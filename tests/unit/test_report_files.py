@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from harness.chaos.campaign import CampaignConfig, Shard
 from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.check.invariants import OUTCOMES, TITLES, Status, Verdict
 from harness.report.files import write_run_reports
+from harness.report.model import RunInfo
 
 SCENARIO = "tests/data/scenarios/mini.toml"
 
@@ -60,8 +61,7 @@ def _failing(run_dir: Path, label: str = "op.after_intent@3") -> TrialResult:
 def _write(
     run_dir: Path, results: list[TrialResult], *, shard: Shard | None = None, **kwargs: Any
 ) -> dict[str, Any]:
-    config = CampaignConfig(run_dir, (SCENARIO,), 7, random_trials=0, shard=shard)
-    write_run_reports(config, results, [], **kwargs)
+    write_run_reports(RunInfo(run_dir, 7, "real", (SCENARIO,), shard), results, [], **kwargs)
     summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text("utf-8"))
     return summary
 

@@ -22,8 +22,8 @@ from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import TrialResult, TrialSpec, prepare_golden, run_trial
 from harness.check.invariants import TITLES, Verdict
 from harness.report import html as report_html
-from harness.report.files import SelfCheckRow
 from harness.report.html import TRIAL_PAGE, write_index_html, write_trial_page
+from harness.report.model import SelfCheckRow
 
 SCENARIO = "tests/data/scenarios/mini.toml"
 LABEL = "after_intent@3 <script>alert(1)</script>"

@@ -1,0 +1,235 @@
+"""``python -m harness chaos``: the default campaign, then the self-check.
+
+The campaign runs, against the runtime under test, every failpoint at every
+hit of every scenario plus random-time kills (``harness.chaos.campaign``).
+The self-check is the data of two tables: every broken runtime of
+``harness.agent.broken`` (each with ``caught_by``, the invariants expected to
+catch it, ``needs_fault``, the fault that can expose it, and its ``mistake``)
+and every mutation of ``harness.chaos.mutations`` (each with its invariant).
+Each broken runtime is run until the invariant it breaks catches it; one
+that needs a fault beyond SIGKILL must first escape SIGKILL alone (on a
+smaller campaign), then be caught once that fault is added. Each mutation
+damages a copy of one of the campaign's passing trials, and its invariant
+must fail on the copy.
+
+The results go to the console (``harness.report.console``) and to the run
+folder's files (``harness.report.files``). Exit 0 only if every trial passes
+and every broken runtime is caught as expected; an interrupt still leaves a
+report of what completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from harness.adapters import get_adapter
+from harness.agent.broken import BROKEN_RUNTIMES
+from harness.chaos.campaign import CampaignConfig, run_trials
+from harness.chaos.mutations import MUTATIONS
+from harness.chaos.supervisor import sweep_agents
+from harness.chaos.trial import TrialResult, TrialSpec, golden_dir
+from harness.check.invariants import check_trial
+from harness.commands.options import add_shard_option, campaign_config, run_info
+from harness.exits import exit_status
+from harness.report.console import (
+    CampaignSummary,
+    print_campaign,
+    print_headline,
+    print_interrupted,
+    print_self_check,
+    print_start,
+    progress_bar,
+)
+from harness.report.files import discard_incomplete, write_run_reports
+from harness.report.model import MUTATION, SelfCheckRow
+
+__all__ = ["add_parser", "run", "run_chaos", "run_with_progress"]
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    chaos: argparse.ArgumentParser = sub.add_parser(
+        "chaos", help="run the default campaign and the self-check"
+    )
+    chaos.add_argument("--scenarios", default="scenarios", help="folder of scenario files")
+    chaos.add_argument("--seed", type=int, default=None, help="campaign seed (default: random)")
+    chaos.add_argument(
+        "--random", type=int, default=200, dest="random_trials", help="number of random-time trials"
+    )
+    chaos.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    chaos.add_argument("--runtime", default="real", help="runtime under test")
+    chaos.add_argument("--reports", default="reports", help="where run folders go")
+    chaos.add_argument("--no-self-check", action="store_true")
+    chaos.add_argument(
+        "--launch",
+        choices=("fork", "exec"),
+        default="fork",
+        help="start incarnations by forking a warm worker, or by exec",
+    )
+    chaos.add_argument(
+        "--only", action="append", default=[], help="limit to scenarios with this name (repeatable)"
+    )
+    add_shard_option(chaos)
+    return chaos
+
+
+def run(args: argparse.Namespace) -> int:
+    config = campaign_config(args)
+    try:
+        return run_chaos(config, self_check=not args.no_self_check and config.shard is None)
+    finally:
+        sweep_agents(config.run_dir)
+
+
+def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
+    """The campaign, then the self-check; an interrupt still leaves a report of what completed."""
+    info = run_info(config)
+    print_start(info, config.workers)
+    results: list[TrialResult] = []
+    checks: list[SelfCheckRow] = []
+    self_checked: list[TrialResult] = []
+    try:
+        run_with_progress(config, "campaign", results)
+        summary = CampaignSummary(results)
+        print_campaign(summary, config.runtime)
+        if self_check:
+            passing = [r for r in results if r.status == "pass"]
+            _self_check(config, checks, self_checked, passing)
+            print_self_check(checks)
+        # Inside the try: an interrupt while the reports are written still leaves
+        # them, marked interrupted.
+        write_run_reports(info, results, checks)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or broken: keep what completed, say so, go on failing.
+        discard_incomplete(config.run_dir, results + self_checked)
+        write_run_reports(info, results, checks, interrupted=True)
+        print_interrupted(len(results), config.run_dir)
+        raise
+    status = exit_status(
+        [r.status for r in results] + ["fail" for c in checks if not c.as_expected]
+    )
+    print_headline(status, summary, config.run_dir)
+    return status
+
+
+def run_with_progress(
+    config: CampaignConfig,
+    title: str,
+    results: list[TrialResult] | None = None,
+    *,
+    completed: list[TrialResult] | None = None,
+    stop: Callable[[TrialResult], bool] | None = None,
+    select: Callable[[TrialSpec], bool] | None = None,
+) -> list[TrialResult]:
+    """Run trials with a progress bar; results land in ``results`` (and ``completed``)
+    as they come, so that an interrupt keeps every completed one."""
+    results = [] if results is None else results
+    with progress_bar(title) as bar:
+
+        def on_result(result: TrialResult) -> None:
+            results.append(result)
+            if completed is not None:
+                completed.append(result)
+            bar.advanced(failed=sum(r.status == "fail" for r in results))
+
+        run_trials(config, on_result, on_plan=bar.planned, stop=stop, select=select)
+    return results
+
+
+def _self_check(
+    config: CampaignConfig,
+    rows: list[SelfCheckRow],
+    completed: list[TrialResult],
+    passing: list[TrialResult],
+) -> None:
+    """Run each broken runtime until the invariant it breaks catches it, then the mutations.
+
+    A mistake that needs a fault beyond SIGKILL must first escape SIGKILL alone
+    (on a smaller campaign), then be caught once that fault is added. Each
+    mutation damages a copy of one of the campaign's ``passing`` trials.
+    """
+    for name, runtime in BROKEN_RUNTIMES.items():
+        expected = set(runtime.caught_by)
+        broken = replace(config, runtime=name, random_trials=0)
+
+        def caught_as_expected(result: TrialResult, e: set[str] = expected) -> bool:
+            return bool(e & set(result.failed_invariants))
+
+        fault = runtime.needs_fault
+        alone: list[TrialResult] = []
+        if fault != "sigkill":
+            alone = run_with_progress(
+                replace(broken, scenarios=config.scenarios[:2]),
+                f"self-check {name} (SIGKILL alone)",
+                completed=completed,
+                stop=caught_as_expected,
+                select=_without(fault),
+            )
+        results = run_with_progress(
+            broken,
+            f"self-check {name}" + ("" if fault == "sigkill" else f" ({fault})"),
+            completed=completed,
+            stop=caught_as_expected,
+            select=None if fault == "sigkill" else _with(fault),
+        )
+        rows.append(
+            SelfCheckRow(
+                name,
+                runtime.mistake,
+                fault,
+                tuple(sorted(expected)),
+                len(results),
+                next((r for r in results if caught_as_expected(r)), None),
+                len(alone),
+                next((r for r in alone if caught_as_expected(r)), None),
+            )
+        )
+    rows += _mutation_rows(config, passing)
+
+
+def _with(fault: str) -> Callable[[TrialSpec], bool]:
+    """Keep the trials whose schedule has ``fault``."""
+    return lambda spec: fault in spec.schedule.fault_kinds
+
+
+def _without(fault: str) -> Callable[[TrialSpec], bool]:
+    """Keep the trials whose schedule has no ``fault``."""
+    return lambda spec: fault not in spec.schedule.fault_kinds
+
+
+def _mutation_rows(config: CampaignConfig, passing: list[TrialResult]) -> list[SelfCheckRow]:
+    """Damage a copy of a passing trial per mutation; its invariant must fail on the copy."""
+    rows = []
+    for mutation in MUTATIONS:
+        fit = next((r for r in passing if mutation.fits(r)), None)
+        caught = None
+        if fit is not None:
+            copy = mutation.copy_and_apply(fit, config.run_dir / "self-check")
+            golden = golden_dir(config.run_dir, fit.spec.scenario, fit.spec.seed)
+            verdicts = check_trial(
+                copy,
+                golden,
+                restart_budget=config.restart_budget,
+                offers=get_adapter(fit.spec.runtime).evidence,
+            )
+            mutated = replace(
+                fit,
+                spec=replace(fit.spec, label=f"{fit.spec.label}+mutation-{mutation.name}"),
+                directory=copy,
+                verdicts=verdicts,
+            )
+            caught = mutated if mutation.invariant in mutated.failed_invariants else None
+        rows.append(
+            SelfCheckRow(
+                f"mutation {mutation.name}",
+                mutation.damage,
+                MUTATION,
+                (mutation.invariant,),
+                0 if fit is None else 1,
+                caught,
+            )
+        )
+    return rows

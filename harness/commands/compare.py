@@ -1,0 +1,113 @@
+"""``python -m harness compare``: the same campaign against several runtimes, side by side.
+
+Every runtime meets the same trials (same scenarios, seeds and schedules; the
+golden runs are shared); ``--failpoint`` keeps the exhaustive trials of some
+failpoints only. The results go to ``harness.report.compare``, which prints
+the table and writes ``compare.md`` and ``compare.json`` to the run folder.
+
+Exit status: 0 when every runtime did what was expected of it (each holds,
+except those named by ``--expect-fail``, which must fail at least one trial);
+1 when one did not; 3 when nothing went against expectation but some runtime
+could not be judged; 2 on bad input (nothing runs). See
+``harness.report.compare`` for the rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from harness.chaos.campaign import CampaignConfig, run_trials
+from harness.chaos.supervisor import sweep_agents
+from harness.chaos.trial import TrialResult, TrialSpec
+from harness.commands.options import campaign_config, check_runtime
+from harness.report.compare import announce_campaign, report_comparison
+from harness.runtime.errors import HarnessError
+
+__all__ = ["add_parser", "run", "run_compare"]
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    compare: argparse.ArgumentParser = sub.add_parser(
+        "compare", help="the same campaign against several runtimes"
+    )
+    compare.add_argument(
+        "--runtime",
+        action="append",
+        dest="runtimes",
+        default=[],
+        help="a runtime to compare (repeatable; default: real and dbos)",
+    )
+    compare.add_argument("--scenarios", default="scenarios")
+    compare.add_argument("--only", action="append", default=[])
+    compare.add_argument(
+        "--failpoint",
+        action="append",
+        dest="failpoints",
+        default=[],
+        help="keep exhaustive trials of this failpoint only (repeatable)",
+    )
+    compare.add_argument(
+        "--expect-fail",
+        action="append",
+        dest="expect_fail",
+        default=[],
+        metavar="NAME",
+        help="a compared runtime that must fail at least one trial (repeatable); "
+        "every other must hold",
+    )
+    compare.add_argument("--seed", type=int, default=None)
+    compare.add_argument("--random", type=int, default=0, dest="random_trials")
+    compare.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    compare.add_argument("--reports", default="reports")
+    compare.add_argument("--launch", choices=("fork", "exec"), default="fork")
+    return compare
+
+
+def run(args: argparse.Namespace) -> int:
+    runtimes = args.runtimes or ["real", "dbos"]
+    for name in runtimes:
+        check_runtime(name)
+    for name in args.expect_fail:
+        if name not in runtimes:
+            raise HarnessError(
+                f"--expect-fail {name}: not a compared runtime (compared: {', '.join(runtimes)})"
+            )
+    args.runtime = runtimes[0]
+    config = campaign_config(args)
+    try:
+        return run_compare(config, runtimes, tuple(args.failpoints), tuple(args.expect_fail))
+    finally:
+        sweep_agents(config.run_dir)
+
+
+def _select(failpoints: tuple[str, ...]) -> Callable[[TrialSpec], bool]:
+    def keep(spec: TrialSpec) -> bool:
+        if spec.kind != "exhaustive":
+            return True
+        return not failpoints or spec.label.split("@", 1)[0] in failpoints
+
+    return keep
+
+
+def run_compare(
+    config: CampaignConfig,
+    runtimes: list[str],
+    failpoints: tuple[str, ...],
+    expect_fail: Sequence[str] = (),
+) -> int:
+    """Run the campaign once per runtime; print and write the side-by-side table.
+
+    Returns the exit status (``harness.report.compare.compare_status``);
+    ``expect_fail`` names the runtimes that must fail at least one trial.
+    """
+    by_runtime: dict[str, list[TrialResult]] = {}
+    for runtime in runtimes:
+        announce_campaign(runtime)
+        by_runtime[runtime] = run_trials(
+            replace(config, runtime=runtime), lambda r: None, select=_select(failpoints)
+        )
+    return report_comparison(config.run_dir, runtimes, by_runtime, expect_fail)

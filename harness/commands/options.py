@@ -1,0 +1,90 @@
+"""What several commands share: the campaign from its options, a run id, a known runtime.
+
+Everything is validated before anything runs: a bad scenario, an unknown
+runtime or shard raise ``HarnessError`` (exit 2) while no process has started
+and no run folder exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from harness.chaos.campaign import CampaignConfig
+from harness.chaos.shard import Shard
+from harness.report.model import RunInfo
+from harness.runtime.errors import HarnessError
+
+__all__ = [
+    "add_shard_option",
+    "campaign_config",
+    "check_runtime",
+    "run_id",
+    "run_info",
+]
+
+
+def add_shard_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--shard",
+        default=None,
+        help="run shard K of N of the campaign (K/N; needs --seed; no self-check)",
+    )
+
+
+def _shard(args: argparse.Namespace) -> Shard | None:
+    """``--shard K/N`` of ``chaos``; a shard's self-check is left to an unsharded run."""
+    if getattr(args, "shard", None) is None:
+        return None
+    try:
+        shard = Shard.parse(args.shard)
+    except ValueError as exc:
+        raise HarnessError(f"--shard: {exc}") from None
+    if args.seed is None:
+        raise HarnessError("--shard needs --seed: every shard must list the same campaign")
+    return shard
+
+
+def run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+
+
+def check_runtime(name: str) -> None:
+    from harness.adapters import UnknownAdapterError, get_adapter
+
+    try:
+        get_adapter(name)
+    except UnknownAdapterError as exc:
+        raise HarnessError(f"--runtime: {exc}") from None
+
+
+def campaign_config(args: argparse.Namespace) -> CampaignConfig:
+    """The campaign of ``chaos`` or ``compare`` from their options, in a new run folder."""
+    from harness.chaos.scenario import load_scenarios
+
+    check_runtime(args.runtime)
+    shard = _shard(args)
+    scenarios = load_scenarios(Path(args.scenarios))  # refuses a bad one before anything runs
+    paths = tuple(s.source for s in scenarios if not args.only or s.name in args.only)
+    if not paths:
+        raise HarnessError(f"{args.scenarios}: no scenario matches {args.only or 'anything'}")
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1
+    run_dir = Path(args.reports).resolve() / run_id()
+    run_dir.mkdir(parents=True)
+    return CampaignConfig(
+        run_dir,
+        paths,
+        seed,
+        args.random_trials,
+        max(1, args.workers),
+        args.runtime,
+        launch=args.launch,
+        shard=shard,
+    )
+
+
+def run_info(config: CampaignConfig) -> RunInfo:
+    """What the report writers are told of a campaign's run."""
+    return RunInfo(config.run_dir, config.seed, config.runtime, config.scenarios, config.shard)

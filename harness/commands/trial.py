@@ -1,0 +1,72 @@
+"""``python -m harness trial SCENARIO --seed N``: one trial, against a fresh golden run.
+
+Given scenario, seed, runtime and schedule (the line a failing trial prints),
+it makes the golden run, runs the trial, prints its verdicts
+(``harness.report.console.print_trial``) and exits with its status.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from harness.chaos.schedule import CrashSchedule
+from harness.commands.options import check_runtime, run_id
+from harness.exits import exit_status
+from harness.runtime.errors import HarnessError
+
+__all__ = ["add_parser", "run", "run_one_trial"]
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    trial: argparse.ArgumentParser = sub.add_parser("trial", help="run one trial")
+    trial.add_argument("scenario")
+    trial.add_argument("--seed", type=int, required=True)
+    trial.add_argument("--runtime", default="real")
+    trial.add_argument("--schedule", default="[]", help="crash schedule as JSON")
+    trial.add_argument("--reports", default="reports")
+    trial.add_argument("--launch", choices=("fork", "exec"), default="fork")
+    return trial
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_one_trial(
+        args.scenario, args.seed, args.runtime, args.schedule, args.reports, args.launch
+    )
+
+
+def run_one_trial(
+    scenario: str,
+    seed: int,
+    runtime: str,
+    schedule_json: str,
+    reports: str,
+    launch: str = "fork",
+) -> int:
+    """Run one trial in a new folder under ``reports``, print it; its exit status."""
+    from harness.chaos.scenario import load_scenario
+    from harness.chaos.supervisor import Supervisor
+    from harness.chaos.tables import write_table_variants
+    from harness.chaos.trial import TrialSpec, prepare_golden, run_trial
+    from harness.report.console import print_trial
+
+    check_runtime(runtime)
+    load_scenario(scenario)
+    try:
+        schedule = CrashSchedule.from_json(schedule_json)
+    except ValueError as exc:
+        raise HarnessError(f"--schedule: {exc}") from None
+    run_dir = Path(reports) / f"{run_id()}-trial"
+    supervisor = Supervisor(launch=launch)
+    spec = TrialSpec(scenario, seed, schedule, runtime, "replay", "custom")
+    golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor)
+    result = run_trial(
+        spec,
+        run_dir / "trial",
+        golden.directory,
+        supervisor,
+        tables=write_table_variants(run_dir / "tables"),
+    )
+    print_trial(result)
+    return exit_status([result.status])

@@ -1,0 +1,89 @@
+"""What the report writers are given: the run's identity and the self-check's rows.
+
+The writers (``harness.report.files``, ``harness.report.html``, the console)
+import their row types from here, and nothing of a campaign: a ``RunInfo`` is
+the few facts of a run folder a report states (where it is, which seed,
+runtime, scenarios and shard), filled in by whoever ran the trials.
+``SelfCheckRow`` is one line of the self-check, built by the ``chaos`` command
+from the broken runtimes' table (``harness.agent.broken``) and the mutations'
+(``harness.chaos.mutations``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.chaos.shard import Shard
+from harness.chaos.trial import TrialResult
+
+__all__ = ["MUTATION", "RunInfo", "SelfCheckRow"]
+
+
+MUTATION = "mutation"
+"""``needs_fault`` of a self-check row that damages a recorded trial folder instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """The run folder a report is written into, and the campaign facts ``summary.json`` states."""
+
+    run_dir: Path
+    seed: int
+    runtime: str
+    scenarios: tuple[str, ...]
+    shard: Shard | None = None
+    """The shard of the campaign the run was; None for the whole campaign."""
+
+
+@dataclass(frozen=True, slots=True)
+class SelfCheckRow:
+    """One broken runtime in the self-check, and whether it was caught as expected."""
+
+    name: str
+    mistake: str
+    needs_fault: str
+    expected: tuple[str, ...]
+    trials: int
+    caught: TrialResult | None
+    sigkill_trials: int = 0
+    """Trials with SIGKILL alone, for a mistake that needs another fault."""
+    caught_by_sigkill: TrialResult | None = None
+
+    @property
+    def as_expected(self) -> bool:
+        # A mistake that only another fault can expose must also escape SIGKILL
+        # alone; if it did not, the harness sees what it should not be able to.
+        return self.caught is not None and self.caught_by_sigkill is None
+
+    @property
+    def outcome(self) -> str:
+        if self.caught is None:
+            if self.needs_fault == MUTATION and self.trials == 0:
+                return "NOT CAUGHT: no trial of the campaign has what it changes"
+            return "NOT CAUGHT"
+        by = ", ".join(self.caught.failed_invariants)
+        if self.needs_fault == MUTATION:
+            return f"caught by {by} in a mutated copy of a passing trial"
+        if self.needs_fault == "sigkill":
+            return f"caught by {by}"
+        if self.caught_by_sigkill is not None:
+            return f"caught by {by}, but SIGKILL alone also caught it: unexpected"
+        return (
+            f"caught by {by} under {self.needs_fault}; escapes SIGKILL alone "
+            f"({self.sigkill_trials} trials)"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runtime": self.name,
+            "mistake": self.mistake,
+            "needs_fault": self.needs_fault,
+            "expected": list(self.expected),
+            "trials": self.trials,
+            "outcome": self.outcome,
+            "as_expected": self.as_expected,
+            "caught_in": None if self.caught is None else self.caught.spec.trial_id,
+            "replay": None if self.caught is None else self.caught.spec.replay_command(),
+        }

@@ -1,0 +1,94 @@
+"""Faults shaped like real damage, through real agent processes (DESIGN.md §7).
+
+A lost reply: the effect commits, then the caller gets a timeout. For a call
+that may not run twice the outcome is unknown, not a failure: the runtime
+never retries it in-process, hands it to the model at once, and the model
+verifies it and does not redo an effect it finds. Unlisted tools are UNKNOWN,
+so an interrupted call of one is verified, never retried.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.chaos.trial import TrialResult
+from harness.check.journal import read_journal
+from tests.integration.conftest import TrialRunner
+
+
+def _history(result: TrialResult, op_id: str) -> list[str]:
+    lines = (result.directory / "history.jsonl").read_text().splitlines()
+    return [entry["type"] for entry in map(json.loads, lines) if entry["op"] == op_id]
+
+
+def _failed(result: TrialResult) -> str:
+    return "; ".join(
+        f"{v.invariant} {v.status}: {v.evidence[0]}" for v in result.verdicts if v.status != "pass"
+    )
+
+
+class TestLostReply:
+    def test_a_non_idempotent_call_is_verified_not_retried(self, run_mini: TrialRunner) -> None:
+        """ui_tap's reply is lost after it submitted: VERIFY now, effect found, no redo;
+        the user is told info, then ok."""
+        result = run_mini('[{"failpoints":"op.reply@3=lost-reply"}]')
+        assert result.status == "pass", _failed(result)
+        ledger = [
+            e.op_id
+            for e in read_journal(result.directory / "journal").entries
+            if e.kind == "intent"
+        ]
+        assert ledger.count("s003") == 1 and "s003.redo" not in ledger
+        assert "s003.check" in ledger  # the model looked, with a read-only tool
+        entries = read_journal(result.directory / "journal").entries
+        finish = next(e for e in entries if e.kind == "finish" and e.op_id == "s003")
+        assert finish.payload["unknown"] and finish.payload["transient"]
+        resolved = next(e for e in entries if e.kind == "resolved" and e.op_id == "s003")
+        assert resolved.payload["resolution"] == "effect present"
+        assert _history(result, "s003") == ["invoke", "info", "ok"]
+
+    def test_a_retry_safe_call_is_retried_in_process(self, run_mini: TrialRunner) -> None:
+        """app_install's lost reply is retried at once under its id (an idempotent write)."""
+        result = run_mini('[{"failpoints":"op.reply@1=lost-reply"}]')
+        assert result.status == "pass", _failed(result)
+        attempts = [
+            e.payload["attempt"]
+            for e in read_journal(result.directory / "journal").entries
+            if e.kind == "intent" and e.op_id == "s001"
+        ]
+        assert attempts == [1, 2]
+        assert _history(result, "s001") == ["invoke", "ok"]
+
+    def test_a_runtime_that_retries_it_is_caught_by_i10(self, run_mini: TrialRunner) -> None:
+        """The same lost reply under a runtime that retries whatever the class: I10 fails."""
+        result = run_mini('[{"failpoints":"op.reply@3=lost-reply"}]', runtime="retry-lost-reply")
+        assert "I10" in result.failed_invariants, _failed(result)
+
+
+class TestUnlistedTools:
+    def test_an_unlisted_tool_left_running_gets_verify(self, run_mini: TrialRunner) -> None:
+        """app_install (idempotent, so retried when listed) is UNKNOWN when unlisted: VERIFY."""
+        result = run_mini(
+            '[{"failpoints":"op.after_intent@1=kill","table":"unlisted"},{"table":"unlisted"}]'
+        )
+        assert result.status == "pass", _failed(result)
+        entries = read_journal(result.directory / "journal").entries
+        intent = next(e for e in entries if e.kind == "intent" and e.op_id == "s001")
+        assert intent.payload["snapshot"]["class"] == "unknown"
+        [decision] = [
+            e
+            for e in entries
+            if e.kind == "decision" and e.op_id == "s001" and e.payload["state"] == "running"
+        ]
+        assert decision.payload["decision"] == "verify"
+
+    def test_a_runtime_that_calls_them_safe_is_caught(
+        self, run_mini: TrialRunner, tmp_path: Path
+    ) -> None:
+        """A runtime giving unlisted tools the read-only class fails I5 (and retries them)."""
+        result = run_mini(
+            '[{"failpoints":"op.after_intent@2=kill","table":"unlisted"},{"table":"unlisted"}]',
+            runtime="unlisted-as-read-only",
+        )
+        assert "I5" in result.failed_invariants, _failed(result)
