@@ -17,6 +17,11 @@ if _missing:
     )
     raise SystemExit(2)
 
-from harness.cli import main  # noqa: E402  (after the check above, on purpose)
+try:
+    from harness.cli import main  # after the check above, on purpose
 
-raise SystemExit(main())
+    status = main()
+except KeyboardInterrupt:  # a Ctrl-C before main() took the signals over, or after
+    print("harness: interrupted", file=sys.stderr)
+    status = 130
+raise SystemExit(status)

@@ -52,12 +52,12 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from harness.chaos.supervisor import kill_all
+
     # Explicitly, since a shell without job control starts background jobs with
     # SIGINT ignored, and an ignored SIGINT would leave agents running.
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    from harness.chaos.supervisor import kill_all
-
     try:
         return int(args.run(args))
     except HarnessError as exc:

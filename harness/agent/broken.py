@@ -200,15 +200,18 @@ class _ZerosEndWriter(JournalWriter):
     def read(self, data: bytes) -> JournalScan:
         # The mistake: a zeroed frame header is taken for the end of the journal, so
         # whatever follows a lost sector is silently ignored (not torn, not corrupt).
-        pos = len(FILE_HEADER)
-        scan = super().read(data[: _first_zero_frame(data, pos)])
-        return replace(scan, torn=None)
+        cut = _first_zero_frame(data, len(FILE_HEADER))
+        scan = super().read(data[:cut])
+        return replace(scan, torn=None) if cut < len(data) and scan.torn is None else scan
 
 
 def _first_zero_frame(data: bytes, pos: int) -> int:
+    """Where the first frame that begins with zeros starts (the end of the data if none)."""
     while pos + HEADER_SIZE <= len(data):
         if data[pos : pos + 2] == b"\0\0":
             return pos
+        if data[pos : pos + 2] != b"HJ":
+            break  # not a frame: the real reader judges the rest
         pos += HEADER_SIZE + int.from_bytes(data[pos + 3 : pos + 7], "big")
     return len(data)
 

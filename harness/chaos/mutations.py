@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.chaos.trial import TrialResult
+from harness.check.evidence import TrialEvidence
 from harness.check.journal import read_journal
 
 __all__ = ["MUTATIONS", "Mutation"]
@@ -98,6 +99,19 @@ def _has_events(result: TrialResult, kind: str) -> bool:
     return path.exists() and f'"event": "{kind}"' in path.read_text("utf-8")
 
 
+def _hint_read_at_a_restart(result: TrialResult) -> bool:
+    """A hint the model read for an op a restart found running, in a life that went on
+    (a hint read in the life whose call lost its outcome is not one I2 requires)."""
+    if not _has_events(result, "hint"):
+        return False
+    ev = TrialEvidence(result.directory, None)
+    return any(
+        op_id in ev.ops_at_start(life.life) and ev.invoked_in(life.life)
+        for life in ev.lives
+        for op_id in ev.hinted_in(life.life)
+    )
+
+
 def _journal_entries(result: TrialResult) -> int:
     return len(read_journal(result.directory / "journal").entries)
 
@@ -128,7 +142,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "unreported-hint",
         "I2",
         "the model's reports of the VERIFY hints it read removed from the events",
-        lambda r: _has_events(r, "hint"),
+        _hint_read_at_a_restart,
         _unreported_hint,
     ),
 )

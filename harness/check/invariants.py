@@ -195,14 +195,18 @@ def _decided(ev: TrialEvidence, life: int, op_id: str, tool: str, want: str) -> 
 
 
 def _unsafe_ran_twice(ev: TrialEvidence) -> list[str]:
-    """Ledger alone, for any runtime: an unsafe op id never runs twice.
+    """Ledger alone, for any runtime: an unsafe op id never runs again after a restart.
 
     The class is the one the table handed to the life of its first execution
-    gives. A runtime that verifies redoes a step under a new op id.
+    gives. A runtime that verifies redoes a step under a new op id. Repeats
+    inside one life are in-process retries: I10's to judge.
     """
     problems = []
+    lives: dict[str, set[int | None]] = {}
+    for entry in ev.ledger:
+        lives.setdefault(entry.op_id, set()).add(ev.life_of_row(entry))
     for op_id, count in Counter(e.op_id for e in ev.ledger).items():
-        if count < 2:
+        if len(lives[op_id]) < 2:
             continue
         first = ev.ledger_of(op_id)[0]
         op = ev.final_ops.get(op_id) if ev.has_journal else None
@@ -213,7 +217,8 @@ def _unsafe_ran_twice(ev: TrialEvidence) -> list[str]:
             name, ask_user = cls.idempotency.value, cls.ask_user
         if not retry_safe(name, ask_user):
             problems.append(
-                f"{op_id} ({first.tool}, {name}) ran {count} times: a {name} call was replayed"
+                f"{op_id} ({first.tool}, {name}) ran {count} times in {len(lives[op_id])} "
+                f"lives: a {name} call was replayed"
             )
     return problems
 
