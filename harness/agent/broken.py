@@ -11,7 +11,7 @@ runs every one and requires that the named invariant catches it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -47,6 +47,14 @@ class BrokenRuntime(Runtime):
     caught_by: ClassVar[tuple[str, ...]] = ()
     needs_fault: ClassVar[str] = "sigkill"
     mistake: ClassVar[str] = ""
+    needs_step: ClassVar[str | None] = None
+    """What a scenario must have to expose the mistake, when not every one does (the
+    self-check of a selection without it says so rather than run it)."""
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        """Whether a golden run can expose it: its finishes as ``(kind, succeeded)``."""
+        return True
 
 
 def _rewrite(plan: list[RecoveryDecision], state: OpState, to: Decision) -> list[RecoveryDecision]:
@@ -75,6 +83,11 @@ class RetryNonIdempotent(BrokenRuntime):
 class RetryFailed(BrokenRuntime):
     mistake = "retries ops whose FAILED finish is durable"
     caught_by = ("I4",)
+    needs_step = "a step that fails for good (scenarios/device_maintenance.toml has one)"
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("finish", False) in golden_kinds
 
     def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
         return _rewrite(super().plan(not_started), OpState.FAILED, Decision.RETRY)

@@ -5,7 +5,9 @@ the hand-shake pipe as its only extra file descriptor, stderr to a file, and
 its environment set from scratch; both are killed by a real SIGKILL sent by
 the supervisor, and reaped before the supervisor goes on.
 
-- ``exec``: ``python -I -m harness.agent TRIAL_DIR``. Pays the interpreter's
+- ``exec``: ``python -I -c EXEC_BOOTSTRAP PATH MODULE TRIAL_DIR``, which runs
+  the agent program with the supervisor's import path (as ``-m`` would, but a
+  user's module on ``PYTHONPATH`` stays importable under ``-I``). Pays the interpreter's
   start-up and the agent's imports every time; works for any agent program.
 - ``fork``: a fork server (``harness.chaos.forkserver``, one per supervising
   process, exec'd once) has imported the agent's modules; each incarnation is
@@ -186,6 +188,15 @@ def _forget_the_parents_server() -> None:
 os.register_at_fork(after_in_child=_forget_the_parents_server)
 
 
+EXEC_BOOTSTRAP = (
+    "import json, runpy, sys; sys.path[:] = json.loads(sys.argv.pop(1)); "
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
+"""``python -I -c`` this, the import path and the module: isolated from the environment
+(``-I``), yet importing from the supervisor's own path, as a forked incarnation does (a
+user's ``module:`` adapter on ``PYTHONPATH`` included)."""
+
+
 def launch(
     how: str,
     python: str,
@@ -200,7 +211,7 @@ def launch(
     if how == "exec":
         with open(stderr_path, "wb") as stderr:
             return subprocess.Popen(
-                [python, "-I", "-m", module, str(trial_dir)],
+                [python, "-I", "-c", EXEC_BOOTSTRAP, json.dumps(sys.path), module, str(trial_dir)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,

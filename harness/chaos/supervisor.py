@@ -78,7 +78,7 @@ def sweep_agents(under: Path) -> int:
     victims = []
     for proc in psutil.process_iter(["cmdline", "create_time"]):
         cmdline = proc.info["cmdline"] or []
-        execed = "harness.agent" in cmdline and any(a.startswith(str(under)) for a in cmdline)
+        execed = "-I" in cmdline and any(a.startswith(str(under)) for a in cmdline[2:])
         # Fork servers and their agents: started after this process, by it or its workers.
         forked = (
             FORK_SERVER_MODULE in cmdline

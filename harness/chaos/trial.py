@@ -12,6 +12,7 @@ command that replays it).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shlex
@@ -30,6 +31,8 @@ from harness.check.evidence import TrialEvidence
 from harness.check.invariants import Status, Verdict, check_trial, trial_status
 from harness.check.windows import kill_windows
 from harness.runtime.failpoints import FAILPOINTS, hit_ops_path
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 __all__ = ["Golden", "TrialResult", "TrialSpec", "golden_dir", "prepare_golden", "run_trial"]
 
@@ -52,14 +55,26 @@ class TrialSpec:
 
     @property
     def trial_id(self) -> str:
-        label = re.sub(r"[^A-Za-z0-9_.@+-]+", "_", self.label or "trial")
+        """The trial's folder name: only ``[A-Za-z0-9._-]``, so that CI artifact uploads
+        (GitHub's refuses ``:`` among others) keep every trial folder."""
         prefix = "" if self.runtime == "real" else f"{self.runtime}--"
-        return f"{prefix}{self.scenario_name}-{self.seed}-{label}"
+        label = _SAFE.sub("_", self.label or "trial")[:80]
+        return _SAFE.sub("_", f"{prefix}{self.scenario_name}-{self.seed}-") + label
 
     def replay_command(self) -> str:
-        """The one command that runs this exact trial again."""
+        """The one command that runs this exact trial again.
+
+        For a user's ``module:`` runtime it starts with the ``PYTHONPATH`` the
+        module is found on, so that the line works from a fresh shell.
+        """
+        where = _import_path(self.runtime.removeprefix("module:"))
         return " ".join(
             [
+                *(
+                    [f"PYTHONPATH={shlex.quote(where)}"]
+                    if where and self.runtime.startswith("module:")
+                    else []
+                ),
                 _python(),
                 "-m harness trial",
                 shlex.quote(self.scenario),
@@ -123,6 +138,18 @@ class TrialResult:
     def unknown_invariants(self) -> tuple[str, ...]:
         """The invariants that could not be judged (each verdict says why)."""
         return tuple(v.invariant for v in self.verdicts if v.status == "unknown")
+
+
+def _import_path(module: str) -> str | None:
+    """The folder a module's top-level package is imported from, if it can be found."""
+    try:
+        spec = importlib.util.find_spec(module.split(".", 1)[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    origin = Path(spec.origin)
+    return str(origin.parent.parent if origin.name == "__init__.py" else origin.parent)
 
 
 def _python() -> str:

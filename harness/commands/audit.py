@@ -286,6 +286,9 @@ def _run_hypothesis(
         command.append("--timeout=0")  # the audit's budget bounds the run, not a per-test limit
     env = {**os.environ, "HYPOTHESIS_PROFILE": HYPOTHESIS_PROFILE}
     _say(f"audit: hypothesis: HYPOTHESIS_PROFILE={HYPOTHESIS_PROFILE} {' '.join(command[1:])}")
+    # The property tests are written against this project's runtime and its broken
+    # variants (their assertions name them); --runtime chose the campaign's runtime only.
+    _say("audit: hypothesis: tests the real runtime (and its broken variants), whatever --runtime")
     interrupted, note = False, ""
     proc = subprocess.Popen(command, env=env, start_new_session=True)
     try:

@@ -28,12 +28,19 @@ from typing import Any
 
 from harness.adapters import get_adapter
 from harness.agent.broken import BROKEN_RUNTIMES
-from harness.chaos.campaign import CampaignConfig, run_trials
+from harness.chaos.campaign import CampaignConfig, run_trials, scenario_seed
 from harness.chaos.mutations import MUTATIONS
 from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec, golden_dir
 from harness.check.invariants import check_trial
-from harness.commands.options import add_shard_option, campaign_config, run_info
+from harness.check.journal import read_journal, settles
+from harness.commands.options import (
+    add_shard_option,
+    campaign_config,
+    count,
+    positive_int,
+    run_info,
+)
 from harness.exits import exit_status
 from harness.report.console import (
     CampaignSummary,
@@ -57,9 +64,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     chaos.add_argument("--scenarios", default="scenarios", help="folder of scenario files")
     chaos.add_argument("--seed", type=int, default=None, help="campaign seed (default: random)")
     chaos.add_argument(
-        "--random", type=int, default=200, dest="random_trials", help="number of random-time trials"
+        "--random",
+        type=count,
+        default=200,
+        dest="random_trials",
+        help="number of random-time trials",
     )
-    chaos.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    chaos.add_argument("--workers", type=positive_int, default=os.cpu_count() or 2)
     chaos.add_argument("--runtime", default="real", help="runtime under test")
     chaos.add_argument("--reports", default="reports", help="where run folders go")
     chaos.add_argument("--no-self-check", action="store_true")
@@ -139,6 +150,17 @@ def run_with_progress(
     return results
 
 
+def _golden_finishes(config: CampaignConfig) -> list[tuple[str, bool]]:
+    """Every settling finish of the selected scenarios' golden runs, as (kind, succeeded)."""
+    found = []
+    for scenario in config.scenarios:
+        journal = golden_dir(config.run_dir, scenario, scenario_seed(config.seed, scenario))
+        for entry in read_journal(journal / "journal").entries:
+            if entry.kind == "finish" and settles(entry):
+                found.append(("finish", bool(entry.payload["succeeded"])))
+    return found
+
+
 def _self_check(
     config: CampaignConfig,
     rows: list[SelfCheckRow],
@@ -151,9 +173,24 @@ def _self_check(
     (on a smaller campaign), then be caught once that fault is added. Each
     mutation damages a copy of one of the campaign's ``passing`` trials.
     """
+    finishes = _golden_finishes(config)
     for name, runtime in BROKEN_RUNTIMES.items():
         expected = set(runtime.caught_by)
         broken = replace(config, runtime=name, random_trials=0)
+        if runtime.needs_step is not None and not runtime.exposed_by(finishes):
+            why = f"it needs {runtime.needs_step}"
+            rows.append(
+                SelfCheckRow(
+                    name,
+                    runtime.mistake,
+                    runtime.needs_fault,
+                    tuple(sorted(expected)),
+                    0,
+                    None,
+                    not_applicable=why,
+                )
+            )
+            continue
 
         def caught_as_expected(result: TrialResult, e: set[str] = expected) -> bool:
             return bool(e & set(result.failed_invariants))

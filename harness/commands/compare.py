@@ -20,10 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from harness.chaos.campaign import CampaignConfig, run_trials
+from harness.adapters import get_adapter
+from harness.chaos.campaign import CampaignConfig, applicable, run_trials
 from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
-from harness.commands.options import campaign_config, check_runtime
+from harness.commands.options import campaign_config, check_runtime, count, positive_int
 from harness.report.compare import announce_campaign, report_comparison
 from harness.runtime.errors import HarnessError
 
@@ -60,8 +61,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "every other must hold",
     )
     compare.add_argument("--seed", type=int, default=None)
-    compare.add_argument("--random", type=int, default=0, dest="random_trials")
-    compare.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    compare.add_argument("--random", type=count, default=0, dest="random_trials")
+    compare.add_argument("--workers", type=positive_int, default=os.cpu_count() or 2)
     compare.add_argument("--reports", default="reports")
     compare.add_argument("--launch", choices=("fork", "exec"), default="fork")
     return compare
@@ -84,10 +85,18 @@ def run(args: argparse.Namespace) -> int:
         sweep_agents(config.run_dir)
 
 
-def _select(failpoints: tuple[str, ...]) -> Callable[[TrialSpec], bool]:
+def _select(failpoints: tuple[str, ...], runtimes: Sequence[str]) -> Callable[[TrialSpec], bool]:
+    """The exhaustive trials of ``failpoints`` that every compared runtime can host, so that
+    a row of the table compares like with like (a journal fault is not applicable to a
+    runtime without our journal, so no runtime meets it). Random trials are each
+    runtime's own draws: the same kill moments, journal faults only where applicable."""
+    adapters = [get_adapter(runtime) for runtime in runtimes]
+
     def keep(spec: TrialSpec) -> bool:
         if spec.kind != "exhaustive":
             return True
+        if not all(applicable(spec.schedule, adapter) for adapter in adapters):
+            return False
         return not failpoints or spec.label.split("@", 1)[0] in failpoints
 
     return keep
@@ -108,6 +117,8 @@ def run_compare(
     for runtime in runtimes:
         announce_campaign(runtime)
         by_runtime[runtime] = run_trials(
-            replace(config, runtime=runtime), lambda r: None, select=_select(failpoints)
+            replace(config, runtime=runtime),
+            lambda r: None,
+            select=_select(failpoints, runtimes),
         )
     return report_comparison(config.run_dir, runtimes, by_runtime, expect_fail)

@@ -8,6 +8,7 @@ and no run folder exists.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import time
 from pathlib import Path
@@ -21,6 +22,8 @@ __all__ = [
     "add_shard_option",
     "campaign_config",
     "check_runtime",
+    "count",
+    "positive_int",
     "run_id",
     "run_info",
 ]
@@ -52,12 +55,54 @@ def run_id() -> str:
 
 
 def check_runtime(name: str) -> None:
+    """A known runtime; a ``module:`` one must import here and have ``main(argv)``.
+
+    Imported in this process, as the fork server will: a module that cannot be
+    is refused now, with its error, before any process starts.
+    """
     from harness.adapters import UnknownAdapterError, get_adapter
 
     try:
-        get_adapter(name)
+        adapter = get_adapter(name)
     except UnknownAdapterError as exc:
         raise HarnessError(f"--runtime: {exc}") from None
+    if not name.startswith("module:"):
+        return
+    try:
+        module = importlib.import_module(adapter.module)
+    except Exception as exc:  # whatever the user's module raises on import
+        raise HarnessError(
+            f"--runtime {name}: cannot import {adapter.module}: {type(exc).__name__}: {exc} "
+            "(is its folder on PYTHONPATH?)"
+        ) from None
+    if not callable(getattr(module, "main", None)):
+        raise HarnessError(
+            f"--runtime {name}: {adapter.module} has no main(argv) -> int (the adapter "
+            "contract, harness/adapters/__init__.py)"
+        )
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    value = _whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def count(text: str) -> int:
+    """An argparse type: a whole number of at least 0."""
+    value = _whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a count (0 or more)")
+    return value
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
 def campaign_config(args: argparse.Namespace) -> CampaignConfig:
@@ -78,7 +123,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
         paths,
         seed,
         args.random_trials,
-        max(1, args.workers),
+        args.workers,
         args.runtime,
         launch=args.launch,
         shard=shard,

@@ -14,7 +14,7 @@ from typing import Any
 from harness.commands.trial import run_one_trial
 from harness.runtime.errors import HarnessError
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "scenario_of"]
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -23,7 +23,34 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     replay.add_argument("trial_dir")
     replay.add_argument("--reports", default="reports")
+    replay.add_argument(
+        "--project",
+        default=None,
+        help="the folder the trial's scenario path is relative to (default: found from "
+        "the trial folder upwards, or the current folder)",
+    )
     return replay
+
+
+def scenario_of(recorded: str, trial_dir: Path, project: str | None) -> str:
+    """The recorded scenario path, made usable from any folder.
+
+    An absolute path is kept; a relative one (relative to the project the
+    campaign ran in) is looked up under ``--project``, in the current folder,
+    then in the folders above the trial folder (a run folder sits in the
+    project's ``reports/``).
+    """
+    path = Path(recorded)
+    if path.is_absolute():
+        return recorded
+    bases = [Path(project)] if project else [Path.cwd(), *trial_dir.resolve().parents]
+    for base in bases:
+        if (base / path).is_file():
+            return str(base / path)
+    raise HarnessError(
+        f"{trial_dir}/trial.json: its scenario {recorded} is not found under "
+        + (f"--project {project}" if project else "this folder or any above the trial folder")
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         spec = json.loads((trial_dir / "trial.json").read_text("utf-8"))
     except (OSError, ValueError) as exc:
         raise HarnessError(f"{trial_dir}/trial.json: cannot read the trial: {exc}") from None
+    scenario = scenario_of(str(spec["scenario"]), trial_dir, args.project)
     return run_one_trial(
-        spec["scenario"], spec["seed"], spec["runtime"], json.dumps(spec["schedule"]), args.reports
+        scenario, spec["seed"], spec["runtime"], json.dumps(spec["schedule"]), args.reports
     )

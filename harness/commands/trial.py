@@ -59,7 +59,9 @@ def run_one_trial(
         raise HarnessError(f"--schedule: {exc}") from None
     run_dir = Path(reports) / f"{run_id()}-trial"
     supervisor = Supervisor(launch=launch)
-    spec = TrialSpec(scenario, seed, schedule, runtime, "replay", "custom")
+    # Labelled by its schedule, as a campaign's trial is by its faults.
+    label = "-".join(life.describe() for life in schedule.lives) or "no-faults"
+    spec = TrialSpec(scenario, seed, schedule, runtime, label, "custom")
     golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor)
     result = run_trial(
         spec,

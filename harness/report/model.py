@@ -50,19 +50,27 @@ class SelfCheckRow:
     sigkill_trials: int = 0
     """Trials with SIGKILL alone, for a mistake that needs another fault."""
     caught_by_sigkill: TrialResult | None = None
+    not_applicable: str | None = None
+    """Why the selected scenarios cannot expose this mistake (then it was not run)."""
 
     @property
     def as_expected(self) -> bool:
         # A mistake that only another fault can expose must also escape SIGKILL
         # alone; if it did not, the harness sees what it should not be able to.
+        if self.not_applicable is not None:
+            return True
         return self.caught is not None and self.caught_by_sigkill is None
 
     @property
     def outcome(self) -> str:
+        if self.not_applicable is not None:
+            return f"not applicable to this selection: {self.not_applicable}"
         if self.caught is None:
             if self.needs_fault == MUTATION and self.trials == 0:
                 return "NOT CAUGHT: no trial of the campaign has what it changes"
-            return "NOT CAUGHT"
+            return (
+                f"NOT CAUGHT in {self.trials} trials: no trial made {', '.join(self.expected)} fail"
+            )
         by = ", ".join(self.caught.failed_invariants)
         if self.needs_fault == MUTATION:
             return f"caught by {by} in a mutated copy of a passing trial"

@@ -178,7 +178,7 @@ class TestRunCompareUnknown:
         from the judged ones."""
         statuses: dict[str, tuple[Status, ...]] = {
             "real": ("pass", "pass"),
-            "other": ("pass", "unknown"),
+            "naive": ("pass", "unknown"),
         }
 
         def fake_run_trials(config: CampaignConfig, on_result: Any, **kwargs: Any) -> list[Any]:
@@ -189,15 +189,15 @@ class TestRunCompareUnknown:
 
         monkeypatch.setattr(compare, "run_trials", fake_run_trials)
         config = CampaignConfig(tmp_path, (MINI,), 3, random_trials=0)
-        assert run_compare(config, ["real", "other"], ()) == 3
+        assert run_compare(config, ["real", "naive"], ()) == 3
         data = json.loads((tmp_path / "compare.json").read_text("utf-8"))
-        assert data["unknown"] == {"real": 0, "other": 1}
+        assert data["unknown"] == {"real": 0, "naive": 1}
         assert data["invariants"]["F"] == {
             "real": "0 / 2",
-            "other": "0 / 1 (1 could not be judged)",
+            "naive": "0 / 1 (1 could not be judged)",
         }
         out = capsys.readouterr().out
-        assert "other: 1 of 2 trials could not be judged" in out
+        assert "naive: 1 of 2 trials could not be judged" in out
         assert "could not judge F; replay:" in out
         markdown = (tmp_path / "compare.md").read_text("utf-8")
         assert "| trials that could not be judged | 0 | 1 |" in markdown

@@ -69,7 +69,7 @@ class TestAdapterExample:
         return folder
 
     def _trial(
-        self, agent_dir: Path, reports: Path, schedule: str
+        self, agent_dir: Path, reports: Path, schedule: str, launch: str = "fork"
     ) -> tuple[int, str, dict[str, str]]:
         done = subprocess.run(
             [
@@ -86,6 +86,8 @@ class TestAdapterExample:
                 schedule,
                 "--reports",
                 str(reports),
+                "--launch",
+                launch,
             ],
             cwd=ROOT,
             env=_env(PYTHONPATH=str(agent_dir)),
@@ -99,10 +101,14 @@ class TestAdapterExample:
         }
         return done.returncode, done.stdout + done.stderr, verdicts
 
-    def test_holds_under_a_kill_before_the_effect(self, agent_dir: Path, tmp_path: Path) -> None:
-        """A kill before step 2's effect: the restarted agent re-reports step 1, passes."""
+    @pytest.mark.parametrize("launch", ["fork", "exec"])
+    def test_holds_under_a_kill_before_the_effect(
+        self, agent_dir: Path, tmp_path: Path, launch: str
+    ) -> None:
+        """A kill before step 2's effect: the restarted agent re-reports step 1, passes,
+        forked or exec'd (the user's module on PYTHONPATH is found either way)."""
         code, output, verdicts = self._trial(
-            agent_dir, tmp_path / "r", '[{"failpoints":"op.after_intent@2=kill"}]'
+            agent_dir, tmp_path / "r", '[{"failpoints":"op.after_intent@2=kill"}]', launch
         )
         assert code == 0, output
         assert "Traceback" not in output
