@@ -141,3 +141,26 @@ class TestRuntimesWithoutOurJournal:
             outcomes = {outcome for outcome, n in judged[key].items() if n}
             assert outcomes == {"not-judged"}, (key, judged[key])
         assert judged["I2"].get("fail", 0) > 0  # naive replays every unsafe step it redoes
+
+
+class TestReadmeSelection:
+    def test_only_phone_task_passes_listing_what_it_cannot_expose(self, tmp_path: Path) -> None:
+        """The README's ``--only phone_task`` example exits 0; the self-check lists the broken
+        runtime no phone_task step can expose as not applicable, with what it needs."""
+        done = run_harness(
+            "chaos",
+            "--only",
+            "phone_task",
+            "--random",
+            "5",
+            "--seed",
+            "7",
+            "--reports",
+            str(tmp_path),
+        )
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+        assert "not applicable" in done.stdout  # the table wraps the rest of the cell
+        summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+        skipped = [c for c in summary["self_check"] if "not applicable" in c["outcome"]]
+        assert [c["runtime"] for c in skipped] == ["retry-failed"], summary["self_check"]
+        assert "fails for good" in skipped[0]["outcome"]
