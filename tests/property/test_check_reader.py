@@ -32,24 +32,16 @@ from hypothesis import currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
 from harness.check.journal import JournalReading, read_journal_bytes
-from harness.runtime.classes import IdempotencyClass, ToolClass
+from harness.runtime.classes import ToolClass
 from harness.runtime.errors import JournalCorruptError
 from harness.runtime.journal import FILE_HEADER, JournalScan, encode_frame, scan_bytes
-from harness.runtime.matrix import Decision, OpState
 from harness.runtime.records import (
-    DecisionRecord,
-    FinishRecord,
-    HintRecord,
-    IncarnationRecord,
-    IntentRecord,
     Record,
     RecoveredRecord,
-    Resolution,
-    ResolvedRecord,
-    TailDroppedRecord,
     record_from_json,
     record_to_json,
 )
+from tests.property.test_journal_fuzz import json_values, records, tool_classes  # shared
 
 START = len(FILE_HEADER)  # where the first frame of a journal begins
 MAGIC = b"HJ"
@@ -63,71 +55,6 @@ Verdict = Literal["clean", "torn", "corrupt"]
 
 
 # -- strategies: valid records and journals ------------------------------------------------------
-
-ids = st.text(min_size=1, max_size=12)
-counts = st.integers(min_value=0, max_value=2**31)
-json_leaves = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=16)
-)
-json_values = st.recursive(
-    json_leaves,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=12,
-)
-json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
-tool_classes = st.builds(ToolClass, st.sampled_from(IdempotencyClass), st.booleans())
-
-records: st.SearchStrategy[Record] = st.one_of(
-    st.builds(IncarnationRecord, counts, counts),
-    st.builds(
-        IntentRecord,
-        ids,
-        st.text(max_size=16),
-        tool_classes,
-        json_objects,
-        st.text(max_size=16),
-        counts,
-        counts,
-        st.none() | ids,
-    ),
-    st.builds(
-        FinishRecord,
-        ids,
-        st.booleans(),
-        json_values,
-        st.text(max_size=16),
-        counts,
-        counts,
-        st.none() | st.text(max_size=30),
-        st.booleans(),
-        st.booleans(),
-    ),
-    st.builds(
-        DecisionRecord,
-        ids,
-        st.sampled_from(OpState),
-        tool_classes,
-        st.sampled_from(Decision),
-        counts,
-    ),
-    st.builds(HintRecord, ids, counts, st.text(max_size=40)),
-    st.builds(
-        ResolvedRecord,
-        ids,
-        counts,
-        st.sampled_from(Resolution),
-        st.none() | ids,
-        st.text(max_size=30),
-    ),
-    st.builds(RecoveredRecord, counts, counts),
-    st.builds(TailDroppedRecord, counts, counts, st.text(max_size=30), counts),
-)
 
 
 @dataclass(frozen=True)

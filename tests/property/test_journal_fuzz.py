@@ -120,6 +120,8 @@ records: st.SearchStrategy[Record] = st.one_of(
         counts,
         st.none() | st.text(max_size=30),
         st.booleans(),
+        st.booleans(),
+        st.booleans(),
     ),
     st.builds(
         DecisionRecord,
