@@ -23,6 +23,7 @@ verdict unknown, none failed), 130/143 interrupted.
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 from collections.abc import Sequence
@@ -46,12 +47,43 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+_WARM = (
+    "harness.adapters",
+    "harness.chaos.campaign",
+    "harness.chaos.scenario",
+    "harness.chaos.supervisor",
+    "harness.chaos.trial",
+    "harness.report.console",
+)
+"""What the commands import lazily, imported while the signals wait: a
+``KeyboardInterrupt`` raised inside an import can be swallowed by the import
+machinery ("Exception ignored in ... _get_module_lock") or, raised inside the
+``exec`` a dataclass runs, leave CPython's flag for an unhandled Ctrl-C set, so
+that the process dies by SIGINT after handling it."""
+
+received: list[int] = []
+"""The signals received since :func:`main` installed its handlers."""
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
+    received.append(signum)
+    raise KeyboardInterrupt  # for SIGTERM too: main() answers 128 + the first signal
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run one command. The caller should hold SIGINT and SIGTERM blocked
+    (``python -m harness`` does); they are unblocked once the handlers are in."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    received.clear()
+    try:
+        args = _parser().parse_args(argv)
+        for name in _WARM:
+            importlib.import_module(name)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+        raise
     from harness.chaos.supervisor import kill_all
 
     # Explicitly, since a shell without job control starts background jobs with
@@ -59,12 +91,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
     try:
-        return int(args.run(args))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # a waiting signal lands here
+        status = int(args.run(args))
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        status = EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("harness: interrupted", file=sys.stderr)
-        return 130
+        status = 130
     finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)  # a second Ctrl-C waits for the sweep
         kill_all()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+    if received:  # even if some library swallowed the exception the handler raised
+        print("harness: interrupted", file=sys.stderr)
+        return 128 + received[0]
+    return status

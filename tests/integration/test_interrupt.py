@@ -92,7 +92,14 @@ def _assert_reports_its_trials(run: Path, summary: dict[str, object]) -> None:
 
 class TestInterrupt:
     def test_sigint_at_random_moments_leaves_nothing(self, tmp_path: Path) -> None:
-        """Ctrl-C at 20 random moments kills everything; once a trial is checked, a report stays."""
+        """Ctrl-C at 20 random moments kills everything; once a trial is checked, a report stays.
+
+        The moments start at 0.2 s, after Python's own start-up: a signal while the
+        interpreter imports ``site`` comes before any line of the harness runs, and
+        Python answers it itself ("Fatal Python error: init_import_site", exit 1).
+        From the first line of ``python -m harness`` on, the signals wait until
+        the handlers are in, so the early moments (cold imports) are covered.
+        """
         rng = random.Random(20261203)
         tmpdir = tmp_path / "tmp"
         tmpdir.mkdir()
