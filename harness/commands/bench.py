@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
     if args.cycles is not None:
         settings = dataclasses.replace(settings, cycles=args.cycles)
     # Under make the output is not a terminal and rich would wrap at 80 columns.
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-    progress = Console(highlight=False, stderr=True)
+    console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 120)
+    progress = Console(highlight=False, emoji=False, stderr=True)
     report = run_bench(settings, out_dir, progress)
     plot = out_dir / f"{report.run_id}.png"
     skipped = plot_scaling(report.series, plot)

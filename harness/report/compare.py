@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.chaos.trial import TrialResult
@@ -47,7 +48,7 @@ __all__ = [
 
 HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
 
-_console = Console(highlight=False, soft_wrap=True)
+_console = Console(highlight=False, soft_wrap=True, emoji=False)  # data printed as written
 _REPLAYED = re.compile(r"^(\S+) \((\w+), (\w+)\) ran (\d+) times")
 
 
@@ -231,19 +232,21 @@ def report_comparison(
         for finding in found[:5]:
             _console.print(
                 f"  {runtime} {finding['trial']}: {', '.join(finding['failed'])}; "
-                f"replay: {finding['replay']}"
+                f"replay: {finding['replay']}",
+                markup=False,
             )
     for runtime in runtimes:
         for result in [r for r in by_runtime[runtime] if r.status == "unknown"][:5]:
             _console.print(
                 f"  {runtime} {result.spec.trial_id}: could not judge "
-                f"{', '.join(result.unknown_invariants)}; replay: {result.spec.replay_command()}"
+                f"{', '.join(result.unknown_invariants)}; replay: {result.spec.replay_command()}",
+                markup=False,
             )
     _write(run_dir, runtimes, rows, came_out, findings, replays)
-    _console.print(f"written: {run_dir / 'compare.md'}")
+    _console.print(f"written: {run_dir / 'compare.md'}", markup=False)
     for o in came_out:
         if o.problem is not None:
-            _console.print(f"[{'red' if o.status == 'fail' else 'yellow'}]{o.problem}[/]")
+            _console.print(f"[{'red' if o.status == 'fail' else 'yellow'}]{escape(o.problem)}[/]")
     _console.print(f"[bold]{final_line(came_out)}[/]")
     return compare_status(came_out)
 

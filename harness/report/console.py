@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -48,7 +49,9 @@ __all__ = [
     "progress_bar",
 ]
 
-_console = Console(highlight=False, soft_wrap=True)
+# Data (replay lines, evidence, paths) is escaped where it meets markup, and no
+# emoji codes: ``sector:zero:0.5`` must print as written, to be pasted back.
+_console = Console(highlight=False, soft_wrap=True, emoji=False)
 MAX_FAILURES_SHOWN = 10
 
 
@@ -113,10 +116,10 @@ class CampaignSummary:
 def print_start(run: RunInfo, workers: int) -> None:
     """The campaign's first lines: its seed, runtime, size and run folder."""
     _console.print(
-        f"[bold]chaos campaign[/] seed {run.seed}, runtime {run.runtime}, "
+        f"[bold]chaos campaign[/] seed {run.seed}, runtime {escape(run.runtime)}, "
         f"{len(run.scenarios)} scenarios, {workers} workers"
     )
-    _console.print(f"run folder: {run.run_dir}")
+    _console.print(f"run folder: {run.run_dir}", markup=False)
 
 
 def print_campaign(summary: CampaignSummary, runtime: str) -> None:
@@ -129,7 +132,9 @@ def print_campaign(summary: CampaignSummary, runtime: str) -> None:
 
 
 def print_interrupted(completed: int, run_dir: Path) -> None:
-    _console.print(f"[bold red]INTERRUPTED[/]: kept {completed} completed trials in {run_dir}")
+    _console.print(
+        f"[bold red]INTERRUPTED[/]: kept {completed} completed trials in {escape(str(run_dir))}"
+    )
 
 
 def print_headline(status: int, summary: CampaignSummary, run_dir: Path) -> None:
@@ -140,11 +145,11 @@ def print_headline(status: int, summary: CampaignSummary, run_dir: Path) -> None
         f"[bold]{HEADLINES[status]}[/]: {len(results)} trials "
         f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
         f"{len(summary.failures)} failed, {len(summary.unjudged)} could not be judged, "
-        f"{sum(r.kills for r in results)} kills; report {run_dir}/index.html"
+        f"{sum(r.kills for r in results)} kills; report {escape(str(run_dir))}/index.html"
     )
     if summary.failures:
         first = summary.failures[0].spec
-        _console.print(f"replay the first failure with: {first.replay_command()}")
+        _console.print(f"replay the first failure with: {first.replay_command()}", markup=False)
 
 
 HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
@@ -196,11 +201,15 @@ def _print_failures(failures: list[TrialResult], what: str = "failures") -> None
     """Each failing (or unjudged) trial: the verdicts that made it so, and its replay."""
     for result in failures[:MAX_FAILURES_SHOWN]:
         label = "[red]FAIL[/]" if result.status == "fail" else "[yellow]COULD NOT JUDGE[/]"
-        _console.print(f"{label} {result.spec.trial_id} ({result.spec.schedule.describe()})")
+        _console.print(
+            f"{label} {escape(result.spec.trial_id)} ({escape(result.spec.schedule.describe())})"
+        )
         for verdict in result.verdicts:
             if verdict.status == result.status:
-                _console.print(f"  {verdict.invariant} {verdict.title}: {verdict.evidence[0]}")
-        _console.print(f"  seed {result.spec.seed}; replay: {result.spec.replay_command()}")
+                line = f"  {verdict.invariant} {verdict.title}: {verdict.evidence[0]}"
+                _console.print(line, markup=False)
+        replay = f"  seed {result.spec.seed}; replay: {result.spec.replay_command()}"
+        _console.print(replay, markup=False)
     if len(failures) > MAX_FAILURES_SHOWN:
         _console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more {what}")
 
@@ -212,7 +221,7 @@ def print_self_check(rows: list[SelfCheckRow]) -> None:
         table.add_column(column)
     for row in rows:
         trials = str(row.trials) + (f" + {row.sigkill_trials}" if row.sigkill_trials else "")
-        table.add_row(row.name, ", ".join(row.expected), trials, row.outcome)
+        table.add_row(row.name, ", ".join(row.expected), trials, escape(row.outcome))
     _console.print(table)
     for row in rows:
         if row.caught is not None:
@@ -222,7 +231,8 @@ def print_self_check(rows: list[SelfCheckRow]) -> None:
                 else f"{row.caught.spec.trial_id}; replay: {row.caught.spec.replay_command()}"
             )
             _console.print(
-                f"  {row.name}: caught by {', '.join(row.caught.failed_invariants)} in {where}"
+                f"  {row.name}: caught by {', '.join(row.caught.failed_invariants)} in {where}",
+                markup=False,
             )
     _print_every_invariant_fails(rows)
 
@@ -246,13 +256,15 @@ def _print_every_invariant_fails(rows: list[SelfCheckRow]) -> None:
 
 
 def print_trial(result: TrialResult) -> None:
-    _console.print(f"trial {result.spec.trial_id}: {result.spec.schedule.describe()}")
-    _console.print(f"folder {result.directory}; {result.lives} lives, {result.kills} kills")
+    _console.print(f"trial {result.spec.trial_id}: {result.spec.schedule.describe()}", markup=False)
+    _console.print(
+        f"folder {result.directory}; {result.lives} lives, {result.kills} kills", markup=False
+    )
     for verdict in result.verdicts:
         colour = _COLOURS[verdict.status]
         _console.print(f"[{colour}]{verdict.status:10}[/] {verdict.invariant} {verdict.title}")
         for line in verdict.evidence if verdict.status != "pass" else ():
-            _console.print(f"             {line}")
+            _console.print(f"             {line}", markup=False)
     _console.print(f"[bold]{HEADLINES[exit_status([result.status])]}[/]")
 
 
