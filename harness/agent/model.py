@@ -31,8 +31,14 @@ __all__ = ["ScriptedModel"]
 
 CHECK_SUFFIX = ".check"
 REDO_SUFFIX = ".redo"
-MAX_REDOES = 2
-"""A step is redone at most this many times in a chain: a careful agent then gives up."""
+MAX_REDOES = 8
+"""A step is redone at most this many times in a chain: a careful agent then gives up.
+
+Each redo in a chain was verified absent first, so in the simulated world, where
+a redo that ran shows its effect, a chain grows only by redoes killed before
+they ran: one per life. The supervisor restarts an agent at most 8 times, so no
+trial makes this model give up (with 2, three random kills in a row inside one
+step's redoes did, and the step was left undone)."""
 
 
 class ScriptedModel:

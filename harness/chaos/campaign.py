@@ -120,14 +120,14 @@ def random_specs(
     runtime: str = "real",
 ) -> list[TrialSpec]:
     specs = []
-    power_loss = get_adapter(runtime).journal
+    journal = get_adapter(runtime).journal
     for n, (scenario, seed, rng) in enumerate(picks, 1):
         golden = goldens[scenario, seed]
         schedule = random_schedule(
             rng,
             golden.working_ms,
-            power_loss=power_loss,
-            replies=golden.hits.get("op.reply", 0),
+            journal=journal,
+            hits=golden.hits,
             windows=golden.windows,
         )
         specs.append(TrialSpec(scenario, seed, schedule, runtime, f"random{n:04d}", "random"))

@@ -164,24 +164,29 @@ def _corrupt_crc(trial_dir: Path, args: list[str]) -> dict[str, Any]:
 
 def _sector(trial_dir: Path, args: list[str]) -> dict[str, Any]:
     """A 512-byte block of the journal zeroed, or stale (as it was before the last life wrote
-    to it: its later bytes zero), as a disk that lost or misdirected a sector write does."""
+    to it: its later bytes zero), as a disk that lost or misdirected a sector write does.
+
+    Only a block with a whole record after it: damage that reaches the journal's
+    end leaves nothing a reader could tell from a torn last write, and a torn
+    write of records that were fsynced is beyond any journal without a second
+    copy (the power-loss faults tear only what was never fsynced)."""
     journal = trial_dir / "journal"
     if not journal.exists():
         return {"landed": False, "why": "there is no journal to damage"}
     data = journal.read_bytes()
     records = read_journal_bytes(data).entries
-    if len(records) < 2:
-        return {"landed": False, "why": "fewer than two records: nothing to damage"}
     how, where = args[0], float(args[1])
-    victim = records[min(int(where * (len(records) - 1)), len(records) - 2)]
-    block = victim.offset // SECTOR * SECTOR
-    if how == "zero":
-        changes = {
-            i: 0 for i in range(max(block, len(FILE_HEADER)), min(block + SECTOR, len(data)))
-        }
-    else:  # stale: what the block held before the record was appended
-        changes = {i: 0 for i in range(victim.offset, min(block + SECTOR, len(data)))}
-    return _damage(trial_dir, data, victim, changes, f"sector:{how}")
+    candidates = []
+    for victim in records[:-1]:
+        block = victim.offset // SECTOR * SECTOR
+        first = max(block, len(FILE_HEADER)) if how == "zero" else victim.offset
+        last = min(block + SECTOR, len(data))  # one past the damage
+        if any(later.offset >= last for later in records):
+            candidates.append((victim, range(first, last)))
+    if not candidates:
+        return {"landed": False, "why": "no 512-byte block has a whole record after it"}
+    victim, damaged = candidates[min(int(where * len(candidates)), len(candidates) - 1)]
+    return _damage(trial_dir, data, victim, dict.fromkeys(damaged, 0), f"sector:{how}")
 
 
 def _damage(
@@ -207,17 +212,11 @@ def _damage(
             "record": number,
             "record_offset": record.offset,
         }
-    # Not corruption in the middle: the checkers read the journal itself, not a copy.
+    # Not corruption in the middle: undone, and the trial says the fault did not land.
     (trial_dir / PRISTINE_JOURNAL).unlink()
-    if reading.torn is not None:  # the damage reached the tail: a torn tail to drop
-        return {
-            "landed": True,
-            "damage": what,
-            "valid_end": reading.valid_end,
-            "torn": reading.torn[1],
-        }
     journal.write_bytes(data)
-    return {"landed": False, "corrupted": None, "why": f"{what} left every record readable"}
+    why = "reads as a torn last write" if reading.torn is not None else "left every record readable"
+    return {"landed": False, "corrupted": None, "why": f"{what} {why}"}
 
 
 _AFTER_DEATH: dict[str, tuple[Callable[[Path, list[str]], dict[str, Any]], int, int]] = {

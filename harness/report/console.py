@@ -183,17 +183,21 @@ def _print_windows(summary: CampaignSummary) -> None:
 
 
 def _print_faults(summary: CampaignSummary, runtime: str) -> None:
-    table = Table(title="faults injected")
-    for column in ("fault", "what it does", "trials", "failed"):
-        table.add_column(column, justify="right" if column in ("trials", "failed") else "left")
+    table = Table(title="faults injected (trials)")
+    counted = ("exhaustive", "random", "failed")
+    for column in ("fault", "what it does", *counted):
+        table.add_column(column, justify="right" if column in counted else "left")
     keeps_journal = get_adapter(runtime).journal
     for kind, description in FAULT_KINDS.items():
         if kind in JOURNAL_FAULTS and not keeps_journal:
-            table.add_row(kind, description, "not applicable", f"{runtime} keeps no journal")
+            table.add_row(kind, description, "not applicable", "", f"{runtime} keeps no journal")
             continue
         hit = [r for r in summary.results if kind in r.spec.schedule.fault_kinds]
+        by_kind = Counter(r.spec.kind for r in hit)
         failed = sum(r.status == "fail" for r in hit)
-        table.add_row(kind, description, str(len(hit)), str(failed))
+        table.add_row(
+            kind, description, str(by_kind["exhaustive"]), str(by_kind["random"]), str(failed)
+        )
     _console.print(table)
 
 

@@ -28,6 +28,30 @@ def _failed(result: TrialResult) -> str:
     )
 
 
+class TestKilledRedoes:
+    def test_a_redo_killed_again_and_again_is_still_done_once(self, run_mini: TrialRunner) -> None:
+        """ui_tap killed after its intent, then each redo killed after its own: every
+        life finds the effect absent and redoes it; the last redo runs, once."""
+        redo_killed = '{"failpoints":"op.after_intent@2=kill"}'  # @1 is the check's
+        lives = ['{"failpoints":"op.after_intent@3=kill"}', *[redo_killed] * 3]
+        result = run_mini(f"[{','.join(lives)}]")
+        assert result.status == "pass", _failed(result)
+        intents = [
+            e.op_id
+            for e in read_journal(result.directory / "journal").entries
+            if e.kind == "intent" and e.op_id is not None
+        ]
+        chain = [op for op in intents if op.startswith("s003") and not op.endswith(".check")]
+        assert chain == [
+            "s003",
+            "s003.redo",
+            "s003.redo.redo",
+            "s003.redo.redo.redo",
+            "s003.redo.redo.redo.redo",
+        ]
+        assert _history(result, "s003")[-1] == "ok"
+
+
 class TestLostReply:
     def test_a_non_idempotent_call_is_verified_not_retried(self, run_mini: TrialRunner) -> None:
         """ui_tap's reply is lost after it submitted: VERIFY now, effect found, no redo;

@@ -59,23 +59,33 @@ class TestChecksumOnlyCorruption:
 
 
 class TestSectorDamage:
-    @pytest.mark.parametrize("spec", ["sector:zero:0.0", "sector:zero:0.5", "sector:stale:0.9"])
-    def test_whole_blocks_change_and_nothing_is_misread(self, tmp_path: Path, spec: str) -> None:
-        """The damage lies in one 512-byte block; the reader refuses it or drops a tail."""
+    @pytest.mark.parametrize("how", ["zero", "stale"])
+    @pytest.mark.parametrize("where", [f"{n / 20:.2f}" for n in range(21)])
+    def test_whole_blocks_change_and_the_reader_refuses(
+        self, tmp_path: Path, how: str, where: str
+    ) -> None:
+        """The damage lies in one 512-byte block with a whole record after it, wherever it is
+        aimed: the reader refuses it at the damaged record and never reads it as a torn tail."""
         before = _journal(tmp_path, calls=20)
-        done = apply_after_death(tmp_path, spec)
+        done = apply_after_death(tmp_path, f"sector:{how}:{where}")
         after = (tmp_path / "journal").read_bytes()
         changed = [i for i in range(len(before)) if before[i] != after[i]]
         assert done["landed"] and changed
         assert changed[0] // SECTOR == changed[-1] // SECTOR
         assert all(after[i] == 0 for i in changed)
-        original = [s.record for s in scan_bytes(before).records]
-        try:
-            kept = [s.record for s in scan_journal(tmp_path / "journal").records]
-        except JournalCorruptError as exc:
-            assert exc.offset == done["record_offset"], (exc, done)
-        else:
-            assert kept == original[: len(kept)] and len(kept) < len(original)
+        assert any(s.offset > changed[-1] for s in scan_bytes(before).records)
+        with pytest.raises(JournalCorruptError) as refused:
+            scan_journal(tmp_path / "journal")
+        assert refused.value.offset == done["record_offset"], (refused.value, done)
+
+    def test_a_journal_within_one_block_is_left_alone(self, tmp_path: Path) -> None:
+        """With no whole record after any block, the damage would read as a torn last
+        write: the fault says it did not land and the journal is unchanged."""
+        before = _journal(tmp_path, calls=1)
+        done = apply_after_death(tmp_path, "sector:zero:0.5")
+        assert not done["landed"] and "after it" in done["why"]
+        assert (tmp_path / "journal").read_bytes() == before
+        assert not (tmp_path / PRISTINE_JOURNAL).exists()
 
     def test_a_torn_write_keeps_whole_sectors(self, tmp_path: Path) -> None:
         """power-loss:tear-sector keeps an unsynced write up to its first sector edge."""
