@@ -7,8 +7,9 @@ The self-check is the data of two tables: every broken runtime of
 catch it, ``needs_fault``, the fault that can expose it, and its ``mistake``)
 and every mutation of ``harness.chaos.mutations`` (each with its invariant).
 Each broken runtime is run until the invariant it breaks catches it; one
-that needs a fault beyond SIGKILL must first escape SIGKILL alone (on a
-smaller campaign), then be caught once that fault is added. Each mutation
+that needs a fault beyond SIGKILL must first escape every trial without that
+fault (SIGKILL and every other fault, on a smaller campaign), then be caught
+once that fault is added. Each mutation
 damages a copy of one of the campaign's passing trials, and its invariant
 must fail on the copy.
 
@@ -169,8 +170,8 @@ def _self_check(
 ) -> None:
     """Run each broken runtime until the invariant it breaks catches it, then the mutations.
 
-    A mistake that needs a fault beyond SIGKILL must first escape SIGKILL alone
-    (on a smaller campaign), then be caught once that fault is added. Each
+    A mistake that needs a fault beyond SIGKILL must first escape every trial without
+    that fault (on a smaller campaign), then be caught once that fault is added. Each
     mutation damages a copy of one of the campaign's ``passing`` trials.
     """
     finishes = _golden_finishes(config)
@@ -200,7 +201,7 @@ def _self_check(
         if fault != "sigkill":
             alone = run_with_progress(
                 replace(broken, scenarios=config.scenarios[:2]),
-                f"self-check {name} (SIGKILL alone)",
+                f"self-check {name} (without {fault})",
                 completed=completed,
                 stop=caught_as_expected,
                 select=_without(fault),

@@ -48,7 +48,8 @@ class SelfCheckRow:
     trials: int
     caught: TrialResult | None
     sigkill_trials: int = 0
-    """Trials with SIGKILL alone, for a mistake that needs another fault."""
+    """Trials without the fault it needs (SIGKILL, and every other fault), for a mistake
+    that needs a fault beyond SIGKILL."""
     caught_by_sigkill: TrialResult | None = None
     not_applicable: str | None = None
     """Why the selected scenarios cannot expose this mistake (then it was not run)."""
@@ -77,10 +78,12 @@ class SelfCheckRow:
         if self.needs_fault == "sigkill":
             return f"caught by {by}"
         if self.caught_by_sigkill is not None:
-            return f"caught by {by}, but SIGKILL alone also caught it: unexpected"
+            return (
+                f"caught by {by}, but a trial without {self.needs_fault} also caught it: unexpected"
+            )
         return (
-            f"caught by {by} under {self.needs_fault}; escapes SIGKILL alone "
-            f"({self.sigkill_trials} trials)"
+            f"caught by {by} under {self.needs_fault} only; escapes the "
+            f"{self.sigkill_trials} trials without it (SIGKILL and every other fault)"
         )
 
     def to_json(self) -> dict[str, Any]:

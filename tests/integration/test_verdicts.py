@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -164,3 +165,18 @@ class TestReadmeSelection:
         skipped = [c for c in summary["self_check"] if "not applicable" in c["outcome"]]
         assert [c["runtime"] for c in skipped] == ["retry-failed"], summary["self_check"]
         assert "fails for good" in skipped[0]["outcome"]
+        # Each mistake that needs a fault beyond SIGKILL is caught under it only: it
+        # escaped every trial without it, and the outcome says so with their number.
+        beyond = [
+            c for c in summary["self_check"] if c["needs_fault"] not in ("sigkill", "mutation")
+        ]
+        assert {c["needs_fault"] for c in beyond} >= {
+            "lost-reply",
+            "corrupt-crc",
+            "sector",
+            "unlisted",
+        }
+        for check in beyond:
+            assert check["as_expected"], check
+            escaped = re.search(r"only; escapes the (\d+) trials without it", check["outcome"])
+            assert escaped and int(escaped[1]) > 0, check
