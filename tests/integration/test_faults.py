@@ -124,13 +124,19 @@ class TestPowerLoss:
 
 
 class TestCorruption:
-    def test_next_start_refuses_before_any_tool(self, run_mini: TrialRunner) -> None:
-        """A flipped byte inside an earlier record stops the next life, naming offset and record."""
-        result = run_mini('[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]')
+    @pytest.mark.parametrize(
+        "damage", ["corrupt:0.5", "corrupt-crc:0.5", "sector:zero:0.5", "sector:stale:0.5"]
+    )
+    def test_next_start_refuses_before_any_tool(self, damage: str, run_mini: TrialRunner) -> None:
+        """A flipped byte, a digit only the CRC sees or a bad sector inside an earlier record
+        stops the next life, naming the file, the offset and the record."""
+        result = run_mini(f'[{{"failpoints":"op.after_finish@3=kill","after_death":"{damage}"}}]')
         fault = _events(result, "fault")[0]
+        assert fault["landed"], fault
         lives = json.loads((result.directory / "lives.json").read_text())
         assert [life["returncode"] for life in lives] == [-signal.SIGKILL, 2]
         assert f"byte {fault['record_offset']} (record #{fault['record']})" in lives[1]["stderr"]
+        assert str(result.directory / "journal") in lives[1]["stderr"]
         assert not [
             e for e in read_ledger(result.directory / "world.db") if e.pid == lives[1]["pid"]
         ]
