@@ -18,9 +18,11 @@ command runs it again.
 
 from __future__ import annotations
 
+import contextlib
 import random
+import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.adapters import Adapter, get_adapter
@@ -28,7 +30,7 @@ from harness.agent.plan import load_plan
 from harness.chaos.pool import WorkerPool
 from harness.chaos.schedule import CrashSchedule, exhaustive_schedules, random_schedule
 from harness.chaos.shard import Shard
-from harness.chaos.supervisor import Supervisor
+from harness.chaos.supervisor import Supervisor, sweep_agents
 from harness.chaos.tables import write_table_variants
 from harness.chaos.trial import (
     Golden,
@@ -38,6 +40,7 @@ from harness.chaos.trial import (
     prepare_golden,
     run_trial,
 )
+from harness.chaos.workdir import scratch_folder
 from harness.runtime.classes import ToolTable
 
 __all__ = [
@@ -64,6 +67,9 @@ class CampaignConfig:
     """How incarnations start: forked from a warm worker, or exec'd (``harness.chaos.launch``)."""
     shard: Shard | None = None
     """Run only this shard's trials (the golden runs are all made: specs need them)."""
+    workdir: Path | None = None
+    """Where trials run before they move to the run folder (``harness.chaos.workdir``):
+    a scratch folder is made under it. None: in the run folder itself."""
 
 
 def scenario_seed(campaign_seed: int, scenario: str) -> int:
@@ -152,10 +158,16 @@ def _golden_task(args: tuple[str, int, Path]) -> tuple[str, int, Golden]:
     return scenario, seed, prepare_golden(scenario, seed, directory, _worker_supervisor)
 
 
-def _trial_task(args: tuple[TrialSpec, Path, Path, dict[str, Path]]) -> TrialResult:
-    spec, directory, golden, tables = args
+def _trial_task(args: tuple[TrialSpec, Path, Path, dict[str, Path], Path | None]) -> TrialResult:
+    spec, directory, golden, tables, scratch = args
     assert _worker_supervisor is not None
-    return run_trial(spec, directory, golden, _worker_supervisor, tables=tables)
+    if scratch is None:
+        return run_trial(spec, directory, golden, _worker_supervisor, tables=tables)
+    ran = run_trial(spec, scratch / spec.trial_id, golden, _worker_supervisor, tables=tables)
+    if directory.exists():
+        shutil.rmtree(directory)
+    shutil.move(ran.directory, directory)
+    return replace(ran, directory=directory)
 
 
 def run_trials(
@@ -171,6 +183,23 @@ def run_trials(
     On any exception (an interrupt included) every worker and every agent is
     stopped before it propagates; results already handed to ``on_result`` stay.
     """
+    with contextlib.ExitStack() as stack:
+        scratch = None
+        if config.workdir is not None:
+            scratch = stack.enter_context(scratch_folder(config.workdir))
+            # Before the folder goes: an agent whose worker died is found by its folder.
+            stack.callback(sweep_agents, scratch)
+        return _run_trials(config, on_result, on_plan, stop, select, scratch)
+
+
+def _run_trials(
+    config: CampaignConfig,
+    on_result: Callable[[TrialResult], None],
+    on_plan: Callable[[int], None] | None,
+    stop: Callable[[TrialResult], bool] | None,
+    select: Callable[[TrialSpec], bool] | None,
+    scratch: Path | None,
+) -> list[TrialResult]:
     pool = WorkerPool(
         config.workers, _init_worker, (config.restart_budget, config.timeout_s, config.launch)
     )
@@ -200,6 +229,7 @@ def run_trials(
                 config.run_dir / "trials" / spec.trial_id,
                 goldens[spec.scenario, spec.seed].directory,
                 tables,
+                scratch,
             )
             for spec in specs
         ]

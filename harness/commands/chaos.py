@@ -37,6 +37,7 @@ from harness.check.invariants import check_trial
 from harness.check.journal import read_journal, settles
 from harness.commands.options import (
     add_shard_option,
+    add_workdir_option,
     campaign_config,
     count,
     positive_int,
@@ -85,6 +86,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--only", action="append", default=[], help="limit to scenarios with this name (repeatable)"
     )
     add_shard_option(chaos)
+    add_workdir_option(chaos)
     return chaos
 
 

@@ -24,7 +24,13 @@ from harness.adapters import get_adapter
 from harness.chaos.campaign import CampaignConfig, applicable, run_trials
 from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
-from harness.commands.options import campaign_config, check_runtime, count, positive_int
+from harness.commands.options import (
+    add_workdir_option,
+    campaign_config,
+    check_runtime,
+    count,
+    positive_int,
+)
 from harness.report.compare import announce_campaign, report_comparison
 from harness.runtime.errors import HarnessError
 
@@ -65,6 +71,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     compare.add_argument("--workers", type=positive_int, default=os.cpu_count() or 2)
     compare.add_argument("--reports", default="reports")
     compare.add_argument("--launch", choices=("fork", "exec"), default="fork")
+    add_workdir_option(compare)
     return compare
 
 

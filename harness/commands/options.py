@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -20,12 +21,14 @@ from harness.runtime.errors import HarnessError
 
 __all__ = [
     "add_shard_option",
+    "add_workdir_option",
     "campaign_config",
     "check_runtime",
     "count",
     "positive_int",
     "run_id",
     "run_info",
+    "workdir",
 ]
 
 
@@ -35,6 +38,31 @@ def add_shard_option(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="run shard K of N of the campaign (K/N; needs --seed; no self-check)",
     )
+
+
+def add_workdir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workdir",
+        default=None,
+        help="where trials run before they move to the run folder (default: a RAM folder, "
+        "/dev/shm, when there is one; a folder on a disk keeps real-disk fsyncs)",
+    )
+
+
+def workdir(args: argparse.Namespace) -> Path | None:
+    """The folder trials run under: ``--workdir``, else a RAM folder, else (said on
+    stderr) none: the trials run on disk in the run folder."""
+    from harness.chaos.workdir import ram_folder
+
+    if getattr(args, "workdir", None) is not None:
+        chosen = Path(args.workdir).resolve()
+        if chosen.exists() and not chosen.is_dir():
+            raise HarnessError(f"--workdir {args.workdir}: not a folder")
+        return chosen
+    ram = ram_folder()
+    if ram is None:
+        print("harness: no RAM folder (tmpfs) found; trials run on disk", file=sys.stderr)
+    return ram
 
 
 def _shard(args: argparse.Namespace) -> Shard | None:
@@ -127,6 +155,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
         args.runtime,
         launch=args.launch,
         shard=shard,
+        workdir=workdir(args),
     )
 
 

@@ -15,6 +15,7 @@ from xml.etree import ElementTree as ET
 import psutil
 
 from harness.chaos.forkserver import FORK_SERVER_MODULE
+from harness.chaos.workdir import SCRATCH_PREFIX, ram_folder
 
 ROOT = Path(__file__).parent.parent.parent
 MOMENTS = 20
@@ -50,16 +51,24 @@ def _start(reports: Path, seed: int, tmpdir: Path | None = None) -> subprocess.P
 
 
 def _survivors(reports: Path, harness: int) -> list[psutil.Process]:
-    """Processes naming the run's folder, and fork servers (with their agents) of its workers."""
+    """Processes naming the run's folder or its scratch folder (an exec'd agent names its
+    trial folder), and fork servers (with their agents) of its workers."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        with_reports = any(str(reports) in arg for arg in cmdline)
+        scratch = f"{SCRATCH_PREFIX}{harness}-"
+        with_reports = any(str(reports) in arg or scratch in arg for arg in cmdline)
         # A fork server's command line ends with its owner (a worker) and the owner's parent.
         forked = FORK_SERVER_MODULE in cmdline and str(harness) in cmdline[-2:]
         if (with_reports or forked) and proc.pid != os.getpid():
             found.append(proc)
     return found
+
+
+def _scratches(harness: int) -> list[str]:
+    """The scratch folders the harness of that pid left in the RAM folder trials run in."""
+    ram = ram_folder()
+    return [] if ram is None else [p.name for p in ram.glob(f"{SCRATCH_PREFIX}{harness}-*")]
 
 
 def _checked_trials(reports: Path) -> set[str]:
@@ -121,6 +130,7 @@ class TestInterrupt:
             # run before it exits (and a zombie, which has no command line, is not found).
             survivors = _survivors(reports, harness.pid)
             assert survivors == [], f"survivors after SIGINT at {delay:.2f}s: {survivors}"
+            assert _scratches(harness.pid) == [], f"left in RAM after SIGINT at {delay:.2f}s"
             runs = list(reports.glob("*/summary.json"))
             if checked or harness.returncode == 0:
                 # A trial was checked before the signal: the campaign was under way, so an
@@ -153,6 +163,7 @@ class TestInterrupt:
                 harness.wait()
         assert harness.returncode == 143
         assert _survivors(tmp_path, harness.pid) == []  # no grace period, as above
+        assert _scratches(harness.pid) == [], "a scratch folder was left in RAM"
         run = next(tmp_path.glob("*/summary.json"))
         summary = json.loads(run.read_text())
         assert summary["interrupted"] is True
