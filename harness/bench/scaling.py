@@ -55,6 +55,8 @@ class CampaignRun:
     """Trials that did not pass, each with its replay command: a finding, not a timing error."""
     cpu_seconds: float = 0.0
     """CPU time of this process and every descendant it reaped (workers, fork servers, agents)."""
+    workdir: Path | None = None
+    """Where its trials ran (a RAM folder), or None: on disk, in the run folder."""
 
     @property
     def cpu_busy(self) -> float:
@@ -66,8 +68,11 @@ class CampaignRun:
         return self.trials / self.seconds
 
 
-def run_campaign(scratch: Path, trials: int, workers: int) -> CampaignRun:
-    """``trials`` random trials in a fresh folder under ``scratch``, removed afterwards."""
+def run_campaign(
+    scratch: Path, trials: int, workers: int, workdir: Path | None = None
+) -> CampaignRun:
+    """``trials`` random trials in a fresh folder under ``scratch``, removed afterwards;
+    run under ``workdir`` (as ``chaos`` runs them in RAM), or on disk in that folder."""
     from harness.chaos.campaign import CampaignConfig, run_trials
     from harness.chaos.trial import TrialResult, TrialSpec
 
@@ -104,6 +109,7 @@ def run_campaign(scratch: Path, trials: int, workers: int) -> CampaignRun:
             _CAMPAIGN_SEED,
             random_trials=trials,
             workers=workers,
+            workdir=workdir,
         )
         cpu_before = _cpu_seconds()
         started = time.perf_counter_ns()
@@ -112,7 +118,7 @@ def run_campaign(scratch: Path, trials: int, workers: int) -> CampaignRun:
         cpu = _cpu_seconds() - cpu_before
     if seen != trials:
         raise BenchError(f"campaign of {trials} random trials ran {seen}")
-    return CampaignRun(trials, workers, seconds, rss, tuple(failed), cpu)
+    return CampaignRun(trials, workers, seconds, rss, tuple(failed), cpu, workdir)
 
 
 def _cpu_seconds() -> float:

@@ -187,9 +187,33 @@ def run_trials(
         scratch = None
         if config.workdir is not None:
             scratch = stack.enter_context(scratch_folder(config.workdir))
-            # Before the folder goes: an agent whose worker died is found by its folder.
-            stack.callback(sweep_agents, scratch)
+            # Before the folder goes: an agent whose worker died is found by its folder,
+            # and the golden runs, made there too, move to the run folder.
+            stack.callback(_move_goldens, scratch, config.run_dir)
+            stack.callback(sweep_agents, scratch)  # runs first: callbacks run last in, first out
         return _run_trials(config, on_result, on_plan, stop, select, scratch)
+
+
+def _golden_home(run_dir: Path, scratch: Path | None, scenario: str, seed: int) -> Path:
+    """Where a golden run is made: in the scratch folder, unless the run folder already
+    has it (an earlier campaign of this run made it: it is reused, not made again)."""
+    kept = golden_dir(run_dir, scenario, seed)
+    if scratch is None or (kept / "golden.json").exists():
+        return kept
+    return golden_dir(scratch, scenario, seed)
+
+
+def _move_goldens(scratch: Path, run_dir: Path) -> None:
+    """The golden runs made in ``scratch``, moved to where ``golden_dir`` finds them."""
+    for made in sorted((scratch / "golden").glob("*")):
+        target = run_dir / "golden" / made.name
+        if target.exists():  # an unfinished one an interrupt left
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.move(made, target)
+        except OSError:  # cut short by an interrupt: an unfinished one the report drops
+            shutil.rmtree(target, ignore_errors=True)
 
 
 def _run_trials(
@@ -208,7 +232,8 @@ def _run_trials(
         wanted = [(s, scenario_seed(config.seed, s)) for s in config.scenarios]
         wanted += [(s, seed) for s, seed, _ in picks]
         golden_tasks = [
-            (s, seed, golden_dir(config.run_dir, s, seed)) for s, seed in sorted(set(wanted))
+            (s, seed, _golden_home(config.run_dir, scratch, s, seed))
+            for s, seed in sorted(set(wanted))
         ]
         goldens = {(s, seed): g for s, seed, g in pool.map(_golden_task, golden_tasks)}
         specs: list[TrialSpec] = []

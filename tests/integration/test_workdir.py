@@ -50,6 +50,8 @@ class TestWorkdir:
                 assert (result.directory / "verdicts.json").exists()
                 assert (result.directory / "journal").exists()
             runs[name] = _verdicts(results)
+            goldens = list((tmp_path / name / "golden").glob("*"))
+            assert goldens and all((g / "golden.json").exists() for g in goldens)
         assert len(runs["disk"]) > 40
         assert runs["scratch"] == runs["disk"]
         assert _scratches(base) == [], "the scratch folder must go with the campaign"
