@@ -36,6 +36,8 @@ def _start(reports: Path, seed: int, tmpdir: Path | None = None) -> subprocess.P
         str(seed),
         "--reports",
         str(reports),
+        "--workdir",
+        "ram",  # so that a scratch folder left in RAM would be seen
     ]
     # Its temporary files go to a folder of the test's own, where leftovers are its alone.
     env = {**os.environ, **({"TMPDIR": str(tmpdir)} if tmpdir is not None else {})}
