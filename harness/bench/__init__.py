@@ -29,10 +29,10 @@ ratio of medians, timed with ``time.perf_counter_ns``.
    records against 10: linear is ≈ 1, target ≤ 1.5x (the issue gives no
    number; 1.5 tells linear from n log n over four decades). Campaign trials
    per second at 100, 1,000 and 5,000 trials, biggest against smallest: flat,
-   0.85-1.15x, on disk as ``chaos`` runs them. Two workers against one:
+   0.85-1.15x, in RAM as ``chaos`` runs them. Two workers against one:
    ≥ 1.8x (a note gives how busy the CPUs were: a campaign that waits on
    fsyncs is bound by the disk, not the cores). The smallest campaign in RAM
-   (``--workdir ram``) against the same on disk: ≥ 2x. The
+   (the default ``--workdir ram``) against the same on disk: ≥ 2x. The
    supervisor's (pool worker's) RSS, big against small: ≤ 1.15x.
 """
 

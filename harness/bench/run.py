@@ -242,24 +242,25 @@ def bench_campaigns(settings: BenchSettings, scratch: Path, out: Measurements) -
     ram = ram_folder()  # for chaos --workdir ram; None: no RAM figure
     if ram is None:
         out.notes.append("no RAM folder (tmpfs) on this machine: no RAM campaign ran")
-    # Small with 2 and 1 workers (on disk, as chaos runs them, and in RAM), the bigger
+    # Small with 2 and 1 workers (in RAM, as chaos runs them, and on disk), the bigger
     # ones, then the small ones again: drift of the machine falls on both sides of
     # every ratio.
-    smalls = [(small, 2, None), *([(small, 2, ram)] if ram else []), (small, 1, None)]
-    order = [*smalls, *((n, 2, None) for n in middle), (big, 2, None), *smalls]
+    home = ram  # where chaos runs trials by default (None: no tmpfs, on disk)
+    smalls = [(small, 2, home), *([(small, 2, None)] if ram else []), (small, 1, home)]
+    order = [*smalls, *((n, 2, home) for n in middle), (big, 2, home), *smalls]
     runs = [scaling.run_campaign(scratch, n, workers, where) for n, workers, where in order]
     for run in runs:
         out.notes += [
             f"campaign of {run.trials} ({run.workers} workers): trial did not pass: {trial}"
             for trial in run.not_passed
         ]
-    small2 = [r for r in runs if r.trials == small and r.workers == 2 and r.workdir is None]
+    small2 = [r for r in runs if r.trials == small and r.workers == 2 and r.workdir == home]
     small1 = [r for r in runs if r.trials == small and r.workers == 1]
     big2 = [r for r in runs if r.trials == big and r.workers == 2]
-    in_ram = (
+    on_disk = (
         []
         if ram is None
-        else [r for r in runs if r.trials == small and r.workers == 2 and r.workdir == ram]
+        else [r for r in runs if r.trials == small and r.workers == 2 and r.workdir is None]
     )
     out.series["campaigns"] = [
         {
@@ -283,12 +284,12 @@ def bench_campaigns(settings: BenchSettings, scratch: Path, out: Measurements) -
         f"{big}: {median_of([r.cpu_busy for r in big2]):.2f}"
     )
     mb = 1024 * 1024
-    if in_ram:
+    if on_disk:
         out.figures.append(
             Figure(
                 f"5 trials/s: in RAM / on disk, {small} trials",
-                median_of([r.trials_per_s for r in in_ram]),
                 rate2,
+                median_of([r.trials_per_s for r in on_disk]),
                 "trials/s",
                 Target(low=2.0),
                 f"2 workers; RAM folder {ram}",

@@ -134,7 +134,7 @@ def random_specs(
             golden.working_ms,
             journal=journal,
             hits=golden.hits,
-            windows=golden.windows,
+            calls=golden.calls,
         )
         specs.append(TrialSpec(scenario, seed, schedule, runtime, f"random{n:04d}", "random"))
     return specs

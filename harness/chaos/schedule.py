@@ -55,13 +55,20 @@ TABLE_VARIANTS = ("reclassified", "unlisted")
 """Tool-table variants a life may run with (built by ``harness.chaos.tables``)."""
 
 
-_LIFE_KEYS = ("failpoints", "kill_after_ms", "table", "after_death")
+_LIFE_KEYS = ("failpoints", "kill_after_ms", "aim", "table", "after_death")
 
 
 @dataclass(frozen=True, slots=True)
 class Life:
     """The faults one incarnation meets.
 
+    ``kill_after_ms`` is a random-time kill: so many ms after the agent says it
+    is ready, or after ``aim``: a point of one call (``op.after_intent s004``, the
+    failpoint's name and the op it serves) or its invoke (``invoke s004``). A kill
+    aimed at a call is timed from inside it, not from a start-up whose length
+    varies more than a call lasts. The agent arms the timer itself when it gets
+    there (``harness.runtime.failpoints.AIM_ENV``): no supervisor sharing the
+    CPUs wakes up within the tenth of a millisecond a call lasts in RAM.
     ``after_death`` is a fault applied to its files once it is dead (see
     ``harness.chaos.faults``): ``power-loss:drop``, ``power-loss:tear:<keep>:<garbage>``
     or ``corrupt:<where>``.
@@ -71,11 +78,18 @@ class Life:
     kill_after_ms: float | None = None
     table: str | None = None
     after_death: str | None = None
+    aim: str | None = None
+
+    @property
+    def kill_since(self) -> str:
+        """Where a random-time kill is timed from: ``ready``, or its ``aim``."""
+        return self.aim or "ready"
 
     def describe(self) -> str:
         parts = [self.failpoints] if self.failpoints else []
         if self.kill_after_ms is not None:
-            parts.append(f"kill@{self.kill_after_ms:.2f}ms")
+            since = f" after {self.aim}" if self.aim else ""
+            parts.append(f"kill@{self.kill_after_ms:.3f}ms{since}")
         if self.table:
             parts.append(f"table={self.table}")
         if self.after_death:
@@ -123,7 +137,25 @@ class Life:
             if not isinstance(after_death, str):
                 raise ValueError(f"after_death: {after_death!r} is not a fault spec string")
             parse_after_death(after_death)
-        return cls(failpoints, None if kill is None else float(kill), table, after_death)
+        aim = item.get("aim")
+        if aim is not None and (kill is None or not _is_aim(aim)):
+            raise ValueError(
+                f"aim: {aim!r} must be 'invoke <op>' or '<failpoint> <op>' (a point of a "
+                f"call: {', '.join(AIM_POINTS)}), beside a kill_after_ms"
+            )
+        kill_ms = None if kill is None else float(kill)
+        return cls(failpoints, kill_ms, table, after_death, aim)
+
+
+AIM_POINTS = ("op.before_intent", "op.after_intent", "op.reply", "op.after_finish")
+"""The points of a call a random-time kill can be timed from (every adapter hits them)."""
+
+
+def _is_aim(aim: object) -> bool:
+    if not isinstance(aim, str):
+        return False
+    point, _, op = aim.partition(" ")
+    return point in ("invoke", *AIM_POINTS) and bool(op) and " " not in op
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,20 +304,25 @@ def exhaustive_schedules(
 
 
 START_UP_SHARE = 0.05
-"""Of random-time kills aimed at a life's work, this share is drawn over the whole span
-(start-up included); the others inside a tool call of the golden run."""
+"""Of random-time kills, this share is timed from the agent's "ready" and drawn over the
+whole span of its work (start-up and recovery included); the others are aimed at a
+window of a tool call of the golden run and timed from the point that opens it."""
 
 
 RESTART_SHARE = 0.5
 """A restarted life's start-up and recovery, as a share of a first life's (which also makes
 its world and journal): where the calls left to it begin. Measured: in 1,175 restarted
 lives of a 1,500-trial random campaign, the first hint or call came at a median 0.47 of
-the golden run's first call (deciles 0.26 to 0.80)."""
+the golden run's first call (deciles 0.26 to 0.80). Only the kills timed from "ready"
+use it, to guess how far they got."""
+
+RECOVERY_SHARE = 0.15
+"""Of the random-time kills of restarted lives, this share is timed from "ready" into
+the recovery (a moment of the first ``RESTART_SHARE`` of the golden run's start-up)."""
 
 NEAR_WINDOWS = 3
-"""A restarted life aims at one of the next few calls left to it. It runs faster than
-the golden run did (its finished calls are only reported again), so an aim far into
-what is left overshoots its work and lands at its exit."""
+"""A restarted life aims at one of the next few calls left to it, so that a trial's
+kills follow its work rather than jump to its end."""
 
 DAMAGE_SHARE = 1 / 8
 """Random trials whose journal is damaged at rest: a kill after a finish (there are
@@ -298,21 +335,39 @@ LOST_REPLY_SHARE = 1 / 6
 """Random trials whose first life loses the reply of one call and is killed at a later
 call's reply (the effect done, the finish not yet written)."""
 
+Window = tuple[str, float, float]
+"""A window of the protocol inside a call: the point it opens at, and when it opened
+and closed in the golden run (ms after ready)."""
+
+Call = tuple[str, float, float, tuple[Window, ...]]
+"""A tool call of the golden run: its op id, its first intent and last finish in ms
+after ready, and its windows (before intent, intent-effect, effect-finish)."""
+
 
 def _kill_moment(
-    rng: random.Random, span_ms: float, windows: Sequence[tuple[float, float]], after: float
-) -> float | None:
-    """A moment to kill a life whose work starts where an earlier kill at ``after`` left
-    it; None when the golden run's calls all ended before ``after`` (nothing left to hit)."""
-    # A restarted life starts over (start-up, recovery) before the calls left to it.
-    restart = windows[0][0] * RESTART_SHARE if windows and after > 0 else 0.0
-    later = [(a - after + restart, b - after + restart) for a, b in windows if b > after]
-    if after > 0 and windows and not later:
+    rng: random.Random, span_ms: float, calls: Sequence[Call], done: int, restarted: bool
+) -> tuple[float, str | None, int] | None:
+    """A random-time kill for a life that begins after the golden run's first ``done``
+    calls: (ms, its aim or None for "ready", how many calls it leaves done); None when
+    no call is left to hit. A kill aimed at a call picks one of its windows and is
+    timed from the point that opens it, to land inside it."""
+    left = calls[done:]
+    if calls and not left:
         return None
-    if not later or rng.random() < START_UP_SHARE:
-        return rng.uniform(0.0, max(span_ms - after, span_ms / 4))
-    start, end = rng.choice(later[:NEAR_WINDOWS] if after > 0 else later)
-    return rng.uniform(max(start, 0.0), max(end, 0.0))
+    if restarted and left and rng.random() < RECOVERY_SHARE:
+        return rng.uniform(0.0, calls[0][1] * RESTART_SHARE), None, done
+    if not left or rng.random() < START_UP_SHARE:
+        moment = rng.uniform(0.0, span_ms)
+        if not left:
+            return moment, None, done
+        # How far a kill timed from "ready" got: a restarted life starts over first.
+        offset = left[0][1] - (calls[0][1] * RESTART_SHARE if restarted else left[0][1])
+        passed = sum(1 for call in left if call[2] - offset <= moment)
+        return moment, None, done + passed
+    aimed = rng.randrange(min(len(left), NEAR_WINDOWS) if restarted else len(left))
+    op, start, end, windows = left[aimed]
+    point, opened, closed = rng.choice(windows) if windows else ("invoke", start, end)
+    return rng.uniform(0.0, max(closed - opened, 0.0)), f"{point} {op}", done + aimed + 1
 
 
 def _after_a_kill(rng: random.Random) -> str | None:
@@ -331,16 +386,19 @@ def random_schedule(
     *,
     journal: bool = True,
     hits: Mapping[str, int] | None = None,
-    windows: Sequence[tuple[float, float]] = (),
+    calls: Sequence[Call] = (),
 ) -> CrashSchedule:
     """One to three kills at random moments of a crash-free run's working time.
 
-    Kills are aimed at the work: most at a moment inside one of the golden
-    run's tool calls (``windows``, ms after ready), the rest
-    (``START_UP_SHARE``) anywhere, start-up included. A later life aims at one
-    of the next calls the earlier kills left (roughly: its time runs from its
-    own start), and none is drawn once no call is left; a moment that comes
-    after the life's work lands at its last point (the supervisor holds it there).
+    Kills are aimed at the work: most at a random moment inside a window of
+    the protocol (before intent, intent-effect, effect-finish: one drawn evenly)
+    of one of the golden run's tool calls (``calls``), timed from the point
+    that opens it in the life it kills, the rest (``START_UP_SHARE``) at a moment of
+    the whole span timed from "ready", start-up included. A later life aims
+    at one of the next calls the earlier kills left, and none is drawn once no
+    call is left; a restarted life is killed in its recovery instead
+    (``RECOVERY_SHARE``); a kill whose moment comes after the life's work (or
+    whose call never comes) lands at its last point (the supervisor holds it there).
 
     For a runtime that keeps a journal (``journal``): a third of the kills are
     followed by a power loss (drop or tear); ``DAMAGE_SHARE`` of the trials
@@ -367,7 +425,7 @@ def random_schedule(
         return CrashSchedule((Life(at, after_death=damage),))
     table = "unlisted" if journal and rng.random() < UNLISTED_SHARE else None
     lives = []
-    done = 0.0  # how far into the golden run's work the earlier kills got, roughly
+    done = 0  # how many of the golden run's calls the earlier kills left behind, roughly
     kills = rng.choice((1, 1, 2, 3))
     if replies >= 2 and rng.random() < LOST_REPLY_SHARE:
         # The life that lost a reply has at least the golden run's replies (the lost
@@ -378,17 +436,22 @@ def random_schedule(
         lives.append(
             Life(failpoints, table=table, after_death=_after_a_kill(rng) if journal else None)
         )
-        done = windows[min(killed, len(windows)) - 1][1] if windows else 0.0
+        done = min(killed, len(calls))
         kills -= 1
     for _ in range(kills):
-        moment = _kill_moment(rng, ready_to_exit_ms, windows, done)
-        if moment is None:
+        drawn = _kill_moment(rng, ready_to_exit_ms, calls, done, restarted=bool(lives))
+        if drawn is None:
             break
-        kill = round(moment, 3)
-        # A restarted life spends its first moments starting over: not golden-run work.
-        done += max(kill - (windows[0][0] * RESTART_SHARE if windows and done > 0 else 0.0), 0.0)
+        moment, aim, done = drawn
         fault = _after_a_kill(rng) if journal else None
-        lives.append(Life(kill_after_ms=kill, table=table, after_death=fault))
+        lives.append(
+            Life(
+                kill_after_ms=round(moment, 3),
+                aim=aim,
+                table=table,
+                after_death=fault,
+            )
+        )
     if table and lives:
         lives.append(Life(table=table))  # the life that finishes runs with it too
     return CrashSchedule(tuple(lives))

@@ -5,9 +5,11 @@ pre-imported process, or ``python -I -m harness.agent TRIAL_DIR``: see
 ``harness.chaos.launch``) in its own process group with a pipe for failpoint
 hand-shakes, arms the life's failpoints, and then waits for one of: the agent
 exits; the agent reports ``reached <failpoint>`` (the supervisor SIGKILLs its
-group from outside); the random-time delay expires (SIGKILL); the trial's time
-runs out (SIGKILL, and the trial stops). Killed lives are restarted until the plan is done or the
-restart budget is spent.
+group from outside); a random-time kill's timer, which the agent arms itself at
+the moment it is timed from (``ready`` or the invoke of the call it aims at),
+expires and its signal ends the agent as SIGKILL would (``AIMED_KILL_SIGNAL``);
+the trial's time runs out (SIGKILL, and the trial stops). Killed lives are
+restarted until the plan is done or the restart budget is spent.
 
 What it saw goes to ``events.jsonl`` in the trial directory, one JSON object a
 line: ``spawn``, ``ready``, ``ack`` (the agent reported an op's success to its
@@ -41,7 +43,14 @@ from harness.chaos.faults import SHADOW_FILE, apply_after_death
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
-from harness.runtime.failpoints import CHANNEL_ENV, COUNTS_ENV, EXIT_HOLD_POINT, FAILPOINTS_ENV
+from harness.runtime.failpoints import (
+    AIM_ENV,
+    AIMED_KILL_SIGNAL,
+    CHANNEL_ENV,
+    COUNTS_ENV,
+    EXIT_HOLD_POINT,
+    FAILPOINTS_ENV,
+)
 from harness.runtime.journal import SHADOW_ENV
 
 __all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents"]
@@ -197,6 +206,7 @@ class Supervisor:
             # A random moment past the end of the life's work: the kill lands
             # at its last point, before it exits, instead of never (see _run_life).
             env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
+            env[AIM_ENV] = f"{life.kill_since}@{life.kill_after_ms / 1000:.6f}"
         env[SHADOW_ENV] = str(trial_dir / SHADOW_FILE)
         if life.table is not None:
             env[TABLE_ENV] = str(tables[life.table])
@@ -245,18 +255,17 @@ class Supervisor:
         ready_ms: float | None = None
         ledger = LedgerWatch(trial_dir / "world.db")
         try:
-            kill_at: float | None = None
             buffer = b""
+            timed = life.kill_after_ms is not None
             while killed is None:
-                now = time.monotonic()
-                wake = deadline if kill_at is None else min(deadline, kill_at)
-                readable, _, _ = select.select([read_fd], [], [], max(0.0, wake - now))
+                wait_s = max(0.0, deadline - time.monotonic())
+                readable, _, _ = select.select([read_fd], [], [], wait_s)
                 if not readable:
-                    killed = "timed" if kill_at is not None and kill_at <= deadline else "timeout"
+                    killed = "timeout"
                     break
                 chunk = os.read(read_fd, 4096)
                 if not chunk:
-                    break  # the agent exited and closed its end
+                    break  # the agent exited and closed its end (or its timer killed it)
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
@@ -264,15 +273,16 @@ class Supervisor:
                     if message == "ready":
                         ready_ms = (time.monotonic() - started) * 1000
                         _event(events, "ready", life=life_no, ms=round(ready_ms, 3))
-                        if life.kill_after_ms is not None:
-                            kill_at = time.monotonic() + life.kill_after_ms / 1000
-                    elif message.startswith("reached "):
+                    if message.startswith("reached "):
                         reached = message.removeprefix("reached ")
-                        at_exit = reached.startswith(EXIT_HOLD_POINT) and kill_at is not None
+                        # A random moment after the life's work (or aimed at a call it
+                        # never made): the agent waits at its exit to be killed.
+                        at_exit = reached.startswith(EXIT_HOLD_POINT) and timed
                         killed = "timed" if at_exit else "failpoint"
                         break
-                    else:
-                        history.note(message, life_no, events, ledger)
+                    history.note(message, life_no, events, ledger)  # ignores "ready"
+            if killed is None and timed and proc.wait() == -AIMED_KILL_SIGNAL:
+                killed = "timed"  # by the timer it armed (AIM_ENV)
             if killed is not None:
                 _sigkill(proc)
                 returncode = proc.wait()
@@ -282,6 +292,8 @@ class Supervisor:
                 for text in buffer.decode(errors="replace").splitlines():
                     if not text.startswith("reached "):
                         history.note(text, life_no, events, ledger)
+                    elif reached is None:
+                        reached = text.removeprefix("reached ")  # it got there first
 
                 _event(
                     events,
@@ -290,7 +302,8 @@ class Supervisor:
                     pid=proc.pid,
                     how=killed,
                     at=reached,
-                    after_ready_ms=life.kill_after_ms if killed == "timed" else None,
+                    after_ms=life.kill_after_ms if killed == "timed" else None,
+                    since=life.kill_since if killed == "timed" else None,
                 )
             returncode = proc.wait()
         finally:

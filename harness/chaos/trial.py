@@ -13,6 +13,7 @@ command that replays it).
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import re
 import shlex
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.adapters import get_adapter
-from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.schedule import Call, CrashSchedule, Life
 from harness.chaos.supervisor import LifeResult, Supervisor
 from harness.check.evidence import TrialEvidence
 from harness.check.invariants import Status, Verdict, check_trial, trial_status
@@ -106,8 +107,9 @@ class Golden:
     """From the agent's "ready" to its exit: the span random-time kills are drawn from."""
     ops: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Failpoint -> the op id each of its hits served, in hit order."""
-    windows: Sequence[tuple[float, float]] = ()
-    """Each tool call's span, in ms after ready: where random-time kills are aimed."""
+    calls: Sequence[Call] = ()
+    """Each tool call: its op id and its span in ms after ready (where random-time kills
+    are aimed)."""
 
     def op_at(self, failpoint: str, hit: int) -> str | None:
         served = self.ops.get(failpoint, ())
@@ -178,8 +180,8 @@ def prepare_golden(scenario: str, seed: int, directory: Path, supervisor: Superv
     info = directory / "golden.json"
     if info.exists():
         data = json.loads(info.read_text("utf-8"))
-        windows = [tuple(w) for w in data.get("windows", ())]
-        return Golden(directory, data["hits"], data["working_ms"], data.get("ops", {}), windows)
+        calls = [_call_from_json(item) for item in data.get("calls", ())]
+        return Golden(directory, data["hits"], data["working_ms"], data.get("ops", {}), calls)
     directory.mkdir(parents=True, exist_ok=True)
     write_plan_for(scenario, seed, directory)
     counts = directory / "failpoint-hits.json"
@@ -193,30 +195,46 @@ def prepare_golden(scenario: str, seed: int, directory: Path, supervisor: Superv
         )
     hits = json.loads(counts.read_text("utf-8"))
     trace = json.loads(Path(hit_ops_path(counts)).read_text("utf-8"))
-    ops, windows = trace["ops"], call_windows(trace["ops"], trace["ms"])
+    ops, calls = trace["ops"], golden_calls(trace["ops"], trace["ms"])
     working_ms = last.duration_ms - (last.ready_ms or 0.0)
     info.write_text(
-        json.dumps({"hits": hits, "working_ms": working_ms, "ops": ops, "windows": windows}),
+        json.dumps({"hits": hits, "working_ms": working_ms, "ops": ops, "calls": calls}),
         "utf-8",
     )
-    return Golden(directory, hits, working_ms, ops, windows)
+    return Golden(directory, hits, working_ms, ops, calls)
 
 
-def call_windows(
-    ops: Mapping[str, Sequence[str]], ms: Mapping[str, Sequence[float]]
-) -> list[tuple[float, float]]:
-    """Each op of a counted run, from its first intent to its last finish, in ms after ready."""
-    starts: dict[str, float] = {}
-    ends: dict[str, float] = {}
-    for op_id, at in zip(
-        ops.get("op.before_intent", ()), ms.get("op.before_intent", ()), strict=True
-    ):
-        starts.setdefault(op_id, float(at))
-    for op_id, at in zip(
-        ops.get("op.after_finish", ()), ms.get("op.after_finish", ()), strict=True
-    ):
-        ends[op_id] = float(at)
-    return sorted((starts[op], ends[op]) for op in starts if op in ends and ends[op] >= starts[op])
+_CALL_POINTS = ("op.before_intent", "op.after_intent", "op.reply", "op.after_finish")
+"""A call's points in the order it hits them: each opens a window that the next closes."""
+
+
+def golden_calls(ops: Mapping[str, Sequence[str]], ms: Mapping[str, Sequence[float]]) -> list[Call]:
+    """Each op of a counted run: from its first intent to its last finish, and the windows
+    between its points (the first hit of each, the last finish), in ms after ready."""
+    at: dict[str, dict[str, float]] = {}
+    for point in _CALL_POINTS:
+        for op_id, moment in zip(ops.get(point, ()), ms.get(point, ()), strict=True):
+            seen = at.setdefault(op_id, {})
+            if point == "op.after_finish" or point not in seen:
+                seen[point] = float(moment)
+    calls = []
+    for op_id, seen in at.items():
+        points = [(p, seen[p]) for p in _CALL_POINTS if p in seen]
+        if not ("op.before_intent" in seen and "op.after_finish" in seen):
+            continue
+        windows = tuple(
+            (opens, a, b) for (opens, a), (_, b) in itertools.pairwise(points) if b >= a
+        )
+        start, end = seen["op.before_intent"], seen["op.after_finish"]
+        if end >= start:
+            calls.append((op_id, start, end, windows))
+    return sorted(calls, key=lambda call: (call[1], call[2]))
+
+
+def _call_from_json(item: Sequence[Any]) -> Call:
+    op_id, start, end, *rest = item
+    windows = tuple((str(p), float(a), float(b)) for p, a, b in (rest[0] if rest else ()))
+    return str(op_id), float(start), float(end), windows
 
 
 def run_trial(

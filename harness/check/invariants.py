@@ -590,8 +590,9 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
             if life.killed == "timed":
                 landed += 1
             else:
+                since = planned.get("aim", "ready")
                 problems.append(
-                    f"life {number}: the kill {planned['kill_after_ms']} ms after ready never "
+                    f"life {number}: the kill {planned['kill_after_ms']} ms after {since} never "
                     f"fired ({_ended(life)})"
                 )
         for spec in (spec for spec in asked if spec.endswith("=lost-reply")):

@@ -6,10 +6,13 @@ and the ledger tell where the victim stood:
 - ``start-up``: before the life's first append (no incarnation record: it
   goes out with the life's first decisions);
 - ``during recovery``: the incarnation began but never finished recovering;
-- ``before intent``: recovered, no intent yet in this life;
+- ``before intent``: recovered, and the call the life invoked last has no
+  intent yet (none in this life, or a new call after a finish);
 - ``intent-effect``: the last intent has no ledger row (the effect had not run);
 - ``effect-finish``: the effect ran (ledger row) but the finish was not written;
-- ``after finish``: the last op of the life had finished;
+- ``after finish``: the last op of the life had finished, and no new call
+  was invoked since (its reply on its way to the model, or a call the journal
+  answered without an intent);
 - ``held at exit``: the moment came after the life's work, and the kill
   landed at its last point (``agent.before_exit``), before it could exit.
 """
@@ -55,6 +58,16 @@ def _window(ev: TrialEvidence, life: int, pid: int) -> str:
     if last is None:
         return "before intent"
     if last.kind == "finish":
-        return "after finish"
+        return "before intent" if _new_call_invoked(ev, life) else "after finish"
     ran = any(e.op_id == last.op_id and e.pid == pid for e in ev.ledger)
     return "effect-finish" if ran else "intent-effect"
+
+
+def _new_call_invoked(ev: TrialEvidence, life: int) -> bool:
+    """Whether the call the life invoked last has no intent in the journal as the life
+    left it (a later life may write one when it makes the call again)."""
+    invoked = [h["op"] for h in ev.history if h["type"] == "invoke" and int(h["life"]) == life]
+    _, end = ev.span_of(life)
+    return bool(invoked) and not any(
+        e.kind == "intent" and e.op_id == invoked[-1] and e.offset < end for e in ev.entries
+    )

@@ -329,7 +329,8 @@ def _kill_words(event: dict[str, Any], window: str | None) -> str:
         return f"at failpoint {event.get('at')}"
     if how == "timed":
         where = f", window {window}" if window else ""
-        return f"at a random time, {event.get('after_ready_ms')} ms after ready{where}"
+        since = event.get("since") or "ready"
+        return f"at a random time, {event.get('after_ms')} ms after {since}{where}"
     if how == "timeout":
         return "the trial's time ran out"
     return str(how)

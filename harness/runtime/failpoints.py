@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from harness.runtime.errors import FailpointSpecError, FailpointTriggered, TransientToolError
 
 __all__ = [
+    "AIMED_KILL_SIGNAL",
+    "AIM_ENV",
     "CHANNEL_ENV",
     "COUNTS_ENV",
     "EXIT_HOLD_POINT",
@@ -62,6 +64,19 @@ __all__ = [
 FAILPOINTS_ENV = "HARNESS_FAILPOINTS"
 CHANNEL_ENV = "HARNESS_FAILPOINT_CHANNEL"
 COUNTS_ENV = "HARNESS_FAILPOINT_COUNTS"
+AIM_ENV = "HARNESS_KILL_AIM"
+"""``<anchor>@<seconds>``: once the agent gets to the anchor, a timer of the kernel kills it
+so many seconds later, wherever it then is (``AIMED_KILL_SIGNAL``). The anchor is a line
+the agent tells (``ready``, ``invoke <op>``) or a point of a call and the op it serves
+(``op.after_intent s004``). A random-time kill is timed by the agent's own clock from
+the moment it is aimed at: in RAM a call lasts a tenth of a millisecond, less than a
+supervisor sharing the CPUs takes to wake up and kill."""
+
+AIMED_KILL_SIGNAL = signal.SIGALRM
+"""What the timer delivers: SIGALRM at its default action, which no Python code can
+catch. Linux carries out a fatal signal nobody handles as a group kill, as it does
+SIGKILL (the process runs no more user code: no handler, no ``finally``, no flush);
+only the exit status differs, and tells the supervisor the timer fired."""
 
 FAILPOINTS: tuple[str, ...] = (
     "op.before_intent",
@@ -84,6 +99,10 @@ EXIT_HOLD_POINT = "agent.before_exit"
 holds a life there when a random-time kill it scheduled has not fired yet."""
 
 ACTIONS = ("kill", "exit", "raise", "sleep", "enospc", "lost-reply", "count")
+
+_AIM = "aim"
+"""The action of a point a random-time kill is timed from (``AIM_ENV``); not in the
+grammar: the supervisor arms it through ``AIM_ENV`` only."""
 
 # How long a victim waits for the supervisor's SIGKILL before killing itself,
 # so that a dead supervisor never leaves it hanging.
@@ -243,7 +262,19 @@ def arm_from_environ(environ: Mapping[str, str] = os.environ) -> tuple[Failpoint
     if channel is not None and not channel.isdigit():
         raise FailpointSpecError(f"{CHANNEL_ENV}: {channel!r} is not a file descriptor number")
     arm(specs)
+    anchor = environ.get(AIM_ENV, "").rpartition("@")[0].partition(" ")[0]
+    if anchor in FAILPOINTS:
+        arm((FailpointSpec(anchor, _AIM),))  # a kill timed from a point of a call
     return specs
+
+
+def _aim_reached(anchor: str) -> None:
+    """Start the timer of ``AIM_ENV`` if ``anchor`` is where it is timed from (once)."""
+    aim, _, after_s = os.environ.get(AIM_ENV, "").rpartition("@")
+    if anchor == aim:
+        del os.environ[AIM_ENV]  # once: the op may be invoked again after a lost reply
+        signal.signal(AIMED_KILL_SIGNAL, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_REAL, max(float(after_s), 1e-6))
 
 
 def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
@@ -259,6 +290,8 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         time.sleep((spec.arg or 0) / 1000)
     elif spec.action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    elif spec.action == _AIM:
+        _aim_reached(f"{spec.name} {detail}")
     elif spec.action == "lost-reply":
         # The effect is done; the caller sees a timeout, as if the reply never came.
         tell_supervisor(f"fault lost-reply {spec.name} {hit} {detail}".rstrip())
@@ -284,6 +317,7 @@ def tell_supervisor(message: str) -> bool:
         os.write(int(channel), f"{message}\n".encode())
     except OSError:
         return False  # no supervisor is listening any more (run by hand, or it died)
+    _aim_reached(message)
     return True
 
 

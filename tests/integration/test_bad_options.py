@@ -54,6 +54,11 @@ CASES: list[tuple[str, list[str], str]] = [
         "life 1: kill_after_ms: -3 is not a number of milliseconds >= 0",
     ),
     (
+        "aim without a kill time",
+        ["trial", MINI, "--seed", "1", "--schedule", '[{"aim":"invoke s002"}]'],
+        "life 1: aim: 'invoke s002' must be 'invoke <op>' or '<failpoint> <op>'",
+    ),
+    (
         "unknown table",
         ["trial", MINI, "--seed", "1", "--schedule", '[{"table":"mine"}]'],
         "life 1: table: 'mine' is not a table variant",

@@ -20,22 +20,34 @@ from hypothesis import strategies as st
 from harness.chaos.schedule import (
     JOURNAL_FAULTS,
     NEAR_WINDOWS,
+    RECOVERY_SHARE,
     RESTART_SHARE,
+    START_UP_SHARE,
     CrashSchedule,
     _kill_moment,
     random_schedule,
 )
 
-# A golden run like phone_task's: nine calls, each a window in ms after ready.
-WINDOWS = tuple((6.0 + 1.5 * n, 7.0 + 1.5 * n) for n in range(9))
+# A golden run like phone_task's: nine calls, each an op and its window in ms after ready.
+CALLS = tuple(
+    (
+        f"s{n + 1:03d}",
+        6.0 + 1.5 * n,
+        7.0 + 1.5 * n,
+        (
+            ("op.before_intent", 6.0 + 1.5 * n, 6.2 + 1.5 * n),
+            ("op.after_intent", 6.2 + 1.5 * n, 6.7 + 1.5 * n),
+            ("op.reply", 6.7 + 1.5 * n, 7.0 + 1.5 * n),
+        ),
+    )
+    for n in range(9)
+)
 HITS = {"op.after_finish": 9, "op.reply": 9, "op.before_intent": 9}
 WORKING_MS = 21.0
 
 
 def _draw(seed: int, *, journal: bool = True) -> CrashSchedule:
-    return random_schedule(
-        random.Random(seed), WORKING_MS, journal=journal, hits=HITS, windows=WINDOWS
-    )
+    return random_schedule(random.Random(seed), WORKING_MS, journal=journal, hits=HITS, calls=CALLS)
 
 
 def _hit(spec: str, action: str) -> int:
@@ -58,6 +70,11 @@ def test_every_drawn_fault_can_land(seed: int, journal: bool) -> None:
             assert 2 <= _hit(life.failpoints, "=kill") <= HITS["op.after_finish"]
         if life.kill_after_ms is not None:
             assert 0.0 <= life.kill_after_ms <= WORKING_MS
+            if life.aim is not None:  # within the window of the call it is timed from
+                point, op = life.aim.split(" ")
+                windows = next(call[3] for call in CALLS if call[0] == op)
+                _, opened, closed = next(w for w in windows if w[0] == point)
+                assert life.kill_after_ms <= closed - opened
     if not journal:
         assert not schedule.fault_kinds & JOURNAL_FAULTS
         assert not any(life.table for life in schedule.lives)
@@ -75,25 +92,39 @@ def test_over_many_seeds_every_fault_kind_is_drawn() -> None:
 
 
 def test_kills_are_aimed_at_the_calls() -> None:
-    """Most first-life kills fall inside a golden-run call; a small share anywhere."""
+    """Most first-life kills are timed from a point of a golden-run call, each window of
+    the protocol about as often as the others; a small share from "ready", over the span."""
     first = [
-        life.kill_after_ms
+        life
         for seed in range(2000)
         for life in _draw(seed).lives[:1]
         if life.kill_after_ms is not None
     ]
-    inside = sum(any(a <= t <= b for a, b in WINDOWS) for t in first)
-    assert inside / len(first) > 0.9
+    aims = [life.aim.split(" ") for life in first if life.aim is not None]
+    assert len(aims) / len(first) > 1 - 2 * START_UP_SHARE
+    assert {op for _, op in aims} == {call[0] for call in CALLS}
+    points = Counter(point for point, _ in aims)
+    assert set(points) == {"op.before_intent", "op.after_intent", "op.reply"}
+    assert min(points.values()) > len(aims) / 4, points
 
 
-def test_no_kill_is_drawn_once_no_call_is_left() -> None:
-    """Past the golden run's last call a restarted life has nothing to hit: no moment."""
+def test_later_lives_aim_at_the_next_calls_left() -> None:
+    """A restarted life aims at one of the next few calls after the one the previous kill
+    aimed at; past the golden run's last call nothing is left to hit, and no kill is drawn."""
     rng = random.Random(7)
-    assert _kill_moment(rng, WORKING_MS, WINDOWS, after=WINDOWS[-1][1] + 0.1) is None
-    later = [_kill_moment(rng, WORKING_MS, WINDOWS, after=WINDOWS[4][0]) for _ in range(500)]
-    assert all(t is not None for t in later)
-    # Aimed at the next few calls left (the 5th to the 7th, as shifted), but for the
-    # small share drawn anywhere.
-    shift = WINDOWS[4][0] - WINDOWS[0][0] * RESTART_SHARE
-    near = sum(t is not None and t <= WINDOWS[4 + NEAR_WINDOWS - 1][1] - shift for t in later)
-    assert near / len(later) > 0.9
+    assert _kill_moment(rng, WORKING_MS, CALLS, done=len(CALLS), restarted=True) is None
+    later = [_kill_moment(rng, WORKING_MS, CALLS, done=4, restarted=True) for _ in range(500)]
+    ops = [drawn[1] for drawn in later if drawn is not None]
+    assert len(ops) == len(later)
+    ops = [None if aim is None else aim.split(" ")[1] for aim in ops]
+    near = {call[0] for call in CALLS[4 : 4 + NEAR_WINDOWS]}
+    timed_from_ready = START_UP_SHARE + RECOVERY_SHARE
+    assert sum(op in near for op in ops) / len(ops) > 1 - 1.5 * timed_from_ready
+    assert all(op in near for op in ops if op is not None)
+    recovery = CALLS[0][1] * RESTART_SHARE
+    into_recovery = [d for d in later if d is not None and d[1] is None and d[0] <= recovery]
+    assert len(into_recovery) / len(later) > RECOVERY_SHARE / 2  # kills in the recovery
+    for seed in range(500):
+        aimed = [life.aim.split(" ")[1] for life in _draw(seed).lives if life.aim]
+        order = [next(n for n, call in enumerate(CALLS) if call[0] == op) for op in aimed]
+        assert order == sorted(set(order)), "each kill aims past the one before it"
