@@ -21,12 +21,14 @@ from __future__ import annotations
 import contextlib
 import random
 import shutil
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.adapters import Adapter, get_adapter
 from harness.agent.plan import load_plan
+from harness.chaos.keep import keeps_folder
 from harness.chaos.pool import WorkerPool
 from harness.chaos.schedule import CrashSchedule, exhaustive_schedules, random_schedule
 from harness.chaos.shard import Shard
@@ -70,6 +72,9 @@ class CampaignConfig:
     workdir: Path | None = None
     """Where trials run before they move to the run folder (``harness.chaos.workdir``):
     a scratch folder is made under it. None: in the run folder itself."""
+    keep: str = "all"
+    """Which trial folders stay (``harness.chaos.keep``): ``all``, or ``sample`` (those
+    that did not pass and a sample of the others; the rest go once checked)."""
 
 
 def scenario_seed(campaign_seed: int, scenario: str) -> int:
@@ -158,12 +163,31 @@ def _golden_task(args: tuple[str, int, Path]) -> tuple[str, int, Golden]:
     return scenario, seed, prepare_golden(scenario, seed, directory, _worker_supervisor)
 
 
-def _trial_task(args: tuple[TrialSpec, Path, Path, dict[str, Path], Path | None]) -> TrialResult:
-    spec, directory, golden, tables, scratch = args
+@dataclass(frozen=True, slots=True)
+class _TrialTask:
+    spec: TrialSpec
+    directory: Path
+    """Where its folder is kept, in the run folder."""
+    golden: Path
+    tables: dict[str, Path]
+    scratch: Path | None
+    keep: str
+    golden_alone: bool
+    """Whether no other trial uses its golden run (which then goes with its folder)."""
+
+
+def _trial_task(task: _TrialTask) -> TrialResult:
     assert _worker_supervisor is not None
-    if scratch is None:
-        return run_trial(spec, directory, golden, _worker_supervisor, tables=tables)
-    ran = run_trial(spec, scratch / spec.trial_id, golden, _worker_supervisor, tables=tables)
+    spec, directory = task.spec, task.directory
+    ran_in = directory if task.scratch is None else task.scratch / spec.trial_id
+    ran = run_trial(spec, ran_in, task.golden, _worker_supervisor, tables=task.tables)
+    if not keeps_folder(ran, task.keep):
+        shutil.rmtree(ran.directory)
+        if task.golden_alone:
+            shutil.rmtree(task.golden, ignore_errors=True)
+        return replace(ran, directory=directory, kept=False)
+    if task.scratch is None:
+        return ran
     if directory.exists():
         shutil.rmtree(directory)
     shutil.move(ran.directory, directory)
@@ -231,10 +255,10 @@ def _run_trials(
         picks = random_picks(config)
         wanted = [(s, scenario_seed(config.seed, s)) for s in config.scenarios]
         wanted += [(s, seed) for s, seed, _ in picks]
-        golden_tasks = [
-            (s, seed, _golden_home(config.run_dir, scratch, s, seed))
-            for s, seed in sorted(set(wanted))
-        ]
+        homes = {(s, seed): _golden_home(config.run_dir, scratch, s, seed) for s, seed in wanted}
+        # A golden run made now that only one random trial uses goes with its folder.
+        made_now = {key for key, home in homes.items() if not (home / "golden.json").exists()}
+        golden_tasks = [(s, seed, homes[s, seed]) for s, seed in sorted(homes)]
         goldens = {(s, seed): g for s, seed, g in pool.map(_golden_task, golden_tasks)}
         specs: list[TrialSpec] = []
         for s in config.scenarios:
@@ -248,13 +272,18 @@ def _run_trials(
         if on_plan is not None:
             on_plan(len(specs))
         tables = write_table_variants(config.run_dir / "tables")
+        uses = Counter((spec.scenario, spec.seed) for spec in specs)
         tasks = [
-            (
+            _TrialTask(
                 spec,
                 config.run_dir / "trials" / spec.trial_id,
                 goldens[spec.scenario, spec.seed].directory,
                 tables,
                 scratch,
+                config.keep,
+                spec.kind == "random"
+                and uses[spec.scenario, spec.seed] == 1
+                and (spec.scenario, spec.seed) in made_now,
             )
             for spec in specs
         ]

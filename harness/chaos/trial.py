@@ -126,6 +126,9 @@ class TrialResult:
     windows: tuple[str, ...]
     reached: tuple[str, ...]
     duration_ms: float
+    kept: bool = True
+    """Whether its folder is kept (``harness.chaos.keep``): when not, ``directory`` is
+    where it would be, and the run's ``trials.jsonl`` holds what is left of it."""
 
     @property
     def status(self) -> Status:

@@ -53,7 +53,7 @@ from xml.etree import ElementTree as ET
 from harness.chaos.campaign import CampaignConfig, run_trials
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult, TrialSpec
-from harness.commands.options import add_workdir_option, run_info, workdir
+from harness.commands.options import add_keep_option, add_workdir_option, run_info, workdir
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 from harness.report.files import discard_incomplete, write_run_reports
 from harness.report.merge import HYPOTHESIS_JUNIT, amend_run_report
@@ -395,6 +395,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     audit.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     audit.add_argument("--launch", choices=("fork", "exec"), default="fork")
     add_workdir_option(audit)
+    add_keep_option(audit)
     audit.add_argument("--reports", default="reports", help="where the run folder goes")
     audit.add_argument("--out", default=None, help="the run folder itself (new or empty)")
     audit.add_argument(
@@ -455,6 +456,7 @@ def _config(args: argparse.Namespace) -> AuditConfig:
         launch=args.launch,
         shard=shard,
         workdir=workdir(args),
+        keep=args.keep,
     )
     tests = () if args.no_hypothesis else tuple(args.hypothesis_tests)
     return AuditConfig(campaign, args.minutes, args.batches, tests, args.hypothesis_share)

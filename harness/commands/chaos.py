@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -30,12 +32,14 @@ from typing import Any
 from harness.adapters import get_adapter
 from harness.agent.broken import BROKEN_RUNTIMES
 from harness.chaos.campaign import CampaignConfig, run_trials, scenario_seed
-from harness.chaos.mutations import MUTATIONS
-from harness.chaos.supervisor import sweep_agents
-from harness.chaos.trial import TrialResult, TrialSpec, golden_dir
+from harness.chaos.mutations import MUTATIONS, Mutation
+from harness.chaos.supervisor import Supervisor, sweep_agents
+from harness.chaos.tables import write_table_variants
+from harness.chaos.trial import TrialResult, TrialSpec, golden_dir, run_trial
 from harness.check.invariants import check_trial
 from harness.check.journal import read_journal, settles
 from harness.commands.options import (
+    add_keep_option,
     add_shard_option,
     add_workdir_option,
     campaign_config,
@@ -47,13 +51,15 @@ from harness.exits import exit_status
 from harness.report.console import (
     CampaignSummary,
     print_campaign,
+    print_folder,
     print_headline,
     print_interrupted,
+    print_pace,
     print_self_check,
     print_start,
     progress_bar,
 )
-from harness.report.files import discard_incomplete, write_run_reports
+from harness.report.files import discard_incomplete, folder_bytes, write_run_reports
 from harness.report.model import MUTATION, SelfCheckRow
 
 __all__ = ["add_parser", "run", "run_chaos", "run_with_progress"]
@@ -87,6 +93,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     add_shard_option(chaos)
     add_workdir_option(chaos)
+    add_keep_option(chaos)
     return chaos
 
 
@@ -106,7 +113,9 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
     checks: list[SelfCheckRow] = []
     self_checked: list[TrialResult] = []
     try:
+        started = time.monotonic()
         run_with_progress(config, "campaign", results)
+        print_pace(len(results), time.monotonic() - started, config.workers, config.workdir)
         summary = CampaignSummary(results)
         print_campaign(summary, config.runtime)
         if self_check:
@@ -125,6 +134,8 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
     status = exit_status(
         [r.status for r in results] + ["fail" for c in checks if not c.as_expected]
     )
+    kept = sum(r.kept for r in results)
+    print_folder(config.run_dir, folder_bytes(config.run_dir), kept, len(results))
     print_headline(status, summary, config.run_dir)
     return status
 
@@ -240,11 +251,40 @@ def _without(fault: str) -> Callable[[TrialSpec], bool]:
     return lambda spec: fault not in spec.schedule.fault_kinds
 
 
+RERUNS = 40
+"""How many passing trials whose folder went (``--keep sample``) a mutation may run again
+to find one it fits, when no kept folder does."""
+
+
+def _run_again_to_fit(
+    config: CampaignConfig, passing: list[TrialResult], mutation: Mutation
+) -> TrialResult | None:
+    """A passing exhaustive trial that ``mutation`` fits, run again in the self-check folder
+    (its own folder went with the sample); those killed inside a call first."""
+    gone = [r for r in passing if not r.kept and r.spec.kind == "exhaustive"]
+    inside = ("op.after_intent", "op.mid_effect", "op.reply", "op.after_effect")
+    gone.sort(key=lambda r: not any(where.startswith(inside) for where in r.reached))
+    supervisor = Supervisor(
+        restart_budget=config.restart_budget, timeout_s=config.timeout_s, launch="exec"
+    )
+    tables = write_table_variants(config.run_dir / "tables")
+    for result in gone[:RERUNS]:
+        golden = golden_dir(config.run_dir, result.spec.scenario, result.spec.seed)
+        folder = config.run_dir / "self-check" / "again" / result.spec.trial_id
+        again = run_trial(result.spec, folder, golden, supervisor, tables=tables)
+        if again.status == "pass" and mutation.fits(again):
+            return again
+        shutil.rmtree(folder)
+    return None
+
+
 def _mutation_rows(config: CampaignConfig, passing: list[TrialResult]) -> list[SelfCheckRow]:
     """Damage a copy of a passing trial per mutation; its invariant must fail on the copy."""
     rows = []
     for mutation in MUTATIONS:
-        fit = next((r for r in passing if mutation.fits(r)), None)
+        fit = next((r for r in passing if r.kept and mutation.fits(r)), None)
+        if fit is None:
+            fit = _run_again_to_fit(config, passing, mutation)
         caught = None
         if fit is not None:
             copy = mutation.copy_and_apply(fit, config.run_dir / "self-check")

@@ -25,6 +25,7 @@ from harness.chaos.campaign import CampaignConfig, applicable, run_trials
 from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.commands.options import (
+    add_keep_option,
     add_workdir_option,
     campaign_config,
     check_runtime,
@@ -72,6 +73,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     compare.add_argument("--reports", default="reports")
     compare.add_argument("--launch", choices=("fork", "exec"), default="fork")
     add_workdir_option(compare)
+    add_keep_option(compare)
     return compare
 
 

@@ -20,6 +20,7 @@ from harness.report.model import RunInfo
 from harness.runtime.errors import HarnessError
 
 __all__ = [
+    "add_keep_option",
     "add_shard_option",
     "add_workdir_option",
     "campaign_config",
@@ -47,6 +48,17 @@ def add_workdir_option(parser: argparse.ArgumentParser) -> None:
         help="run trials in a scratch folder under this folder, then move them to the run "
         "folder: 'ram' (the default) for a RAM folder (/dev/shm), or 'disk' to run them in "
         "the run folder itself, on its disk",
+    )
+
+
+def add_keep_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--keep",
+        choices=("sample", "all"),
+        default="sample",
+        help="which trial folders stay in the run folder: 'sample' (the default: every "
+        "trial that did not pass and one passing trial in 50) or 'all'; every trial has "
+        "its verdicts, schedule and replay command in trials.jsonl either way",
     )
 
 
@@ -163,6 +175,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
         launch=args.launch,
         shard=shard,
         workdir=workdir(args),
+        keep=args.keep,
     )
 
 

@@ -131,6 +131,24 @@ def print_campaign(summary: CampaignSummary, runtime: str) -> None:
     _print_failures(summary.unjudged, "trials that could not be judged")
 
 
+def print_pace(trials: int, seconds: float, workers: int, where: Path | None) -> None:
+    """How fast the campaign went: its trials per second of wall time, and where they ran."""
+    rate = trials / seconds if seconds > 0 else 0.0
+    place = "in the run folder, on disk" if where is None else f"under {where}"
+    _console.print(
+        f"pace: {trials} trials in {seconds:.1f} s, {rate:.1f} trials/s "
+        f"({workers} workers, trials run {escape(place)})"
+    )
+
+
+def print_folder(run_dir: Path, size_bytes: int, kept: int, trials: int) -> None:
+    """The run folder's size on disk, and how many trial folders it kept."""
+    _console.print(
+        f"run folder: {size_bytes / 1e6:.1f} MB on disk; {kept} of {trials} trials kept "
+        f"their folder; every trial has its line in {escape(str(run_dir))}/trials.jsonl"
+    )
+
+
 def print_interrupted(completed: int, run_dir: Path) -> None:
     _console.print(
         f"[bold red]INTERRUPTED[/]: kept {completed} completed trials in {escape(str(run_dir))}"

@@ -1,4 +1,4 @@
-"""The run folder's files: ``summary.json``, ``junit.xml`` and ``index.html``.
+"""The run folder's files: ``summary.json``, ``trials.jsonl``, ``junit.xml`` and ``index.html``.
 
 Writers read results and verdicts; they never decide. Each trial's own folder
 (journal, world.db, events, verdicts) was written by the trial itself. They are
@@ -9,6 +9,7 @@ An interrupted run first drops the folders of trials that did not complete
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections import Counter
@@ -17,12 +18,13 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from harness.chaos.keep import TRIALS_FILE, write_trial_records
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES
 from harness.report.html import write_index_html
 from harness.report.model import RunInfo, SelfCheckRow
 
-__all__ = ["discard_incomplete", "write_run_reports"]
+__all__ = ["discard_incomplete", "folder_bytes", "write_run_reports"]
 
 
 def _outcomes(counts: Counter[str]) -> dict[str, int]:
@@ -67,6 +69,8 @@ def _summary(
         "failed": len(failures),
         "unknown": len(unjudged),
         "kills": sum(r.kills for r in results),
+        "kept_folders": sum(r.kept for r in results),
+        "trials_file": TRIALS_FILE,
         "invariants": {k: _outcomes(v) for k, v in sorted(invariants.items())},
         "windows": dict(Counter(w for r in results for w in r.windows)),
         "faults": dict(Counter(k for r in results for k in r.spec.schedule.fault_kinds)),
@@ -148,7 +152,8 @@ def write_run_reports(
     interrupted: bool = False,
     missing_shards: Sequence[str] = (),
 ) -> None:
-    """Write ``summary.json``, ``junit.xml`` and ``index.html`` into ``config.run_dir``.
+    """Write ``summary.json``, ``trials.jsonl`` (a line per trial, ``harness.chaos.keep``),
+    ``junit.xml`` and ``index.html`` into ``config.run_dir``.
 
     ``missing_shards`` (``"K/N"``, from a merge allowed to miss some): the run
     is then not complete, and does not pass whatever its trials did.
@@ -156,12 +161,18 @@ def write_run_reports(
     run_dir = config.run_dir
     summary = _summary(config, results, checks, interrupted, missing_shards)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1), "utf-8")
+    write_trial_records(run_dir, results)
     _junit(results, checks).write(run_dir / "junit.xml", encoding="utf-8", xml_declaration=True)
     write_index_html(run_dir, results, checks)
 
 
-def trial_link(run_dir: Path, result: TrialResult) -> str:
-    return str(result.directory.relative_to(run_dir))
+def folder_bytes(folder: Path) -> int:
+    """The disk space the files under ``folder`` take (their allocated blocks, as du counts)."""
+    total = 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):  # a file gone meanwhile takes no space
+            total += path.lstat().st_blocks * 512
+    return total
 
 
 def discard_incomplete(run_dir: Path, results: list[TrialResult]) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harness.chaos.keep import TRIALS_FILE
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES
 from harness.check.windows import WINDOWS
@@ -287,18 +288,22 @@ def _trials(run_dir: Path, results: list[TrialResult], pages: set[Path]) -> str:
         page = f'<a href="{_e(link)}">timeline</a>' if link else ""
         rows.append(
             f'<tr class="{_e(r.status)}" data-status="{_e(r.status)}">'
-            f"<td><code>{_e(r.spec.trial_id)}</code></td><td>{_e(r.spec.scenario_name)}</td>"
+            f'<td><code title="{_e(r.spec.replay_command())}">{_e(r.spec.trial_id)}</code></td>'
+            f"<td>{_e(r.spec.scenario_name)}</td>"
             f"<td>{_e(r.spec.kind)}</td><td><code>{_e(r.spec.schedule.describe())}</code></td>"
             f'<td class="n">{r.lives}</td><td class="n">{r.kills}</td><td>{_badge(r.status)}</td>'
             f"<td>{_e(_not_held(r))}</td><td>{page}</td></tr>"
         )
     linked = sum(r.directory in pages for r in results)
+    kept = sum(r.kept for r in results)
     limit = ""
     if linked < len(results):
         limit = (
             f"<p>Timeline pages: every failed or unknown trial and at most "
-            f"{MAX_PASSING_PAGES} passing ones ({linked} of {len(results)} trials); "
-            f"every trial folder still holds its journal, world.db and events.</p>"
+            f"{MAX_PASSING_PAGES} passing ones ({linked} of {len(results)} trials). "
+            f"{kept} trials kept their folder (journal, world.db, events); every trial's "
+            f"verdicts, schedule and replay command are in <code>{TRIALS_FILE}</code>, "
+            "and its replay in the title of its name.</p>"
         )
     controls = (
         '<p class="filter"><input id="q" type="search" placeholder="filter trials">'
@@ -326,7 +331,7 @@ def _pages_to_write(results: list[TrialResult], checks: list[SelfCheckRow]) -> l
             chosen.setdefault(check.caught.directory, check.caught)
     by_kind: dict[str, list[TrialResult]] = {}
     for r in sorted(results, key=lambda r: r.spec.trial_id):
-        if r.status == "pass" and r.directory not in chosen:
+        if r.status == "pass" and r.kept and r.directory not in chosen:
             by_kind.setdefault(r.spec.kind, []).append(r)
     queues = [iter(v) for _, v in sorted(by_kind.items())]
     taken = 0

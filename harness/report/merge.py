@@ -3,7 +3,8 @@
 A sharded campaign (``--shard K/N`` of ``chaos`` or ``audit``) leaves one run
 folder per shard. The merge copies each shard's trial folders and golden runs
 into ``OUT``, rebuilds every trial's result from the files it left
-(``load_trial_result``: ``trial.json``, ``verdicts.json``, ``lives.json``),
+(``load_trial_result``: ``trial.json``, ``verdicts.json``, ``lives.json``), or
+from its line in the shard's ``trials.jsonl`` when its folder was not kept,
 and writes ``summary.json``, ``junit.xml`` and ``index.html`` as one run of
 the whole campaign would, with each shard's audit section and Hypothesis suites.
 
@@ -35,13 +36,17 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from xml.etree import ElementTree as ET
 
-from harness.chaos.schedule import CrashSchedule
+from harness.chaos.keep import (
+    read_trial_records,
+    result_from_record,
+    spec_from_json,
+    verdicts_from_json,
+)
 from harness.chaos.shard import Shard
-from harness.chaos.trial import TrialResult, TrialSpec, golden_dir
-from harness.check.invariants import Status, Verdict
+from harness.chaos.trial import TrialResult, golden_dir
 from harness.exits import exit_status
 from harness.report.files import write_run_reports
 from harness.report.html import write_index_html
@@ -79,26 +84,9 @@ def load_trial_result(trial_dir: Path, golden: Path | None = None) -> TrialResul
     a completed trial.
     """
     try:
-        spec_data = json.loads((trial_dir / "trial.json").read_text("utf-8"))
-        verdict_data = json.loads((trial_dir / "verdicts.json").read_text("utf-8"))
+        spec = spec_from_json(json.loads((trial_dir / "trial.json").read_text("utf-8")))
+        verdicts = verdicts_from_json(json.loads((trial_dir / "verdicts.json").read_text("utf-8")))
         lives = json.loads((trial_dir / "lives.json").read_text("utf-8"))
-        spec = TrialSpec(
-            str(spec_data["scenario"]),
-            int(spec_data["seed"]),
-            CrashSchedule.from_json(json.dumps(spec_data["schedule"])),
-            str(spec_data["runtime"]),
-            str(spec_data["label"]),
-            str(spec_data["kind"]),
-        )
-        verdicts = tuple(
-            Verdict(
-                str(v["invariant"]),
-                str(v["title"]),
-                cast(Status, v["status"]),
-                tuple(str(line) for line in v["evidence"]),
-            )
-            for v in verdict_data
-        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MergeError(f"{trial_dir}: not a completed trial folder: {exc}") from None
     return TrialResult(
@@ -128,6 +116,8 @@ class _Run:
     directory: Path
     summary: dict[str, Any]
     trials: tuple[Path, ...]
+    records: tuple[dict[str, Any], ...]
+    """The lines of its ``trials.jsonl`` for the trials whose folder it did not keep."""
     shard: Shard
     """Which shard of the campaign the run was; an unsharded run is shard 1 of 1."""
 
@@ -204,7 +194,16 @@ def _read_run(directory: Path) -> _Run:
         spec = _spec_data(trial)
         if spec is not None and spec.get("runtime") == summary["runtime"]:
             trials.append(trial)
-    return _Run(directory, summary, tuple(trials), _shard_of(directory, summary))
+    try:
+        records = [
+            r
+            for r in read_trial_records(directory)
+            if r.get("folder") is None and r["spec"].get("runtime") == summary["runtime"]
+        ]
+    except (OSError, ValueError) as exc:
+        raise MergeError(str(exc)) from None
+    shard = _shard_of(directory, summary)
+    return _Run(directory, summary, tuple(trials), tuple(records), shard)
 
 
 def _spec_data(trial_dir: Path) -> dict[str, Any] | None:
@@ -246,13 +245,14 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_missing: bool = Fal
         )
     owner: dict[str, Path] = {}
     for run in runs:
-        for trial in run.trials:
-            if trial.name in owner:
+        names = [t.name for t in run.trials] + [str(r.get("trial")) for r in run.records]
+        for name in names:
+            if name in owner:
                 raise MergeError(
-                    f"trial {trial.name} is in both {owner[trial.name]} and {run.directory}: "
+                    f"trial {name} is in both {owner[name]} and {run.directory}: "
                     "shards of one campaign are disjoint"
                 )
-            owner[trial.name] = run.directory
+            owner[name] = run.directory
     out.mkdir(parents=True, exist_ok=True)
     for run in runs:
         for folder in ("golden", "tables"):
@@ -267,6 +267,10 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_missing: bool = Fal
         data = _spec_data(trial) or {}
         golden = golden_dir(out, str(data.get("scenario")), int(data.get("seed", 0)))
         results.append(load_trial_result(trial, golden if golden.exists() else None))
+    try:
+        results += [result_from_record(r, out) for run in runs for r in run.records]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MergeError(f"a trial's record in trials.jsonl is not whole: {exc}") from None
     scenarios = sorted({s for run in runs for s in run.summary.get("scenarios", [])})
     config = RunInfo(out, int(seed), str(runtime), tuple(scenarios))
     interrupted = any(run.summary.get("interrupted") for run in runs)

@@ -38,6 +38,8 @@ def _start(reports: Path, seed: int, tmpdir: Path | None = None) -> subprocess.P
         str(reports),
         "--workdir",
         "ram",  # so that a scratch folder left in RAM would be seen
+        "--keep",
+        "all",  # every checked trial's folder lands in the run folder, where it is seen
     ]
     # Its temporary files go to a folder of the test's own, where leftovers are its alone.
     env = {**os.environ, **({"TMPDIR": str(tmpdir)} if tmpdir is not None else {})}
@@ -99,6 +101,8 @@ def _assert_reports_its_trials(run: Path, summary: dict[str, object]) -> None:
         for case in suite.iter("testcase")
     }
     assert listed == {t.name for t in trials}, "junit.xml must list the trials kept"
+    lines = (run / "trials.jsonl").read_text("utf-8").splitlines()
+    assert {json.loads(line)["trial"] for line in lines} == listed
 
 
 class TestInterrupt:
