@@ -74,7 +74,7 @@ def test_every_drawn_fault_can_land(seed: int, journal: bool) -> None:
                 point, op = life.aim.split(" ")
                 windows = next(call[3] for call in CALLS if call[0] == op)
                 _, opened, closed = next(w for w in windows if w[0] == point)
-                assert life.kill_after_ms <= closed - opened
+                assert life.kill_after_ms <= closed - opened + 1e-3  # rounded to a µs
     if not journal:
         assert not schedule.fault_kinds & JOURNAL_FAULTS
         assert not any(life.table for life in schedule.lives)

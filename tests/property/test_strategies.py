@@ -229,7 +229,7 @@ class TestCrashSchedules:
         [
             # The first life has nothing to recover: a kill in recovery comes second.
             ("kill during recovery", "op.before_intent@1=kill | recovery.after_decision@1=kill"),
-            ("random-time kill", "kill@0.00ms"),
+            ("random-time kill", "kill@0.000ms"),
             ("power loss", "op.before_intent@1=kill then power-loss:drop"),
             ("torn journal", "op.before_intent@1=kill then power-loss:tear:0.000:0"),
             ("fsync kill", "journal.before_fsync@"),
