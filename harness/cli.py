@@ -1,4 +1,5 @@
-"""The command line: ``python -m harness chaos | trial | replay | compare | audit | merge | bench``.
+"""The command line: ``python -m harness chaos | trial | replay | compare | audit | merge | bench
+| check-table``.
 
 - ``chaos``: the default campaign against the real runtime (every failpoint
   at every hit of every scenario, plus random-time kills), then the self-check
@@ -10,6 +11,8 @@
 - ``audit``: a campaign for a time budget, then Hypothesis.
 - ``merge``: one report from the run folders of shards.
 - ``bench``: the benchmarks (also ``python -m harness.bench``).
+- ``check-table``: audit a tool table against what its tools really do (each
+  tool called twice in a scratch world); exit 1 on a class a retry makes unsafe.
 
 Each command is a module of ``harness.commands`` with its parser and its
 ``run(args)``; this module only assembles them, installs the signal handlers
@@ -29,13 +32,13 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from harness.commands import audit, bench, chaos, compare, merge, replay, trial
+from harness.commands import audit, bench, chaos, check_table, compare, merge, replay, trial
 from harness.exits import EXIT_BAD_INPUT
 from harness.runtime.errors import HarnessError
 
 __all__ = ["COMMANDS", "main"]
 
-COMMANDS = (chaos, trial, compare, replay, audit, merge, bench)
+COMMANDS = (chaos, trial, compare, replay, audit, merge, bench, check_table)
 """The sub-commands, in the order ``--help`` lists them."""
 
 

@@ -32,9 +32,11 @@ from harness.chaos.faults import FAULT_KINDS
 from harness.chaos.schedule import JOURNAL_FAULTS
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES
+from harness.check.table_audit import AuditStatus, TableAudit
 from harness.check.windows import WINDOWS
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 from harness.report.model import MUTATION, RunInfo, SelfCheckRow
+from harness.runtime.classes import IdempotencyClass
 from harness.runtime.failpoints import EXIT_HOLD_POINT
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "print_interrupted",
     "print_self_check",
     "print_start",
+    "print_table_audit",
     "print_trial",
     "progress_bar",
 ]
@@ -291,3 +294,59 @@ def print_trial(result: TrialResult) -> None:
 
 
 _COLOURS = {"pass": "green", "fail": "red", "unknown": "yellow", "not-judged": "dim"}
+
+
+_AUDIT_LABELS: dict[AuditStatus, str] = {
+    "ok": "[green]ok[/]",
+    "note": "[cyan]note[/]",
+    "unjudged": "[yellow]unjudged[/]",
+    "unsafe": "[bold red]UNSAFE[/]",
+}
+
+
+def print_table_audit(audit: TableAudit, status: int) -> None:
+    """``check-table``: a table per scenario, a row per audited call; then the evidence
+    of each verdict that is not ok (unsafe first), and the headline for the exit ``status``."""
+    _console.print(f"[bold]tool table {escape(audit.table)}[/] against what its tools do")
+    for source in dict.fromkeys(row.source for row in audit.audits):
+        rows = [row for row in audit.audits if row.source == source]
+        table = Table(title=f"{escape(rows[0].scenario)} ({escape(source)})")
+        # Never cut short with an ellipsis: a tool's name and class must be read whole.
+        for column in ("step", "tool", "table class", "first call", "replay", "verdict"):
+            table.add_column(column, overflow="fold", no_wrap=column in ("step", "tool"))
+        table.columns[2].min_width = len(IdempotencyClass.IDEMPOTENT_WRITE.value)
+        for row in rows:
+            table.add_row(
+                escape(row.op_id),
+                escape(row.tool),
+                escape(row.class_label),
+                escape(row.first.summary()),
+                escape(row.replay.summary()),
+                _AUDIT_LABELS[row.status],
+            )
+        _console.print(table)
+    for kind in ("unsafe", "unjudged", "note"):
+        for row in audit.with_status(kind):
+            where = f"{row.scenario} {row.op_id} ({row.source})"
+            _console.print(
+                f"{_AUDIT_LABELS[kind]} {escape(row.tool)}, {escape(row.class_label)}, "
+                f"at {escape(where)}"
+            )
+            for line in row.reasons:
+                _console.print(f"  {line}", markup=False)
+            for line in row.evidence():
+                _console.print(f"    {line}", markup=False)
+    tools = {row.tool for row in audit.audits}
+    scenarios = {row.source for row in audit.audits}
+    unsafe = sorted({row.tool for row in audit.with_status("unsafe")})
+    counts = (
+        f"{_many(len(audit.audits), 'call')} of {_many(len(tools), 'tool')} in "
+        f"{_many(len(scenarios), 'scenario')}; unsafe: {', '.join(unsafe) or 'none'}; "
+        f"{len(audit.with_status('unjudged'))} unjudged, "
+        f"{_many(len(audit.with_status('note')), 'note')}"
+    )
+    _console.print(f"[bold]{HEADLINES[status]}[/]: {escape(counts)}")
+
+
+def _many(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
