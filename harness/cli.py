@@ -1,4 +1,4 @@
-"""The command line: ``python -m harness chaos | trial | replay | compare | audit | merge | bench``.
+"""The command line: ``python -m harness chaos|trial|replay|compare|audit|merge|table|bench``.
 
 - ``chaos``: the default campaign against the real runtime (every failpoint
   at every hit of every scenario, plus random-time kills), then the self-check
@@ -9,6 +9,8 @@
 - ``replay``: run again the trial recorded in a trial folder.
 - ``audit``: a campaign for a time budget, then Hypothesis.
 - ``merge``: one report from the run folders of shards.
+- ``table``: a tool table (``tools.toml``) from an MCP server's tool
+  annotations (``--from-mcp -- CMD ARGS...``; needs the ``mcp`` extra).
 - ``bench``: the benchmarks (also ``python -m harness.bench``).
 
 Each command is a module of ``harness.commands`` with its parser and its
@@ -29,13 +31,13 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from harness.commands import audit, bench, chaos, compare, merge, replay, trial
+from harness.commands import audit, bench, chaos, compare, merge, replay, table, trial
 from harness.exits import EXIT_BAD_INPUT
 from harness.runtime.errors import HarnessError
 
 __all__ = ["COMMANDS", "main"]
 
-COMMANDS = (chaos, trial, compare, replay, audit, merge, bench)
+COMMANDS = (chaos, trial, compare, replay, audit, merge, table, bench)
 """The sub-commands, in the order ``--help`` lists them."""
 
 
