@@ -133,6 +133,39 @@ class TestFromAnnotations:
         assert table.source == "mcp: server"
         assert table.classify("not_listed") == ToolClass(UNK)
 
+    def test_read_only_outranks_idempotent(self) -> None:
+        """readOnlyHint true makes a tool read_only whatever idempotentHint says; idempotentHint
+        true makes idempotent_write only a tool whose readOnlyHint is not true."""
+        table = ToolTable.from_annotations(
+            [
+                ("both", {"readOnlyHint": True, "idempotentHint": True}),
+                (
+                    "both_but_destructive",
+                    {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": True},
+                ),
+                ("read_only_not_idempotent", {"readOnlyHint": True, "idempotentHint": False}),
+                ("idempotent_not_read_only", {"readOnlyHint": False, "idempotentHint": True}),
+            ]
+        )
+        assert {tool: c.idempotency for tool, c in table.entries.items()} == {
+            "both": RO,
+            "both_but_destructive": RO,
+            "read_only_not_idempotent": RO,
+            "idempotent_not_read_only": IW,
+        }
+
+    def test_pages_joined_keep_their_order_and_a_repeat_across_pages_is_refused(self) -> None:
+        """The lister hands the pages of tools/list joined in order: the table keeps that
+        order, and a tool a later page lists again is refused, not silently reclassed."""
+        page_1 = [("a", {"readOnlyHint": True}), ("b", None)]
+        page_2 = [("c", {"idempotentHint": True})]
+        page_3 = [("d", {"openWorldHint": True})]
+        table = ToolTable.from_annotations([*page_1, *page_2, *page_3])
+        assert list(table.entries) == ["a", "b", "c", "d"]
+        assert [c.idempotency for c in table.entries.values()] == [RO, UNK, IW, NI]
+        with pytest.raises(ToolTableError, match="listed twice"):
+            ToolTable.from_annotations([*page_1, ("b", {"readOnlyHint": True})])
+
     def test_no_tools_is_an_empty_table(self) -> None:
         """A server with no tools gives an empty table, in which everything is unknown."""
         table = ToolTable.from_annotations([])
