@@ -1,5 +1,5 @@
-"""The command line: ``python -m harness chaos | trial | replay | compare | audit | merge | bench
-| check-table``.
+"""The command line: ``python -m harness chaos | trial | replay | compare | audit | merge | table
+| check-table | bench``.
 
 - ``chaos``: the default campaign against the real runtime (every failpoint
   at every hit of every scenario, plus random-time kills), then the self-check
@@ -10,6 +10,8 @@
 - ``replay``: run again the trial recorded in a trial folder.
 - ``audit``: a campaign for a time budget, then Hypothesis.
 - ``merge``: one report from the run folders of shards.
+- ``table``: a tool table (``tools.toml``) from an MCP server's tool
+  annotations (``--from-mcp -- CMD ARGS...``; needs the ``mcp`` extra).
 - ``bench``: the benchmarks (also ``python -m harness.bench``).
 - ``check-table``: audit a tool table against what its tools really do (each
   tool called twice in a scratch world); exit 1 on a class a retry makes unsafe.
@@ -32,13 +34,23 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from harness.commands import audit, bench, chaos, check_table, compare, merge, replay, trial
+from harness.commands import (
+    audit,
+    bench,
+    chaos,
+    check_table,
+    compare,
+    merge,
+    replay,
+    table,
+    trial,
+)
 from harness.exits import EXIT_BAD_INPUT
 from harness.runtime.errors import HarnessError
 
 __all__ = ["COMMANDS", "main"]
 
-COMMANDS = (chaos, trial, compare, replay, audit, merge, bench, check_table)
+COMMANDS = (chaos, trial, compare, replay, audit, merge, table, check_table, bench)
 """The sub-commands, in the order ``--help`` lists them."""
 
 

@@ -14,6 +14,8 @@ to handle any of them.
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
     │   └── JournalWriteError     an append could not be made durable (e.g. ENOSPC)
+    ├── McpServerError            an MCP server would not start, answer or list its tools
+    ├── McpNotInstalledError      reading an MCP server needs the ``mcp`` extra
     ├── ToolError                 a tool call failed (raised by tools)
     │   └── TransientToolError    a failure worth retrying, if the class allows
     ├── ScenarioError             a scenario file is unreadable or invalid   (harness)
@@ -34,6 +36,8 @@ from harness.runtime.errors import (
     JournalError,
     JournalLockedError,
     JournalWriteError,
+    McpNotInstalledError,
+    McpServerError,
     ToolError,
     ToolTableError,
     TransientToolError,
@@ -48,6 +52,8 @@ __all__ = [
     "JournalError",
     "JournalLockedError",
     "JournalWriteError",
+    "McpNotInstalledError",
+    "McpServerError",
     "ScenarioError",
     "SupervisorError",
     "ToolError",

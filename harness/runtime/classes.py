@@ -5,6 +5,11 @@ ask-user family (asking a person again is harmless). The table is data, shipped
 as ``tools.toml`` beside this module; users load their own or override entries.
 A tool missing from the table is ``UNKNOWN``: the conservative side.
 
+A table can also be read from an MCP server's tool annotations
+(``ToolTable.from_mcp``; the mapping is ``MCP_ANNOTATION_CLASSES``, applied
+by the pure ``ToolTable.from_annotations``), and written back in the file
+format (``ToolTable.to_toml``, which ``ToolTable.parse`` reads back equal).
+
 Contract: a ``ToolTable`` is immutable once built, and building one from a
 malformed file raises ``ToolTableError`` naming the file, the entry and the
 problem, so a half-loaded table never exists.
@@ -14,8 +19,9 @@ from __future__ import annotations
 
 import enum
 import functools
+import json
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -23,7 +29,15 @@ from typing import Any
 
 from harness.runtime.errors import ToolTableError
 
-__all__ = ["IdempotencyClass", "ToolClass", "ToolTable"]
+__all__ = [
+    "MCP_ANNOTATION_CLASSES",
+    "MCP_HINTS",
+    "AnnotatedClass",
+    "IdempotencyClass",
+    "ToolClass",
+    "ToolTable",
+    "class_from_annotations",
+]
 
 
 class IdempotencyClass(enum.Enum):
@@ -71,6 +85,56 @@ class ToolClass:
 
 UNLISTED = ToolClass(IdempotencyClass.UNKNOWN)
 
+MCP_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+"""The behaviour hints of an MCP tool's annotations, in the specification's order."""
+
+MCP_ANNOTATION_CLASSES: Mapping[tuple[bool, bool, bool], IdempotencyClass] = MappingProxyType(
+    {
+        # (annotations present, readOnlyHint is true, idempotentHint is true): class
+        (False, False, False): IdempotencyClass.UNKNOWN,
+        (True, True, False): IdempotencyClass.READ_ONLY,
+        (True, True, True): IdempotencyClass.READ_ONLY,
+        (True, False, True): IdempotencyClass.IDEMPOTENT_WRITE,
+        (True, False, False): IdempotencyClass.NON_IDEMPOTENT,
+    }
+)
+"""An MCP tool's class from its annotations. Hints from a server are untrusted, so only a
+hint that is literally ``true`` counts, and whatever it does not say is the conservative
+side: annotations that set neither hint (``destructiveHint`` or ``openWorldHint`` alone, an
+empty object, only a title) mean what the specification's defaults mean (not read-only,
+not idempotent): non-idempotent; no annotations at all say nothing: unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotatedClass:
+    """A tool's class read from its MCP annotations, and the annotation that decided it."""
+
+    idempotency: IdempotencyClass
+    reason: str
+
+
+def class_from_annotations(annotations: Mapping[str, object] | None) -> AnnotatedClass:
+    """The class ``MCP_ANNOTATION_CLASSES`` gives an MCP tool's annotations (wire names:
+    ``readOnlyHint``, ``idempotentHint``...), or None when the server sent none."""
+    hints: Mapping[str, object] = annotations or {}
+    read_only = hints.get("readOnlyHint") is True
+    idempotent = hints.get("idempotentHint") is True
+    idempotency = MCP_ANNOTATION_CLASSES[(annotations is not None, read_only, idempotent)]
+    if annotations is None:
+        reason = "no annotations at all"
+    elif read_only:
+        reason = "readOnlyHint: true"
+    elif idempotent:
+        reason = "idempotentHint: true, readOnlyHint not true"
+    else:
+        given = ", ".join(
+            f"{hint}: {json.dumps(annotations[hint], default=repr)}"
+            for hint in MCP_HINTS
+            if hint in annotations
+        )
+        reason = f"neither readOnlyHint nor idempotentHint true ({given or 'no hints'})"
+    return AnnotatedClass(idempotency, reason)
+
 
 @functools.cache
 def _default_table() -> ToolTable:
@@ -110,6 +174,77 @@ class ToolTable:
         for tool, value in overrides.items():
             merged[tool] = value if isinstance(value, ToolClass) else ToolClass(value)
         return ToolTable(merged, source=f"{self.source} + overrides")
+
+    @classmethod
+    def from_annotations(
+        cls, tools: Iterable[tuple[str, Mapping[str, object] | None]], *, source: str = "<memory>"
+    ) -> ToolTable:
+        """A table from MCP tools' ``(name, annotations)``, each classed by
+        ``class_from_annotations`` (none is ask_user). Pure: no process, no SDK.
+
+        Refused whole (``ToolTableError``) when a name is empty, is not text the file
+        format can hold, or comes twice.
+        """
+        entries: dict[str, ToolClass] = {}
+        for name, hints in tools:
+            if not isinstance(name, str) or not name:
+                raise ToolTableError(source, repr(name), "tool names must be non-empty strings")
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ToolTableError(source, repr(name), "not valid Unicode text") from None
+            if name in entries:
+                raise ToolTableError(source, name, "listed twice")
+            entries[name] = ToolClass(class_from_annotations(hints).idempotency)
+        return cls(entries, source=source)
+
+    @classmethod
+    def from_mcp(
+        cls,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 30.0,  # mcp_table.DEFAULT_TIMEOUT_S, not imported until called
+    ) -> ToolTable:
+        """The table an MCP server's tool annotations give (``MCP_ANNOTATION_CLASSES``).
+
+        Starts ``command`` as a child process over stdio with the MCP SDK's client
+        (``pip install 'agent-crash-harness[mcp]'``), lists every page of its tools and
+        stops it: the process is gone when this returns or raises. ``env`` goes over the
+        SDK's default environment for a server; ``timeout`` bounds start and listing.
+        Raises ``McpServerError`` (the server would not start, answer or list) or
+        ``McpNotInstalledError``. See ``harness.runtime.mcp_table``.
+        """
+        from harness.runtime.mcp_table import list_mcp_tools
+
+        listing = list_mcp_tools(command, env=env, timeout=timeout)
+        return cls.from_annotations(listing.tools, source=listing.source)
+
+    def to_toml(self, *, header: Sequence[str] = (), notes: Mapping[str, str] | None = None) -> str:
+        """The table in the file format ``parse`` and ``load`` read (they read it back equal).
+
+        ``header`` lines become comments at the top; ``notes`` gives a tool a comment
+        on its line. Tools keep the table's order within their class.
+        """
+        notes = notes or {}
+        lines = [f"# {_comment(line)}".rstrip() for line in header]
+        lines += ["", "format = 1"] if lines else ["format = 1"]
+        for section, ask_user in (("classes", False), ("ask_user", True)):
+            listed = {tool: c for tool, c in self._entries.items() if c.ask_user is ask_user}
+            if ask_user and not listed:
+                continue
+            lines += ["", f"[{section}]"]
+            for idempotency in IdempotencyClass:
+                tools = [tool for tool, c in listed.items() if c.idempotency is idempotency]
+                if not tools:
+                    lines.append(f"{idempotency.value} = []")
+                    continue
+                lines.append(f"{idempotency.value} = [")
+                for tool in tools:
+                    note = f"  # {_comment(notes[tool])}" if tool in notes else ""
+                    lines.append(f"    {_toml_string(tool)},{note}")
+                lines.append("]")
+        return "\n".join(lines) + "\n"
 
     @classmethod
     def default(cls) -> ToolTable:
@@ -163,3 +298,19 @@ class ToolTable:
         if data.get("format", 1) != 1:
             raise ToolTableError(source, "format", f"unsupported format {data['format']!r}")
         return cls(entries, source=source)
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: quotes, backslashes and control characters escaped."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(_escape_control(c) for c in escaped) + '"'
+
+
+def _comment(text: str) -> str:
+    """Text a TOML comment can hold: control characters (a newline too) written escaped."""
+    return "".join(_escape_control(c) for c in text)
+
+
+def _escape_control(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code < 0x20 or code == 0x7F else char

@@ -13,12 +13,16 @@ leaves under the same root.
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
     │   └── JournalWriteError     an append could not be made durable (e.g. ENOSPC)
+    ├── McpServerError            an MCP server would not start, answer or list its tools
+    ├── McpNotInstalledError      reading an MCP server needs the ``mcp`` extra
     └── ToolError                 a tool call failed (raised by tools)
         └── TransientToolError    a failure worth retrying, if the class allows
 """
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -115,6 +119,34 @@ class JournalWriteError(JournalError):
     op stays RUNNING and the next start's recovery decides it by its class.
     Remedy: free space and restart; recovery continues from the last durable
     record.
+    """
+
+
+class McpServerError(HarnessError):
+    """An MCP server could not be started, did not answer, or broke the protocol.
+
+    Cause: the command does not exist or cannot be run, the server exited or
+    crashed before it listed its tools, it printed something other than
+    JSON-RPC on its stdout (a log line, say), it answered with an error, or it
+    did not answer within the timeout. The server's process is gone when this
+    is raised (stdin closed, then SIGTERM and SIGKILL to its process group).
+    Remedy: run the named command by hand and read its stderr; the message
+    quotes its last line.
+    """
+
+    def __init__(self, command: Sequence[str], problem: str) -> None:
+        self.command = tuple(command)
+        self.problem = problem
+        super().__init__(f"MCP server `{shlex.join(self.command)}`: {problem}")
+
+
+class McpNotInstalledError(HarnessError, ImportError):
+    """The MCP SDK (the ``mcp`` package) is not installed.
+
+    Cause: the runtime is the standard library only; reading a tool table from
+    an MCP server (``ToolTable.from_mcp``, ``harness table --from-mcp``) is the
+    one part that needs the SDK. Remedy: ``pip install
+    'agent-crash-harness[mcp]'``.
     """
 
 

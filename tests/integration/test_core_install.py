@@ -30,7 +30,17 @@ import pytest
 ROOT = Path(__file__).parent.parent.parent
 CONSTRAINTS = ROOT / "constraints.txt"
 
-HARNESS_ONLY = ("pytest", "pydantic", "hypothesis", "faker", "rich", "psutil", "multiprocess")
+HARNESS_ONLY = (
+    "pytest",
+    "pydantic",
+    "hypothesis",
+    "faker",
+    "rich",
+    "psutil",
+    "multiprocess",
+    "mcp",
+    "anyio",
+)
 """Third-party modules of the extras: none may come with the core install."""
 
 BOOTSTRAP = {"pip", "setuptools", "wheel"}
@@ -155,6 +165,12 @@ def test_core_install_is_the_runtime_alone(tmp_path: Path) -> None:
         found = _run([py, "-c", f"import {module}"], work, check=False)
         assert found.returncode != 0, f"{module} is importable in the core venv"
         assert "ModuleNotFoundError" in found.stderr, found.stderr
+
+    # A table from an MCP server is the one part of the runtime that needs an extra: it says so.
+    no_sdk = "from harness.runtime import ToolTable\nToolTable.from_mcp(['true'])"
+    refused = _run([py, "-c", no_sdk], work, check=False)
+    assert "McpNotInstalledError" in refused.stderr, refused.stderr
+    assert "pip install 'agent-crash-harness[mcp]'" in refused.stderr, refused.stderr
 
     # The runtime around a user's tools, through real crashes.
     (work / "lives.py").write_text(LIVES, encoding="utf-8")

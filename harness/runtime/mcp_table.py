@@ -1,0 +1,260 @@
+"""Listing an MCP server's tools and their annotations, over stdio, with the MCP SDK.
+
+``list_mcp_tools(command)`` starts the server ``command`` as a child process
+with the SDK's stdio client, initializes a session, follows ``tools/list``'s
+pagination cursors to the last page and returns every tool's name and
+annotations (as the wire spells them: ``readOnlyHint``, ``idempotentHint``,
+...) in a ``McpListing``. Turning annotations into classes is
+``ToolTable.from_annotations``; ``ToolTable.from_mcp`` does both.
+
+This module is the edge of the runtime that talks to a process, and the only
+part of the runtime that needs a third-party package: the SDK (``mcp``, the
+``mcp`` extra) and its ``anyio`` are imported inside ``list_mcp_tools``, never
+when the module is imported, and their absence raises
+``McpNotInstalledError``. It imports nothing of the project but the
+runtime's errors (``harness.runtime.classes`` imports it, lazily, for
+``from_mcp``).
+
+Contract: when ``list_mcp_tools`` returns or raises, the server's process is
+gone: the SDK's stdio client closes its stdin, waits, then sends SIGTERM and
+SIGKILL to its process group, on success, on a timeout, on garbage and on an
+early exit alike. A server that cannot be started, exits or crashes early,
+prints something other than JSON-RPC, answers with an error, paginates in a
+circle or does not answer within ``timeout`` seconds raises
+``McpServerError`` naming the command and the problem (and quoting the last
+line of the server's stderr, which is kept out of the caller's own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
+
+from harness.runtime.errors import McpNotInstalledError, McpServerError
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+
+__all__ = ["DEFAULT_TIMEOUT_S", "McpListing", "McpTool", "list_mcp_tools"]
+
+DEFAULT_TIMEOUT_S = 30.0
+"""How long a server has to start, initialize and list every page of its tools."""
+
+_STDERR_QUOTE_CHARS = 300
+"""How much of the last line of the server's stderr an error quotes."""
+
+
+class McpTool(NamedTuple):
+    """One tool as a server listed it: its name and its annotations, or None when the
+    server sent none at all (not even an empty object)."""
+
+    name: str
+    annotations: Mapping[str, object] | None
+
+
+@dataclass(frozen=True, slots=True)
+class McpListing:
+    """Every tool an MCP server listed, in its order, and who the server says it is."""
+
+    command: tuple[str, ...]
+    server_name: str
+    server_version: str
+    protocol_version: str
+    tools: tuple[McpTool, ...]
+
+    @property
+    def source(self) -> str:
+        """Where a table built from this listing came from: ``mcp: <command>``."""
+        return f"mcp: {shlex.join(self.command)}"
+
+
+def list_mcp_tools(
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> McpListing:
+    """Start the MCP server ``command`` over stdio and list its tools, every page of them.
+
+    ``env`` is laid over the SDK's default environment for a server (``HOME``,
+    ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``); pass ``os.environ``
+    to hand the server this process's whole environment. ``timeout`` bounds
+    the start, the handshake and the listing together; stopping a server that
+    ignores its stdin closing and SIGTERM takes up to about 4 s more.
+    """
+    command = tuple(command)
+    if not command or not command[0]:
+        raise McpServerError(command, "no command given")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout!r}")
+    try:
+        import anyio
+    except ModuleNotFoundError as exc:
+        raise _not_installed(exc) from exc
+    _import_sdk()
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
+        lister = _Lister(command, dict(env or {}), timeout, stderr)
+        try:
+            listing: McpListing = anyio.run(lister.run)
+        except McpServerError:
+            raise
+        except Exception as exc:  # from the SDK or the process: named, with the server's stderr
+            raise McpServerError(command, lister.describe(exc)) from exc
+    return listing
+
+
+def _not_installed(exc: ModuleNotFoundError) -> McpNotInstalledError:
+    return McpNotInstalledError(
+        f"reading a tool table from an MCP server needs the MCP SDK (missing: {exc.name}); "
+        "install it with: pip install 'agent-crash-harness[mcp]'"
+    )
+
+
+def _import_sdk() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise _not_installed(exc) from exc
+
+
+class _Lister:
+    """One listing: the session's steps, and what they were doing when one failed."""
+
+    def __init__(
+        self, command: tuple[str, ...], env: dict[str, str], timeout: float, stderr: TextIO
+    ) -> None:
+        self.command = command
+        self.env = env
+        self.timeout = timeout
+        self.stderr = stderr
+        self.stage = "start"
+        self.garbage: Exception | None = None
+
+    async def run(self) -> McpListing:
+        import anyio
+        from mcp import ClientSession, StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(
+            command=self.command[0], args=list(self.command[1:]), env=self.env
+        )
+        listing: McpListing | None = None
+        with anyio.move_on_after(self.timeout) as scope:
+
+            async def on_message(message: object) -> None:
+                # A line of stdout that is not JSON-RPC: no answer will come after it.
+                if isinstance(message, Exception) and self.garbage is None:
+                    self.garbage = message
+                    scope.cancel()
+
+            async with (
+                stdio_client(params, errlog=self.stderr) as (read, write),
+                ClientSession(read, write, message_handler=on_message) as session,
+            ):
+                listing = await self._list(session)
+        # The server's process is gone here: stdio_client waited for it or killed it.
+        if self.garbage is not None:
+            raise McpServerError(
+                self.command,
+                f"printed a line on stdout that is not JSON-RPC during {self.stage}: "
+                f"{_offending_line(self.garbage)}{self._stderr_tail()}",
+            )
+        if listing is None:
+            raise McpServerError(
+                self.command,
+                f"no answer to {self.stage} within {self.timeout:g} s{self._stderr_tail()}",
+            )
+        return listing
+
+    async def _list(self, session: ClientSession) -> McpListing:
+        from mcp.types import PaginatedRequestParams
+
+        self.stage = "initialize"
+        initialized = await session.initialize()
+        tools: list[McpTool] = []
+        cursor: str | None = None
+        cursors: set[str] = set()
+        page = 1
+        while True:
+            self.stage = "tools/list" if page == 1 else f"tools/list page {page}"
+            params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
+            result = await session.list_tools(params=params)
+            for tool in result.tools:
+                tools.append(McpTool(tool.name, _wire_annotations(tool.annotations)))
+            cursor = result.next_cursor
+            if cursor is None:
+                break
+            if cursor in cursors:
+                raise McpServerError(
+                    self.command,
+                    f"{self.stage} gave the cursor {cursor!r} again: its pages go in a circle",
+                )
+            cursors.add(cursor)
+            page += 1
+        info = initialized.server_info
+        return McpListing(
+            self.command, info.name, info.version, initialized.protocol_version, tuple(tools)
+        )
+
+    def describe(self, exc: BaseException) -> str:
+        """What went wrong, in one line, for an exception out of the SDK or the spawn."""
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        leaf = _first_leaf(exc)
+        if isinstance(leaf, McpServerError):
+            return leaf.problem
+        if isinstance(leaf, OSError) and self.stage == "start":
+            return f"cannot start it: {leaf.strerror or leaf}"
+        if isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED:
+            problem = f"closed its stdout (exited?) before it answered {self.stage}"
+        elif isinstance(leaf, MCPError):
+            problem = f"answered {self.stage} with error {leaf.code}: {_one_line(leaf.message)}"
+        else:
+            problem = f"failed during {self.stage}: {type(leaf).__name__}: {_one_line(str(leaf))}"
+        return problem + self._stderr_tail()
+
+    def _stderr_tail(self) -> str:
+        self.stderr.flush()
+        self.stderr.seek(0)
+        lines = [line.strip() for line in self.stderr.read().splitlines() if line.strip()]
+        if not lines:
+            return ""
+        return f" (the last line of its stderr: {_one_line(lines[-1])[:_STDERR_QUOTE_CHARS]})"
+
+
+def _wire_annotations(annotations: Any) -> Mapping[str, object] | None:
+    """A tool's annotations as the wire spells them (``readOnlyHint``), without unset fields."""
+    if annotations is None:
+        return None
+    return MappingProxyType(annotations.model_dump(by_alias=True, exclude_none=True))
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups that is not a cancellation."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [_first_leaf(e) for e in exc.exceptions]
+        real = [e for e in leaves if not isinstance(e, asyncio.CancelledError)]
+        return (real or leaves)[0]
+    return exc
+
+
+def _offending_line(exc: Exception) -> str:
+    """The line a parse error was about (pydantic keeps it as the error's input), quoted."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            line = errors()[0]["input"]
+        except (TypeError, LookupError):
+            line = None
+        if isinstance(line, str):
+            return repr(line[:_STDERR_QUOTE_CHARS])
+    return _one_line(str(exc))[:_STDERR_QUOTE_CHARS]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
