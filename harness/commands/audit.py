@@ -61,10 +61,13 @@ from harness.runtime.errors import HarnessError
 
 __all__ = [
     "HYPOTHESIS_TESTS",
+    "NIGHTLY_SHARDS",
+    "NIGHTLY_TRIALS",
     "AuditConfig",
     "HypothesisOutcome",
     "add_parser",
     "batch_seed",
+    "budget_line",
     "run",
     "run_audit",
 ]
@@ -171,6 +174,7 @@ def run_audit(config: AuditConfig) -> int:
             f"{len(failed)} failed, {len(unjudged)} could not be judged, "
             f"{'cut by the budget' if progress.cut else 'complete'} after {campaign_s:.0f} s"
         )
+        _say(budget_line(len(progress.results), campaign_s, config.minutes, 1 - share))
         for result in failed[:MAX_SHOWN]:
             _say(
                 f"  FAIL {result.spec.trial_id} {' '.join(result.failed_invariants)}; replay: "
@@ -196,6 +200,7 @@ def run_audit(config: AuditConfig) -> int:
             "budget_minutes": config.minutes,
             "elapsed_s": round(elapsed, 1),
             "campaign_s": round(campaign_s, 1),
+            "trials_per_s": round(len(progress.results) / campaign_s, 2) if campaign_s else None,
             "shard": None if campaign.shard is None else str(campaign.shard),
             "batch": campaign.random_trials,
             "batches": progress.batches,
@@ -214,6 +219,28 @@ def run_audit(config: AuditConfig) -> int:
         f"report {campaign.run_dir / 'index.html'}"
     )
     return status
+
+
+NIGHTLY_TRIALS = 100_000
+"""The nightly audit the budget line measures against: so many trials on ``NIGHTLY_SHARDS``."""
+NIGHTLY_SHARDS = 4
+
+
+def budget_line(trials: int, campaign_s: float, minutes: float, campaign_share: float) -> str:
+    """The measured pace, how many trials a budget of ``minutes`` holds at it (the campaign
+    gets ``campaign_share`` of it), and the budget a shard needs for ``NIGHTLY_TRIALS`` on
+    ``NIGHTLY_SHARDS`` at the same pace."""
+    if trials == 0 or campaign_s <= 0 or campaign_share <= 0:
+        return "audit: pace: no trial completed, so no rate to plan a budget with"
+    rate = trials / campaign_s
+    holds = rate * minutes * 60 * campaign_share
+    needs_min = NIGHTLY_TRIALS / NIGHTLY_SHARDS / rate / 60 / campaign_share
+    return (
+        f"audit: pace {rate:.1f} trials/s; the campaign's share of this "
+        f"{minutes:g}-minute budget holds about {holds:,.0f} trials; "
+        f"{NIGHTLY_TRIALS:,} trials on {NIGHTLY_SHARDS} shards need a budget of "
+        f"{needs_min:.0f} min a shard at this pace"
+    )
 
 
 def _write_reports(

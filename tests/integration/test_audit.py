@@ -113,6 +113,9 @@ class TestAuditBudget:
                 str(out),
                 "--hypothesis-tests",
                 str(prop),
+                # Half of 12 s: pytest's own start takes a second or two on a busy machine.
+                "--hypothesis-share",
+                "0.5",
             ],
             cwd=ROOT,
             env=subprocess_env(AUDIT_MINUTES="0.2"),
@@ -125,6 +128,8 @@ class TestAuditBudget:
         assert audit["budget_minutes"] == 0.2
         assert audit["cut_by_budget"], "batches are unbounded: only the budget can stop them"
         assert audit["hypothesis"]["passed"] and audit["passed"]
+        rate = audit["trials_per_s"]
+        assert rate > 0 and f"audit: pace {rate:.1f} trials/s" in run.stdout
         suites = _junit_cases(out / "junit.xml")
         assert len(suites["chaos campaign"]) == len(_trial_ids(out)) > 0
         assert any(name.startswith("hypothesis: ") for name in suites)
