@@ -210,10 +210,12 @@ def bench_startup(settings: BenchSettings, scratch: Path, out: Measurements) -> 
     with tempfile.TemporaryDirectory(dir=scratch) as directory:
         trial = Path(directory) / "trial"
         startup.prepare_finished_trial(trial)
+        floor = startup.stdlib_floor_command()
         samples = interleave(
             {
                 "agent": functools.partial(startup.time_process, startup.agent_command(trial)),
                 "python": functools.partial(startup.time_process, startup.BASELINE_COMMAND),
+                "stdlib": functools.partial(startup.time_process, floor),
             },
             settings.startup_runs,
         )
@@ -233,6 +235,13 @@ def bench_startup(settings: BenchSettings, scratch: Path, out: Measurements) -> 
             ]
     out.series["startup_ms"] = samples
     out.figures.append(figure)
+    stdlib_ms, python_ms = median_of(samples["stdlib"]), median_of(samples["python"])
+    out.notes.append(
+        f"agent start-up floor: the {floor[-1].count(',') + 1} standard-library modules the "
+        f"agent imports, alone in a fresh python -I, take {stdlib_ms:.1f} ms, "
+        f"{stdlib_ms / python_ms:.2f}x import sqlite3; a campaign forks each incarnation "
+        "from a warm server (--launch fork), which pays neither"
+    )
 
 
 def bench_campaigns(settings: BenchSettings, scratch: Path, out: Measurements) -> None:

@@ -11,6 +11,7 @@ imports from ``-X importtime`` (cumulative microseconds).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ __all__ = [
     "import_profile",
     "parse_importtime",
     "prepare_finished_trial",
+    "stdlib_floor_command",
     "time_process",
 ]
 
@@ -41,6 +43,34 @@ def agent_command(trial: Path) -> list[str]:
 
 
 BASELINE_COMMAND = (sys.executable, "-I", "-S", "-c", "import sqlite3")
+
+_STDLIB_OF_AGENT = (
+    "import sys\n"
+    "before = set(sys.modules)\n"
+    "import harness.agent.__main__\n"
+    "brought = set(sys.modules) - before\n"
+    "import json, sysconfig\n"
+    "std = sysconfig.get_paths()['stdlib']\n"
+    "def stdlib(m): return (getattr(m, '__file__', None) or std).startswith(std)\n"
+    "new = {n.split('.')[0] for n in brought if stdlib(sys.modules[n])}\n"
+    "print(json.dumps(sorted(n for n in new if n.isidentifier() and n != 'harness')))"
+)
+
+
+def stdlib_floor_command() -> list[str]:
+    """``python -I -c "import ..."`` of the standard-library modules the agent's imports
+    bring in (beyond what the interpreter loads at start): what an agent made of no code
+    of its own would still pay, started as the agent is."""
+    listed = subprocess.run(
+        [sys.executable, "-I", "-c", _STDLIB_OF_AGENT],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    names = json.loads(listed.stdout)
+    return [sys.executable, "-I", "-c", "import " + ", ".join(names)]
 
 
 def prepare_finished_trial(trial: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -23,7 +24,7 @@ from harness.bench.cycles import cycle_scenario_text
 from harness.bench.plot import plot_scaling
 from harness.bench.run import QUICK, Measurements, bench_failpoint, bench_planning
 from harness.bench.scaling import synthetic_journal
-from harness.bench.startup import parse_importtime
+from harness.bench.startup import parse_importtime, stdlib_floor_command
 from harness.chaos.scenario import parse_scenario
 from harness.commands.bench import EXIT_BAD_ARGUMENTS, main
 from harness.runtime.journal import scan_bytes
@@ -292,3 +293,12 @@ class TestPlot:
     def test_nothing_measured_draws_nothing(self, tmp_path: Path) -> None:
         assert plot_scaling({}, tmp_path / "run.png") is not None
         assert not (tmp_path / "run.png").exists()
+
+
+def test_the_start_up_floor_imports_the_agents_stdlib_and_nothing_of_ours() -> None:
+    """The floor is the standard library the agent brings in, runnable on its own."""
+    command = stdlib_floor_command()
+    modules = command[-1].removeprefix("import ").split(", ")
+    assert {"sqlite3", "json", "signal"} <= set(modules)
+    assert not any(m.startswith("harness") for m in modules)
+    assert subprocess.run(command, capture_output=True, check=False).returncode == 0
