@@ -41,6 +41,7 @@ from harness.chaos.faults import SHADOW_FILE, apply_after_death
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.tables import BASE
 from harness.runtime.failpoints import CHANNEL_ENV, COUNTS_ENV, EXIT_HOLD_POINT, FAILPOINTS_ENV
 from harness.runtime.journal import SHADOW_ENV
 
@@ -198,8 +199,9 @@ class Supervisor:
             # at its last point, before it exits, instead of never (see _run_life).
             env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
         env[SHADOW_ENV] = str(trial_dir / SHADOW_FILE)
-        if life.table is not None:
-            env[TABLE_ENV] = str(tables[life.table])
+        table = life.table if life.table is not None else BASE if BASE in tables else None
+        if table is not None:
+            env[TABLE_ENV] = str(tables[table])
         if counts_file is not None:
             env[COUNTS_ENV] = str(counts_file)
         return env
