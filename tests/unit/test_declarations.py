@@ -1,4 +1,8 @@
-"""Declared tools at the boundary: validation names file, tool and field; nothing else passes."""
+"""Declared tools at the boundary: validation names file, tool and field; nothing else passes.
+
+Also the shipped scenario that declares its tools (``scenarios/support_billing.toml``),
+its tools file and its own tool table.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,9 @@ from harness.chaos.scenario import compile_plan, load_scenario, parse_scenario
 from harness.errors import ScenarioError
 from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.world.declared import BEHAVIOURS
+
+ROOT = Path(__file__).resolve().parents[2]
+BILLING = ROOT / "scenarios" / "support_billing.toml"
 
 TICKETS = """
 [tools.list_tickets]
@@ -374,3 +381,39 @@ class TestWorldSeed:
         error = refusal(scenario(f"world = {{ records = [{records}] }}", TICKETS, STEP))
         assert (error.step, error.field) == (None, field)
         assert fragment in error.problem
+
+
+class TestBillingScenario:
+    def test_declares_every_behaviour(self) -> None:
+        """The support/billing scenario's tools use every behaviour of the vocabulary, one of
+        them multi-step, and its steps call them."""
+        loaded = load_scenario(BILLING)
+        tools = loaded.declared_tools
+        assert {t.behaviour for t in tools.values()} == set(BEHAVIOURS)
+        assert any(t.multi_step for t in tools.values())
+        called = {step.tool for step in loaded.steps}
+        assert {"read_inbox", "lookup_customer", "create_ticket", "send_email"} <= called
+        assert {"charge_card", "refund", "update_crm"} <= called
+
+    def test_its_table_classes_what_it_lists(self) -> None:
+        """Its own table lists every declared tool but one, which is UNKNOWN: a tool the table
+        does not list."""
+        loaded = load_scenario(BILLING)
+        assert loaded.table_path is not None
+        table = ToolTable.load(loaded.table_path)
+        unlisted = [name for name in loaded.declared_tools if name not in table]
+        assert unlisted == ["notify_finance"]
+        middle = loaded.steps[1:-1]
+        assert any(
+            table.classify(s.tool).idempotency is IdempotencyClass.NON_IDEMPOTENT for s in middle
+        )
+
+    def test_every_revealable_effect_is_checked(self) -> None:
+        """Each step that writes what a read can see carries a check; the opaque one none."""
+        loaded = load_scenario(BILLING)
+        for index, step in enumerate(loaded.steps, start=1):
+            tool = loaded.declared_tools[step.tool]
+            if tool.reads or tool.behaviour == "opaque":
+                assert step.verify is None, index
+            else:
+                assert step.verify is not None, index
