@@ -417,3 +417,21 @@ class TestBillingScenario:
                 assert step.verify is None, index
             else:
                 assert step.verify is not None, index
+
+
+class TestReadmeExample:
+    def test_the_readme_declaration_loads(self, tmp_path: Path) -> None:
+        """The example of the README's "Your own tools" loads and compiles as written."""
+        readme = (ROOT / "README.md").read_text()
+        section = readme[readme.index("## Your own tools") :]
+        example = section[section.index("```toml\n") + 8 : section.index("```\n", 8)]
+        (tmp_path / "refunds").mkdir()
+        (tmp_path / "refunds" / "tools.toml").write_text(
+            'format = 1\n[classes]\nnon_idempotent = ["refund"]\nread_only = ["list_refunds"]\n'
+        )
+        (tmp_path / "refunds.toml").write_text(example)
+        loaded = load_scenario(tmp_path / "refunds.toml")
+        [step] = compile_plan(loaded, seed=1, source="refunds.toml").steps
+        assert step.verify is not None
+        assert step.verify.contains == {"customer": "C-1", "amount": 4900}
+        assert loaded.declared_tools["refund"].multi_step
