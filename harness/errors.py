@@ -64,22 +64,36 @@ __all__ = [
 
 
 class ScenarioError(HarnessError):
-    """A scenario file cannot be read, is not valid TOML, or breaks the tool catalog.
+    """A scenario file (or a tools file it names) cannot be read, is not valid TOML, or
+    breaks the tool catalog.
 
     Cause: the file is missing, malformed, or a step names an unknown tool, a
     missing or unknown argument, a wrong type, or a verify check that is not
-    read-only. Raised before anything runs. Remedy: fix the named step and
+    read-only; or a declared tool has a behaviour outside the vocabulary, a
+    field its behaviour does not take, or a built-in tool's name. Raised
+    before anything runs. Remedy: fix the named step (or declared tool) and
     field of the named file (steps count from 1).
     """
 
-    def __init__(self, path: Path | str, step: int | None, field: str | None, problem: str) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        step: int | None,
+        field: str | None,
+        problem: str,
+        *,
+        tool: str | None = None,
+    ) -> None:
         self.path = str(path)
         self.step = step
+        self.tool = tool
         self.field = field
         self.problem = problem
         where = []
         if step is not None:
             where.append(f"step {step}")
+        if tool is not None:
+            where.append(f"tool {tool!r}")
         if field is not None:
             where.append(f"field {field!r}")
         location = f"{self.path}: {', '.join(where)}" if where else self.path

@@ -181,7 +181,7 @@ class Chaos:
         from harness.chaos.scenario import load_scenario
         from harness.chaos.schedule import CrashSchedule
         from harness.chaos.supervisor import Supervisor
-        from harness.chaos.tables import write_table_variants
+        from harness.chaos.tables import scenario_tables
         from harness.chaos.trial import TrialSpec, prepare_golden, run_trial
 
         path = str(Path(scenario).resolve()) if scenario is not None else self.options.scenario
@@ -191,8 +191,13 @@ class Chaos:
         if self._supervisor is None:
             self._supervisor = Supervisor(launch=self.options.launch)
         seed = self.options.seed
+        tables = scenario_tables(self.root / "tables", path)
         golden = prepare_golden(
-            path, seed, self.root / "golden" / f"{Path(path).stem}-{seed}", self._supervisor
+            path,
+            seed,
+            self.root / "golden" / f"{Path(path).stem}-{seed}",
+            self._supervisor,
+            tables=tables,
         )
         spec = TrialSpec(
             path, seed, schedule, self.options.runtime, f"fixture{next(self._counter)}", "custom"
@@ -202,7 +207,7 @@ class Chaos:
             self.root / "trials" / spec.trial_id,
             golden.directory,
             self._supervisor,
-            tables=write_table_variants(self.root / "tables"),
+            tables=tables,
         )
 
     def run_campaign(self, n: int | None = None) -> list[TrialResult]:

@@ -547,6 +547,17 @@ def scenario_toml(scenario: Scenario) -> str:
     """The scenario as a file ``load_scenario`` reads back to an equal scenario."""
     lines = [f"name = {_toml_string(scenario.name)}"]
     lines.append(f"description = {_toml_string(scenario.description)}")
+    for key in ("tools_file", "tool_table"):
+        path = getattr(scenario, key)
+        if path is not None:
+            lines.append(f"{key} = {_toml_string(path)}")
+    for record in scenario.world.records:
+        lines += ["", "[[world.records]]", f"collection = {_toml_string(record.collection)}"]
+        lines += [f"key = {_toml_string(record.key)}", f"value = {_toml_value(record.value)}"]
+    for name, declaration in scenario.tools.items():
+        lines += ["", f"[tools.{name}]"]
+        written = declaration.model_dump(exclude_defaults=True)
+        lines += [f"{field} = {_toml_value(value)}" for field, value in written.items()]
     for step in scenario.steps:
         lines += ["", "[[steps]]", f"tool = {_toml_string(step.tool)}"]
         if step.args:

@@ -13,8 +13,9 @@ as ``python -I -m <module> TRIAL_DIR``). Its contract, for one incarnation:
    (``op.before_intent`` ... ``op.after_finish``) at the places its own
    durability makes equivalent, so that the harness can kill inside calls.
 4. Run tools only through the world: ``make_tool_function(WorldStore.open(
-   TRIAL_DIR/"world.db"))(tool, args, CallContext(op_id, tool, attempt,
-   incarnation))`` with the plan's op ids, so that every execution is ledgered.
+   TRIAL_DIR/"world.db"), plan.tools)(tool, args, CallContext(op_id, tool,
+   attempt, incarnation))`` with the plan's op ids, so that every execution is
+   ledgered (``plan.tools``: the scenario's declared tools, if it has any).
 5. Tell the supervisor about each plan step: ``invoke <op>`` then ``ack <op>``
    (it succeeded), ``fail <op>`` or ``info <op>`` (outcome unknown); and
    ``hint <op>`` when its model reads a VERIFY hint.

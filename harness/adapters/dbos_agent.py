@@ -101,7 +101,7 @@ class _Life:
         execute: ToolFunction | None = getattr(cls.local, "execute", None)
         if execute is None:
             world = WorldStore.open(cls.trial / "world.db", journal_path=None)
-            execute = cls.local.execute = make_tool_function(world)
+            execute = cls.local.execute = make_tool_function(world, cls.plan.tools)
         return execute(tool, args, ctx)
 
 

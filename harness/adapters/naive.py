@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     arm_from_environ()
     plan = load_plan(trial / "plan.json")
     with WorldStore.open(trial / "world.db") as world:
-        execute = make_tool_function(world)
+        execute = make_tool_function(world, plan.tools)
         for step in plan.steps:
             tell_supervisor(f"invoke {step.op_id}")
             failpoint("op.before_intent", step.op_id)

@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
         return EXIT_REFUSED
     try:
         with WorldStore.open(trial / "world.db", journal_path=trial / "journal") as world:
-            ScriptedModel(runtime, plan, make_tool_function(world)).run()
+            ScriptedModel(runtime, plan, make_tool_function(world, plan.tools)).run()
     except JournalWriteError as exc:
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
         return EXIT_WRITE_FAILED

@@ -15,15 +15,24 @@ its result, and the effect is present when that value contains ``contains``
 (a list holding it as an item, a string holding it as a substring) or, with
 ``equals``, is equal to it. ``verify`` is null when no read-only tool reveals
 the effect: such a step is not redone after a VERIFY.
+
+A scenario that declares its own tools adds ``"tools"`` (name -> the
+declaration, ``harness.world.declared.DeclaredTool``: the agent's tool
+function runs them) and, when its world does not begin empty, ``"world"``
+(the records the harness puts into ``world.db`` before the first life).
+Both are left out when empty, so a plan of built-in tools reads as before.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
+
+from harness.world.declared import DeclaredTool, WorldRecord
 
 __all__ = ["PLAN_FORMAT", "Plan", "PlanStep", "Verification", "load_plan", "plan_to_json"]
 
@@ -69,6 +78,10 @@ class Plan:
     seed: int
     source: str
     steps: tuple[PlanStep, ...]
+    tools: Mapping[str, DeclaredTool] = field(default_factory=lambda: MappingProxyType({}))
+    """The scenario's declared tools, by name."""
+    world: tuple[WorldRecord, ...] = ()
+    """The records the world holds before the first life."""
 
 
 def _verification(data: Mapping[str, Any] | None) -> Verification | None:
@@ -88,7 +101,11 @@ def load_plan(path: Path | str) -> Plan:
         PlanStep(s["index"], s["op_id"], s["tool"], s["args"], _verification(s.get("verify")))
         for s in data["steps"]
     )
-    return Plan(data["scenario"], data["seed"], data["source"], steps)
+    tools = {name: DeclaredTool.from_json(name, d) for name, d in data.get("tools", {}).items()}
+    world = tuple(WorldRecord.from_json(r) for r in data.get("world", ()))
+    return Plan(
+        data["scenario"], data["seed"], data["source"], steps, MappingProxyType(tools), world
+    )
 
 
 def plan_to_json(plan: Plan) -> str:
@@ -103,23 +120,24 @@ def plan_to_json(plan: Plan) -> str:
             "equals": v.equals,
         }
 
-    return json.dumps(
-        {
-            "format": PLAN_FORMAT,
-            "scenario": plan.scenario,
-            "seed": plan.seed,
-            "source": plan.source,
-            "steps": [
-                {
-                    "index": s.index,
-                    "op_id": s.op_id,
-                    "tool": s.tool,
-                    "args": dict(s.args),
-                    "verify": verify(s.verify),
-                }
-                for s in plan.steps
-            ],
-        },
-        indent=1,
-        ensure_ascii=False,
-    )
+    data: dict[str, Any] = {
+        "format": PLAN_FORMAT,
+        "scenario": plan.scenario,
+        "seed": plan.seed,
+        "source": plan.source,
+        "steps": [
+            {
+                "index": s.index,
+                "op_id": s.op_id,
+                "tool": s.tool,
+                "args": dict(s.args),
+                "verify": verify(s.verify),
+            }
+            for s in plan.steps
+        ],
+    }
+    if plan.tools:
+        data["tools"] = {name: tool.to_json() for name, tool in plan.tools.items()}
+    if plan.world:
+        data["world"] = [record.to_json() for record in plan.world]
+    return json.dumps(data, indent=1, ensure_ascii=False)

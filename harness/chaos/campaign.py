@@ -33,7 +33,7 @@ from harness.chaos.pool import WorkerPool
 from harness.chaos.schedule import CrashSchedule, exhaustive_schedules, random_schedule
 from harness.chaos.shard import Shard
 from harness.chaos.supervisor import Supervisor, sweep_agents
-from harness.chaos.tables import write_table_variants
+from harness.chaos.tables import scenario_tables
 from harness.chaos.trial import (
     Golden,
     TrialResult,
@@ -103,8 +103,8 @@ def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
 
 
 def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
-    """Whether the op a golden run's hit served is retry-safe, by the default table."""
-    table = ToolTable.default()
+    """Whether the op a golden run's hit served is retry-safe, by the table it ran with."""
+    table = ToolTable.default() if golden.table is None else ToolTable.load(golden.table)
     tools = {step.op_id: step.tool for step in load_plan(golden.directory / "plan.json").steps}
 
     def safe(failpoint: str, hit: int) -> bool | None:
@@ -157,10 +157,11 @@ def _init_worker(restart_budget: int, timeout_s: float, launch: str) -> None:
     )
 
 
-def _golden_task(args: tuple[str, int, Path]) -> tuple[str, int, Golden]:
-    scenario, seed, directory = args
+def _golden_task(args: tuple[str, int, Path, dict[str, Path]]) -> tuple[str, int, Golden]:
+    scenario, seed, directory, tables = args
     assert _worker_supervisor is not None
-    return scenario, seed, prepare_golden(scenario, seed, directory, _worker_supervisor)
+    golden = prepare_golden(scenario, seed, directory, _worker_supervisor, tables=tables)
+    return scenario, seed, golden
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,12 +254,13 @@ def _run_trials(
     )
     try:
         picks = random_picks(config)
+        tables = {s: scenario_tables(config.run_dir / "tables", s) for s in config.scenarios}
         wanted = [(s, scenario_seed(config.seed, s)) for s in config.scenarios]
         wanted += [(s, seed) for s, seed, _ in picks]
         homes = {(s, seed): _golden_home(config.run_dir, scratch, s, seed) for s, seed in wanted}
         # A golden run made now that only one random trial uses goes with its folder.
         made_now = {key for key, home in homes.items() if not (home / "golden.json").exists()}
-        golden_tasks = [(s, seed, homes[s, seed]) for s, seed in sorted(homes)]
+        golden_tasks = [(s, seed, homes[s, seed], tables[s]) for s, seed in sorted(homes)]
         goldens = {(s, seed): g for s, seed, g in pool.map(_golden_task, golden_tasks)}
         specs: list[TrialSpec] = []
         for s in config.scenarios:
@@ -271,14 +273,13 @@ def _run_trials(
             specs = [spec for spec in specs if select(spec)]
         if on_plan is not None:
             on_plan(len(specs))
-        tables = write_table_variants(config.run_dir / "tables")
         uses = Counter((spec.scenario, spec.seed) for spec in specs)
         tasks = [
             _TrialTask(
                 spec,
                 config.run_dir / "trials" / spec.trial_id,
                 goldens[spec.scenario, spec.seed].directory,
-                tables,
+                tables[spec.scenario],
                 scratch,
                 config.keep,
                 spec.kind == "random"

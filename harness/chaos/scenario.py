@@ -20,9 +20,17 @@ says how to check it after a VERIFY hint::
   ...kwargs }`` drawn from the harmless providers of ``FAKER_PROVIDERS``.
 - Strings in ``verify.args``, ``verify.contains`` and ``verify.equals`` are
   ``str.format`` templates over the step's resolved arguments (``{text}``);
-  write ``{{`` and ``}}`` for literal braces.
+  write ``{{`` and ``}}`` for literal braces. A string that is one placeholder
+  alone (``"{amount}"``) is the argument's value itself, of its own type.
 - A step without ``verify`` is one whose effect no read-only tool reveals: after
   a VERIFY hint the model does not redo it.
+- ``[tools.NAME]`` tables (or a ``tools_file`` of them) declare the scenario's
+  own tools with a true behaviour the world implements
+  (``harness.chaos.declarations``); a declared tool's ``verify`` is the check of
+  every step that calls it without one of its own. ``tool_table`` names the
+  runtime's tool table for the scenario (the project's format; default: the
+  shipped one), and ``[[world.records]]`` the records the world begins with.
+  Paths are relative to the scenario file.
 
 Contract:
 - ``load_scenario`` returns a fully validated ``Scenario`` or raises
@@ -32,8 +40,9 @@ Contract:
   are drawn in step order from one ``Faker("en_US")`` seeded with ``seed``, and
   clock-dependent providers are pinned, so a seed replays the same plan on any
   machine and any day.
-- pydantic and Faker are imported here only: the agent process reads the
-  compiled plan (``harness.agent.plan``) with ``json`` alone.
+- pydantic and Faker are imported here (and in ``harness.chaos.declarations``)
+  only: the agent process reads the compiled plan (``harness.agent.plan``),
+  declared tools included, with ``json`` alone.
 """
 
 from __future__ import annotations
@@ -62,15 +71,19 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from harness.agent.plan import Plan, PlanStep, Verification, plan_to_json
+from harness.chaos.declarations import Declared, ToolDeclaration, declared_tools
 from harness.errors import ScenarioError
 from harness.runtime.classes import IdempotencyClass, ToolTable
+from harness.runtime.errors import ToolTableError
 from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
+from harness.world.declared import DeclaredTool, WorldRecord
 
 __all__ = [
     "FAKER_PROVIDERS",
@@ -79,7 +92,9 @@ __all__ = [
     "FakerRecipe",
     "Scenario",
     "ScenarioStep",
+    "SeedRecord",
     "VerifySpec",
+    "WorldSeed",
     "compile_plan",
     "load_scenario",
     "load_scenarios",
@@ -186,9 +201,70 @@ _SAMPLES: Mapping[str, Any] = MappingProxyType(
     {"str": "sample", "int": 0, "bool": False, "list": [], "object": {}}
 )
 
-_KEYS_TOP = ("name", "description", "steps")
+_KEYS_TOP = ("name", "description", "tools", "tools_file", "tool_table", "world", "steps")
 _KEYS_STEP = ("tool", "args", "verify")
 _KEYS_VERIFY = ("tool", "args", "path", "contains", "equals")
+_KEYS_TOOL = tuple(ToolDeclaration.model_fields)
+_KEYS_WORLD = ("records",)
+_KEYS_RECORD = ("collection", "key", "value")
+
+
+# -- what validation knows besides the data: the declared tools and the tool table -------
+
+
+def _declared(info: ValidationInfo) -> Mapping[str, DeclaredTool]:
+    """The scenario's declared tools (``parse_scenario`` puts them in the context)."""
+    context = info.context or {}
+    declared: Mapping[str, DeclaredTool] = context.get("declared", {})
+    return declared
+
+
+def _table(info: ValidationInfo) -> ToolTable:
+    """The runtime's tool table for this scenario (the shipped one unless it names its own)."""
+    table: ToolTable = (info.context or {}).get("table", _TABLE)
+    return table
+
+
+def _spec(tool: str, declared: Mapping[str, DeclaredTool]) -> ToolSpec | None:
+    found = declared.get(tool)
+    return CATALOG.get(tool) if found is None else found.spec
+
+
+def _reads(tool: str, declared: Mapping[str, DeclaredTool]) -> bool:
+    """Whether ``tool`` changes nothing: a built-in read-only tool or a declared read."""
+    found = declared.get(tool)
+    return tool in _VERIFY_TOOLS if found is None else found.reads
+
+
+def _result_keys(tool: str, declared: Mapping[str, DeclaredTool]) -> Mapping[str, str] | None:
+    found = declared.get(tool)
+    return _RESULT_KEYS.get(tool) if found is None else found.result_shape()
+
+
+def _reveals(step_tool: str, check_tool: str, declared: Mapping[str, DeclaredTool]) -> str | None:
+    """Why a read of ``check_tool`` cannot reveal what ``step_tool`` did, or None.
+
+    A declared tool writes records of a collection or messages of a channel,
+    which only a declared read of the same collection or channel can see; no
+    built-in tool sees them, and no declared read sees what a built-in did.
+    """
+    writer, reader = declared.get(step_tool), declared.get(check_tool)
+    if writer is None and reader is None:
+        return None
+    if writer is None:
+        assert reader is not None
+        return f"{check_tool} reads {_place(reader)}, which {step_tool} (built in) never writes"
+    if writer.behaviour == "opaque":
+        return f"{step_tool} is opaque: its call is only recorded, and no read reveals it"
+    if reader is None:
+        return f"{check_tool} (built in) cannot see {_place(writer)}, which {step_tool} writes"
+    if reader.place != writer.place:
+        return f"{check_tool} reads {_place(reader)}, but {step_tool} writes {_place(writer)}"
+    return None
+
+
+def _place(tool: DeclaredTool) -> str:
+    return (tool.place or "nothing").replace(":", " ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,21 +308,25 @@ class VerifySpec(BaseModel):
     equals: Any = None
 
     @model_validator(mode="after")
-    def _check(self) -> Self:
-        spec = CATALOG.get(self.tool)
-        if spec is None or self.tool not in _VERIFY_TOOLS:
+    def _check(self, info: ValidationInfo) -> Self:
+        declared = _declared(info)
+        spec = _spec(self.tool, declared)
+        if spec is None or not _reads(self.tool, declared):
+            readers = (*_VERIFY_TOOLS, *(name for name, t in declared.items() if t.reads))
             if spec is None:
-                what = f"unknown tool {self.tool!r}{_did_you_mean(self.tool, _VERIFY_TOOLS)}"
+                what = f"unknown tool {self.tool!r}{_did_you_mean(self.tool, readers)}"
+            elif self.tool in declared:
+                what = f"{self.tool} is a declared {declared[self.tool].behaviour} tool"
             else:
                 tool_class = _TABLE.classify(self.tool)
                 kind = "an ask-user tool" if tool_class.ask_user else tool_class.idempotency.value
                 what = f"{self.tool} is {kind}, not a read-only tool"
-            allowed = ", ".join(_VERIFY_TOOLS)
+            allowed = ", ".join(readers)
             raise _problem("tool", f"{what}; a check must not change the world: use {allowed}")
         if "fail_attempts" in self.args:
             raise _problem("args.fail_attempts", "a check cannot be made to fail; remove it")
         _check_args(spec, self.args, where="args", recipes=False)
-        self._check_path()
+        self._check_path(_result_keys(self.tool, declared))
         if (self.contains is None) == (self.equals is None):
             given = "both 'contains' and" if self.contains is not None else "neither 'contains' nor"
             raise _problem(None, f"has {given} 'equals'; give exactly one")
@@ -256,11 +336,10 @@ class VerifySpec(BaseModel):
             raise _problem(*found)
         return self
 
-    def _check_path(self) -> None:
+    def _check_path(self, shape: Mapping[str, str] | None) -> None:
         parts = self.path.split(".")
         if not all(parts):
             raise _problem("path", f"{self.path!r} is not a dotted path like 'fields.title'")
-        shape = _RESULT_KEYS.get(self.tool)
         if shape is None:
             return
         head = parts[0]
@@ -269,6 +348,8 @@ class VerifySpec(BaseModel):
             keys = ", ".join(shape)
             raise _problem("path", f"{self.tool} results have no {head!r}{hint}; keys: {keys}")
         kind = shape[head]
+        if kind == "any":  # a record's value: whatever JSON the world holds
+            return
         if len(parts) > 1 and kind != "object":
             raise _problem("path", f"{self.tool}'s {head!r} is {_TOML_NAMES[kind]}, not a table")
         if len(parts) == 1 and self.contains is not None and kind not in ("list", "str"):
@@ -296,6 +377,16 @@ class ScenarioStep(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     verify: VerifySpec | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _declared_check(cls, data: Any, info: ValidationInfo) -> Any:
+        """A step of a declared tool without a check of its own gets the declaration's."""
+        if not isinstance(data, dict) or "verify" in data:
+            return data
+        checks: Mapping[str, Any] = (info.context or {}).get("checks", {})
+        check = checks.get(str(data.get("tool")))
+        return data if check is None else {**data, "verify": check}
+
     @field_validator("args", mode="before")
     @classmethod
     def _read_recipes(cls, value: Any) -> Any:
@@ -304,31 +395,35 @@ class ScenarioStep(BaseModel):
         return {name: _recipe_or_literal(name, item) for name, item in value.items()}
 
     @model_validator(mode="after")
-    def _check(self) -> Self:
-        spec = CATALOG.get(self.tool)
+    def _check(self, info: ValidationInfo) -> Self:
+        declared = _declared(info)
+        spec = _spec(self.tool, declared)
         if spec is None:
-            raise _problem("tool", f"unknown tool {self.tool!r}{_did_you_mean(self.tool, CATALOG)}")
+            known = (*CATALOG, *declared)
+            raise _problem("tool", f"unknown tool {self.tool!r}{_did_you_mean(self.tool, known)}")
         _check_args(spec, self.args, where="args", recipes=True)
         if self.verify is not None:
             tool_class = _TABLE.classify(self.tool)
-            if tool_class.ask_user or tool_class.idempotency is IdempotencyClass.READ_ONLY:
+            changes_nothing = (
+                declared[self.tool].reads
+                if self.tool in declared
+                else tool_class.ask_user or tool_class.idempotency is IdempotencyClass.READ_ONLY
+            )
+            if changes_nothing:
                 raise _problem(
                     "verify", f"{self.tool} changes nothing: there is no effect to check"
                 )
-            self._check_templates(self.verify)
+            blind = _reveals(self.tool, self.verify.tool, declared)
+            if blind is not None:
+                raise _problem("verify.tool", blind)
+            samples = {
+                name: _SAMPLES[value.produces] if isinstance(value, FakerRecipe) else value
+                for name, value in self.args.items()
+            }
+            found = _templates_problem(self.verify, samples)
+            if found is not None:
+                raise _problem(*found)
         return self
-
-    def _check_templates(self, verify: VerifySpec) -> None:
-        samples = {
-            name: _SAMPLES[value.produces] if isinstance(value, FakerRecipe) else value
-            for name, value in self.args.items()
-        }
-        for where, template in _templates(
-            {"args": verify.args, "contains": verify.contains, "equals": verify.equals}
-        ):
-            problem = _template_problem(template, samples)
-            if problem is not None:
-                raise _problem(f"verify.{where}", problem)
 
     def _literal_check(self) -> str | None:
         """The compiled check as text when it depends on no Faker value, else None."""
@@ -349,21 +444,80 @@ class ScenarioStep(BaseModel):
         return json.dumps([v.tool, v.args, v.path, v.contains, v.equals], sort_keys=True)
 
 
+class SeedRecord(BaseModel):
+    """A record the world holds before the first life: ``[[world.records]]``."""
+
+    model_config = _CONFIG
+
+    collection: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    value: Any
+
+    @model_validator(mode="after")
+    def _json(self) -> Self:
+        found = _json_problem(self.value, "value")
+        if found is not None:
+            raise _problem(*found)
+        return self
+
+
+class WorldSeed(BaseModel):
+    """How the world begins: ``[world]`` with its ``records``, one per collection and key."""
+
+    model_config = _CONFIG
+
+    records: list[SeedRecord] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Self:
+        seen: set[tuple[str, str]] = set()
+        for index, record in enumerate(self.records):
+            where = (record.collection, record.key)
+            if where in seen:
+                problem = f"a second record {record.key!r} in collection {record.collection!r}"
+                raise _problem(f"records.{index}", problem)
+            seen.add(where)
+        return self
+
+
 class Scenario(BaseModel):
-    """A validated scenario: a name, a description and its steps, in order."""
+    """A validated scenario: a name, a description, its own tools and world, its steps."""
 
     model_config = _CONFIG
 
     name: str
     description: str = Field(min_length=1)
+    tools: dict[str, ToolDeclaration] = Field(default_factory=dict)
+    """Declared inline; ``parse_scenario`` validates them (and the tools file's) first."""
+    tools_file: str | None = None
+    tool_table: str | None = None
+    world: WorldSeed = Field(default_factory=WorldSeed)
     steps: list[ScenarioStep]
 
     _source: str = PrivateAttr(default="<memory>")
+    _declared: Mapping[str, DeclaredTool] = PrivateAttr(default_factory=dict)
+    _table_path: Path | None = PrivateAttr(default=None)
 
     @property
     def source(self) -> str:
         """The file this scenario was read from (``<memory>`` when built in code)."""
         return self._source
+
+    @property
+    def declared_tools(self) -> Mapping[str, DeclaredTool]:
+        """Its declared tools, inline and from its tools file, by name."""
+        return MappingProxyType(dict(self._declared))
+
+    @property
+    def table_path(self) -> Path | None:
+        """The tool table file it names for the runtime (None: the shipped table)."""
+        return self._table_path
+
+    @property
+    def world_records(self) -> tuple[WorldRecord, ...]:
+        return tuple(
+            WorldRecord(r.collection, r.key, copy.deepcopy(r.value)) for r in self.world.records
+        )
 
     @field_validator("name")
     @classmethod
@@ -386,13 +540,14 @@ class Scenario(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _distinct_checks(self) -> Self:
+    def _distinct_checks(self, info: ValidationInfo) -> Self:
         # A step whose crash leads to VERIFY must be checkable on its own: if
         # an earlier step leaves the very same evidence, the model would take
         # that for this step's effect and wrongly skip the redo.
+        table = _table(info)
         seen: dict[str, int] = {}
         for index, step in enumerate(self.steps, start=1):
-            if _TABLE.classify(step.tool).retry_safe:
+            if table.classify(step.tool).retry_safe:
                 continue
             check = step._literal_check()
             if check is None:
@@ -407,18 +562,86 @@ class Scenario(BaseModel):
         return self
 
 
+def _templates_problem(verify: VerifySpec, samples: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first template of a check that the arguments cannot fill: (field, problem)."""
+    for where, template in _templates(
+        {"args": verify.args, "contains": verify.contains, "equals": verify.equals}
+    ):
+        problem = _template_problem(template, samples)
+        if problem is not None:
+            return f"verify.{where}", problem
+    return None
+
+
 def parse_scenario(text: str, *, source: str) -> Scenario:
-    """Validate a scenario from TOML text; ``source`` names it in errors."""
+    """Validate a scenario from TOML text; ``source`` names it in errors.
+
+    Its declared tools (inline and from its tools file) and its tool table are
+    read and validated first; the steps are then validated against them.
+    Relative paths are taken from the folder of ``source``.
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(source, None, None, f"not valid TOML: {exc}") from None
+    base = Path(source).parent
+    found = declared_tools(
+        data.get("tools"),
+        _named_file(data, "tools_file", base, source),
+        source=source,
+        to_error=_scenario_error,
+    )
+    declared = {name: d.tool for name, d in found.items()}
+    checks = {name: _declared_check(name, d, declared) for name, d in found.items() if d.verify}
+    table_path = _named_file(data, "tool_table", base, source)
+    table = _TABLE
+    if table_path is not None:
+        try:
+            table = ToolTable.load(table_path)
+        except ToolTableError as exc:
+            raise ScenarioError(source, None, "tool_table", str(exc)) from None
+    context = {"declared": declared, "checks": checks, "table": table}
     try:
-        scenario = Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data, context=context)
     except ValidationError as exc:
         raise _scenario_error(source, exc) from None
     scenario._source = source
+    scenario._declared = declared
+    scenario._table_path = table_path
     return scenario
+
+
+def _named_file(data: Mapping[str, Any], key: str, base: Path, source: str) -> Path | None:
+    """The file a scenario names under ``key``, relative to its folder; it must exist."""
+    name = data.get(key)
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        raise ScenarioError(source, None, key, f"must be a file path, got {_describe(name)}")
+    path = base / name
+    if not path.is_file():
+        raise ScenarioError(source, None, key, f"no such file: {path}")
+    return path
+
+
+def _declared_check(
+    name: str, declared: Declared, tools: Mapping[str, DeclaredTool]
+) -> Mapping[str, Any]:
+    """A declared tool's check, valid against every declared tool and its own arguments."""
+    raw = declared.verify
+    assert raw is not None
+    try:
+        check = VerifySpec.model_validate(raw, context={"declared": tools})
+    except ValidationError as exc:
+        raise _scenario_error(declared.source, exc, prefix=("tools", name, "verify")) from None
+    blind = _reveals(name, check.tool, tools)
+    if blind is not None:
+        raise ScenarioError(declared.source, None, "verify.tool", blind, tool=name)
+    samples = {arg.name: _SAMPLES[arg.type] for arg in declared.tool.args}
+    found = _templates_problem(check, samples)
+    if found is not None:
+        raise ScenarioError(declared.source, None, *found, tool=name)
+    return raw
 
 
 def load_scenario(path: Path | str) -> Scenario:
@@ -477,7 +700,8 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         }
         verify = None if step.verify is None else step.verify.compile(args)
         steps.append(PlanStep(index, f"s{index:03d}", step.tool, args, verify))
-    return Plan(scenario.name, seed, source, tuple(steps))
+    tools = MappingProxyType(dict(scenario.declared_tools))
+    return Plan(scenario.name, seed, source, tuple(steps), tools, scenario.world_records)
 
 
 def write_plan(plan: Plan, path: Path | str) -> None:
@@ -669,8 +893,17 @@ def _template_problem(template: str, samples: Mapping[str, Any]) -> str | None:
     return None
 
 
+_ALONE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}\Z")
+"""A template that is one placeholder and nothing else: it takes the argument's own value."""
+
+
 def _render(value: Any, args: Mapping[str, Any]) -> Any:
     if isinstance(value, str):
+        alone = _ALONE.match(value)
+        if alone is not None and alone.group(1) in args:
+            # "{amount}" is the amount, an int, not its text: a check that compares a
+            # stored record with the call's arguments needs their types.
+            return copy.deepcopy(args[alone.group(1)])
         return value.format(**args)
     if isinstance(value, list):
         return [_render(item, args) for item in value]
@@ -682,14 +915,21 @@ def _render(value: Any, args: Mapping[str, Any]) -> Any:
 # --- errors ----------------------------------------------------------------
 
 
-def _scenario_error(source: str, exc: ValidationError) -> ScenarioError:
-    """The first of pydantic's errors, as file, 1-based step and dotted field."""
+def _scenario_error(
+    source: str, exc: ValidationError, *, prefix: tuple[str, ...] = ()
+) -> ScenarioError:
+    """The first of pydantic's errors, as file, 1-based step (or declared tool) and dotted
+    field; ``prefix`` is where the validated data sits in its file."""
     errors = exc.errors(include_url=False)
     first = errors[0]
-    location = list(first["loc"])
+    location = [*prefix, *first["loc"]]
     step: int | None = None
+    tool: str | None = None
     if len(location) >= 2 and location[0] == "steps" and isinstance(location[1], int):
         step = location[1] + 1
+        location = location[2:]
+    elif len(location) >= 2 and location[0] == "tools":
+        tool = str(location[1])
         location = location[2:]
     context = first.get("ctx") or {}
     if first["type"] == "scenario":
@@ -698,26 +938,32 @@ def _scenario_error(source: str, exc: ValidationError) -> ScenarioError:
         step = context.get("step", step)
         problem = str(context["problem"])
     else:
-        problem = _pydantic_problem(first, step, location)
+        problem = _pydantic_problem(first, step, tool, location)
     if len(errors) > 1:
         more = len(errors) - 1
         problem += f" (and {more} more problem{'s' if more > 1 else ''} after this one)"
     field = ".".join(str(part) for part in location) or None
-    return ScenarioError(source, step, field, problem)
+    return ScenarioError(source, step, field, problem, tool=tool)
 
 
-def _pydantic_problem(error: ErrorDetails, step: int | None, location: list[Any]) -> str:
+def _pydantic_problem(
+    error: ErrorDetails, step: int | None, tool: str | None, location: list[Any]
+) -> str:
     kind = error["type"]
     if kind == "missing":
         return "required, but missing"
     if kind == "extra_forbidden":
         allowed: tuple[str, ...]
-        if step is None:
-            allowed = _KEYS_TOP
-        elif location[:1] == ["verify"]:
+        if location[:1] == ["verify"]:
             allowed = _KEYS_VERIFY
-        else:
+        elif tool is not None:
+            allowed = _KEYS_TOOL
+        elif step is not None:
             allowed = _KEYS_STEP
+        elif location[:1] == ["world"]:
+            allowed = _KEYS_WORLD if len(location) == 2 else _KEYS_RECORD
+        else:
+            allowed = _KEYS_TOP
         key = str(location[-1])
         return f"unknown key{_did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}"
     return f"{error['msg']}, got {_describe(error['input'])}"

@@ -43,6 +43,7 @@ from harness.chaos.faults import SHADOW_FILE, apply_after_death
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.tables import BASE
 from harness.runtime.failpoints import (
     AIM_ENV,
     AIMED_KILL_SIGNAL,
@@ -208,8 +209,9 @@ class Supervisor:
             env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
             env[AIM_ENV] = f"{life.kill_since}@{life.kill_after_ms / 1000:.6f}"
         env[SHADOW_ENV] = str(trial_dir / SHADOW_FILE)
-        if life.table is not None:
-            env[TABLE_ENV] = str(tables[life.table])
+        table = life.table if life.table is not None else BASE if BASE in tables else None
+        if table is not None:
+            env[TABLE_ENV] = str(tables[table])
         if counts_file is not None:
             env[COUNTS_ENV] = str(counts_file)
         return env

@@ -26,12 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.adapters import get_adapter
+from harness.agent.plan import load_plan
 from harness.chaos.schedule import Call, CrashSchedule, Life
 from harness.chaos.supervisor import LifeResult, Supervisor
+from harness.chaos.tables import BASE
 from harness.check.evidence import TrialEvidence
 from harness.check.invariants import Status, Verdict, check_trial, trial_status
 from harness.check.windows import kill_windows
 from harness.runtime.failpoints import FAILPOINTS, hit_ops_path
+from harness.world.declared import canonical_json
+from harness.world.store import WorldStore
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -108,8 +112,10 @@ class Golden:
     ops: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Failpoint -> the op id each of its hits served, in hit order."""
     calls: Sequence[Call] = ()
-    """Each tool call: its op id and its span in ms after ready (where random-time kills
-    are aimed)."""
+    """Each tool call: its op id, its span and its windows in ms after ready (where
+    random-time kills are aimed)."""
+    table: Path | None = None
+    """The scenario's own tool table it ran with (None: the shipped one)."""
 
     def op_at(self, failpoint: str, hit: int) -> str | None:
         served = self.ops.get(failpoint, ())
@@ -171,6 +177,16 @@ def write_plan_for(scenario: str, seed: int, directory: Path) -> None:
 
     plan = compile_plan(load_scenario(scenario), seed=seed, source=scenario)
     write_plan(plan, directory / "plan.json")
+    seed_world(directory)
+
+
+def seed_world(directory: Path) -> None:
+    """Put the records the plan's world begins with into ``world.db``, before any life."""
+    plan = load_plan(directory / "plan.json")
+    if not plan.world:
+        return
+    with WorldStore.open(directory / "world.db") as world:
+        world.seed((r.collection, r.key, canonical_json(r.value)) for r in plan.world)
 
 
 def golden_dir(run_dir: Path, scenario: str, seed: int) -> Path:
@@ -178,17 +194,37 @@ def golden_dir(run_dir: Path, scenario: str, seed: int) -> Path:
     return run_dir / "golden" / f"{Path(scenario).stem}-{seed}"
 
 
-def prepare_golden(scenario: str, seed: int, directory: Path, supervisor: Supervisor) -> Golden:
-    """Run (or reuse) the crash-free run of a scenario and seed."""
+def prepare_golden(
+    scenario: str,
+    seed: int,
+    directory: Path,
+    supervisor: Supervisor,
+    *,
+    tables: Mapping[str, Path] | None = None,
+) -> Golden:
+    """Run (or reuse) the crash-free run of a scenario and seed.
+
+    ``tables`` are the trial's (``harness.chaos.tables.scenario_tables``): a
+    scenario with a table of its own runs its golden run with it.
+    """
     info = directory / "golden.json"
     if info.exists():
         data = json.loads(info.read_text("utf-8"))
         calls = [_call_from_json(item) for item in data.get("calls", ())]
-        return Golden(directory, data["hits"], data["working_ms"], data.get("ops", {}), calls)
+        table = None if data.get("table") is None else Path(data["table"])
+        return Golden(
+            directory, data["hits"], data["working_ms"], data.get("ops", {}), calls, table
+        )
     directory.mkdir(parents=True, exist_ok=True)
     write_plan_for(scenario, seed, directory)
     counts = directory / "failpoint-hits.json"
-    lives = supervisor.run(directory, CrashSchedule((Life(_COUNT_ALL),)), counts_file=counts)
+    base = (tables or {}).get(BASE)
+    lives = supervisor.run(
+        directory,
+        CrashSchedule((Life(_COUNT_ALL),)),
+        tables={BASE: base} if base is not None else None,
+        counts_file=counts,
+    )
     _write_lives(directory, lives)
     last = lives[-1]
     if not last.done:
@@ -200,11 +236,9 @@ def prepare_golden(scenario: str, seed: int, directory: Path, supervisor: Superv
     trace = json.loads(Path(hit_ops_path(counts)).read_text("utf-8"))
     ops, calls = trace["ops"], golden_calls(trace["ops"], trace["ms"])
     working_ms = last.duration_ms - (last.ready_ms or 0.0)
-    info.write_text(
-        json.dumps({"hits": hits, "working_ms": working_ms, "ops": ops, "calls": calls}),
-        "utf-8",
-    )
-    return Golden(directory, hits, working_ms, ops, calls)
+    golden = {"hits": hits, "working_ms": working_ms, "ops": ops, "calls": calls}
+    info.write_text(json.dumps({**golden, "table": None if base is None else str(base)}), "utf-8")
+    return Golden(directory, hits, working_ms, ops, calls, base)
 
 
 _CALL_POINTS = ("op.before_intent", "op.after_intent", "op.reply", "op.after_finish")
@@ -254,6 +288,7 @@ def run_trial(
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     shutil.copyfile(golden / "plan.json", directory / "plan.json")
+    seed_world(directory)
     (directory / "trial.json").write_text(json.dumps(spec.to_json(), indent=1), "utf-8")
     lives = supervisor.run(directory, spec.schedule, runtime=spec.runtime, tables=tables)
     _write_lives(directory, lives)

@@ -48,8 +48,9 @@ EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (disk full)
 # seed's definition, so the question log is left out of the end-state check.
 NOT_EFFECTS = frozenset({"questions"})
 # Tables whose rows are a cost, not state (a second download of the same app,
-# a second identical git blob): compared as sets, not multisets.
-SET_TABLES = frozenset({"downloads", "repo_blobs", "directories"})
+# a second identical git blob, a declared tool's call prepared again): compared
+# as sets, not multisets.
+SET_TABLES = frozenset({"downloads", "repo_blobs", "directories", "prepared"})
 MAX_EVIDENCE = 12
 
 

@@ -28,8 +28,8 @@ that fails leaves nothing to compare a replay with: unjudged, unless it
 already showed an unsafe finding.
 
 The tools come from one seam, ``WorldTools``: a function of the world and the
-plan, as the scenario's world gets its tools (today the catalog's simulated
-tools, whatever the plan). Contract: the audit acts only on its scratch
+plan, as the scenario's world gets its tools (the catalog's simulated tools
+and the scenario's declared ones). Contract: the audit acts only on its scratch
 worlds, starts no process, and returns plain data (``TableAudit``); it raises
 only for a bug in its own code, never for a tool that raises.
 """
@@ -50,6 +50,7 @@ from harness.agent.plan import Plan, PlanStep
 from harness.check.invariants import NOT_EFFECTS
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.executor import CallContext, ToolFunction
+from harness.world.declared import canonical_json
 from harness.world.store import EFFECT_TABLES, EffectRow, WorldStore, effect_rows, world_digest
 from harness.world.tools import make_tool_function
 
@@ -83,8 +84,9 @@ WorldTools = Callable[[WorldStore, Plan], ToolFunction]
 
 
 def simulated_tools(world: WorldStore, plan: Plan) -> ToolFunction:
-    """The tools of every scenario's world today: the catalog's simulated tools."""
-    return make_tool_function(world)
+    """The tools of a scenario's world: the catalog's simulated tools and the tools the
+    scenario declares (``plan.tools``)."""
+    return make_tool_function(world, plan.tools)
 
 
 class Finding(enum.Enum):
@@ -302,6 +304,8 @@ def _audit_call(table: ToolTable, plan: Plan, position: int, tools: WorldTools) 
     with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as scratch:
         db = Path(scratch) / "world.db"
         with WorldStore.open(db) as world:
+            # The records the scenario's world begins with, as a trial's world has them.
+            world.seed((r.collection, r.key, canonical_json(r.value)) for r in plan.world)
             execute = tools(world, plan)
             for earlier in plan.steps[:position]:
                 error = _call(execute, earlier, _past_gate(earlier), incarnation=1)

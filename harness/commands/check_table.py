@@ -2,9 +2,11 @@
 
 Each tool the scenarios use is called twice, at its first call in each
 scenario, in a scratch world (``harness.check.table_audit``), and the table's
-class is held against what the calls did. TABLE defaults to the shipped table
-(``harness/runtime/tools.toml``); ``--scenario`` may be repeated and defaults
-to every scenario of ``scenarios/``. A file given twice is audited once.
+class is held against what the calls did. Without TABLE each scenario is held
+against the table its trials run with: its own (``tool_table``), else the
+shipped one (``harness/runtime/tools.toml``), a report per table; with TABLE,
+every scenario against it. ``--scenario`` may be repeated and defaults to every
+scenario of ``scenarios/``. A file given twice is audited once.
 
 Everything is read before anything runs: an unreadable or malformed table or
 scenario is refused with exit 2, naming the file. Exit 0 when the table agrees
@@ -26,6 +28,8 @@ __all__ = ["add_parser", "run"]
 DEFAULT_SCENARIOS = "scenarios"
 
 _EXIT = {"ok": EXIT_OK, "note": EXIT_OK, "unjudged": EXIT_UNJUDGED, "unsafe": EXIT_FAILED}
+_RANK = (EXIT_OK, EXIT_UNJUDGED, EXIT_FAILED)
+"""Exit statuses from the least to the worst: the command's is its worst report's."""
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -55,16 +59,28 @@ def run(args: argparse.Namespace) -> int:
     from harness.report.console import print_table_audit
     from harness.runtime.classes import ToolTable
 
-    table = ToolTable.default() if args.table is None else ToolTable.load(args.table)
     if args.scenarios is None:
         scenarios = load_scenarios(Path(DEFAULT_SCENARIOS))
     else:
         scenarios = [load_scenario(path) for path in _once(args.scenarios)]
-    plans = [compile_plan(s, seed=args.seed, source=s.source) for s in scenarios]
-    audit = audit_table(table, plans)
-    status = _EXIT[audit.status]
-    print_table_audit(audit, status)
-    return status
+    # Every table read before anything runs; the shipped one first.
+    by_table: dict[Path | None, list[Any]] = {}
+    for scenario in scenarios:
+        own = None if args.table is not None else scenario.table_path
+        by_table.setdefault(own, []).append(scenario)
+    tables = {
+        path: ToolTable.load(path)
+        if path is not None
+        else (ToolTable.default() if args.table is None else ToolTable.load(args.table))
+        for path in sorted(by_table, key=lambda p: (p is not None, str(p)))
+    }
+    statuses = []
+    for path, table in tables.items():
+        plans = [compile_plan(s, seed=args.seed, source=s.source) for s in by_table[path]]
+        audit = audit_table(table, plans)
+        statuses.append(_EXIT[audit.status])
+        print_table_audit(audit, statuses[-1])
+    return max(statuses, key=_RANK.index)
 
 
 def _once(paths: list[str]) -> list[str]:

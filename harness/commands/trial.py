@@ -47,7 +47,7 @@ def run_one_trial(
     """Run one trial in a new folder under ``reports``, print it; its exit status."""
     from harness.chaos.scenario import load_scenario
     from harness.chaos.supervisor import Supervisor
-    from harness.chaos.tables import write_table_variants
+    from harness.chaos.tables import scenario_tables
     from harness.chaos.trial import TrialSpec, prepare_golden, run_trial
     from harness.report.console import print_trial
 
@@ -62,13 +62,8 @@ def run_one_trial(
     # Labelled by its schedule, as a campaign's trial is by its faults.
     label = "-".join(life.describe() for life in schedule.lives) or "no-faults"
     spec = TrialSpec(scenario, seed, schedule, runtime, label, "custom")
-    golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor)
-    result = run_trial(
-        spec,
-        run_dir / "trial",
-        golden.directory,
-        supervisor,
-        tables=write_table_variants(run_dir / "tables"),
-    )
+    tables = scenario_tables(run_dir / "tables", scenario)
+    golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor, tables=tables)
+    result = run_trial(spec, run_dir / "trial", golden.directory, supervisor, tables=tables)
     print_trial(result)
     return exit_status([result.status])

@@ -25,7 +25,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,7 @@ from harness.runtime.executor import CallContext
 
 __all__ = [
     "EFFECT_TABLES",
+    "SEED_OP",
     "EffectRow",
     "EffectTable",
     "LedgerEntry",
@@ -45,7 +46,7 @@ __all__ = [
     "world_digest",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +120,31 @@ EFFECT_TABLES: tuple[EffectTable, ...] = (
         ("tool", "question"),
         "UNIQUE (op_id)",
     ),
+    # The generic tables of declared tools (``harness.world.declared``): values are
+    # canonical JSON, so equal values are equal text.
+    EffectTable(
+        "records",
+        "collection TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL",
+        ("collection", "key", "value"),
+        "PRIMARY KEY (collection, key)",
+    ),
+    EffectTable(
+        "outbox", f"{_ID}, channel TEXT NOT NULL, message TEXT NOT NULL", ("channel", "message")
+    ),
+    EffectTable(
+        "opaque_calls", f"{_ID}, tool TEXT NOT NULL, payload TEXT NOT NULL", ("tool", "payload")
+    ),
+    EffectTable(
+        "prepared",
+        "tool TEXT NOT NULL, call TEXT NOT NULL",
+        ("tool", "call"),
+        "PRIMARY KEY (tool, call)",
+    ),
 )
 """Every table of world state, in a fixed order (the order of ``effect_rows``)."""
+
+SEED_OP = "seed"
+"""The op id of the records a world holds before the first life: no step's."""
 
 _LEDGER_DDL = (
     "CREATE TABLE IF NOT EXISTS ledger ("
@@ -193,6 +217,21 @@ class WorldStore:
             db.close()
             raise
         return store
+
+    def seed(self, records: Iterable[tuple[str, str, str]]) -> None:
+        """Put ``(collection, key, value JSON)`` records into a world no tool has run in yet.
+
+        The harness calls it before the first life, so the world begins as the
+        scenario says (a customer, a message in the inbox). Not ledgered: no
+        tool made them; their op id is ``SEED_OP``.
+        """
+        with self.transaction() as tx:
+            if tx.execute("SELECT 1 FROM ledger LIMIT 1").fetchone() is not None:
+                raise ValueError(f"{self.path}: a tool already ran in this world; seed it first")
+            tx.executemany(
+                "INSERT INTO records (collection, key, value, op_id) VALUES (?, ?, ?, ?)",
+                [(c, k, v, SEED_OP) for c, k, v in records],
+            )
 
     def close(self) -> None:
         self._db.close()

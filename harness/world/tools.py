@@ -1,8 +1,9 @@
 """The simulated tools: one per tool of ``catalog.CATALOG``, acting only on the world.
 
-``make_tool_function(world)`` gives the agent its ``ToolFunction``:
-``execute(tool, args, ctx) -> dict``. Every call passes a gate first, which
-touches nothing and leaves no ledger row:
+``make_tool_function(world, plan.tools)`` gives the agent its ``ToolFunction``:
+``execute(tool, args, ctx) -> dict``, over the catalog's tools and the
+scenario's declared ones (``harness.world.declared``). Every call passes a
+gate first, which touches nothing and leaves no ledger row:
 
 1. an unknown tool name, or arguments that do not match the catalog (a missing
    or unexpected name, a value of the wrong JSON type), raises ``ToolError``;
@@ -27,6 +28,7 @@ from harness.runtime.executor import CallContext, ToolFunction
 from harness.runtime.failpoints import failpoint
 from harness.world import call_tools, read_tools, write_tools
 from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
+from harness.world.declared import DeclaredTool, run_declared
 from harness.world.store import WorldStore
 
 __all__ = ["SIMULATED_TOOLS", "SimulatedTool", "check_arguments", "make_tool_function"]
@@ -101,21 +103,33 @@ def _check_type(tool: str, name: str, type_name: str, value: Any) -> None:
         )
 
 
-def make_tool_function(world: WorldStore) -> ToolFunction:
-    """The agent's ``execute(tool, args, ctx)`` over ``world``."""
+def make_tool_function(
+    world: WorldStore, tools: Mapping[str, DeclaredTool] = MappingProxyType({})
+) -> ToolFunction:
+    """The agent's ``execute(tool, args, ctx)`` over ``world``: the catalog's tools and
+    the scenario's declared ``tools`` (``plan.tools``), which may not reuse a catalog name."""
+    reused = sorted(set(tools) & set(CATALOG))
+    if reused:
+        raise ValueError(f"declared tools reuse built-in names: {', '.join(reused)}")
+    known = ", ".join([*CATALOG, *tools])
 
     def execute(tool: str, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
-        spec = CATALOG.get(tool)
+        declared = tools.get(tool)
+        spec = CATALOG.get(tool) if declared is None else declared.spec
         implementation = SIMULATED_TOOLS.get(tool)
-        if spec is None or implementation is None:
-            raise ToolError(f"unknown tool {tool!r}; the catalog has {', '.join(CATALOG)}")
+        if spec is None or (implementation is None and declared is None):
+            raise ToolError(f"unknown tool {tool!r}; the world has {known}")
         check_arguments(spec, args)
         if args.get("fail_attempts", 0) >= ctx.attempt:
             raise TransientToolError(
                 f"{tool}: simulated transient failure on attempt {ctx.attempt} "
                 f"(fail_attempts={args['fail_attempts']})"
             )
-        result = implementation(world, args, ctx)
+        if declared is not None:
+            result = run_declared(declared, world, args, ctx)
+        else:
+            assert implementation is not None
+            result = implementation(world, args, ctx)
         failpoint("op.reply", ctx.op_id)  # the effect is committed; the reply is on its way
         return result
 

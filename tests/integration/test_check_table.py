@@ -92,14 +92,22 @@ class TestCheckTable:
     def test_the_shipped_table_passes_on_the_shipped_scenarios(
         self, check_table: CheckTable
     ) -> None:
-        """Exit 0, every catalog tool in the table, nothing unsafe, the scratch removed."""
+        """Exit 0, every catalog tool in the table, nothing unsafe, the scratch removed; a
+        scenario with a table of its own is held against it, in a report of its own."""
         run = check_table()
         assert run.status == 0, run.stdout + run.stderr
         for tool in CATALOG:
             assert tool in run.stdout
         assert "UNSAFE" not in run.stdout
+        lines = run.stdout.splitlines()
+        assert lines.index("tool table harness/runtime/tools.toml against what its tools do") < (
+            lines.index(
+                "PASS: 40 calls of 25 tools in 7 scenarios; unsafe: none; 0 unjudged, 0 notes"
+            )
+        )
+        assert "tool table scenarios/support_billing/tools.toml against what its tools do" in lines
         assert run.last_line == (
-            "PASS: 40 calls of 25 tools in 7 scenarios; unsafe: none; 0 unjudged, 0 notes"
+            "PASS: 10 calls of 10 tools in 1 scenario; unsafe: none; 0 unjudged, 0 notes"
         )
         assert list(run.tmpdir.iterdir()) == []
 
@@ -147,8 +155,36 @@ class TestCheckTable:
         assert run.status == 0, run.stdout + run.stderr
         assert "note write_file, non_idempotent, at containment s002" in run.stdout
         assert "its replay changed nothing: could be idempotent_write" in run.stdout
-        assert run.last_line.endswith("unsafe: none; 0 unjudged, 2 notes")
+        assert run.stdout.count("note write_file, non_idempotent") == 2
         assert run.last_line.startswith("PASS")
+
+
+class TestDeclaredTools:
+    BILLING = "scenarios/support_billing.toml"
+    OWN_TABLE = "scenarios/support_billing/tools.toml"
+
+    def test_the_billing_scenarios_own_table_passes(self, check_table: CheckTable) -> None:
+        """Its declared tools run in the scratch world, seeded with its records."""
+        run = check_table(self.OWN_TABLE, "--scenario", self.BILLING)
+        assert run.status == 0, run.stdout + run.stderr
+        assert run.last_line.startswith("PASS: 10 calls of 10 tools in 1 scenario; unsafe: none")
+        assert list(run.tmpdir.iterdir()) == []
+
+    def test_a_declared_create_classed_idempotent_fails_naming_it(
+        self, check_table: CheckTable, tmp_path: Path
+    ) -> None:
+        """A table that lets recovery retry create_ticket: its replay made a second ticket."""
+        table = tmp_path / "ticket-idempotent.toml"
+        entries = {**ToolTable.load(ROOT / self.OWN_TABLE).entries, "create_ticket": ToolClass(IW)}
+        lines = ["format = 1", "[classes]"]
+        by_class: dict[str, list[str]] = {}
+        for tool, cls in sorted(entries.items()):
+            by_class.setdefault(cls.idempotency.value, []).append(tool)
+        lines += [f"{name} = {tools!r}".replace("'", '"') for name, tools in by_class.items()]
+        table.write_text("\n".join(lines) + "\n", "utf-8")
+        run = check_table(str(table), "--scenario", self.BILLING)
+        assert run.status == 1, run.stdout + run.stderr
+        assert "UNSAFE create_ticket, idempotent_write, at support_billing s003" in run.stdout
 
 
 class TestBadInput:
