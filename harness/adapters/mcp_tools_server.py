@@ -128,9 +128,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hits", type=Path, help="write the failpoint hits here on exit")
     args = parser.parse_args(argv)
     if args.agent_pid != os.getppid():
+        # Its agent died while it started (it was then handed to another parent), or
+        # it was started by something else: either way, no call of that agent comes.
         print(
             f"mcp_tools_server: refused: --agent-pid {args.agent_pid} is not this "
-            f"process's parent ({os.getppid()}): executions would be ledgered to another life",
+            f"process's parent (now {os.getppid()}): its agent is gone, or never was",
             file=sys.stderr,
         )
         return EXIT_REFUSED
