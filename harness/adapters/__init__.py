@@ -35,10 +35,12 @@ loss, corruption, a full disk, a changed tool table) and the runtime's own
 failpoints are not scheduled for them (``Adapter.failpoints``).
 
 Registered adapters: ``real`` (this project's runtime), each broken runtime of
-``harness.agent.broken`` (the real runtime with one mistake), ``dbos`` (DBOS
-Transact 3.4: each tool call a DBOS step of one workflow) and ``naive`` (no
-recovery at all: ``harness/adapters/naive.py``, the smallest example). A user's own
-agent program is named ``module:<dotted.module>``.
+``harness.agent.broken`` (the real runtime with one mistake), ``mcp`` (this
+project's runtime with its tools behind an MCP server child process:
+``harness/adapters/mcp_agent.py``), ``dbos`` (DBOS Transact 3.4: each tool call a
+DBOS step of one workflow) and ``naive`` (no recovery at all:
+``harness/adapters/naive.py``, the smallest example). A user's own agent program
+is named ``module:<dotted.module>``.
 """
 
 from __future__ import annotations
@@ -114,6 +116,13 @@ def _registry() -> dict[str, Adapter]:
     adapters = {
         "real": Adapter(
             "real", "harness.agent", True, "this project's runtime", {"HARNESS_RUNTIME": "real"}
+        ),
+        "mcp": Adapter(
+            "mcp",
+            "harness.adapters.mcp_agent",
+            True,
+            "this project's runtime, each tool call over MCP to a server child process",
+            {"HARNESS_RUNTIME": "real"},
         ),
         "dbos": Adapter(
             "dbos",

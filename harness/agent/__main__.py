@@ -15,6 +15,11 @@ the agent first says ``ready`` once its imports are done. ``HARNESS_CONTAINMENT=
 installs, before anything else, the audit hook of ``harness.agent.audit``, which
 stops the process at its first attempt to reach outside the trial directory.
 
+The tools are a seam: ``main(argv, tools=...)`` takes what opens the trial's
+``ToolFunction`` (by default ``world_tools``: the simulated tools in this
+process), so that an adapter can run this same agent with its tools elsewhere
+(``harness.adapters.mcp_agent``: over MCP, in a server child process).
+
 Exit status: 0 the plan is done; 2 refused before any tool ran (corrupt or
 locked journal, bad failpoint spec, unknown runtime); 3 an append could not be
 made durable (disk full): the op was not run; 4 stopped by containment.
@@ -24,13 +29,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.broken import RUNTIMES
 from harness.agent.model import ScriptedModel
 from harness.agent.plan import load_plan
-from harness.runtime import HarnessError, JournalWriteError, ToolTable
+from harness.runtime import HarnessError, JournalWriteError, ToolFunction, ToolTable
 from harness.runtime.failpoints import (
     EXIT_HOLD_POINT,
     failpoint,
@@ -44,10 +51,24 @@ EXIT_DONE = 0
 EXIT_REFUSED = 2
 EXIT_WRITE_FAILED = 3
 
+ToolsOpener = Callable[[Path], AbstractContextManager[ToolFunction]]
+"""Given the trial directory, a context that gives the agent's tools and closes them."""
 
-def main(argv: list[str]) -> int:
+
+@contextmanager
+def world_tools(trial: Path) -> Iterator[ToolFunction]:
+    """The simulated tools and the plan's declared ones, run in this process on the
+    trial's world."""
+    declared = load_plan(trial / "plan.json").tools
+    with WorldStore.open(trial / "world.db", journal_path=trial / "journal") as world:
+        yield make_tool_function(world, declared)
+
+
+def main(
+    argv: list[str], *, tools: ToolsOpener = world_tools, program: str = "harness.agent"
+) -> int:
     if len(argv) != 1:
-        print("usage: python -m harness.agent TRIAL_DIR", file=sys.stderr)
+        print(f"usage: python -m {program} TRIAL_DIR", file=sys.stderr)
         return EXIT_REFUSED
     trial = Path(argv[0])
     if os.environ.get(CONTAINMENT_ENV) == "1":
@@ -74,8 +95,8 @@ def main(argv: list[str]) -> int:
         print(f"harness.agent: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     try:
-        with WorldStore.open(trial / "world.db", journal_path=trial / "journal") as world:
-            ScriptedModel(runtime, plan, make_tool_function(world, plan.tools)).run()
+        with tools(trial) as execute:
+            ScriptedModel(runtime, plan, execute).run()
     except JournalWriteError as exc:
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
         return EXIT_WRITE_FAILED

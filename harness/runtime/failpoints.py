@@ -49,6 +49,8 @@ __all__ = [
     "FAILPOINTS",
     "FAILPOINTS_ENV",
     "FailpointSpec",
+    "absorb_hits",
+    "aim_at_process_group",
     "arm",
     "arm_from_environ",
     "disarm",
@@ -56,6 +58,7 @@ __all__ = [
     "hit_counts",
     "hit_ops",
     "hit_ops_path",
+    "hit_report",
     "parse_failpoints",
     "report_hit_counts",
     "tell_supervisor",
@@ -188,6 +191,7 @@ class _Trigger:
 
 _armed: dict[str, _Trigger] = {}
 _ready_ns: int | None = None
+_aim_group = False
 
 
 def failpoint(name: str, detail: str = "") -> None:
@@ -241,6 +245,55 @@ def hit_counts() -> dict[str, int]:
     return {name: trigger.hits for name, trigger in _armed.items()}
 
 
+def hit_report() -> dict[str, dict[str, object]]:
+    """Every armed point's hits in this process, for another process of its life to absorb.
+
+    ``{name: {"hits": N, "ops": [op id, ...] | None, "ns": [monotonic ns, ...]}}``: a
+    helper process that hits some of an agent's points (a tool server running its
+    calls) hands this to the agent (``absorb_hits``), which reports them as its own.
+    The clock is the system's monotonic clock, the same in every process.
+    """
+    return {name: {"hits": t.hits, "ops": t.details, "ns": t.times} for name, t in _armed.items()}
+
+
+def absorb_hits(report: Mapping[str, Mapping[str, object]]) -> None:
+    """Count the hits of another process of this life (its ``hit_report``) as this one's.
+
+    ``report_hit_counts`` then reports them with this process's own, each point's
+    kept hits in the order they happened, timed from this process's ``ready``.
+    """
+    for name, seen in report.items():
+        trigger = _armed.setdefault(name, _Trigger())
+        hits = seen.get("hits", 0)
+        trigger.hits += hits if isinstance(hits, int) else 0
+        ops, times = seen.get("ops"), seen.get("ns")
+        if isinstance(ops, list) and isinstance(times, list):
+            moments = [*trigger.times, *map(int, times)]
+            merged = sorted(zip(moments, [*(trigger.details or ()), *map(str, ops)], strict=True))
+            trigger.times = [moment for moment, _ in merged]
+            trigger.details = [op for _, op in merged]
+
+
+def aim_at_process_group() -> None:
+    """Have a random-time kill timed from a point of this process end its process group.
+
+    For a helper process that runs in an agent's process group and hits some of its
+    points (a tool server hits ``op.reply``): a kill timed from one of them must
+    end the life, not the helper alone. Its timer's signal is then caught and sent
+    on to the group, where it ends the agent as ``AIMED_KILL_SIGNAL`` does. Being a
+    Python handler, it runs between two bytecodes of the helper's main thread,
+    after a system call or C function under way there returns: a commit under way
+    completes first, which a kill landing a moment later would also have allowed.
+    """
+    global _aim_group
+    _aim_group = True
+
+
+def _end_the_group(signum: int, frame: object) -> None:
+    signal.signal(signum, signal.SIG_DFL)  # this process dies of it too, with the others
+    os.killpg(os.getpgrp(), signum)
+
+
 def arm(specs: tuple[FailpointSpec, ...]) -> None:
     """Arm these specs (in addition to any already armed); their points count hits from 0."""
     for spec in specs:
@@ -273,7 +326,7 @@ def _aim_reached(anchor: str) -> None:
     aim, _, after_s = os.environ.get(AIM_ENV, "").rpartition("@")
     if anchor == aim:
         del os.environ[AIM_ENV]  # once: the op may be invoked again after a lost reply
-        signal.signal(AIMED_KILL_SIGNAL, signal.SIG_DFL)
+        signal.signal(AIMED_KILL_SIGNAL, _end_the_group if _aim_group else signal.SIG_DFL)
         signal.setitimer(signal.ITIMER_REAL, max(float(after_s), 1e-6))
 
 

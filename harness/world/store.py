@@ -11,6 +11,10 @@ Contract:
   same transaction as the effect of its first step. A tool that fails at the
   gate (bad arguments, a simulated transient error) never reaches the world and
   leaves no row.
+- A row's ``pid`` is the agent process whose call it ran: this process's own,
+  or, for a tool server that runs an agent's calls in the agent's process group
+  (``harness.adapters.mcp_tools_server``), the agent's (``ledger_pid``). The
+  checkers tell lives apart by it.
 - ``journal_pos`` is the agent journal's size seen inside that transaction: an
   intent record ending at or before it was written before the effect.
 - Every state row carries the ``op_id`` that last wrote it.
@@ -187,15 +191,27 @@ class WorldStore:
     """The writer's handle on a world database; one per agent process."""
 
     def __init__(
-        self, connection: sqlite3.Connection, path: Path, journal_path: Path | None
+        self,
+        connection: sqlite3.Connection,
+        path: Path,
+        journal_path: Path | None,
+        ledger_pid: int | None = None,
     ) -> None:
         self._db = connection
         self.path = path
         self.journal_path = journal_path
+        self.ledger_pid = ledger_pid
+        """The agent process a tool server runs calls for (None: this process is the agent)."""
 
     @classmethod
-    def open(cls, db_path: Path, *, journal_path: Path | None = None) -> WorldStore:
-        """Open or create the world at ``db_path``; creating the schema is idempotent."""
+    def open(
+        cls, db_path: Path, *, journal_path: Path | None = None, ledger_pid: int | None = None
+    ) -> WorldStore:
+        """Open or create the world at ``db_path``; creating the schema is idempotent.
+
+        ``ledger_pid`` is the pid ledgered for each execution when it is not this
+        process's: the agent's, for a tool server that runs the agent's calls.
+        """
         db = sqlite3.connect(db_path, isolation_level=None)
         try:
             # Small pages: a world holds a few rows per table, and a campaign keeps
@@ -204,7 +220,7 @@ class WorldStore:
             db.execute("PRAGMA journal_mode=WAL")
             # FULL makes each commit durable on its own, not only at checkpoints.
             db.execute("PRAGMA synchronous=FULL")
-            store = cls(db, Path(db_path), journal_path)
+            store = cls(db, Path(db_path), journal_path, ledger_pid)
             # A world already at this version needs no write: the agent opens
             # it at every restart, and a committed write costs an fsync.
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
@@ -270,7 +286,7 @@ class WorldStore:
                     ctx.tool,
                     ctx.attempt,
                     ctx.incarnation,
-                    os.getpid(),
+                    os.getpid() if self.ledger_pid is None else self.ledger_pid,
                     time.time_ns(),
                     self._journal_pos(),
                     step_of(ctx.op_id),

@@ -18,12 +18,19 @@ MINI = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini.toml")
 MINI_SEED = 3
 
 
+AGENT_PROGRAMS = ("harness.agent", "harness.adapters.mcp_tools_server")
+"""What an exec'd agent process, or the tool server of an ``mcp`` agent, names on its
+command line."""
+
+
 def agent_processes(under: Path) -> list[psutil.Process]:
-    """Live agent processes whose trial folder lies under ``under``."""
+    """Live agent processes (tool servers of mcp agents included) whose trial folder lies
+    under ``under``."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "harness.agent" in cmdline and any(arg.startswith(str(under)) for arg in cmdline):
+        named = any(program in cmdline for program in AGENT_PROGRAMS)
+        if named and any(arg.startswith(str(under)) for arg in cmdline):
             found.append(proc)
     return found
 

@@ -17,10 +17,13 @@ from harness.runtime.failpoints import (
     CHANNEL_ENV,
     FAILPOINTS_ENV,
     FailpointSpec,
+    absorb_hits,
     arm_from_environ,
     disarm,
     failpoint,
     hit_counts,
+    hit_ops,
+    hit_report,
 )
 from tests.conftest import subprocess_env
 
@@ -238,6 +241,23 @@ class TestInProcessActions:
         failpoint("op.mid_effect")
         happened.append("went on")
         assert happened == [("sleep", 0.12), "went on"]
+
+    def test_another_processs_hits_are_absorbed_in_order(
+        self, armed: Callable[[str], None]
+    ) -> None:
+        """A helper's hit report (a tool server's) is counted with this process's own hits,
+        each point's ops in the order the hits happened on the shared monotonic clock."""
+        armed("op.after_intent=count,op.reply=count")
+        failpoint("op.after_intent", "s001")
+        mine = hit_report()["op.after_intent"]["ns"]
+        assert isinstance(mine, list)
+        helper: dict[str, dict[str, object]] = {
+            "op.reply": {"hits": 2, "ops": ["s002", "s001"], "ns": [mine[0] + 20, mine[0] + 10]},
+            "op.mid_effect": {"hits": 1, "ops": None, "ns": []},
+        }
+        absorb_hits(helper)
+        assert hit_counts() == {"op.after_intent": 1, "op.reply": 2, "op.mid_effect": 1}
+        assert hit_ops() == {"op.after_intent": ["s001"], "op.reply": ["s001", "s002"]}
 
 
 class TestProcessActions:
