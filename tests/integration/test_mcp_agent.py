@@ -29,6 +29,8 @@ from harness.runtime.failpoints import AIMED_KILL_SIGNAL
 from harness.world.store import read_ledger
 from tests.integration.conftest import MINI, MINI_SEED, TrialRunner
 
+ROOT = Path(__file__).resolve().parents[2]
+
 TAP_REPLY = '[{"failpoints":"op.reply@3=kill"}]'  # s003: ui_tap, non-idempotent
 TAP_LOST_REPLY = '[{"failpoints":"op.reply@3=lost-reply"}]'
 
@@ -193,3 +195,33 @@ def test_the_core_agent_does_not_import_the_sdk() -> None:
         "assert not third, sorted(third)\n"
     )
     subprocess.run([sys.executable, "-I", "-c", code], check=True, timeout=60)
+
+
+def test_declared_tools_are_served_and_a_lost_ticket_reply_is_verified(tmp_path: Path) -> None:
+    """The billing scenario's declared tools run in the tool server: killed there once
+    create_ticket committed, the next life verifies the ticket and makes no second one."""
+    schedule = '[{"failpoints": "op.reply@3=kill"}]'
+    command = ["trial", "scenarios/support_billing.toml", "--seed", "1", "--runtime", "mcp"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            *command,
+            "--schedule",
+            schedule,
+            "--reports",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    trial = next(tmp_path.glob("*/trial"))
+    tickets = [e for e in read_ledger(trial / "world.db") if e.op_id == "s003"]
+    assert len(tickets) == 1
+    evidence = TrialEvidence(trial, None)
+    assert evidence.decisions_in(2)["s003"].payload["decision"] == "verify"
+    assert not tool_servers(tmp_path)
