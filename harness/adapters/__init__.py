@@ -33,7 +33,10 @@ verdict is ``pass`` or ``not-judged``. Faults that act on the journal (power
 loss, corruption, a full disk, a changed tool table) and the runtime's own
 failpoints are not scheduled for them (``Adapter.failpoints``).
 
-Registered adapters: ``real`` (this project's runtime), each broken runtime of
+Registered adapters: ``real`` (this project's runtime, knowing calls by the identity
+the scenario asks for: by id unless it says ``identity = "content"``),
+``real-content`` (the same runtime, always knowing calls by content: for a model
+that re-issues its calls under new ids, ``harness.runtime.identity``), each broken runtime of
 ``harness.agent.broken`` (the real runtime with one mistake), ``dbos`` (DBOS
 Transact 3.4: each tool call a DBOS step of one workflow) and ``naive`` (no
 recovery at all: ``harness/adapters/naive.py``, the smallest example). A user's own
@@ -97,6 +100,12 @@ class Adapter:
         return OP_POINTS | JOURNAL_POINTS if self.journal else OP_POINTS
 
     @property
+    def takes_model(self) -> bool:
+        """Whether its agent program is ``harness.agent``, whose scripted model a scenario's
+        ``model`` or the command line's ``--model`` picks (another runs its own loop)."""
+        return self.module == "harness.agent"
+
+    @property
     def evidence(self) -> frozenset[str]:
         """What it leaves to judge: the ledger, the history and the world, and our journal."""
         kept = {"ledger", "history", "world"}
@@ -113,6 +122,13 @@ def _registry() -> dict[str, Adapter]:
     adapters = {
         "real": Adapter(
             "real", "harness.agent", True, "this project's runtime", {"HARNESS_RUNTIME": "real"}
+        ),
+        "real-content": Adapter(
+            "real-content",
+            "harness.agent",
+            True,
+            "this project's runtime, knowing a call by its content when its id is new",
+            {"HARNESS_RUNTIME": "real", "HARNESS_IDENTITY": "content"},
         ),
         "dbos": Adapter(
             "dbos",

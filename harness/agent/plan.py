@@ -4,6 +4,7 @@ The supervisor validates a scenario (pydantic, Faker) and compiles it into this
 form, so that the agent reads it with ``json`` alone and starts fast.
 
     {"format": 1, "scenario": "phone_task", "seed": 7, "source": "scenarios/phone_task.toml",
+     "model": "scripted", "identity": "id",
      "steps": [{"index": 1, "op_id": "s001", "tool": "input_text",
                 "args": {"field": "title", "text": "Buy milk"},
                 "verify": {"tool": "ui_dump", "args": {}, "path": "fields.title",
@@ -15,6 +16,14 @@ its result, and the effect is present when that value contains ``contains``
 (a list holding it as an item, a string holding it as a substring) or, with
 ``equals``, is equal to it. ``verify`` is null when no read-only tool reveals
 the effect: such a step is not redone after a VERIFY.
+
+``model`` is the scripted model that runs the plan (``harness.agent.model.MODELS``:
+``scripted``, or ``reissue``, which gives every plan call a new id after each
+restart) and ``identity`` how the runtime knows a call it journaled
+(``harness.runtime.Identity``: ``id`` or ``content``); a plan without them is
+``scripted`` and ``id``. A re-issued id names the plan's call and the life
+that issued it (``reissued_id``: ``s003~2``), so that anyone holding the plan
+can fold it back to its call (``plan_id``) and step without the journal.
 """
 
 from __future__ import annotations
@@ -25,9 +34,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLAN_FORMAT", "Plan", "PlanStep", "Verification", "load_plan", "plan_to_json"]
+__all__ = [
+    "PLAN_FORMAT",
+    "REISSUE_MARK",
+    "Plan",
+    "PlanStep",
+    "Verification",
+    "load_plan",
+    "plan_id",
+    "plan_to_json",
+    "reissued_id",
+]
 
 PLAN_FORMAT = 1
+REISSUE_MARK = "~"
+"""Between a plan call's id and the life that re-issued it: ``s003~2``."""
+
+
+def reissued_id(op_id: str, life: int) -> str:
+    """The id a re-issuing model gives the plan call ``op_id`` in its ``life``-th life.
+
+    The plan's own id in the first life (``s003``), ``s003~2`` in the second: new in
+    every life, and the same whenever that life is replayed.
+    """
+    return op_id if life <= 1 else f"{op_id}{REISSUE_MARK}{life}"
+
+
+def plan_id(op_id: str) -> str:
+    """The plan's id of a call that may have been re-issued: ``s003~2`` -> ``s003``,
+    ``s003~2.redo`` -> ``s003.redo``; any other id as it is."""
+    head, dot, rest = op_id.partition(".")
+    call, mark, life = head.partition(REISSUE_MARK)
+    return f"{call}{dot}{rest}" if mark and life.isdigit() else op_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +107,8 @@ class Plan:
     seed: int
     source: str
     steps: tuple[PlanStep, ...]
+    model: str = "scripted"
+    identity: str = "id"
 
 
 def _verification(data: Mapping[str, Any] | None) -> Verification | None:
@@ -88,7 +128,14 @@ def load_plan(path: Path | str) -> Plan:
         PlanStep(s["index"], s["op_id"], s["tool"], s["args"], _verification(s.get("verify")))
         for s in data["steps"]
     )
-    return Plan(data["scenario"], data["seed"], data["source"], steps)
+    return Plan(
+        data["scenario"],
+        data["seed"],
+        data["source"],
+        steps,
+        data.get("model", "scripted"),
+        data.get("identity", "id"),
+    )
 
 
 def plan_to_json(plan: Plan) -> str:
@@ -109,6 +156,8 @@ def plan_to_json(plan: Plan) -> str:
             "scenario": plan.scenario,
             "seed": plan.seed,
             "source": plan.source,
+            "model": plan.model,
+            "identity": plan.identity,
             "steps": [
                 {
                     "index": s.index,

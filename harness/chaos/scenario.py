@@ -23,6 +23,13 @@ says how to check it after a VERIFY hint::
   write ``{{`` and ``}}`` for literal braces.
 - A step without ``verify`` is one whose effect no read-only tool reveals: after
   a VERIFY hint the model does not redo it.
+- ``model`` (optional) names the scripted model that runs the plan
+  (``harness.agent.model.MODELS``): ``scripted``, the default, issues every
+  call under the plan's id in every life; ``reissue`` gives every call a new
+  id after each restart, as an LLM re-running inference does. ``identity``
+  (optional) is how the agent's runtime knows a call it journaled: ``id``, the
+  default (the seed's), or ``content`` (``harness.runtime.identity``). A
+  runtime under test that names its identity (``real-content``) overrides it.
 
 Contract:
 - ``load_scenario`` returns a fully validated ``Scenario`` or raises
@@ -67,9 +74,11 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from harness.agent.model import MODELS
 from harness.agent.plan import Plan, PlanStep, Verification, plan_to_json
 from harness.errors import ScenarioError
 from harness.runtime.classes import IdempotencyClass, ToolTable
+from harness.runtime.identity import Identity
 from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
 
 __all__ = [
@@ -186,7 +195,8 @@ _SAMPLES: Mapping[str, Any] = MappingProxyType(
     {"str": "sample", "int": 0, "bool": False, "list": [], "object": {}}
 )
 
-_KEYS_TOP = ("name", "description", "steps")
+_KEYS_TOP = ("name", "description", "model", "identity", "steps")
+_IDENTITIES = tuple(identity.value for identity in Identity)
 _KEYS_STEP = ("tool", "args", "verify")
 _KEYS_VERIFY = ("tool", "args", "path", "contains", "equals")
 
@@ -356,6 +366,8 @@ class Scenario(BaseModel):
 
     name: str
     description: str = Field(min_length=1)
+    model: str = "scripted"
+    identity: str = "id"
     steps: list[ScenarioStep]
 
     _source: str = PrivateAttr(default="<memory>")
@@ -371,6 +383,23 @@ class Scenario(BaseModel):
         if not _NAME.match(value):
             rule = "letters, digits and _, not starting with a digit"
             raise _problem(None, f"{value!r} is not identifier-like ({rule})")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODELS:
+            hint = _did_you_mean(value, tuple(MODELS))
+            raise _problem(None, f"unknown model {value!r}{hint}; known: {', '.join(MODELS)}")
+        return value
+
+    @field_validator("identity")
+    @classmethod
+    def _known_identity(cls, value: str) -> str:
+        if value not in _IDENTITIES:
+            hint = _did_you_mean(value, _IDENTITIES)
+            known = ", ".join(_IDENTITIES)
+            raise _problem(None, f"unknown identity {value!r}{hint}; known: {known}")
         return value
 
     @field_validator("steps", mode="before")
@@ -477,7 +506,7 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         }
         verify = None if step.verify is None else step.verify.compile(args)
         steps.append(PlanStep(index, f"s{index:03d}", step.tool, args, verify))
-    return Plan(scenario.name, seed, source, tuple(steps))
+    return Plan(scenario.name, seed, source, tuple(steps), scenario.model, scenario.identity)
 
 
 def write_plan(plan: Plan, path: Path | str) -> None:
