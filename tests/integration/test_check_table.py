@@ -99,7 +99,7 @@ class TestCheckTable:
             assert tool in run.stdout
         assert "UNSAFE" not in run.stdout
         assert run.last_line == (
-            "PASS: 40 calls of 25 tools in 7 scenarios; unsafe: none; 0 unjudged, 0 notes"
+            "PASS: 47 calls of 25 tools in 8 scenarios; unsafe: none; 0 unjudged, 0 notes"
         )
         assert list(run.tmpdir.iterdir()) == []
 
