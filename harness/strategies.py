@@ -547,6 +547,10 @@ def scenario_toml(scenario: Scenario) -> str:
     """The scenario as a file ``load_scenario`` reads back to an equal scenario."""
     lines = [f"name = {_toml_string(scenario.name)}"]
     lines.append(f"description = {_toml_string(scenario.description)}")
+    if scenario.model != "scripted":
+        lines.append(f"model = {_toml_string(scenario.model)}")
+    if scenario.identity != "id":
+        lines.append(f"identity = {_toml_string(scenario.identity)}")
     for key in ("tools_file", "tool_table"):
         path = getattr(scenario, key)
         if path is not None:

@@ -34,9 +34,12 @@ verdict is ``pass`` or ``not-judged``. Faults that act on the journal (power
 loss, corruption, a full disk, a changed tool table) and the runtime's own
 failpoints are not scheduled for them (``Adapter.failpoints``).
 
-Registered adapters: ``real`` (this project's runtime), each broken runtime of
-``harness.agent.broken`` (the real runtime with one mistake), ``mcp`` (this
-project's runtime with its tools behind an MCP server child process:
+Registered adapters: ``real`` (this project's runtime, knowing calls by the identity
+the scenario asks for: by id unless it says ``identity = "content"``),
+``real-content`` (the same runtime, always knowing calls by content: for a model
+that re-issues its calls under new ids, ``harness.runtime.identity``), each broken
+runtime of ``harness.agent.broken`` (the real runtime with one mistake), ``mcp``
+(this project's runtime with its tools behind an MCP server child process:
 ``harness/adapters/mcp_agent.py``), ``dbos`` (DBOS Transact 3.4: each tool call a
 DBOS step of one workflow) and ``naive`` (no recovery at all:
 ``harness/adapters/naive.py``, the smallest example). A user's own agent program
@@ -100,6 +103,13 @@ class Adapter:
         return OP_POINTS | JOURNAL_POINTS if self.journal else OP_POINTS
 
     @property
+    def takes_model(self) -> bool:
+        """Whether its agent program runs ``harness.agent``'s loop (itself, or the mcp
+        adapter's, which is that loop with its tools elsewhere), whose scripted model a
+        scenario's ``model`` or the command line's ``--model`` picks (another runs its own)."""
+        return self.module in ("harness.agent", "harness.adapters.mcp_agent")
+
+    @property
     def evidence(self) -> frozenset[str]:
         """What it leaves to judge: the ledger, the history and the world, and our journal."""
         kept = {"ledger", "history", "world"}
@@ -116,6 +126,13 @@ def _registry() -> dict[str, Adapter]:
     adapters = {
         "real": Adapter(
             "real", "harness.agent", True, "this project's runtime", {"HARNESS_RUNTIME": "real"}
+        ),
+        "real-content": Adapter(
+            "real-content",
+            "harness.agent",
+            True,
+            "this project's runtime, knowing a call by its content when its id is new",
+            {"HARNESS_RUNTIME": "real", "HARNESS_IDENTITY": "content"},
         ),
         "mcp": Adapter(
             "mcp",

@@ -2,12 +2,17 @@
 
 Reads ``plan.json`` from the trial directory, opens the runtime on
 ``journal`` (recovering from it first) and the world on ``world.db``, and runs
-the plan with the scripted model. Imports stay light (stdlib and the project's
+the plan with the scripted model the plan names (``Plan.model``: the
+plan's ids in every life, or a new id for every call after each restart), on
+a runtime that knows calls by the identity the plan names (``Plan.identity``)
+unless ``HARNESS_IDENTITY`` (set by an adapter such as ``real-content``) says
+otherwise. Imports stay light (stdlib and the project's
 runtime, world and agent only): its start-up time is the harness's speed.
 
 Options come from the environment, set by the supervisor:
 ``HARNESS_RUNTIME`` (a name from ``harness.agent.broken.RUNTIMES``, default
-``real``), ``HARNESS_TOOL_TABLE`` (a tool table file replacing the default),
+``real``), ``HARNESS_IDENTITY`` (``id`` or ``content``: ``harness.runtime.Identity``),
+``HARNESS_TOOL_TABLE`` (a tool table file replacing the default),
 ``HARNESS_FAILPOINTS`` and ``HARNESS_FAILPOINT_CHANNEL`` (see
 ``harness.runtime.failpoints``), and ``HARNESS_FAILPOINT_COUNTS``, a file to
 which a finished run writes how often each armed point was hit. On the channel
@@ -21,7 +26,7 @@ process), so that an adapter can run this same agent with its tools elsewhere
 (``harness.adapters.mcp_agent``: over MCP, in a server child process).
 
 Exit status: 0 the plan is done; 2 refused before any tool ran (corrupt or
-locked journal, bad failpoint spec, unknown runtime); 3 an append could not be
+locked journal, bad failpoint spec, unknown runtime, model or identity); 3 an append could not be
 made durable (disk full): the op was not run; 4 stopped by containment.
 """
 
@@ -35,7 +40,7 @@ from pathlib import Path
 
 from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.broken import RUNTIMES
-from harness.agent.model import ScriptedModel
+from harness.agent.model import MODELS
 from harness.agent.plan import load_plan
 from harness.runtime import HarnessError, JournalWriteError, ToolFunction, ToolTable
 from harness.runtime.failpoints import (
@@ -50,6 +55,7 @@ from harness.world.tools import make_tool_function
 EXIT_DONE = 0
 EXIT_REFUSED = 2
 EXIT_WRITE_FAILED = 3
+IDENTITY_ENV = "HARNESS_IDENTITY"
 
 ToolsOpener = Callable[[Path], AbstractContextManager[ToolFunction]]
 """Given the trial directory, a context that gives the agent's tools and closes them."""
@@ -87,16 +93,23 @@ def main(
         table_path = os.environ.get("HARNESS_TOOL_TABLE")
         table = ToolTable.load(table_path) if table_path else ToolTable.default()
         plan = load_plan(trial / "plan.json")
-        runtime = runtime_class.open(trial / "journal", table=table, arm_failpoints=True)
+        model_class = MODELS.get(plan.model)
+        if model_class is None:
+            known = ", ".join(MODELS)
+            raise ValueError(f"plan.json: unknown model {plan.model!r} (known: {known})")
+        identity = os.environ.get(IDENTITY_ENV) or plan.identity
+        runtime = runtime_class.open(
+            trial / "journal", table=table, arm_failpoints=True, identity=identity
+        )
     except JournalWriteError as exc:  # the disk filled up as the life began
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
         return EXIT_WRITE_FAILED
-    except HarnessError as exc:
+    except (HarnessError, ValueError) as exc:
         print(f"harness.agent: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     try:
         with tools(trial) as execute:
-            ScriptedModel(runtime, plan, execute).run()
+            model_class(runtime, plan, execute).run()
     except JournalWriteError as exc:
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
         return EXIT_WRITE_FAILED

@@ -288,9 +288,10 @@ class _EffectFirstExecutor(Executor):
         attempt: int = 1,
         redo_of: str | None = None,
         key_op: str | None = None,
+        fresh: bool = False,
     ) -> FinishRecord:
         intent = IntentRecord(
-            op_id, tool, snapshot, args, digest(args), attempt, self.incarnation, redo_of
+            op_id, tool, snapshot, args, digest(args), attempt, self.incarnation, redo_of, fresh
         )
         failpoint("op.before_intent", op_id)
         finish = self.invoke(intent, execute, key_op=key_op)  # the mistake: effect first

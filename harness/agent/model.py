@@ -17,17 +17,26 @@ step (``invoke <op>``, then ``ack``, ``fail`` or ``info``, on the supervisor's
 channel): a user who was told a step is done must never see it done again.
 All choices are a function of the journal and the world, so a model killed
 half-way decides the same next time.
+
+``ReissuingModel`` (``model = "reissue"``) stands for an LLM that re-runs
+inference after a restart: it issues every plan call under a new id in each
+life after the first (``harness.agent.plan.reissued_id``: ``s003~2`` in the
+runtime's second incarnation), with the same tool and arguments. Only the
+plan's calls are re-issued: the check and the redo a VERIFY hint leads to are
+named after the op the hint names (``<op>.check``, ``<op>.redo``), the id the
+runtime gave the model. A check is a ``fresh`` call: identity by content never
+answers it from an earlier read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.agent.plan import Plan, PlanStep
+from harness.agent.plan import Plan, PlanStep, plan_id, reissued_id
 from harness.runtime import Resolution, Runtime, ToolFunction, VerifyHint
 from harness.runtime.failpoints import tell_supervisor
 
-__all__ = ["ScriptedModel"]
+__all__ = ["MODELS", "ReissuingModel", "ScriptedModel"]
 
 CHECK_SUFFIX = ".check"
 REDO_SUFFIX = ".redo"
@@ -42,36 +51,46 @@ step's redoes did, and the step was left undone)."""
 
 
 class ScriptedModel:
+    """Issues the plan's calls under the plan's ids, the same in every life."""
+
     def __init__(self, runtime: Runtime, plan: Plan, execute: ToolFunction) -> None:
         self.runtime = runtime
         self.plan = plan
         self.execute = execute
         self._steps: Mapping[str, PlanStep] = {s.op_id: s for s in plan.steps}
 
+    def issued_id(self, step: PlanStep) -> str:
+        """The id under which this life issues a plan step's call."""
+        return step.op_id
+
     def run(self) -> None:
         report = self.runtime.recover(
-            self.execute, not_started={s.op_id: s.tool for s in self.plan.steps}
+            self.execute, not_started={self.issued_id(s): s.tool for s in self.plan.steps}
         )
         for hint in report.hints:
             self.verify(hint)
         for step in self.plan.steps:
-            self.tell("invoke", step.op_id)
-            self.tell(self.issue(step), step.op_id)
+            op_id = self.issued_id(step)
+            self.tell("invoke", op_id)
+            self.tell(self.issue(step, op_id), op_id)
 
-    def issue(self, step: PlanStep) -> str:
-        """Run a step (the journal answers what it knows); what came of it: ack, fail or info.
+    def issue(self, step: PlanStep, op_id: str) -> str:
+        """Run a step as ``op_id`` (the journal answers what it knows); what came of it: ack,
+        fail or info.
 
         A step whose op was verified answers with its resolution: the effect
         was found (ack), it was redone (the redo's outcome), or it could not
         be verified (info).
         """
-        outcome = self.runtime.call(step.op_id, step.tool, step.args, self.execute)
+        outcome = self.runtime.call(op_id, step.tool, step.args, self.execute)
         if outcome.status == "info" and outcome.hint is not None:
             # The call's outcome is unknown now (a lost reply): say so, verify it at
-            # once as after a restart, then answer from what was found.
-            self.tell("info", step.op_id)
-            self.verify(VerifyHint(step.op_id, step.tool, step.args, outcome.hint))
-            outcome = self.runtime.outcome_of(step.op_id)
+            # once as after a restart, then answer from what was found. The op to
+            # verify is the one the journal holds (another, when content answered).
+            self.tell("info", op_id)
+            journaled = outcome.matched or op_id
+            self.verify(VerifyHint(journaled, step.tool, step.args, outcome.hint))
+            outcome = self.runtime.outcome_of(op_id)
         return "ack" if outcome.ok else outcome.status
 
     def tell(self, what: str, op_id: str) -> None:
@@ -80,7 +99,8 @@ class ScriptedModel:
         tell_supervisor(f"{what} {op_id}")
 
     def step_of(self, op_id: str) -> PlanStep | None:
-        return self._steps.get(op_id.split(".", 1)[0])
+        """The plan step an op stands for: ``s003``, ``s003~2``, ``s003.redo`` -> ``s003``."""
+        return self._steps.get(plan_id(op_id).split(".", 1)[0])
 
     def verify(self, hint: VerifyHint) -> None:
         """Check a possibly-run op's real effect; redo it only if the effect is absent."""
@@ -97,7 +117,7 @@ class ScriptedModel:
             )
             return
         check = self.runtime.call(
-            hint.op_id + CHECK_SUFFIX, step.verify.tool, step.verify.args, self.execute
+            hint.op_id + CHECK_SUFFIX, step.verify.tool, step.verify.args, self.execute, fresh=True
         )
         if not check.ok:
             self.runtime.resolve(
@@ -121,3 +141,20 @@ class ScriptedModel:
         )
         if redo.status == "info" and redo.hint is not None:  # the redo's reply was lost too
             self.verify(VerifyHint(redo_op, step.tool, step.args, redo.hint))
+
+
+class ReissuingModel(ScriptedModel):
+    """Issues every plan call under a new id in each life after the first, as an LLM
+    that re-runs inference does with its tool-call ids: ``s003~<incarnation>``.
+
+    The incarnation is the runtime's (the count of lives the journal holds, plus
+    one), so a replayed trial issues the same ids, and every id names its plan
+    call (``harness.agent.plan.plan_id`` folds it back) without the journal.
+    """
+
+    def issued_id(self, step: PlanStep) -> str:
+        return reissued_id(step.op_id, self.runtime.incarnation)
+
+
+MODELS: Mapping[str, type[ScriptedModel]] = {"scripted": ScriptedModel, "reissue": ReissuingModel}
+"""The models a plan (``Plan.model``) may name."""

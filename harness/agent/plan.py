@@ -4,6 +4,7 @@ The supervisor validates a scenario (pydantic, Faker) and compiles it into this
 form, so that the agent reads it with ``json`` alone and starts fast.
 
     {"format": 1, "scenario": "phone_task", "seed": 7, "source": "scenarios/phone_task.toml",
+     "model": "scripted", "identity": "id",
      "steps": [{"index": 1, "op_id": "s001", "tool": "input_text",
                 "args": {"field": "title", "text": "Buy milk"},
                 "verify": {"tool": "ui_dump", "args": {}, "path": "fields.title",
@@ -21,6 +22,14 @@ declaration, ``harness.world.declared.DeclaredTool``: the agent's tool
 function runs them) and, when its world does not begin empty, ``"world"``
 (the records the harness puts into ``world.db`` before the first life).
 Both are left out when empty, so a plan of built-in tools reads as before.
+
+``model`` is the scripted model that runs the plan (``harness.agent.model.MODELS``:
+``scripted``, or ``reissue``, which gives every plan call a new id after each
+restart) and ``identity`` how the runtime knows a call it journaled
+(``harness.runtime.Identity``: ``id`` or ``content``); a plan without them is
+``scripted`` and ``id``. A re-issued id names the plan's call and the life
+that issued it (``reissued_id``: ``s003~2``), so that anyone holding the plan
+can fold it back to its call (``plan_id``) and step without the journal.
 """
 
 from __future__ import annotations
@@ -34,9 +43,38 @@ from typing import Any
 
 from harness.world.declared import DeclaredTool, WorldRecord
 
-__all__ = ["PLAN_FORMAT", "Plan", "PlanStep", "Verification", "load_plan", "plan_to_json"]
+__all__ = [
+    "PLAN_FORMAT",
+    "REISSUE_MARK",
+    "Plan",
+    "PlanStep",
+    "Verification",
+    "load_plan",
+    "plan_id",
+    "plan_to_json",
+    "reissued_id",
+]
 
 PLAN_FORMAT = 1
+REISSUE_MARK = "~"
+"""Between a plan call's id and the life that re-issued it: ``s003~2``."""
+
+
+def reissued_id(op_id: str, life: int) -> str:
+    """The id a re-issuing model gives the plan call ``op_id`` in its ``life``-th life.
+
+    The plan's own id in the first life (``s003``), ``s003~2`` in the second: new in
+    every life, and the same whenever that life is replayed.
+    """
+    return op_id if life <= 1 else f"{op_id}{REISSUE_MARK}{life}"
+
+
+def plan_id(op_id: str) -> str:
+    """The plan's id of a call that may have been re-issued: ``s003~2`` -> ``s003``,
+    ``s003~2.redo`` -> ``s003.redo``; any other id as it is."""
+    head, dot, rest = op_id.partition(".")
+    call, mark, life = head.partition(REISSUE_MARK)
+    return f"{call}{dot}{rest}" if mark and life.isdigit() else op_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +120,8 @@ class Plan:
     """The scenario's declared tools, by name."""
     world: tuple[WorldRecord, ...] = ()
     """The records the world holds before the first life."""
+    model: str = "scripted"
+    identity: str = "id"
 
 
 def _verification(data: Mapping[str, Any] | None) -> Verification | None:
@@ -104,7 +144,14 @@ def load_plan(path: Path | str) -> Plan:
     tools = {name: DeclaredTool.from_json(name, d) for name, d in data.get("tools", {}).items()}
     world = tuple(WorldRecord.from_json(r) for r in data.get("world", ()))
     return Plan(
-        data["scenario"], data["seed"], data["source"], steps, MappingProxyType(tools), world
+        data["scenario"],
+        data["seed"],
+        data["source"],
+        steps,
+        MappingProxyType(tools),
+        world,
+        data.get("model", "scripted"),
+        data.get("identity", "id"),
     )
 
 
@@ -125,6 +172,8 @@ def plan_to_json(plan: Plan) -> str:
         "scenario": plan.scenario,
         "seed": plan.seed,
         "source": plan.source,
+        "model": plan.model,
+        "identity": plan.identity,
         "steps": [
             {
                 "index": s.index,

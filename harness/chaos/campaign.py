@@ -75,6 +75,8 @@ class CampaignConfig:
     keep: str = "all"
     """Which trial folders stay (``harness.chaos.keep``): ``all``, or ``sample`` (those
     that did not pass and a sample of the others; the rest go once checked)."""
+    model: str | None = None
+    """The scripted model of every trial (``--model``); None: each scenario's own."""
 
 
 def scenario_seed(campaign_seed: int, scenario: str) -> int:
@@ -83,13 +85,13 @@ def scenario_seed(campaign_seed: int, scenario: str) -> int:
 
 
 def exhaustive_specs(
-    scenario: str, seed: int, golden: Golden, runtime: str = "real"
+    scenario: str, seed: int, golden: Golden, runtime: str = "real", model: str | None = None
 ) -> list[TrialSpec]:
     """Every exhaustive trial the runtime can host: its failpoints, and journal faults only
     for a runtime that keeps the journal (the others are not applicable)."""
     adapter = get_adapter(runtime)
     return [
-        TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive")
+        TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
         for label, schedule in exhaustive_schedules(golden.hits, _in_flight_safe(golden))
         if applicable(schedule, adapter)
     ]
@@ -129,6 +131,7 @@ def random_specs(
     picks: Iterable[tuple[str, int, random.Random]],
     goldens: dict[tuple[str, int], Golden],
     runtime: str = "real",
+    model: str | None = None,
 ) -> list[TrialSpec]:
     specs = []
     journal = get_adapter(runtime).journal
@@ -141,7 +144,8 @@ def random_specs(
             hits=golden.hits,
             calls=golden.calls,
         )
-        specs.append(TrialSpec(scenario, seed, schedule, runtime, f"random{n:04d}", "random"))
+        label = f"random{n:04d}"
+        specs.append(TrialSpec(scenario, seed, schedule, runtime, label, "random", model))
     return specs
 
 
@@ -265,8 +269,8 @@ def _run_trials(
         specs: list[TrialSpec] = []
         for s in config.scenarios:
             seed = scenario_seed(config.seed, s)
-            specs += exhaustive_specs(s, seed, goldens[s, seed], config.runtime)
-        specs += random_specs(picks, goldens, config.runtime)
+            specs += exhaustive_specs(s, seed, goldens[s, seed], config.runtime, config.model)
+        specs += random_specs(picks, goldens, config.runtime, config.model)
         if config.shard is not None:
             specs = [spec for spec in specs if config.shard.keeps(spec)]
         if select is not None:

@@ -119,6 +119,7 @@ def spec_from_json(data: dict[str, Any]) -> TrialSpec:
         str(data["runtime"]),
         str(data["label"]),
         str(data["kind"]),
+        None if data.get("model") is None else str(data["model"]),
     )
 
 

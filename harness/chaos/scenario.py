@@ -31,6 +31,13 @@ says how to check it after a VERIFY hint::
   runtime's tool table for the scenario (the project's format; default: the
   shipped one), and ``[[world.records]]`` the records the world begins with.
   Paths are relative to the scenario file.
+- ``model`` (optional) names the scripted model that runs the plan
+  (``harness.agent.model.MODELS``): ``scripted``, the default, issues every
+  call under the plan's id in every life; ``reissue`` gives every call a new
+  id after each restart, as an LLM re-running inference does. ``identity``
+  (optional) is how the agent's runtime knows a call it journaled: ``id``, the
+  default (the seed's), or ``content`` (``harness.runtime.identity``). A
+  runtime under test that names its identity (``real-content``) overrides it.
 
 Contract:
 - ``load_scenario`` returns a fully validated ``Scenario`` or raises
@@ -77,11 +84,13 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from harness.agent.model import MODELS
 from harness.agent.plan import Plan, PlanStep, Verification, plan_to_json
 from harness.chaos.declarations import Declared, ToolDeclaration, declared_tools
 from harness.errors import ScenarioError
 from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.runtime.errors import ToolTableError
+from harness.runtime.identity import Identity
 from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
 from harness.world.declared import DeclaredTool, WorldRecord
 
@@ -201,7 +210,18 @@ _SAMPLES: Mapping[str, Any] = MappingProxyType(
     {"str": "sample", "int": 0, "bool": False, "list": [], "object": {}}
 )
 
-_KEYS_TOP = ("name", "description", "tools", "tools_file", "tool_table", "world", "steps")
+_KEYS_TOP = (
+    "name",
+    "description",
+    "model",
+    "identity",
+    "tools",
+    "tools_file",
+    "tool_table",
+    "world",
+    "steps",
+)
+_IDENTITIES = tuple(identity.value for identity in Identity)
 _KEYS_STEP = ("tool", "args", "verify")
 _KEYS_VERIFY = ("tool", "args", "path", "contains", "equals")
 _KEYS_TOOL = tuple(ToolDeclaration.model_fields)
@@ -487,6 +507,8 @@ class Scenario(BaseModel):
 
     name: str
     description: str = Field(min_length=1)
+    model: str = "scripted"
+    identity: str = "id"
     tools: dict[str, ToolDeclaration] = Field(default_factory=dict)
     """Declared inline; ``parse_scenario`` validates them (and the tools file's) first."""
     tools_file: str | None = None
@@ -525,6 +547,23 @@ class Scenario(BaseModel):
         if not _NAME.match(value):
             rule = "letters, digits and _, not starting with a digit"
             raise _problem(None, f"{value!r} is not identifier-like ({rule})")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODELS:
+            hint = _did_you_mean(value, tuple(MODELS))
+            raise _problem(None, f"unknown model {value!r}{hint}; known: {', '.join(MODELS)}")
+        return value
+
+    @field_validator("identity")
+    @classmethod
+    def _known_identity(cls, value: str) -> str:
+        if value not in _IDENTITIES:
+            hint = _did_you_mean(value, _IDENTITIES)
+            known = ", ".join(_IDENTITIES)
+            raise _problem(None, f"unknown identity {value!r}{hint}; known: {known}")
         return value
 
     @field_validator("steps", mode="before")
@@ -701,7 +740,16 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         verify = None if step.verify is None else step.verify.compile(args)
         steps.append(PlanStep(index, f"s{index:03d}", step.tool, args, verify))
     tools = MappingProxyType(dict(scenario.declared_tools))
-    return Plan(scenario.name, seed, source, tuple(steps), tools, scenario.world_records)
+    return Plan(
+        scenario.name,
+        seed,
+        source,
+        tuple(steps),
+        tools,
+        scenario.world_records,
+        scenario.model,
+        scenario.identity,
+    )
 
 
 def write_plan(plan: Plan, path: Path | str) -> None:

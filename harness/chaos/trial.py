@@ -21,12 +21,12 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.adapters import get_adapter
-from harness.agent.plan import load_plan
+from harness.agent.plan import load_plan, plan_to_json
 from harness.chaos.schedule import Call, CrashSchedule, Life
 from harness.chaos.supervisor import LifeResult, Supervisor
 from harness.chaos.tables import BASE
@@ -53,6 +53,9 @@ class TrialSpec:
     runtime: str = "real"
     label: str = ""
     kind: str = "custom"
+    model: str | None = None
+    """The scripted model that runs it (``harness.agent.model.MODELS``); None: the one the
+    scenario names (``scripted`` unless it says ``model = "reissue"``)."""
 
     @property
     def scenario_name(self) -> str:
@@ -85,6 +88,7 @@ class TrialSpec:
                 shlex.quote(self.scenario),
                 f"--seed {self.seed}",
                 f"--runtime {self.runtime}",
+                *([f"--model {self.model}"] if self.model is not None else []),
                 f"--schedule {shlex.quote(self.schedule.to_json())}",
             ]
         )
@@ -97,6 +101,7 @@ class TrialSpec:
             "label": self.label,
             "kind": self.kind,
             "schedule": json.loads(self.schedule.to_json()),
+            **({"model": self.model} if self.model is not None else {}),
             "replay": self.replay_command(),
         }
 
@@ -288,6 +293,11 @@ def run_trial(
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     shutil.copyfile(golden / "plan.json", directory / "plan.json")
+    if spec.model is not None:
+        # The golden run has one life, so every model makes it alike: only the trial's
+        # plan names the model that its restarted lives run.
+        plan = replace(load_plan(directory / "plan.json"), model=spec.model)
+        (directory / "plan.json").write_text(plan_to_json(plan) + "\n", "utf-8")
     seed_world(directory)
     (directory / "trial.json").write_text(json.dumps(spec.to_json(), indent=1), "utf-8")
     lives = supervisor.run(directory, spec.schedule, runtime=spec.runtime, tables=tables)

@@ -13,6 +13,12 @@ belongs to the life whose pid the world recorded, and a journal record to the
 life whose span of the file holds it (from the size the supervisor saw at the
 life's spawn, or where a power cut left the valid end), never by the
 incarnation or attempt numbers the runtime writes. Nothing here decides.
+
+Calls are told apart by the plan: a model that re-issues its calls under new
+ids names each after the plan call it stands for (``s003~2`` in its second
+life: ``harness.agent.plan.reissued_id``), so the ledger's rows and the
+user's reports of one call fold back to it by id alone (``plan_id``), never
+by what the runtime's journal says it matched.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from harness.agent.plan import Plan, load_plan
+from harness.agent.plan import Plan, load_plan, plan_id
 from harness.chaos.faults import PRISTINE_JOURNAL
 from harness.check.journal import (
     JournalEntry,
@@ -169,6 +175,12 @@ class TrialEvidence:
     def ledger_of(self, op_id: str) -> list[LedgerEntry]:
         return [e for e in self.ledger if e.op_id == op_id]
 
+    def runs_of_call(self, op_id: str) -> list[LedgerEntry]:
+        """Executions of the plan call ``op_id`` stands for, under any id it was issued as
+        (``s003``, ``s003~2``, ...; a redo, ``s003.redo``, is a call of its own)."""
+        call = plan_id(op_id)
+        return [e for e in self.ledger if plan_id(e.op_id) == call]
+
     def life_of_row(self, entry: LedgerEntry) -> int | None:
         """The life whose process ran this execution, by the pid the world recorded."""
         return self.life_of_pid.get(entry.pid)
@@ -297,8 +309,9 @@ class TrialEvidence:
 
     @cached_property
     def last_report(self) -> dict[str, str]:
-        """Op id -> the last thing the user was told of it (invoke, ok, fail, info)."""
-        return {str(h["op"]): str(h["type"]) for h in self.history}
+        """Plan call id -> the last thing the user was told of it (invoke, ok, fail, info),
+        under whichever id it was issued last (``s003~2`` reports on ``s003``)."""
+        return {plan_id(str(h["op"])): str(h["type"]) for h in self.history}
 
     @cached_property
     def rows_by_op_and_life(self) -> dict[tuple[str, int | None], list[LedgerEntry]]:

@@ -22,7 +22,10 @@ each spawn, the table it handed each life, what the user was told and which
 VERIFY hints the model reported reading), and the journal read with the
 checkers' own reader. An op's class comes from the table handed to the life
 that wrote its first intent, not from the snapshot the runtime wrote; a
-snapshot that differs from that table is itself a failure (I5).
+snapshot that differs from that table is itself a failure (I5). A call a model
+re-issued under a new id (``s003~2``) is the plan call it names: its
+executions count as that call's (I1, I2, I4), and what the user was told of
+it as told of that call (I7, I8, I10), whatever the runtime matched it to.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from harness.agent.plan import plan_id
 from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.world.store import EffectRow, LedgerEntry, step_of
@@ -98,12 +102,19 @@ def _not_judged(key: str, why: str) -> Verdict:
     return Verdict(key, TITLES[key], "not-judged", (why,))
 
 
+def _as(entry: LedgerEntry, op_id: str) -> str:
+    """`` as s003~2`` when an execution of ``op_id``'s call ran under another id."""
+    return "" if entry.op_id == op_id else f" as {entry.op_id}"
+
+
 def _ran_after(ev: TrialEvidence, op_id: str, offset: int, what: str) -> list[str]:
-    """Executions of ``op_id`` that happened once the journal held its ``what`` at ``offset``."""
+    """Executions of ``op_id``'s call (under any id it was re-issued as) that happened once
+    the journal held its ``what`` at ``offset``."""
     return [
-        f"{op_id} ({entry.tool}) ran again in life {ev.life_of_row(entry)} (ledger #{entry.seq}, "
-        f"journal at byte {entry.journal_pos}) after its {what} was journaled at byte {offset}"
-        for entry in ev.ledger_of(op_id)
+        f"{op_id} ({entry.tool}) ran again{_as(entry, op_id)} in life {ev.life_of_row(entry)} "
+        f"(ledger #{entry.seq}, journal at byte {entry.journal_pos}) after its {what} was "
+        f"journaled at byte {offset}"
+        for entry in ev.runs_of_call(op_id)
         if entry.journal_pos is not None and entry.journal_pos > offset
     ]
 
@@ -113,8 +124,14 @@ def _settling_finishes(ev: TrialEvidence) -> Iterable[JournalEntry]:
 
 
 def _step_chain(ev: TrialEvidence, op_id: str) -> list[LedgerEntry]:
-    """Executions of an op and of the redoes that stand for it (``s003``, ``s003.redo``...)."""
-    return [e for e in ev.ledger if e.op_id == op_id or e.op_id.startswith(op_id + ".redo")]
+    """Executions of an op's call and of the redoes that stand for it (``s003``, ``s003~2``,
+    ``s003.redo``...)."""
+    call = plan_id(op_id)
+    return [
+        e
+        for e in ev.ledger
+        if plan_id(e.op_id) == call or plan_id(e.op_id).startswith(call + ".redo")
+    ]
 
 
 def check_success_not_rerun(ev: TrialEvidence) -> Verdict:
@@ -171,10 +188,11 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
                         f"{op_id}: the model never reported reading its VERIFY hint in "
                         f"life {life.life}"
                     )
-                again = [e for e in ev.ledger_of(op_id) if (ev.life_of_row(e) or 0) >= life.life]
+                again = [e for e in ev.runs_of_call(op_id) if (ev.life_of_row(e) or 0) >= life.life]
                 if again:
+                    how = "under its own id" if again[0].op_id == op_id else _as(again[0], op_id)
                     problems.append(
-                        f"{op_id} ({op.tool}) executed again under its own id in life "
+                        f"{op_id} ({op.tool}) executed again {how.strip()} in life "
                         f"{ev.life_of_row(again[0])} (ledger #{again[0].seq}) instead of "
                         "being verified"
                     )
@@ -196,30 +214,37 @@ def _decided(ev: TrialEvidence, life: int, op_id: str, tool: str, want: str) -> 
 
 
 def _unsafe_ran_twice(ev: TrialEvidence) -> list[str]:
-    """Ledger alone, for any runtime: an unsafe op id never runs again after a restart.
+    """Ledger alone, for any runtime: an unsafe call never runs again after a restart.
 
-    The class is the one the table handed to the life of its first execution
-    gives. A runtime that verifies redoes a step under a new op id. Repeats
-    inside one life are in-process retries: I10's to judge.
+    A call is its op id, or the plan call a re-issued id names (``s003~2`` is
+    ``s003``). The class is the one the table handed to the life of its first
+    execution gives. A runtime that verifies redoes a step under a new op id
+    (``s003.redo``, a call of its own). Repeats inside one life are in-process
+    retries: I10's to judge.
     """
     problems = []
     lives: dict[str, set[int | None]] = {}
+    ids: dict[str, list[str]] = {}
     for entry in ev.ledger:
-        lives.setdefault(entry.op_id, set()).add(ev.life_of_row(entry))
-    for op_id, count in Counter(e.op_id for e in ev.ledger).items():
+        call = plan_id(entry.op_id)
+        lives.setdefault(call, set()).add(ev.life_of_row(entry))
+        if entry.op_id not in ids.setdefault(call, []):
+            ids[call].append(entry.op_id)
+    for op_id, count in Counter(plan_id(e.op_id) for e in ev.ledger).items():
         if len(lives[op_id]) < 2:
             continue
-        first = ev.ledger_of(op_id)[0]
-        op = ev.final_ops.get(op_id) if ev.has_journal else None
+        first = ev.runs_of_call(op_id)[0]
+        op = ev.final_ops.get(first.op_id) if ev.has_journal else None
         if op is not None:
             name, ask_user = ev.class_of(op)
         else:
             cls = ev.table_of(ev.life_of_row(first)).classify(first.tool)
             name, ask_user = cls.idempotency.value, cls.ask_user
         if not retry_safe(name, ask_user):
+            issued = f" (as {', '.join(ids[op_id])})" if len(ids[op_id]) > 1 else ""
             problems.append(
                 f"{op_id} ({first.tool}, {name}) ran {count} times in {len(lives[op_id])} "
-                f"lives: a {name} call was replayed"
+                f"lives{issued}: a {name} call was replayed"
             )
     return problems
 
@@ -388,12 +413,19 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
         return _verdict(
             "I7", problems, f"done in {len(ev.lives)} lives, {len(ev.plan.steps)} steps settled"
         )
-    ops = ev.final_ops
+    ops_of: dict[str, list[str]] = {}
+    for op_id, op in ev.final_ops.items():
+        if op.state == "running" and not op.resolved:
+            ops_of.setdefault(plan_id(op_id), []).append("unresolved")
+        else:
+            ops_of.setdefault(plan_id(op_id), []).append("settled")
     for step in ev.plan.steps:
-        op = ops.get(step.op_id)
-        if op is None:
+        # A re-issued call (s003~2) that the runtime journaled as an op of its own is one
+        # more op of the step: every op of it must be settled or resolved.
+        states = ops_of.get(step.op_id)
+        if states is None:
             problems.append(f"step {step.index} ({step.op_id} {step.tool}) never started")
-        elif op.state == "running" and not op.resolved:
+        elif "unresolved" in states:
             problems.append(f"step {step.index} ({step.op_id} {step.tool}) left unresolved")
     return _verdict(
         "I7", problems, f"done in {len(ev.lives)} lives, {len(ev.plan.steps)} steps accounted for"

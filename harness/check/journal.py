@@ -231,7 +231,9 @@ def _well_formed(value: Mapping[str, Any]) -> bool:
             and isinstance(value.get("error"), _OPT_STR)
         )
     if kind == "intent":
-        return isinstance(value.get("redo_of"), _OPT_STR)
+        return isinstance(value.get("redo_of"), _OPT_STR) and isinstance(
+            value.get("fresh", False), bool
+        )
     if kind == "resolved":
         return (
             value["resolution"] in _RESOLUTIONS

@@ -19,6 +19,7 @@ and the ledger tell where the victim stood:
 
 from __future__ import annotations
 
+from harness.agent.plan import plan_id
 from harness.check.evidence import TrialEvidence
 from harness.runtime.failpoints import EXIT_HOLD_POINT
 
@@ -68,6 +69,11 @@ def _new_call_invoked(ev: TrialEvidence, life: int) -> bool:
     left it (a later life may write one when it makes the call again)."""
     invoked = [h["op"] for h in ev.history if h["type"] == "invoke" and int(h["life"]) == life]
     _, end = ev.span_of(life)
+    # A call re-issued under a new id (s003~2) has an intent when its plan call has one.
     return bool(invoked) and not any(
-        e.kind == "intent" and e.op_id == invoked[-1] and e.offset < end for e in ev.entries
+        e.kind == "intent"
+        and e.op_id is not None
+        and plan_id(e.op_id) == plan_id(invoked[-1])
+        and e.offset < end
+        for e in ev.entries
     )

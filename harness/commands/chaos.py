@@ -40,6 +40,7 @@ from harness.check.invariants import check_trial
 from harness.check.journal import read_journal, settles
 from harness.commands.options import (
     add_keep_option,
+    add_model_option,
     add_shard_option,
     add_workdir_option,
     campaign_config,
@@ -94,6 +95,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_shard_option(chaos)
     add_workdir_option(chaos)
     add_keep_option(chaos)
+    add_model_option(chaos)
     return chaos
 
 
@@ -190,7 +192,9 @@ def _self_check(
     finishes = _golden_finishes(config)
     for name, runtime in BROKEN_RUNTIMES.items():
         expected = set(runtime.caught_by)
-        broken = replace(config, runtime=name, random_trials=0)
+        # Each scenario's own model: a --model that id identity cannot follow would get
+        # every broken runtime caught for a mistake that is not its own.
+        broken = replace(config, runtime=name, random_trials=0, model=None)
         if runtime.needs_step is not None and not runtime.exposed_by(finishes):
             why = f"it needs {runtime.needs_step}"
             rows.append(

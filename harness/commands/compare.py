@@ -26,8 +26,10 @@ from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.commands.options import (
     add_keep_option,
+    add_model_option,
     add_workdir_option,
     campaign_config,
+    check_model,
     check_runtime,
     count,
     positive_int,
@@ -74,6 +76,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     compare.add_argument("--launch", choices=("fork", "exec"), default="fork")
     add_workdir_option(compare)
     add_keep_option(compare)
+    add_model_option(compare)
     return compare
 
 
@@ -81,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     runtimes = args.runtimes or ["real", "dbos"]
     for name in runtimes:
         check_runtime(name)
+        check_model(name, args.model)
     for name in args.expect_fail:
         if name not in runtimes:
             raise HarnessError(

@@ -21,9 +21,11 @@ from harness.runtime.errors import HarnessError
 
 __all__ = [
     "add_keep_option",
+    "add_model_option",
     "add_shard_option",
     "add_workdir_option",
     "campaign_config",
+    "check_model",
     "check_runtime",
     "count",
     "positive_int",
@@ -59,6 +61,32 @@ def add_keep_option(parser: argparse.ArgumentParser) -> None:
         help="which trial folders stay in the run folder: 'sample' (the default: every "
         "trial that did not pass and one passing trial in 50) or 'all'; every trial has "
         "its verdicts, schedule and replay command in trials.jsonl either way",
+    )
+
+
+def add_model_option(parser: argparse.ArgumentParser) -> None:
+    from harness.agent.model import MODELS
+
+    parser.add_argument(
+        "--model",
+        choices=tuple(MODELS),
+        default=None,
+        help="the scripted model of every trial: 'scripted' (the plan's ids in every life) "
+        "or 'reissue' (a new id for every call after each restart, as an LLM re-running "
+        "inference); default: each scenario's own (its 'model' key, else scripted)",
+    )
+
+
+def check_model(runtime: str, model: str | None) -> None:
+    """A ``--model`` the runtime's agent program can run: only ``harness.agent`` has the
+    scripted models; another adapter runs its own loop."""
+    from harness.adapters import get_adapter
+
+    if model is None or get_adapter(runtime).takes_model:
+        return
+    raise HarnessError(
+        f"--model {model}: runtime {runtime} runs its own agent loop, not the scripted model "
+        "of harness.agent (--model is for real, real-content, mcp and the broken runtimes)"
     )
 
 
@@ -157,6 +185,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
     from harness.chaos.scenario import load_scenarios
 
     check_runtime(args.runtime)
+    check_model(args.runtime, getattr(args, "model", None))
     shard = _shard(args)
     scenarios = load_scenarios(Path(args.scenarios))  # refuses a bad one before anything runs
     paths = tuple(s.source for s in scenarios if not args.only or s.name in args.only)
@@ -176,6 +205,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
         shard=shard,
         workdir=workdir(args),
         keep=args.keep,
+        model=getattr(args, "model", None),
     )
 
 

@@ -61,5 +61,10 @@ def run(args: argparse.Namespace) -> int:
         raise HarnessError(f"{trial_dir}/trial.json: cannot read the trial: {exc}") from None
     scenario = scenario_of(str(spec["scenario"]), trial_dir, args.project)
     return run_one_trial(
-        scenario, spec["seed"], spec["runtime"], json.dumps(spec["schedule"]), args.reports
+        scenario,
+        spec["seed"],
+        spec["runtime"],
+        json.dumps(spec["schedule"]),
+        args.reports,
+        model=spec.get("model"),
     )

@@ -1,6 +1,7 @@
 """``python -m harness trial SCENARIO --seed N``: one trial, against a fresh golden run.
 
-Given scenario, seed, runtime and schedule (the line a failing trial prints),
+Given scenario, seed, runtime, schedule and, when it is not the scenario's,
+the model (the line a failing trial prints),
 it makes the golden run, runs the trial, prints its verdicts
 (``harness.report.console.print_trial``) and exits with its status.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.chaos.schedule import CrashSchedule
-from harness.commands.options import check_runtime, run_id
+from harness.commands.options import add_model_option, check_model, check_runtime, run_id
 from harness.exits import exit_status
 from harness.runtime.errors import HarnessError
 
@@ -27,12 +28,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     trial.add_argument("--schedule", default="[]", help="crash schedule as JSON")
     trial.add_argument("--reports", default="reports")
     trial.add_argument("--launch", choices=("fork", "exec"), default="fork")
+    add_model_option(trial)
     return trial
 
 
 def run(args: argparse.Namespace) -> int:
     return run_one_trial(
-        args.scenario, args.seed, args.runtime, args.schedule, args.reports, args.launch
+        args.scenario,
+        args.seed,
+        args.runtime,
+        args.schedule,
+        args.reports,
+        args.launch,
+        model=args.model,
     )
 
 
@@ -43,8 +51,13 @@ def run_one_trial(
     schedule_json: str,
     reports: str,
     launch: str = "fork",
+    *,
+    model: str | None = None,
 ) -> int:
-    """Run one trial in a new folder under ``reports``, print it; its exit status."""
+    """Run one trial in a new folder under ``reports``, print it; its exit status.
+
+    ``model`` replaces the scenario's scripted model (None: the scenario's own).
+    """
     from harness.chaos.scenario import load_scenario
     from harness.chaos.supervisor import Supervisor
     from harness.chaos.tables import scenario_tables
@@ -52,6 +65,7 @@ def run_one_trial(
     from harness.report.console import print_trial
 
     check_runtime(runtime)
+    check_model(runtime, model)
     load_scenario(scenario)
     try:
         schedule = CrashSchedule.from_json(schedule_json)
@@ -61,7 +75,7 @@ def run_one_trial(
     supervisor = Supervisor(launch=launch)
     # Labelled by its schedule, as a campaign's trial is by its faults.
     label = "-".join(life.describe() for life in schedule.lives) or "no-faults"
-    spec = TrialSpec(scenario, seed, schedule, runtime, label, "custom")
+    spec = TrialSpec(scenario, seed, schedule, runtime, label, "custom", model)
     tables = scenario_tables(run_dir / "tables", scenario)
     golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor, tables=tables)
     result = run_trial(spec, run_dir / "trial", golden.directory, supervisor, tables=tables)

@@ -24,6 +24,7 @@ from harness.runtime.errors import (
 )
 from harness.runtime.executor import CallContext, CallOutcome, Executor, ToolFunction
 from harness.runtime.failpoints import FAILPOINTS, failpoint, parse_failpoints
+from harness.runtime.identity import Identity
 from harness.runtime.journal import JournalWriter, scan_journal
 from harness.runtime.matrix import (
     DECISION_MATRIX,
@@ -49,6 +50,7 @@ __all__ = [
     "FailpointTriggered",
     "HarnessError",
     "IdempotencyClass",
+    "Identity",
     "JournalCorruptError",
     "JournalError",
     "JournalLockedError",

@@ -103,6 +103,9 @@ class CallOutcome:
     executed: bool = False
     resolution: Resolution | None = None
     """How the model closed the op after a VERIFY, when it did (``Runtime.resolve``)."""
+    matched: str | None = None
+    """The journaled op that answered this call by content, under identity by content
+    (``harness.runtime.identity``); None when the call was known by its own id or ran."""
 
     @property
     def ok(self) -> bool:
@@ -138,11 +141,13 @@ class Executor:
         attempt: int = 1,
         redo_of: str | None = None,
         key_op: str | None = None,
+        fresh: bool = False,
     ) -> FinishRecord:
         """Run the call from ``attempt`` on; returns the durable finish record.
 
         Arguments that are not JSON are refused (``ValueError``) before
-        anything is journaled or run.
+        anything is journaled or run. ``fresh`` marks its intents as a call
+        that identity by content never matches (``harness.runtime.identity``).
         """
         try:
             json.dumps(args)
@@ -153,7 +158,7 @@ class Executor:
         args_digest = digest(args)
         while True:
             intent = IntentRecord(
-                op_id, tool, snapshot, args, args_digest, attempt, self.incarnation, redo_of
+                op_id, tool, snapshot, args, args_digest, attempt, self.incarnation, redo_of, fresh
             )
             failpoint("op.before_intent", op_id)
             self.write_intent(intent)

@@ -73,7 +73,9 @@ so many seconds later, wherever it then is (``AIMED_KILL_SIGNAL``). The anchor i
 the agent tells (``ready``, ``invoke <op>``) or a point of a call and the op it serves
 (``op.after_intent s004``). A random-time kill is timed by the agent's own clock from
 the moment it is aimed at: in RAM a call lasts a tenth of a millisecond, less than a
-supervisor sharing the CPUs takes to wake up and kill."""
+supervisor sharing the CPUs takes to wake up and kill. A call a model re-issued under a
+new id that names it (``s004~2``, the harness's re-issuing model) is aimed at as the call
+it re-issues: the crash-free run the aim was drawn from knew it as ``s004``."""
 
 AIMED_KILL_SIGNAL = signal.SIGALRM
 """What the timer delivers: SIGALRM at its default action, which no Python code can
@@ -324,10 +326,17 @@ def arm_from_environ(environ: Mapping[str, str] = os.environ) -> tuple[Failpoint
 def _aim_reached(anchor: str) -> None:
     """Start the timer of ``AIM_ENV`` if ``anchor`` is where it is timed from (once)."""
     aim, _, after_s = os.environ.get(AIM_ENV, "").rpartition("@")
-    if anchor == aim:
+    if aim and aim in (anchor, _as_first_issued(anchor)):
         del os.environ[AIM_ENV]  # once: the op may be invoked again after a lost reply
         signal.signal(AIMED_KILL_SIGNAL, _end_the_group if _aim_group else signal.SIG_DFL)
         signal.setitimer(signal.ITIMER_REAL, max(float(after_s), 1e-6))
+
+
+def _as_first_issued(anchor: str) -> str:
+    """``op.after_intent s004~2`` -> ``op.after_intent s004`` (see ``AIM_ENV``)."""
+    head, space, op_id = anchor.rpartition(" ")
+    call, mark, life = op_id.partition("~")
+    return f"{head}{space}{call}" if space and mark and life.isdigit() else anchor
 
 
 def _act(spec: FailpointSpec, hit: int, detail: str) -> None:

@@ -64,6 +64,10 @@ class IntentRecord:
     attempt: int
     incarnation: int
     redo_of: str | None = None
+    fresh: bool = False
+    """A call that must look at the world now (a check after a VERIFY hint): under identity
+    by content it is never matched to another op, nor another call to it. Written only
+    when true, so that a journal without one reads as it did before the field."""
     kind = "intent"
 
 
@@ -166,10 +170,16 @@ Record: TypeAlias = (
 )
 
 
+_WRITTEN_WHEN_TRUE = frozenset({"fresh"})
+"""Flags added after the format's first records: left out when false."""
+
+
 def record_to_json(record: Record) -> dict[str, JSON]:
     data: dict[str, JSON] = {"kind": record.kind}
     for name in record.__slots__:
         value = getattr(record, name)
+        if name in _WRITTEN_WHEN_TRUE and value is False:
+            continue
         if isinstance(value, ToolClass):
             value = value.to_json()
         elif isinstance(value, OpState | Decision | Resolution):
@@ -230,6 +240,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _int(d, "attempt"),
         _int(d, "incarnation"),
         _opt_str(d, "redo_of"),
+        _bool(d, "fresh") if "fresh" in d else False,
     ),
     "finish": lambda d: FinishRecord(
         _str(d, "op_id"),

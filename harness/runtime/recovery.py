@@ -40,6 +40,9 @@ class OpHistory:
     snapshot: ToolClass
     args: Mapping[str, Any]
     redo_of: str | None
+    args_digest: str = ""
+    fresh: bool = False
+    """A check that identity by content never matches (``IntentRecord.fresh``)."""
     state: OpState = OpState.RUNNING
     attempt: int = 1
     result: Any = None
@@ -73,6 +76,8 @@ def apply_record(ops: dict[str, OpHistory], record: Record) -> None:
                 record.snapshot,
                 record.args,
                 record.redo_of,
+                record.args_digest,
+                record.fresh,
                 attempt=record.attempt,
             )
         else:

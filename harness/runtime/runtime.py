@@ -11,7 +11,10 @@ Contract:
   delivered). Planning twice, or after a kill during recovery, decides the same.
 - ``call`` never runs an op the journal knows: a durable success returns its
   recorded result, a failure its error, an op awaiting verification its hint,
-  an op the model resolved (``resolve``) its resolution's outcome.
+  an op the model resolved (``resolve``) its resolution's outcome. Under
+  identity by content (``identity="content"``, ``harness.runtime.identity``)
+  a call under an id the journal does not know is answered the same way from
+  the earliest unclaimed journaled op of the same tool and arguments.
 - Arguments and results are JSON: arguments that are not are refused before
   anything is journaled; a result that is not is journaled as its type and
   ``repr``. A tool that raises anything but ``ToolError`` leaves its op's
@@ -31,6 +34,7 @@ from harness.runtime.classes import ToolTable
 from harness.runtime.errors import FailpointTriggered, JournalError
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.failpoints import arm_from_environ, failpoint
+from harness.runtime.identity import ContentKey, Identity, match_by_content
 from harness.runtime.journal import JournalWriter
 from harness.runtime.matrix import Decision, OpState, RecoveryDecision, verify_hint
 from harness.runtime.records import (
@@ -38,11 +42,13 @@ from harness.runtime.records import (
     FinishRecord,
     HintRecord,
     IncarnationRecord,
+    IntentRecord,
     Record,
     RecoveredRecord,
     Resolution,
     ResolvedRecord,
     TailDroppedRecord,
+    digest,
 )
 from harness.runtime.recovery import OpHistory, apply_record, fold, last_incarnation, plan_recovery
 
@@ -79,12 +85,21 @@ class Runtime:
         table: ToolTable,
         *,
         max_attempts: int = 3,
+        identity: Identity | str = Identity.ID,
     ) -> None:
+        self.identity = _identity(identity)
         self.journal = journal
         self.table = table
         records = [s.record for s in journal.scan.records]
         self.incarnation = last_incarnation(records) + 1
         self.ops: dict[str, OpHistory] = fold(records)
+        # Identity by content: each content's ops in first-intent order, the ops this
+        # life's calls have claimed, and the calls answered by another op's id.
+        self._by_content: dict[ContentKey, list[str]] = {}
+        for op in self.ops.values():
+            self._index(op)
+        self._claimed: set[str] = set()
+        self._aliases: dict[str, str] = {}
         # (op, state) of every SKIP in the journal, kept current by _note.
         self._skipped = {key for key in map(_skip_key, records) if key is not None}
         self.executor = Executor(
@@ -111,18 +126,29 @@ class Runtime:
         table: ToolTable | None = None,
         arm_failpoints: bool = False,
         max_attempts: int = 3,
+        identity: Identity | str = Identity.ID,
     ) -> Runtime:
         """Lock and read the journal, start an incarnation.
 
         ``arm_failpoints`` arms the failpoints that ``HARNESS_FAILPOINTS`` names
         (the harness's agent asks for it); a production process leaves it off,
         so that no variable of its environment can make it kill itself.
+        ``identity`` is how a call is known as one the journal holds: ``"id"``
+        (the seed's) or ``"content"`` (for a model that re-issues its calls
+        under new ids: ``harness.runtime.identity``); anything else is a
+        ``ValueError`` before the journal is opened.
         """
+        identity = _identity(identity)
         if arm_failpoints:
             arm_from_environ()
         journal = cls.journal_class(path)
         try:
-            return cls(journal, table or ToolTable.default(), max_attempts=max_attempts)
+            return cls(
+                journal,
+                table or ToolTable.default(),
+                max_attempts=max_attempts,
+                identity=identity,
+            )
         except BaseException:
             journal.close()
             raise
@@ -180,6 +206,7 @@ class Runtime:
             execute,
             attempt=op.attempt + 1,
             redo_of=op.redo_of,
+            fresh=op.fresh,
         )
         return _outcome(finish, executed=True)
 
@@ -208,8 +235,10 @@ class Runtime:
         not redone. Journaled durably; from then on ``call(op_id, ...)``
         answers from it: ``ok``, the redo's outcome, or ``info``.
         ``ValueError`` for an op that is not RUNNING, or a redo op given for
-        anything but REDONE (or missing for it).
+        anything but REDONE (or missing for it). A call answered by content
+        may be resolved under its own id: the op that answered it is.
         """
+        op_id = self._aliases.get(op_id, op_id)
         op = self.ops.get(op_id)
         if op is None or op.state is not OpState.RUNNING:
             state = "unknown to the journal" if op is None else op.state.value
@@ -235,22 +264,42 @@ class Runtime:
         execute: ToolFunction,
         *,
         redo_of: str | None = None,
+        fresh: bool = False,
     ) -> CallOutcome:
         """Run a tool call write-ahead, unless the journal already knows the op.
 
         An op the journal knows is answered from it, never run again: a
         durable success with its result, a failure with its error, an op the
         model resolved with its resolution (``outcome_of``), an op awaiting
-        verification with ``info`` and its hint. A tool that raises anything
-        but ``ToolError`` leaves the op's outcome unknown: journaled so, the
-        exception raised on, and the op handed to the model as a VERIFY hint.
+        verification with ``info`` and its hint. Under identity by content a
+        call whose id the journal does not know is answered so from the
+        earliest unclaimed op of the same tool and arguments, if there is one
+        (``matched`` names it); a redo (``redo_of``) and a ``fresh`` call (a
+        read-only check that must see the world now) never are. A tool that
+        raises anything but ``ToolError`` leaves the op's outcome unknown:
+        journaled so, the exception raised on, and the op handed to the model
+        as a VERIFY hint.
         """
         if op_id in self.ops:
+            self._claimed.add(op_id)
             return self.outcome_of(op_id)
+        known = self._aliases.get(op_id) or self._match(tool, args, redo_of, fresh=fresh)
+        if known is not None:
+            self._aliases[op_id] = known
+            self._claimed.add(known)
+            return self.outcome_of(op_id)
+        self._claimed.add(op_id)
         snapshot = self.table.classify(tool)
         try:
             finish = self.executor.run(
-                op_id, tool, args, snapshot, execute, redo_of=redo_of, key_op=self._key_op(redo_of)
+                op_id,
+                tool,
+                args,
+                snapshot,
+                execute,
+                redo_of=redo_of,
+                key_op=self._key_op(redo_of),
+                fresh=fresh,
             )
         except (FailpointTriggered, JournalError):
             raise  # a crash, or the journal itself failing: nothing more is written
@@ -277,8 +326,15 @@ class Runtime:
 
         A resolved op answers with its resolution: ``ok`` when the effect was
         found, the outcome of its redo when it was redone, ``info`` when it
-        could not be verified.
+        could not be verified. A call answered by content answers, under its
+        own id, with the op that answered it.
         """
+        known = self._aliases.get(op_id)
+        if known is not None:
+            return replace(self._outcome_of(known), op_id=op_id, matched=known)
+        return self._outcome_of(op_id)
+
+    def _outcome_of(self, op_id: str) -> CallOutcome:
         op = self.ops[op_id]
         if op.state is OpState.SUCCEEDED:
             return CallOutcome(op_id, "ok", result=op.result)
@@ -290,11 +346,29 @@ class Runtime:
             if resolution is Resolution.EFFECT_PRESENT:
                 return CallOutcome(op_id, "ok", resolution=resolution)
             if resolution is Resolution.REDONE and resolved.redo_op in self.ops:
-                redo = self.outcome_of(str(resolved.redo_op))
+                redo = self._outcome_of(str(resolved.redo_op))
                 return replace(redo, op_id=op_id, resolution=resolution, executed=False)
             return CallOutcome(op_id, "info", resolution=resolution)
         pending = self._awaiting_verify.get(op_id)
         return CallOutcome(op_id, "info", hint=pending.text if pending else None)
+
+    def _match(
+        self, tool: str, args: Mapping[str, Any], redo_of: str | None, *, fresh: bool
+    ) -> str | None:
+        """The journaled op a call under an unknown id stands for, by content (or None)."""
+        if self.identity is not Identity.CONTENT or redo_of is not None or fresh:
+            return None
+        try:
+            wanted = ContentKey(tool, digest(args))
+        except (TypeError, ValueError):
+            return None  # not JSON: the executor refuses it with its reason
+        candidates = ((op_id, wanted) for op_id in self._by_content.get(wanted, ()))
+        return match_by_content(candidates, wanted, self._claimed)
+
+    def _index(self, op: OpHistory) -> None:
+        """Make a new op a candidate for identity by content, unless it never may be."""
+        if self.identity is Identity.CONTENT and op.redo_of is None and not op.fresh:
+            self._by_content.setdefault(ContentKey(op.tool, op.args_digest), []).append(op.op_id)
 
     def _key_op(self, redo_of: str | None) -> str | None:
         """The first op of a chain of redoes: its idempotency key serves them all."""
@@ -329,7 +403,12 @@ class Runtime:
                 self._note(record)
 
     def _note(self, record: Record) -> None:
+        new = record.op_id if isinstance(record, IntentRecord) else None
+        if new in self.ops:
+            new = None
         apply_record(self.ops, record)
+        if new is not None:
+            self._index(self.ops[new])
         key = _skip_key(record)
         if key is not None:
             self._skipped.add(key)
@@ -340,6 +419,14 @@ def _skip_key(record: Record) -> tuple[str, OpState] | None:
     if isinstance(record, DecisionRecord) and record.decision is Decision.SKIP:
         return record.op_id, record.state
     return None
+
+
+def _identity(value: Identity | str) -> Identity:
+    try:
+        return Identity(value)
+    except ValueError:
+        known = ", ".join(repr(i.value) for i in Identity)
+        raise ValueError(f"identity {value!r}: expected one of {known}") from None
 
 
 def _outcome(finish: FinishRecord, *, executed: bool) -> CallOutcome:

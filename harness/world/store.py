@@ -159,8 +159,10 @@ _LEDGER_DDL = (
 
 
 def step_of(op_id: str) -> str:
-    """The scenario step an op belongs to: ``s003.redo`` -> ``s003``."""
-    return op_id.split(".", 1)[0]
+    """The scenario step an op belongs to: ``s003.redo`` -> ``s003``, and a call a model
+    re-issued under a new id (``harness.agent.plan.reissued_id``: ``s003~2``,
+    ``s003~2.redo``) -> ``s003``."""
+    return op_id.split(".", 1)[0].split("~", 1)[0]
 
 
 @dataclass(frozen=True, slots=True)

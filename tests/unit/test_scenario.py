@@ -7,6 +7,8 @@ is checked file by file for the step and field its ``ScenarioError`` names.
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import subprocess
 import sys
@@ -276,6 +278,8 @@ BAD_CASES: dict[str, tuple[int | None, str | None, str]] = {
     "too_many_steps.toml": (None, "steps", f"at most {MAX_STEPS}"),
     "unknown_arg.toml": (1, "args.version", "no argument 'version'"),
     "unknown_faker_provider.toml": (2, "args.text.faker", "'credit_card_number' is not allowed"),
+    "unknown_identity.toml": (None, "identity", "did you mean 'content'"),
+    "unknown_model.toml": (None, "model", "did you mean 'reissue'"),
     "unknown_step_key.toml": (2, "verfy", "did you mean 'verify'"),
     "unknown_tool.toml": (2, "tool", "did you mean 'app_install'"),
     "verify_ask_user.toml": (1, "verify.tool", "not a read-only tool"),
@@ -310,6 +314,57 @@ class TestMalformedCorpus:
             assert f"step {step}" in message
         if field is not None:
             assert f"field {field!r}" in message
+
+
+class TestModelAndIdentity:
+    def test_scripted_by_id_unless_the_scenario_says(self) -> None:
+        """A scenario without ``model`` or ``identity`` compiles to the scripted model by id."""
+        plan = compile_plan(
+            parse_scenario(scenario_text('tool = "ui_dump"'), source="s"), seed=1, source="s"
+        )
+        assert (plan.model, plan.identity) == ("scripted", "id")
+
+    def test_the_plan_carries_the_scenarios_model_and_identity(self) -> None:
+        """``model = "reissue"`` and ``identity = "content"`` reach the plan and its file."""
+        text = 'model = "reissue"\nidentity = "content"\n' + scenario_text('tool = "ui_dump"')
+        plan = compile_plan(parse_scenario(text, source="s"), seed=1, source="s")
+        assert (plan.model, plan.identity) == ("reissue", "content")
+        data = json.loads(plan_to_json(plan))
+        assert (data["model"], data["identity"]) == ("reissue", "content")
+
+    def test_a_plan_file_without_them_reads_as_scripted_by_id(self, tmp_path: Path) -> None:
+        """A plan written before the keys existed loads as the scripted model by id."""
+        plan = compile_plan(load_scenario(SCENARIOS / "phone_task.toml"), seed=1, source="s")
+        data = json.loads(plan_to_json(plan))
+        del data["model"], data["identity"]
+        (tmp_path / "plan.json").write_text(json.dumps(data))
+        loaded = load_plan(tmp_path / "plan.json")
+        assert (loaded.model, loaded.identity) == ("scripted", "id")
+        assert loaded.steps == plan.steps
+
+    def test_the_shipped_reissue_scenario_opts_in_to_both(self) -> None:
+        """``reissue_calls`` runs the re-issuing model on identity by content, two identical
+        taps in a row among its steps; no other shipped scenario changes the default."""
+        chosen = {s.name: (s.model, s.identity) for s in load_scenarios(SCENARIOS)}
+        assert chosen.pop("reissue_calls") == ("reissue", "content")
+        assert set(chosen.values()) == {("scripted", "id")}
+        steps = load_scenario(SCENARIOS / "reissue_calls.toml").steps
+        assert any(a.tool == b.tool and a.args == b.args for a, b in itertools.pairwise(steps))
+
+    @pytest.mark.parametrize(
+        ("line", "field", "fragment"),
+        [
+            ('model = "gpt"', "model", "unknown model 'gpt'; known: scripted, reissue"),
+            ("model = 3", "model", "got a number (3)"),
+            ('identity = "name"', "identity", "unknown identity 'name'; known: id, content"),
+            ("identity = true", "identity", "got a boolean (true)"),
+        ],
+    )
+    def test_a_bad_model_or_identity_is_refused(self, line: str, field: str, fragment: str) -> None:
+        """An unknown or mistyped ``model`` or ``identity`` is refused, naming the field."""
+        error = refusal(f"{line}\n" + scenario_text('tool = "ui_dump"'))
+        assert (error.step, error.field) == (None, field)
+        assert fragment in str(error)
 
 
 class TestRefusals:

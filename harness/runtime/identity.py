@@ -1,0 +1,73 @@
+"""How the runtime knows that a call is one it has journaled: by its id, or by its content.
+
+The seed knows an op by its id: a call whose id the journal holds is answered
+from the journal, any other is new. A model that re-runs inference after a
+restart (an LLM re-issuing its tool calls) gives the same call a new id each
+time, and under identity by id every such call looks new: a durable success
+runs again, a call left running is replayed instead of verified.
+
+Identity by content (``Identity.CONTENT``) answers such a call from the op
+it stands for: a call whose id the journal does not know is matched to the
+earliest journaled op with the same tool and the same argument digest that
+no call of this life has claimed yet (``match_by_content``). A life claims an
+op when one of its calls is answered by it, by id or by content, or when one
+of its calls is journaled as a new op. A model re-issues its calls in the
+same order in every life, so the k-th call of a given content in a life is
+matched to the k-th op of that content in the journal: two identical calls
+in a row are told apart by their position, never merged into one.
+
+What is never matched, in either direction: a redo (``redo_of``: the same
+call again, on purpose, after a VERIFY found its effect absent) and a fresh
+call (``fresh=True``: a read-only check of an op's effect, which must look at
+the world now, not at an earlier read's result).
+
+The trade-off: identity by content cannot tell a re-issued call from a new
+call that happens to repeat an earlier one's content at the same position.
+A model that, after a restart, really means to make the same call one more
+time (a second tap, not the first tap re-issued) must make it under an id
+the journal knows as new content: with a changed argument, or as a redo.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+__all__ = ["ContentKey", "Identity", "match_by_content"]
+
+
+class Identity(enum.Enum):
+    """How a call is recognised as one the journal already holds."""
+
+    ID = "id"
+    """By its op id alone (the seed's): a new id is a new call."""
+    CONTENT = "content"
+    """By its id, or else by its tool, argument digest and position among the calls of
+    the same content (a model that re-issues its calls under new ids)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContentKey:
+    """What identity by content compares: the tool and the digest of its arguments."""
+
+    tool: str
+    args_digest: str
+
+
+def match_by_content(
+    journaled: Iterable[tuple[str, ContentKey]],
+    wanted: ContentKey,
+    claimed: Collection[str],
+) -> str | None:
+    """The earliest journaled op of ``wanted``'s content that no call has claimed, or None.
+
+    ``journaled`` is every op that may answer a call, in the order of its first
+    intent, as ``(op id, content)`` (redoes and fresh calls left out);
+    ``claimed`` the ops this life's calls have already taken. Pure: the
+    caller claims the op it gets.
+    """
+    for op_id, key in journaled:
+        if key == wanted and op_id not in claimed:
+            return op_id
+    return None
