@@ -309,8 +309,8 @@ def declared_tools(
             if why is not None:
                 raise ScenarioError(where, None, None, why, tool=name)
             if name in found:
-                raise ScenarioError(
-                    where, None, None, f"also declared in {found[name].source}", tool=name
-                )
+                # Named in the scenario, the file that says which tools it has.
+                problem = f"declared twice: in {found[name].source} and in {where}"
+                raise ScenarioError(source, None, None, problem, tool=name)
             found[name] = Declared(declaration.compile(name), where, declaration.verify)
     return found

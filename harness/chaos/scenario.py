@@ -643,7 +643,7 @@ def parse_scenario(text: str, *, source: str) -> Scenario:
     try:
         scenario = Scenario.model_validate(data, context=context)
     except ValidationError as exc:
-        raise _scenario_error(source, exc) from None
+        raise _named_step_tool(_scenario_error(source, exc), data) from None
     scenario._source = source
     scenario._declared = declared
     scenario._table_path = table_path
@@ -961,6 +961,18 @@ def _render(value: Any, args: Mapping[str, Any]) -> Any:
 
 
 # --- errors ----------------------------------------------------------------
+
+
+def _named_step_tool(error: ScenarioError, data: Mapping[str, Any]) -> ScenarioError:
+    """``error`` naming the tool its step calls too, when the step names one."""
+    steps = data.get("steps")
+    if error.step is None or error.tool is not None or not isinstance(steps, list):
+        return error
+    step = steps[error.step - 1] if error.step <= len(steps) else None
+    tool = step.get("tool") if isinstance(step, dict) else None
+    if not isinstance(tool, str) or error.field == "tool":
+        return error
+    return ScenarioError(error.path, error.step, error.field, error.problem, tool=tool)
 
 
 def _scenario_error(

@@ -59,9 +59,12 @@ def run_harness(*args: str, observer: Path) -> subprocess.CompletedProcess[str]:
 
 
 def alone_in_a_folder(bad_file: Path, tmp_path: Path) -> Path:
-    """A copy of ``bad_file`` as the only file of a fresh scenario folder."""
+    """A copy of ``bad_file`` as the only scenario of a fresh scenario folder (with the
+    tools files the corpus keeps in ``tools/``, which some of its files name)."""
     folder = tmp_path / "scenarios"
     folder.mkdir()
+    if (bad_file.parent / "tools").is_dir():
+        shutil.copytree(bad_file.parent / "tools", folder / "tools")
     return Path(shutil.copyfile(bad_file, folder / bad_file.name))
 
 

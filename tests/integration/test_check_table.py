@@ -170,21 +170,24 @@ class TestDeclaredTools:
         assert run.last_line.startswith("PASS: 10 calls of 10 tools in 1 scenario; unsafe: none")
         assert list(run.tmpdir.iterdir()) == []
 
-    def test_a_declared_create_classed_idempotent_fails_naming_it(
-        self, check_table: CheckTable, tmp_path: Path
+    @pytest.mark.parametrize(("tool", "step"), [("create_ticket", "s003"), ("send_email", "s008")])
+    def test_a_declared_tool_with_an_effect_classed_idempotent_fails_naming_it(
+        self, tool: str, step: str, check_table: CheckTable, tmp_path: Path
     ) -> None:
-        """A table that lets recovery retry create_ticket: its replay made a second ticket."""
-        table = tmp_path / "ticket-idempotent.toml"
-        entries = {**ToolTable.load(ROOT / self.OWN_TABLE).entries, "create_ticket": ToolClass(IW)}
+        """A table that lets recovery retry create_ticket or send_email: its replay made a
+        second ticket, or sent the mail again."""
+        table = tmp_path / f"{tool}-idempotent.toml"
+        entries = {**ToolTable.load(ROOT / self.OWN_TABLE).entries, tool: ToolClass(IW)}
         lines = ["format = 1", "[classes]"]
         by_class: dict[str, list[str]] = {}
-        for tool, cls in sorted(entries.items()):
-            by_class.setdefault(cls.idempotency.value, []).append(tool)
+        for name, cls in sorted(entries.items()):
+            by_class.setdefault(cls.idempotency.value, []).append(name)
         lines += [f"{name} = {tools!r}".replace("'", '"') for name, tools in by_class.items()]
         table.write_text("\n".join(lines) + "\n", "utf-8")
         run = check_table(str(table), "--scenario", self.BILLING)
         assert run.status == 1, run.stdout + run.stderr
-        assert "UNSAFE create_ticket, idempotent_write, at support_billing s003" in run.stdout
+        assert f"UNSAFE {tool}, idempotent_write, at support_billing {step}" in run.stdout
+        assert "its replay changed the world" in run.stdout
 
 
 class TestBadInput:

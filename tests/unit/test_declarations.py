@@ -293,9 +293,10 @@ class TestFilesAndTables:
         path = self.write(
             tmp_path, scenario('tools_file = "t.toml"', TICKETS, STEP), **{"t.toml": TICKETS}
         )
-        with pytest.raises(ScenarioError, match="also declared in") as caught:
+        with pytest.raises(ScenarioError, match="declared twice") as caught:
             load_scenario(path)
-        assert caught.value.tool == "list_tickets"
+        assert (caught.value.path, caught.value.tool) == (str(path), "list_tickets")
+        assert str(tmp_path / "t.toml") in caught.value.problem
 
     def test_a_tool_table_beside_it(self, tmp_path: Path) -> None:
         """``tool_table`` names the runtime's table, in the project's format."""
