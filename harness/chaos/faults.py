@@ -2,7 +2,9 @@
 
 | kind        | how it is injected                                                    |
 |-------------|-----------------------------------------------------------------------|
-| sigkill     | SIGKILL from outside, at a failpoint hand-shake or a random moment     |
+| sigkill     | SIGKILL from outside at a failpoint hand-shake; at a random moment,    |
+|             | the agent's own timer (SIGALRM at its default action, which ends it    |
+|             | as SIGKILL does: ``harness.runtime.failpoints.AIM_ENV``)                |
 | power-loss  | after the kill, the journal loses what it held past its last fsync:    |
 |             | ``drop`` cuts it off; ``tear:<keep>:<garbage>`` keeps a prefix of it   |
 |             | (``keep`` a fraction) followed by ``garbage`` random bytes             |
@@ -52,7 +54,7 @@ __all__ = [
 ]
 
 FAULT_KINDS = {
-    "sigkill": "SIGKILL from outside, at a failpoint or at a random moment",
+    "sigkill": "SIGKILL at a failpoint; at a random moment, a kernel timer kills it alike",
     "power-loss": "drop or tear what the journal held past its last fsync",
     "disk-full": "an append fails with ENOSPC",
     "corrupt": "a byte inside an earlier journal record is flipped",
