@@ -31,8 +31,10 @@ ratio of medians, timed with ``time.perf_counter_ns``.
    per second at 100, 1,000 and 5,000 trials, biggest against smallest: flat,
    0.85-1.15x, in RAM as ``chaos`` runs them. Two workers against one:
    ≥ 1.8x (a note gives how busy the CPUs were: a campaign that waits on
-   fsyncs is bound by the disk, not the cores). The smallest campaign in RAM
-   (the default ``--workdir ram``) against the same on disk: ≥ 2x. The
+   fsyncs is bound by the disk, not the cores). The default campaign's
+   exhaustive trials in RAM (the default ``--workdir ram``) against the same
+   trials on disk, twice each, interleaved: ≥ 2x (the smallest campaign both
+   ways is shown for information). The
    supervisor's (pool worker's) RSS, big against small: ≤ 1.15x.
 """
 

@@ -59,6 +59,8 @@ class BenchSettings:
     startup_runs: int = 20
     campaign_sizes: tuple[int, ...] = (100, 1_000, 5_000)
     """Smallest first, largest last; the smallest is also run with 1 worker."""
+    default_campaign_runs: int = 2
+    """How often the default campaign runs in RAM and on disk, interleaved (0: not at all)."""
     planning_sizes: tuple[int, ...] = (10, 100, 1_000, 10_000, 100_000)
     planning_records: int = 100_000
     planning_repeats: int = 5
@@ -74,6 +76,7 @@ QUICK = BenchSettings(
     failpoint_repeats=2,
     startup_runs=2,
     campaign_sizes=(20, 40, 60),
+    default_campaign_runs=0,
     planning_sizes=(10, 100, 1_000),
     planning_records=5_000,
     planning_repeats=1,
@@ -300,8 +303,30 @@ def bench_campaigns(settings: BenchSettings, scratch: Path, out: Measurements) -
                 rate2,
                 median_of([r.trials_per_s for r in on_disk]),
                 "trials/s",
+                None,
+                f"2 workers; RAM folder {ram}; for information: golden runs and start-up in it",
+            )
+        )
+    if ram is not None and settings.default_campaign_runs:
+        places = [ram, None] * settings.default_campaign_runs
+        default = [scaling.run_default_campaign(scratch, where) for where in places]
+        out.notes += [
+            f"default campaign: trial did not pass: {trial}"
+            for run in default
+            for trial in run.not_passed
+        ]
+        out.series["default_campaign"] = [
+            {"trials": r.trials, "seconds": r.seconds, "where": str(r.workdir or "disk")}
+            for r in default
+        ]
+        out.figures.append(
+            Figure(
+                "5 trials/s: in RAM / on disk, the default campaign",
+                median_of([r.trials_per_s for r in default if r.workdir is not None]),
+                median_of([r.trials_per_s for r in default if r.workdir is None]),
+                "trials/s",
                 Target(low=2.0),
-                f"2 workers; RAM folder {ram}",
+                f"its {default[0].trials} exhaustive trials, 2 workers",
             )
         )
     out.figures += [

@@ -5,6 +5,10 @@
   ``tests/data/scenarios/mini.toml``, random trials only, at a small and a big
   size. Flat means the cost of a trial does not grow with the campaign.
 - Workers: the same small campaign with 2 workers and with 1.
+- RAM against disk: the default campaign's exhaustive trials (every shipped
+  scenario of ``scenarios/``, as ``make chaos`` runs them but without its 200
+  random trials, so both sides run the very same trials) in a RAM folder and in
+  the run folder on disk (``run_default_campaign``).
 - Recovery planning: journals of 10 to 100,000 records (intents and finishes
   of fake ops, one in ten left running) built in memory, then ``scan_bytes``,
   ``fold`` and ``plan_recovery`` timed; time per record at each size.
@@ -36,11 +40,13 @@ __all__ = [
     "CampaignRun",
     "PlanningPoint",
     "run_campaign",
+    "run_default_campaign",
     "synthetic_journal",
     "time_planning",
 ]
 
 MINI_SCENARIO = Path(__file__).resolve().parents[2] / "tests" / "data" / "scenarios" / "mini.toml"
+SHIPPED_SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 _CAMPAIGN_SEED = 20261203
 
 
@@ -119,6 +125,32 @@ def run_campaign(
     if seen != trials:
         raise BenchError(f"campaign of {trials} random trials ran {seen}")
     return CampaignRun(trials, workers, seconds, rss, tuple(failed), cpu, workdir)
+
+
+def run_default_campaign(scratch: Path, workdir: Path | None) -> CampaignRun:
+    """The exhaustive trials of every shipped scenario, with 2 workers, in a fresh folder
+    under ``scratch`` (removed afterwards): under ``workdir`` or, when None, on disk."""
+    from harness.chaos.campaign import CampaignConfig, run_trials
+    from harness.chaos.scenario import load_scenarios
+    from harness.chaos.trial import TrialResult
+
+    scenarios = tuple(s.source for s in load_scenarios(SHIPPED_SCENARIOS))
+    results: list[TrialResult] = []
+    with tempfile.TemporaryDirectory(dir=scratch, prefix="default-") as run_dir:
+        config = CampaignConfig(
+            Path(run_dir), scenarios, _CAMPAIGN_SEED, 0, 2, workdir=workdir, keep="sample"
+        )
+        cpu_before = _cpu_seconds()
+        started = time.perf_counter_ns()
+        run_trials(config, results.append)
+        seconds = (time.perf_counter_ns() - started) / 1e9
+        cpu = _cpu_seconds() - cpu_before
+    failed = tuple(
+        f"{r.spec.trial_id} ({r.status}): {r.spec.replay_command()}"
+        for r in results
+        if r.status != "pass"
+    )
+    return CampaignRun(len(results), 2, seconds, 0, failed, cpu, workdir)
 
 
 def _cpu_seconds() -> float:
