@@ -5,8 +5,10 @@ trial failed; a passing one is evidence nobody opens, and ten thousand of them
 weigh a gigabyte. So a campaign keeps the folder of every trial that did not
 pass, and of a sample of the passing ones (``SAMPLE_ONE_IN``, chosen by the
 trial's id, so the same trials of a seed are kept on every run); the others
-are removed once checked, with the golden run only they used. ``--keep all``
-keeps every folder.
+are removed once checked, with the golden run only they used, and the world
+of each kept one (and of each golden run, once the campaign is over) is folded
+into a single file (``harness.world.store.fold_wal``: the same rows, a third
+of the space). ``--keep all`` keeps every folder as its trial left it.
 
 Every trial, kept or not, has a line in ``trials.jsonl`` at the top of the run
 folder: its spec (scenario, seed, schedule, runtime), its verdicts with their

@@ -78,6 +78,9 @@ def test_the_default_keeps_a_sample_and_every_trial_has_its_line(
     expected = {r["trial"] for r in records if r["status"] != "pass" or sampled(r["trial"])}
     assert folders == expected
     assert summary["kept_folders"] == len(folders) < len(records)
+    # A kept world is folded into one file once checked (the same rows, less space).
+    kept = [*(run_dir / "trials").iterdir(), *(run_dir / "golden").iterdir()]
+    assert all((f / "world.db").exists() and not (f / "world.db-wal").exists() for f in kept)
     for record in records:
         assert (record["folder"] is None) == (record["trial"] not in folders)
         assert "-m harness trial" in record["spec"]["replay"]

@@ -32,6 +32,7 @@ from harness.world import (
     step_of,
     world_digest,
 )
+from harness.world.store import fold_wal
 
 SAMPLE_ARGS: Mapping[str, dict[str, Any]] = {
     "read_file": {"path": "/sdcard/notes.txt"},
@@ -179,6 +180,21 @@ class TestStore:
             db.close()
         assert mode == "wal"
         assert {"ledger"} | {t.name for t in EFFECT_TABLES} <= tables
+
+    def test_folding_the_wal_keeps_every_row_in_one_file(self, db_path: Path) -> None:
+        """A finished world folded (``fold_wal``): the same ledger, rows and digest, and no
+        -wal or -shm file beside it; it opens again as a WAL world."""
+        with WorldStore.open(db_path) as store:
+            calls = Calls(store)
+            calls("write_file", SAMPLE_ARGS["write_file"])
+            calls("ui_tap", SAMPLE_ARGS["ui_tap"])
+        before = (read_ledger(db_path), effect_rows(db_path), world_digest(db_path))
+        fold_wal(db_path)
+        assert sorted(p.name for p in db_path.parent.iterdir()) == ["world.db"]
+        assert (read_ledger(db_path), effect_rows(db_path), world_digest(db_path)) == before
+        with WorldStore.open(db_path) as store:
+            Calls(store)("ui_tap", SAMPLE_ARGS["ui_tap"], op_id="again")
+        assert len(read_ledger(db_path)) == len(before[0]) + 1
 
     def test_reopening_keeps_the_world(self, db_path: Path) -> None:
         """Opening an existing world again is harmless and keeps its rows."""
