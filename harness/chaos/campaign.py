@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import random
 import shutil
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -230,7 +231,10 @@ def _fold_world(folder: Path) -> None:
     """A kept folder's world in one file (``fold_wal``): the same rows, a third the size."""
     db = folder / "world.db"
     if db.exists():
-        fold_wal(db)
+        # Only space is at stake: a world the trial left unreadable (its verdicts say
+        # so) stays as it is.
+        with contextlib.suppress(sqlite3.Error, OSError):
+            fold_wal(db)
 
 
 def _golden_home(run_dir: Path, scratch: Path | None, scenario: str, seed: int) -> Path:

@@ -33,6 +33,7 @@ import signal
 import sqlite3
 import sys
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -228,6 +229,7 @@ class Supervisor:
         module: str,
     ) -> LifeResult:
         journal_size = _size(trial_dir / "journal")
+        journal_crc = _crc(trial_dir / "journal")
         read_fd, write_fd = os.pipe()
         env[CHANNEL_ENV] = str(write_fd)
         stderr_path = trial_dir / f"agent-{life_no}.stderr"
@@ -250,6 +252,7 @@ class Supervisor:
             pid=proc.pid,
             faults=life.describe(),
             journal_size=journal_size,
+            journal_crc=journal_crc,
             table=env.get(TABLE_ENV),
         )
         killed: str | None = None
@@ -415,6 +418,14 @@ class LedgerWatch:
 def _size(path: Path) -> int | None:
     try:
         return path.stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+def _crc(path: Path) -> int | None:
+    """The CRC-32 of the whole file: with its size, whether a life changed the journal."""
+    try:
+        return zlib.crc32(path.read_bytes())
     except FileNotFoundError:
         return None
 

@@ -75,6 +75,8 @@ class LifeSeen:
     """The journal's size when the supervisor spawned this life (None: no journal yet)."""
     table: str | None = None
     """The tool table file the supervisor handed this life (None: the default table)."""
+    journal_crc: int | None = None
+    """The CRC-32 of the whole journal at its spawn (None: no journal, or not recorded)."""
 
 
 @dataclass
@@ -121,6 +123,7 @@ class TrialEvidence:
                 d["stderr"],
                 spawns.get(d["life"], {}).get("journal_size"),
                 spawns.get(d["life"], {}).get("table"),
+                spawns.get(d["life"], {}).get("journal_crc"),
             )
             for d in data
         )
@@ -220,16 +223,25 @@ class TrialEvidence:
     def life_starts(self) -> dict[int, int]:
         """Life -> the byte offset where its records begin in the journal.
 
-        The size the supervisor saw at its spawn, unless the fault after the
-        life before cut the journal back to a valid end the life then wrote from.
+        The size the supervisor saw at its spawn, unless a power cut left a torn
+        tail that no life has dropped yet: then the tail's valid end, where the
+        life drops it and writes from. The cut after the life before leaves such a
+        tail; so does an earlier one, when every life since died before touching
+        the journal (the same size and CRC at each of their spawns).
         """
         starts = {}
+        cut: int | None = None  # the valid end of a torn tail not dropped yet
+        left: tuple[int | None, int | None] = (None, None)  # the journal as the cut left it
         for life in self.lives:
-            start = life.journal_size or 0
+            size = life.journal_size or 0
             fault = self.fault_after(life.life - 1)
             if fault is not None and fault.get("valid_end") is not None:
-                start = min(start, int(fault["valid_end"]))
-            starts[life.life] = start
+                cut, left = int(fault["valid_end"]), (life.journal_size, life.journal_crc)
+            elif cut is not None and (
+                life.journal_crc is None or (life.journal_size, life.journal_crc) != left
+            ):
+                cut = None  # a life since dropped the tail (or the journal changed)
+            starts[life.life] = size if cut is None else min(size, cut)
         return starts
 
     def span_of(self, life: int) -> tuple[int, int]:

@@ -15,6 +15,7 @@ import pytest
 
 from harness.chaos.faults import PRISTINE_JOURNAL
 from harness.chaos.trial import Golden, TrialResult
+from harness.check.evidence import TrialEvidence
 from harness.check.invariants import check_trial
 from harness.runtime.journal import FILE_HEADER, encode_frame, scan_journal
 from harness.runtime.records import TailDroppedRecord
@@ -229,3 +230,33 @@ class TestSecondAgent:
             finally:
                 if first.poll() is None:
                     first.kill()
+
+
+class TestATornTailLeftForALaterLife:
+    def test_a_life_that_died_before_dropping_it_passes_the_tail_on(
+        self, run_mini: TrialRunner
+    ) -> None:
+        """Killed before s003's finish was fsynced, and a power cut tears it: s003 is left
+        running behind a torn tail. Life 2 dies at once, before it touches the journal;
+        life 3 drops the tail and decides from its valid end, and the trial holds. (Where
+        each life's records begin is tested in tests/unit/test_evidence_spans.py.)"""
+        tear = {"failpoints": "journal.before_fsync@7=kill", "after_death": "power-loss:tear:0.5:7"}
+        result = run_mini(
+            json.dumps(
+                [
+                    tear,
+                    {"kill_after_ms": 0},
+                    {},
+                ]
+            )
+        )
+        spawns = _events(result, "spawn")
+        assert spawns[1]["journal_size"] == spawns[2]["journal_size"]  # life 2 wrote nothing
+        assert spawns[1]["journal_crc"] == spawns[2]["journal_crc"]
+        fault = _events(result, "fault")[0]
+        assert fault["garbage"] == 7 and int(str(fault["valid_end"])) < int(
+            str(spawns[2]["journal_size"])
+        )
+        evidence = TrialEvidence(result.directory, None)
+        assert evidence.ops_at_start(3)["s003"].state == "running"
+        assert result.status == "pass", result.verdicts
