@@ -59,6 +59,7 @@ __all__ = [
     "ToolsFile",
     "check_tool_name",
     "declared_tools",
+    "read_text_file",
     "read_tools_file",
 ]
 
@@ -262,19 +263,25 @@ def check_tool_name(name: str) -> str | None:
     return None
 
 
-def read_tools_file(path: Path) -> str:
-    """The text of a tools file, or a ``ScenarioError`` naming it."""
+def read_text_file(path: Path | str, limit: int, *, cannot: str = "cannot read") -> str:
+    """The UTF-8 text of a scenario's file of at most ``limit`` bytes, or a
+    ``ScenarioError`` naming it (``cannot`` begins the message when it is unreadable)."""
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_TOOLS_FILE_BYTES + 1)
+        with Path(path).open("rb") as file:
+            raw = file.read(limit + 1)
     except OSError as exc:
-        raise ScenarioError(path, None, None, f"cannot read tools file: {exc.strerror}") from None
-    if len(raw) > MAX_TOOLS_FILE_BYTES:
-        raise ScenarioError(path, None, None, f"larger than {MAX_TOOLS_FILE_BYTES} bytes")
+        raise ScenarioError(path, None, None, f"{cannot}: {exc.strerror}") from None
+    if len(raw) > limit:
+        raise ScenarioError(path, None, None, f"larger than {limit} bytes")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(path, None, None, f"not UTF-8 text: {exc}") from None
+
+
+def read_tools_file(path: Path) -> str:
+    """The text of a tools file, or a ``ScenarioError`` naming it."""
+    return read_text_file(path, MAX_TOOLS_FILE_BYTES, cannot="cannot read tools file")
 
 
 def declared_tools(

@@ -86,7 +86,12 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from harness.agent.model import MODELS
 from harness.agent.plan import Plan, PlanStep, Verification, plan_to_json
-from harness.chaos.declarations import Declared, ToolDeclaration, declared_tools
+from harness.chaos.declarations import (
+    Declared,
+    ToolDeclaration,
+    declared_tools,
+    read_text_file,
+)
 from harness.errors import ScenarioError
 from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.runtime.errors import ToolTableError
@@ -685,17 +690,7 @@ def _declared_check(
 
 def load_scenario(path: Path | str) -> Scenario:
     """Read and validate one scenario file; refuse it whole with a ``ScenarioError``."""
-    try:
-        with Path(path).open("rb") as file:
-            raw = file.read(MAX_SCENARIO_BYTES + 1)
-    except OSError as exc:
-        raise ScenarioError(path, None, None, f"cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_SCENARIO_BYTES:
-        raise ScenarioError(path, None, None, f"larger than {MAX_SCENARIO_BYTES} bytes")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(path, None, None, f"not UTF-8 text: {exc}") from None
+    text = read_text_file(path, MAX_SCENARIO_BYTES)
     return parse_scenario(text, source=str(path))
 
 
