@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -142,7 +141,7 @@ def result_from_record(record: dict[str, Any], run_dir: Path) -> TrialResult:
     """A trial's result from its record; ``ValueError`` (or ``KeyError``) on a bad one."""
     spec = spec_from_json(record["spec"])
     folder = record.get("folder")
-    result = TrialResult(
+    return TrialResult(
         spec,
         run_dir / (folder or f"trials/{spec.trial_id}"),
         verdicts_from_json(record["verdicts"]),
@@ -151,5 +150,5 @@ def result_from_record(record: dict[str, Any], run_dir: Path) -> TrialResult:
         tuple(str(w) for w in record.get("windows", ())),
         tuple(str(r) for r in record.get("reached", ())),
         float(record.get("duration_ms", 0.0)),
+        kept=bool(folder),
     )
-    return result if folder else replace(result, kept=False)

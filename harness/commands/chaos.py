@@ -34,7 +34,7 @@ from harness.agent.broken import BROKEN_RUNTIMES
 from harness.chaos.campaign import CampaignConfig, run_trials, scenario_seed
 from harness.chaos.mutations import MUTATIONS, Mutation
 from harness.chaos.supervisor import Supervisor, sweep_agents
-from harness.chaos.tables import write_table_variants
+from harness.chaos.tables import scenario_tables
 from harness.chaos.trial import TrialResult, TrialSpec, golden_dir, run_trial
 from harness.check.invariants import check_trial
 from harness.check.journal import read_journal, settles
@@ -271,10 +271,12 @@ def _run_again_to_fit(
     supervisor = Supervisor(
         restart_budget=config.restart_budget, timeout_s=config.timeout_s, launch="exec"
     )
-    tables = write_table_variants(config.run_dir / "tables")
     for result in gone[:RERUNS]:
-        golden = golden_dir(config.run_dir, result.spec.scenario, result.spec.seed)
+        scenario = result.spec.scenario
+        golden = golden_dir(config.run_dir, scenario, result.spec.seed)
         folder = config.run_dir / "self-check" / "again" / result.spec.trial_id
+        # The tables its campaign handed it: the scenario's own, when it has one.
+        tables = scenario_tables(config.run_dir / "tables", scenario)
         again = run_trial(result.spec, folder, golden, supervisor, tables=tables)
         if again.status == "pass" and mutation.fits(again):
             return again

@@ -54,13 +54,15 @@ def add_workdir_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_keep_option(parser: argparse.ArgumentParser) -> None:
+    from harness.chaos.keep import KEEP_MODES, SAMPLE_ONE_IN, TRIALS_FILE
+
     parser.add_argument(
         "--keep",
-        choices=("sample", "all"),
-        default="sample",
+        choices=KEEP_MODES,
+        default=KEEP_MODES[0],
         help="which trial folders stay in the run folder: 'sample' (the default: every "
-        "trial that did not pass and one passing trial in 50) or 'all'; every trial has "
-        "its verdicts, schedule and replay command in trials.jsonl either way",
+        f"trial that did not pass and one passing trial in {SAMPLE_ONE_IN}) or 'all'; every "
+        f"trial has its verdicts, schedule and replay command in {TRIALS_FILE} either way",
     )
 
 
