@@ -83,15 +83,19 @@ class ScenarioError(HarnessError):
         problem: str,
         *,
         tool: str | None = None,
+        call: int | None = None,
     ) -> None:
         self.path = str(path)
         self.step = step
+        self.call = call
         self.tool = tool
         self.field = field
         self.problem = problem
         where = []
         if step is not None:
             where.append(f"step {step}")
+        if call is not None:
+            where.append(f"call {call}")
         if tool is not None:
             where.append(f"tool {tool!r}")
         if field is not None:

@@ -56,7 +56,7 @@ from hypothesis import HealthCheck, reject, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from harness.chaos.scenario import MAX_STEPS, FakerRecipe, Scenario, ScenarioStep
+from harness.chaos.scenario import MAX_STEPS, BatchStep, FakerRecipe, Scenario, ScenarioStep
 from harness.chaos.schedule import OP_FAILPOINTS, RECOVERY_FAILPOINTS, CrashSchedule, Life
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
@@ -563,21 +563,32 @@ def scenario_toml(scenario: Scenario) -> str:
         written = declaration.model_dump(exclude_defaults=True)
         lines += [f"{field} = {_toml_value(value)}" for field, value in written.items()]
     for step in scenario.steps:
-        lines += ["", "[[steps]]", f"tool = {_toml_string(step.tool)}"]
-        if step.args:
-            lines.append(f"args = {_toml_table(step.args)}")
-        check = step.verify
-        if check is None:
-            continue
-        lines += ["[steps.verify]", f"tool = {_toml_string(check.tool)}"]
-        if check.args:
-            lines.append(f"args = {_toml_table(check.args)}")
-        lines.append(f"path = {_toml_string(check.path)}")
-        if check.contains is not None:
-            lines.append(f"contains = {_toml_value(check.contains)}")
-        if check.equals is not None:
-            lines.append(f"equals = {_toml_value(check.equals)}")
+        if isinstance(step, BatchStep):
+            lines += ["", "[[steps]]"]
+            for call in step.batch:
+                lines += _call_toml(call, "steps.batch")
+        else:
+            lines += _call_toml(step, "steps")
     return "\n".join(lines) + "\n"
+
+
+def _call_toml(step: ScenarioStep, table: str) -> list[str]:
+    """A call as the lines of an array-of-tables entry ``[[table]]``."""
+    lines = ["", f"[[{table}]]", f"tool = {_toml_string(step.tool)}"]
+    if step.args:
+        lines.append(f"args = {_toml_table(step.args)}")
+    check = step.verify
+    if check is None:
+        return lines
+    lines += [f"[{table}.verify]", f"tool = {_toml_string(check.tool)}"]
+    if check.args:
+        lines.append(f"args = {_toml_table(check.args)}")
+    lines.append(f"path = {_toml_string(check.path)}")
+    if check.contains is not None:
+        lines.append(f"contains = {_toml_value(check.contains)}")
+    if check.equals is not None:
+        lines.append(f"equals = {_toml_value(check.equals)}")
+    return lines
 
 
 def _scenario_file(scenario: Scenario, root: Path) -> Path:

@@ -22,7 +22,6 @@ from harness.runtime import (
     RecoveryDecision,
     Resolution,
     Runtime,
-    ToolFunction,
     VerifyHint,
     decide_for_operation,
 )
@@ -39,6 +38,7 @@ from harness.runtime.journal import (
 )
 from harness.runtime.matrix import verify_hint
 from harness.runtime.records import FinishRecord, IntentRecord, Record, digest, record_from_json
+from harness.runtime.steps import Append, Steps
 
 __all__ = ["BROKEN_RUNTIMES", "RUNTIMES", "BrokenRuntime"]
 
@@ -142,15 +142,16 @@ class ForgetsResolution(BrokenRuntime):
     mistake = "never journals the model's resolution of a VERIFY, so the op stays unresolved"
     caught_by = ("I7",)
 
-    def resolve(
+    def resolve_steps(
         self,
         op_id: str,
         resolution: Resolution,
         *,
         redo_op: str | None = None,
         note: str = "",
-    ) -> None:
+    ) -> Steps[None]:
         self._awaiting_verify.pop(op_id, None)  # the mistake: nothing is journaled
+        yield from ()
 
 
 class NoTailReport(BrokenRuntime):
@@ -256,9 +257,9 @@ class DropVerifyHint(BrokenRuntime):
     mistake = "decides VERIFY but never hands the hint to the model"
     caught_by = ("I2",)
 
-    def deliver_hints(self) -> tuple[VerifyHint, ...]:
-        self._awaiting_verify.clear()
-        return ()
+    def hint_steps(self) -> Steps[tuple[VerifyHint, ...]]:
+        self._awaiting_verify.clear()  # the mistake: so nothing is delivered
+        return (yield from super().hint_steps())
 
 
 class RunningAsNotStarted(BrokenRuntime):
@@ -277,28 +278,27 @@ class RunningAsNotStarted(BrokenRuntime):
 
 
 class _EffectFirstExecutor(Executor):
-    def run(
+    def steps(
         self,
         op_id: str,
         tool: str,
         args: Mapping[str, Any],
         snapshot: ToolClass,
-        execute: ToolFunction,
         *,
         attempt: int = 1,
         redo_of: str | None = None,
         key_op: str | None = None,
         fresh: bool = False,
-    ) -> FinishRecord:
+    ) -> Steps[FinishRecord]:
         intent = IntentRecord(
             op_id, tool, snapshot, args, digest(args), attempt, self.incarnation, redo_of, fresh
         )
         failpoint("op.before_intent", op_id)
-        finish = self.invoke(intent, execute, key_op=key_op)  # the mistake: effect first
+        finish = yield from self.invoke(intent, key_op=key_op)  # the mistake: effect first
         failpoint("op.after_intent", op_id)
-        self.write_intent(intent)
+        yield self.intent_append(intent)
         failpoint("op.after_effect", op_id)
-        self.write_finish(finish)
+        yield self.finish_append(finish)
         failpoint("op.after_finish", op_id)
         return finish
 
@@ -338,9 +338,8 @@ class EffectBeforeIntent(BrokenRuntime):
 
 
 class _LazyIntentExecutor(Executor):
-    def write_intent(self, intent: IntentRecord) -> None:
-        self.journal.append(intent, sync=False)  # the mistake: no fsync before the effect
-        self._on_record(intent)
+    def intent_append(self, intent: IntentRecord) -> Append:
+        return Append((intent,), sync=False)  # the mistake: no fsync before the effect
 
 
 class NoIntentFsync(BrokenRuntime):
@@ -359,9 +358,8 @@ class NoIntentFsync(BrokenRuntime):
 
 
 class _LazyFinishExecutor(Executor):
-    def write_finish(self, finish: FinishRecord) -> None:
-        self.journal.append(finish, sync=False)  # the mistake: success reported before durable
-        self._on_record(finish)
+    def finish_append(self, finish: FinishRecord) -> Append:
+        return Append((finish,), sync=False)  # the mistake: success reported before durable
 
 
 class NoFinishFsync(BrokenRuntime):

@@ -12,7 +12,9 @@ runtime answers ``info`` with a hint) is verified at once, the same way. A
 step is redone at most ``MAX_REDOES`` times in a chain.
 
 Then it issues the plan's steps in order; the runtime answers every op its
-journal knows without running it again. It tells the outside world about each
+journal knows without running it again. The calls of a batch are issued
+together and run at once (``harness.agent.batch``); a lost reply among them
+is verified once all of them are back. It tells the outside world about each
 step (``invoke <op>``, then ``ack``, ``fail`` or ``info``, on the supervisor's
 channel): a user who was told a step is done must never see it done again.
 All choices are a function of the journal and the world, so a model killed
@@ -32,8 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.agent.plan import Plan, PlanStep, plan_id, reissued_id
-from harness.runtime import Resolution, Runtime, ToolFunction, VerifyHint
+from harness.agent.plan import Plan, PlanStep, batches, plan_id, reissued_id
+from harness.runtime import CallOutcome, Resolution, Runtime, ToolFunction, VerifyHint
 from harness.runtime.failpoints import tell_supervisor
 
 __all__ = ["MODELS", "ReissuingModel", "ScriptedModel"]
@@ -69,7 +71,11 @@ class ScriptedModel:
         )
         for hint in report.hints:
             self.verify(hint)
-        for step in self.plan.steps:
+        for issued in batches(self.plan.steps):
+            if issued[0].batch is not None:
+                self.issue_batch(issued)
+                continue
+            step = issued[0]
             op_id = self.issued_id(step)
             self.tell("invoke", op_id)
             self.tell(self.issue(step, op_id), op_id)
@@ -82,7 +88,23 @@ class ScriptedModel:
         was found (ack), it was redone (the redo's outcome), or it could not
         be verified (info).
         """
-        outcome = self.runtime.call(op_id, step.tool, step.args, self.execute)
+        return self.settle(
+            step, op_id, self.runtime.call(op_id, step.tool, step.args, self.execute)
+        )
+
+    def issue_batch(self, steps: tuple[PlanStep, ...]) -> None:
+        """Run a batch's calls at once (``harness.agent.batch``), then verify each whose
+        outcome came back unknown, one after another, and tell what that found."""
+        from harness.agent.batch import run_batch  # asyncio, for plans with batches only
+
+        calls = [(self.issued_id(step), step) for step in steps]
+        outcomes = run_batch(self.runtime, calls, self.execute, self.tell)
+        for (op_id, step), outcome in zip(calls, outcomes, strict=True):
+            if outcome.status == "info" and outcome.hint is not None:
+                self.tell(self.settle(step, op_id, outcome), op_id)
+
+    def settle(self, step: PlanStep, op_id: str, outcome: CallOutcome) -> str:
+        """What a call came to (ack, fail or info), once a lost reply is verified."""
         if outcome.status == "info" and outcome.hint is not None:
             # The call's outcome is unknown now (a lost reply): say so, verify it at
             # once as after a restart, then answer from what was found. The op to

@@ -10,6 +10,10 @@ form, so that the agent reads it with ``json`` alone and starts fast.
                 "verify": {"tool": "ui_dump", "args": {}, "path": "fields.title",
                            "contains": "Buy milk"}}]}
 
+The calls of a scenario step that is a batch (issued together, run at once) are
+plan steps of their own, each with its op id (``s004a``, ``s004b``, ...), the
+step's ``index`` and ``"batch": 4``; a step of one call has no ``batch``.
+
 ``verify`` says how the model checks a step's effect after a VERIFY hint: run
 the read-only ``tool`` with ``args``, take the value at the dotted ``path`` of
 its result, and the effect is present when that value contains ``contains``
@@ -49,6 +53,7 @@ __all__ = [
     "Plan",
     "PlanStep",
     "Verification",
+    "batches",
     "load_plan",
     "plan_id",
     "plan_to_json",
@@ -67,6 +72,18 @@ def reissued_id(op_id: str, life: int) -> str:
     every life, and the same whenever that life is replayed.
     """
     return op_id if life <= 1 else f"{op_id}{REISSUE_MARK}{life}"
+
+
+def batches(steps: tuple[PlanStep, ...]) -> list[tuple[PlanStep, ...]]:
+    """The plan's steps as the model issues them: a step of one call alone, a batch's
+    calls together, in plan order."""
+    issued: list[tuple[PlanStep, ...]] = []
+    for step in steps:
+        if step.batch is not None and issued and issued[-1][-1].batch == step.batch:
+            issued[-1] = (*issued[-1], step)
+        else:
+            issued.append((step,))
+    return issued
 
 
 def plan_id(op_id: str) -> str:
@@ -103,11 +120,15 @@ class Verification:
 
 @dataclass(frozen=True, slots=True)
 class PlanStep:
+    """One call of the plan. ``index`` is its scenario step (from 1); the calls of a
+    batch share it, and ``batch`` (the same number) says they are issued together."""
+
     index: int
     op_id: str
     tool: str
     args: Mapping[str, Any]
     verify: Verification | None = None
+    batch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +159,14 @@ def load_plan(path: Path | str) -> Plan:
     if data.get("format") != PLAN_FORMAT:
         raise ValueError(f"{path}: plan format {data.get('format')!r}, expected {PLAN_FORMAT}")
     steps = tuple(
-        PlanStep(s["index"], s["op_id"], s["tool"], s["args"], _verification(s.get("verify")))
+        PlanStep(
+            s["index"],
+            s["op_id"],
+            s["tool"],
+            s["args"],
+            _verification(s.get("verify")),
+            s.get("batch"),
+        )
         for s in data["steps"]
     )
     tools = {name: DeclaredTool.from_json(name, d) for name, d in data.get("tools", {}).items()}
@@ -181,6 +209,7 @@ def plan_to_json(plan: Plan) -> str:
                 "tool": s.tool,
                 "args": dict(s.args),
                 "verify": verify(s.verify),
+                **({} if s.batch is None else {"batch": s.batch}),
             }
             for s in plan.steps
         ],

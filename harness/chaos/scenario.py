@@ -69,14 +69,16 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 from faker import Faker
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -101,12 +103,16 @@ from harness.world.declared import DeclaredTool, WorldRecord
 
 __all__ = [
     "FAKER_PROVIDERS",
+    "MAX_BATCH",
     "MAX_SCENARIO_BYTES",
     "MAX_STEPS",
+    "BatchStep",
     "FakerRecipe",
     "Scenario",
     "ScenarioStep",
     "SeedRecord",
+    "Step",
+    "StepCall",
     "VerifySpec",
     "WorldSeed",
     "compile_plan",
@@ -118,6 +124,8 @@ __all__ = [
 
 MAX_STEPS = 200
 """More steps than this is a mistake (a generated file), not a task."""
+MAX_BATCH = 8
+"""The most calls a batch holds: as many as a model issues in one turn."""
 
 MAX_SCENARIO_BYTES = 1 << 20
 """A scenario file larger than this is refused before it is parsed."""
@@ -310,11 +318,16 @@ class FakerRecipe:
         return getattr(fake, self.provider)(**self.kwargs, **pinned)
 
 
-def _problem(field: str | None, message: str, *, step: int | None = None) -> PydanticCustomError:
-    """A validation error that carries its own sub-field (and step), for ``ScenarioError``."""
+def _problem(
+    field: str | None, message: str, *, step: int | None = None, call: int | None = None
+) -> PydanticCustomError:
+    """A validation error that carries its own sub-field (and step, and call of a batch),
+    for ``ScenarioError``."""
     context: dict[str, Any] = {"problem": message, "field": field or ""}
     if step is not None:
         context["step"] = step
+    if call is not None:
+        context["call"] = call
     return PydanticCustomError("scenario", "{problem}", context)
 
 
@@ -505,6 +518,54 @@ class WorldSeed(BaseModel):
         return self
 
 
+class BatchStep(BaseModel):
+    """Calls a model issues together in one turn: the agent runs them at once, each its
+    own op (``s004a``, ``s004b``, ...), and goes on when every one has come back."""
+
+    model_config = _CONFIG
+
+    batch: list[ScenarioStep]
+
+    @field_validator("batch", mode="before")
+    @classmethod
+    def _call_count(cls, value: Any) -> Any:
+        if isinstance(value, list) and not 2 <= len(value) <= MAX_BATCH:
+            raise _problem(
+                None, f"{len(value)} calls; a batch has 2 to {MAX_BATCH} (one call is a step)"
+            )
+        return value
+
+
+def _step_kind(value: Any) -> str:
+    is_batch = isinstance(value, Mapping | BaseModel) and "batch" in (
+        value if isinstance(value, Mapping) else type(value).model_fields
+    )
+    return "batch" if is_batch else "call"
+
+
+Step = Annotated[
+    Annotated[ScenarioStep, Tag("call")] | Annotated[BatchStep, Tag("batch")],
+    Discriminator(_step_kind),
+]
+"""A scenario's step: one call, or a batch of calls issued together."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepCall:
+    """One call of a scenario, where it stands: its step (from 1) and, in a batch, its
+    place there (from 1; None for a step that is one call)."""
+
+    step: int
+    call: int | None
+    spec: ScenarioStep
+
+    @property
+    def op_id(self) -> str:
+        """``s004`` for a step of one call, ``s004a``, ``s004b``, ... in a batch."""
+        letter = "" if self.call is None else string.ascii_lowercase[self.call - 1]
+        return f"s{self.step:03d}{letter}"
+
+
 class Scenario(BaseModel):
     """A validated scenario: a name, a description, its own tools and world, its steps."""
 
@@ -519,7 +580,7 @@ class Scenario(BaseModel):
     tools_file: str | None = None
     tool_table: str | None = None
     world: WorldSeed = Field(default_factory=WorldSeed)
-    steps: list[ScenarioStep]
+    steps: list[Step]
 
     _source: str = PrivateAttr(default="<memory>")
     _declared: Mapping[str, DeclaredTool] = PrivateAttr(default_factory=dict)
@@ -539,6 +600,17 @@ class Scenario(BaseModel):
     def table_path(self) -> Path | None:
         """The tool table file it names for the runtime (None: the shipped table)."""
         return self._table_path
+
+    @property
+    def calls(self) -> tuple[StepCall, ...]:
+        """Every call of its steps in order, a batch's calls in their order."""
+        return tuple(
+            StepCall(index, number, call)
+            for index, step in enumerate(self.steps, start=1)
+            for number, call in (
+                enumerate(step.batch, start=1) if isinstance(step, BatchStep) else ((None, step),)
+            )
+        )
 
     @property
     def world_records(self) -> tuple[WorldRecord, ...]:
@@ -589,20 +661,24 @@ class Scenario(BaseModel):
         # an earlier step leaves the very same evidence, the model would take
         # that for this step's effect and wrongly skip the redo.
         table = _table(info)
-        seen: dict[str, int] = {}
-        for index, step in enumerate(self.steps, start=1):
-            if table.classify(step.tool).retry_safe:
+        seen: dict[str, StepCall] = {}
+        for call in self.calls:
+            if table.classify(call.spec.tool).retry_safe:
                 continue
-            check = step._literal_check()
+            check = call.spec._literal_check()
             if check is None:
                 continue
             if check in seen:
+                earlier = seen[check]
+                what = f"step {earlier.step}" + (
+                    "" if earlier.call is None else f", call {earlier.call}"
+                )
                 problem = (
-                    f"checks exactly what step {seen[check]} checks, so it cannot tell "
+                    f"checks exactly what {what} checks, so it cannot tell "
                     "their effects apart; use a value unique to this step"
                 )
-                raise _problem("verify", problem, step=index)
-            seen[check] = index
+                raise _problem("verify", problem, step=call.step, call=call.call)
+            seen[check] = call
         return self
 
 
@@ -722,7 +798,8 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
     fake = Faker(_FAKER_LOCALE)
     fake.seed_instance(seed)
     steps = []
-    for index, step in enumerate(scenario.steps, start=1):
+    for call in scenario.calls:
+        step = call.spec
         drawn = {
             name: step.args[name].draw(fake)
             for name in sorted(step.args)
@@ -733,7 +810,8 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
             for name, value in step.args.items()
         }
         verify = None if step.verify is None else step.verify.compile(args)
-        steps.append(PlanStep(index, f"s{index:03d}", step.tool, args, verify))
+        batch = None if call.call is None else call.step
+        steps.append(PlanStep(call.step, call.op_id, step.tool, args, verify, batch))
     tools = MappingProxyType(dict(scenario.declared_tools))
     return Plan(
         scenario.name,
@@ -964,10 +1042,15 @@ def _named_step_tool(error: ScenarioError, data: Mapping[str, Any]) -> ScenarioE
     if error.step is None or error.tool is not None or not isinstance(steps, list):
         return error
     step = steps[error.step - 1] if error.step <= len(steps) else None
+    calls = step.get("batch") if isinstance(step, dict) and error.call is not None else None
+    if isinstance(calls, list) and error.call is not None and error.call <= len(calls):
+        step = calls[error.call - 1]
     tool = step.get("tool") if isinstance(step, dict) else None
     if not isinstance(tool, str) or error.field == "tool":
         return error
-    return ScenarioError(error.path, error.step, error.field, error.problem, tool=tool)
+    return ScenarioError(
+        error.path, error.step, error.field, error.problem, tool=tool, call=error.call
+    )
 
 
 def _scenario_error(
@@ -979,10 +1062,16 @@ def _scenario_error(
     first = errors[0]
     location = [*prefix, *first["loc"]]
     step: int | None = None
+    call: int | None = None
     tool: str | None = None
     if len(location) >= 2 and location[0] == "steps" and isinstance(location[1], int):
         step = location[1] + 1
         location = location[2:]
+        if location[:1] in (["call"], ["batch"]):  # the tag of the step's kind
+            location = location[1:]
+        if len(location) >= 2 and location[0] == "batch" and isinstance(location[1], int):
+            call = location[1] + 1
+            location = location[2:]
     elif len(location) >= 2 and location[0] == "tools":
         tool = str(location[1])
         location = location[2:]
@@ -991,6 +1080,7 @@ def _scenario_error(
         if context.get("field"):
             location.append(context["field"])
         step = context.get("step", step)
+        call = context.get("call", call)
         problem = str(context["problem"])
     else:
         problem = _pydantic_problem(first, step, tool, location)
@@ -998,7 +1088,7 @@ def _scenario_error(
         more = len(errors) - 1
         problem += f" (and {more} more problem{'s' if more > 1 else ''} after this one)"
     field = ".".join(str(part) for part in location) or None
-    return ScenarioError(source, step, field, problem, tool=tool)
+    return ScenarioError(source, step, field, problem, tool=tool, call=call)
 
 
 def _pydantic_problem(

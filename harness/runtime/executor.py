@@ -21,7 +21,6 @@ as what it is (its type and ``repr``), never left out.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -32,6 +31,7 @@ from harness.runtime.errors import FailpointTriggered, ToolError, TransientToolE
 from harness.runtime.failpoints import failpoint
 from harness.runtime.journal import JournalWriter
 from harness.runtime.records import FinishRecord, IntentRecord, Record, Resolution, digest
+from harness.runtime.steps import Append, CallContext, Invoke, Steps, idempotency_key, run_steps
 
 __all__ = [
     "NOT_JSON",
@@ -41,40 +41,6 @@ __all__ = [
     "ToolFunction",
     "idempotency_key",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class CallContext:
-    """What a tool may know about the call it serves.
-
-    ``idempotency_key`` is the key to hand an external API that deduplicates
-    requests (a payment provider's ``Idempotency-Key`` header): the same for
-    every attempt of an op, in every life, and for a redo of an op after a
-    VERIFY the key of the op it redoes, so that a provider that did see the
-    first request answers the redo from it instead of charging twice. It is
-    derived from the op id: two journals that reuse op ids against the same
-    API should prefix it with something of their own (a run id).
-    """
-
-    op_id: str
-    tool: str
-    attempt: int
-    incarnation: int
-    key_op: str | None = None
-    """The op whose key this call carries (the first op of a chain of redoes); default op_id."""
-
-    @property
-    def idempotency_key(self) -> str:
-        return idempotency_key(self.key_op or self.op_id)
-
-    def mid_effect(self) -> None:
-        """A multi-step tool calls this between its steps: a crash point inside the effect."""
-        failpoint("op.mid_effect", self.op_id)
-
-
-def idempotency_key(op_id: str) -> str:
-    """A stable key for an op id: 32 hex digits, the same in every process and life."""
-    return hashlib.sha256(f"harness-op:{op_id}".encode()).hexdigest()[:32]
 
 
 ToolFunction = Callable[[str, Mapping[str, Any], CallContext], Any]
@@ -143,12 +109,38 @@ class Executor:
         key_op: str | None = None,
         fresh: bool = False,
     ) -> FinishRecord:
-        """Run the call from ``attempt`` on; returns the durable finish record.
+        """Run the call from ``attempt`` on, in this thread; returns the durable finish record.
 
         Arguments that are not JSON are refused (``ValueError``) before
         anything is journaled or run. ``fresh`` marks its intents as a call
         that identity by content never matches (``harness.runtime.identity``).
         """
+        steps = self.steps(
+            op_id,
+            tool,
+            args,
+            snapshot,
+            attempt=attempt,
+            redo_of=redo_of,
+            key_op=key_op,
+            fresh=fresh,
+        )
+        return run_steps(steps, self.journal, self._on_record, execute)
+
+    def steps(
+        self,
+        op_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        snapshot: ToolClass,
+        *,
+        attempt: int = 1,
+        redo_of: str | None = None,
+        key_op: str | None = None,
+        fresh: bool = False,
+    ) -> Steps[FinishRecord]:
+        """The write-ahead protocol of one call, as steps (``harness.runtime.steps``):
+        what ``run`` carries out in this thread and ``AsyncRuntime`` on an event loop."""
         try:
             json.dumps(args)
         except (TypeError, ValueError) as exc:
@@ -161,13 +153,13 @@ class Executor:
                 op_id, tool, snapshot, args, args_digest, attempt, self.incarnation, redo_of, fresh
             )
             failpoint("op.before_intent", op_id)
-            self.write_intent(intent)
+            yield self.intent_append(intent)
             failpoint("op.after_intent", op_id)
-            finish = self.invoke(intent, execute, key_op=key_op)
+            finish = yield from self.invoke(intent, key_op=key_op)
             if finish.transient and self.may_retry(snapshot) and attempt < self.max_attempts:
                 # Journaled, but not settled: a crash before the next attempt leaves
                 # the op RUNNING, and recovery retries it as its class allows.
-                self.write_finish(replace(finish, retrying=True))
+                yield self.finish_append(replace(finish, retrying=True))
                 attempt += 1
                 continue
             if finish.transient and not snapshot.retry_safe:
@@ -176,7 +168,7 @@ class Executor:
                 # not retried here; the op stays RUNNING and goes to VERIFY.
                 finish = replace(finish, unknown=True)
             failpoint("op.after_effect", op_id)
-            self.write_finish(finish)
+            yield self.finish_append(finish)
             failpoint("op.after_finish", op_id)
             return finish
 
@@ -184,9 +176,7 @@ class Executor:
         """Whether a transient failure of a call of this class is retried in-process."""
         return snapshot.retry_safe
 
-    def invoke(
-        self, intent: IntentRecord, execute: ToolFunction, *, key_op: str | None = None
-    ) -> FinishRecord:
+    def invoke(self, intent: IntentRecord, *, key_op: str | None = None) -> Steps[FinishRecord]:
         """Run the tool itself: its result, or a ToolError, becomes the finish to journal.
 
         Any other exception (a bug in the tool or its dispatcher, after or
@@ -197,7 +187,7 @@ class Executor:
         """
         ctx = CallContext(intent.op_id, intent.tool, intent.attempt, self.incarnation, key_op)
         try:
-            result = execute(intent.tool, intent.args, ctx)
+            result = yield Invoke(intent.tool, intent.args, ctx)
         except ToolError as exc:
             return FinishRecord(
                 intent.op_id,
@@ -212,7 +202,7 @@ class Executor:
         except FailpointTriggered:
             raise  # stands for a crash at that point: nothing more is written
         except Exception as exc:
-            self.write_finish(
+            yield self.finish_append(
                 FinishRecord(
                     intent.op_id,
                     False,
@@ -230,13 +220,13 @@ class Executor:
             intent.op_id, True, result, digest(result), intent.attempt, self.incarnation
         )
 
-    def write_intent(self, intent: IntentRecord) -> None:
-        self.journal.append(intent)
-        self._on_record(intent)
+    def intent_append(self, intent: IntentRecord) -> Append:
+        """How an intent is journaled: durable before the tool runs."""
+        return Append((intent,))
 
-    def write_finish(self, finish: FinishRecord) -> None:
-        self.journal.append(finish)
-        self._on_record(finish)
+    def finish_append(self, finish: FinishRecord) -> Append:
+        """How a finish is journaled: durable before the call returns."""
+        return Append((finish,))
 
 
 def _journalable(result: Any) -> Any:

@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from harness.runtime.classes import ToolTable
 from harness.runtime.errors import FailpointTriggered, JournalError
@@ -51,8 +51,11 @@ from harness.runtime.records import (
     digest,
 )
 from harness.runtime.recovery import OpHistory, apply_record, fold, last_incarnation, plan_recovery
+from harness.runtime.steps import Append, Steps, no_tool, run_steps
 
 __all__ = ["RecoveryReport", "Runtime", "VerifyHint"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,12 @@ class Runtime:
         self, execute: ToolFunction, *, not_started: Mapping[str, str] | None = None
     ) -> RecoveryReport:
         """Journal every decision, then retry what is safe and hand over VERIFY hints."""
+        return self._drive(self.recover_steps(not_started=not_started), execute)
+
+    def recover_steps(
+        self, *, not_started: Mapping[str, str] | None = None
+    ) -> Steps[RecoveryReport]:
+        """``recover`` as steps (``harness.runtime.steps``), for either API to carry out."""
         decisions = self.plan(not_started)
         # A SKIP the journal already holds for the op in the same state is not
         # written again: it cannot change (a settled op stays settled), and
@@ -176,9 +185,10 @@ class Runtime:
         if all(d.decision is Decision.SKIP for d in decisions):
             # Nothing to act on: the decisions and the end of recovery in one
             # append, one fsync (the common start, after a clean step or none).
-            self._write_many([*batch, RecoveredRecord(self.incarnation, len(batch))])
+            yield Append((*batch, RecoveredRecord(self.incarnation, len(batch))))
             return RecoveryReport(self.incarnation, tuple(decisions), (), ())
-        self._write_many(batch)
+        if batch:
+            yield Append(tuple(batch))
         retried: list[CallOutcome] = []
         for decision in decisions:
             if decision.decision is Decision.SKIP:
@@ -187,23 +197,25 @@ class Runtime:
             op = self.ops[decision.op_id]
             if decision.decision is Decision.RETRY:
                 failpoint("recovery.before_retry", decision.op_id)
-                retried.append(self.retry(op, execute))
+                retried.append((yield from self.retry_steps(op)))
             elif decision.decision is Decision.VERIFY and decision.hint is not None:
                 self._awaiting_verify[op.op_id] = VerifyHint(
                     op.op_id, op.tool, op.args, decision.hint
                 )
-        hints = self.deliver_hints()
-        self._write(RecoveredRecord(self.incarnation, len(batch)))
+        hints = yield from self.hint_steps()
+        yield Append((RecoveredRecord(self.incarnation, len(batch)),))
         return RecoveryReport(self.incarnation, tuple(decisions), hints, tuple(retried))
 
     def retry(self, op: OpHistory, execute: ToolFunction) -> CallOutcome:
         """Run an op again under its own id, with its original snapshot and arguments."""
-        finish = self.executor.run(
+        return self._drive(self.retry_steps(op), execute)
+
+    def retry_steps(self, op: OpHistory) -> Steps[CallOutcome]:
+        finish = yield from self.executor.steps(
             op.op_id,
             op.tool,
             op.args,
             op.snapshot,
-            execute,
             attempt=op.attempt + 1,
             redo_of=op.redo_of,
             fresh=op.fresh,
@@ -212,9 +224,12 @@ class Runtime:
 
     def deliver_hints(self) -> tuple[VerifyHint, ...]:
         """Journal each pending hint as delivered and return them for the model."""
+        return self._drive(self.hint_steps(), no_tool)
+
+    def hint_steps(self) -> Steps[tuple[VerifyHint, ...]]:
         hints = tuple(self._awaiting_verify.values())
         for hint in hints:
-            self._write(HintRecord(hint.op_id, self.incarnation, hint.text))
+            yield Append((HintRecord(hint.op_id, self.incarnation, hint.text),))
             failpoint("recovery.after_hint", hint.op_id)
         return hints
 
@@ -238,6 +253,16 @@ class Runtime:
         anything but REDONE (or missing for it). A call answered by content
         may be resolved under its own id: the op that answered it is.
         """
+        self._drive(self.resolve_steps(op_id, resolution, redo_op=redo_op, note=note), no_tool)
+
+    def resolve_steps(
+        self,
+        op_id: str,
+        resolution: Resolution,
+        *,
+        redo_op: str | None = None,
+        note: str = "",
+    ) -> Steps[None]:
         op_id = self._aliases.get(op_id, op_id)
         op = self.ops.get(op_id)
         if op is None or op.state is not OpState.RUNNING:
@@ -251,7 +276,7 @@ class Runtime:
                 f"resolve({op_id!r}, {resolution.name}): "
                 "a redo op goes with REDONE, and only with it"
             )
-        self._write(ResolvedRecord(op_id, self.incarnation, resolution, redo_op, note))
+        yield Append((ResolvedRecord(op_id, self.incarnation, resolution, redo_op, note),))
         self._awaiting_verify.pop(op_id, None)
 
     # -- the normal flow -------------------------------------------------------------------
@@ -280,6 +305,20 @@ class Runtime:
         journaled so, the exception raised on, and the op handed to the model
         as a VERIFY hint.
         """
+        return self._drive(
+            self.call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh), execute
+        )
+
+    def call_steps(
+        self,
+        op_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        *,
+        redo_of: str | None = None,
+        fresh: bool = False,
+    ) -> Steps[CallOutcome]:
+        """``call`` as steps (``harness.runtime.steps``), for either API to carry out."""
         if op_id in self.ops:
             self._claimed.add(op_id)
             return self.outcome_of(op_id)
@@ -291,12 +330,11 @@ class Runtime:
         self._claimed.add(op_id)
         snapshot = self.table.classify(tool)
         try:
-            finish = self.executor.run(
+            finish = yield from self.executor.steps(
                 op_id,
                 tool,
                 args,
                 snapshot,
-                execute,
                 redo_of=redo_of,
                 key_op=self._key_op(redo_of),
                 fresh=fresh,
@@ -304,21 +342,21 @@ class Runtime:
         except (FailpointTriggered, JournalError):
             raise  # a crash, or the journal itself failing: nothing more is written
         except Exception:  # the tool's own exception (journaled as an unknown outcome)
-            self._verify_now(op_id, tool, args)
+            yield from self._verify_now(op_id, tool, args)
             raise
         if finish.unknown:  # a lost reply of a call that must not run twice: VERIFY it now
-            hint = self._verify_now(op_id, tool, args)
+            hint = yield from self._verify_now(op_id, tool, args)
             return CallOutcome(op_id, "info", error=finish.error, hint=hint, executed=True)
         return _outcome(finish, executed=True)
 
-    def _verify_now(self, op_id: str, tool: str, args: Mapping[str, Any]) -> str | None:
+    def _verify_now(self, op_id: str, tool: str, args: Mapping[str, Any]) -> Steps[str | None]:
         """Hand an op of unknown outcome to the model in this life, as recovery would."""
         op = self.ops.get(op_id)
         if op is None or op.state is not OpState.RUNNING:
             return None
         hint = verify_hint(op_id, tool, args)
         self._awaiting_verify[op_id] = VerifyHint(op_id, tool, args, hint)
-        self._write(HintRecord(op_id, self.incarnation, hint))
+        yield Append((HintRecord(op_id, self.incarnation, hint),))
         return hint
 
     def outcome_of(self, op_id: str) -> CallOutcome:
@@ -392,9 +430,9 @@ class Runtime:
 
     # -- journal ---------------------------------------------------------------------------
 
-    def _write(self, record: Record) -> None:
-        self.journal.append(record)
-        self._note(record)
+    def _drive(self, steps: Steps[T], execute: ToolFunction) -> T:
+        """Carry out a run of steps in this thread (the synchronous API)."""
+        return run_steps(steps, self.journal, self._note, execute)
 
     def _write_many(self, records: list[Record]) -> None:
         if records:

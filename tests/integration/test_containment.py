@@ -241,6 +241,7 @@ STOPPED: dict[str, tuple[str, str]] = {
     ),
     "connect": ("socket.", "socket.create_connection(('127.0.0.1', 9))"),
     "udp-socket": ("socket.__new__", "socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"),
+    "unix-connect": ("socket.connect", "socket.socket(socket.AF_UNIX).connect('/run/x.sock')"),
     "popen": ("subprocess.Popen", "subprocess.run(['true'])"),
     "system": ("os.system", "os.system('true')"),
     "fork": ("os.fork", "os.fork()"),
@@ -264,6 +265,13 @@ ALLOWED: dict[str, str] = {
     "dev-null": "open('/dev/null', 'w').write('x')",
     "signal-itself": "os.kill(os.getpid(), 0)",
     "sqlite-inside": "sqlite3.connect(TRIAL / 'w.db').execute('PRAGMA journal_mode=WAL')",
+    # The agent runs a batch of calls on an event loop, which wakes itself through a
+    # Unix socket pair, and makes the journal's writes in a thread of its own.
+    "event-loop": (
+        "import asyncio\nasync def main():\n"
+        "    await asyncio.get_running_loop().run_in_executor(None, os.getpid)\n"
+        "asyncio.run(main())"
+    ),
 }
 
 

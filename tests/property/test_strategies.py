@@ -176,7 +176,7 @@ class TestScenarios:
         """A scenario asked to have at least three steps shrinks to three plain reads."""
         found = find(scenarios(), lambda s: len(s.steps) >= 3, settings=SHRINK)
         assert len(found.steps) == 3
-        for step in found.steps:
+        for step in (call.spec for call in found.calls):
             assert TABLE.classify(step.tool).idempotency is IdempotencyClass.READ_ONLY
             assert "fail_attempts" not in step.args
 
@@ -184,10 +184,10 @@ class TestScenarios:
         """A scenario asked to hold a form tap shrinks to that single tap."""
         found = find(
             scenarios(),
-            lambda s: any(step.tool == "ui_tap" and "form" in step.args for step in s.steps),
+            lambda s: any(c.spec.tool == "ui_tap" and "form" in c.spec.args for c in s.calls),
             settings=SHRINK,
         )
-        assert [step.tool for step in found.steps] == ["ui_tap"]
+        assert [call.spec.tool for call in found.calls] == ["ui_tap"]
 
 
 class TestCrashSchedules:

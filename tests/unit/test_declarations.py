@@ -392,7 +392,7 @@ class TestBillingScenario:
         tools = loaded.declared_tools
         assert {t.behaviour for t in tools.values()} == set(BEHAVIOURS)
         assert any(t.multi_step for t in tools.values())
-        called = {step.tool for step in loaded.steps}
+        called = {call.spec.tool for call in loaded.calls}
         assert {"read_inbox", "lookup_customer", "create_ticket", "send_email"} <= called
         assert {"charge_card", "refund", "update_crm"} <= called
 
@@ -404,7 +404,7 @@ class TestBillingScenario:
         table = ToolTable.load(loaded.table_path)
         unlisted = [name for name in loaded.declared_tools if name not in table]
         assert unlisted == ["notify_finance"]
-        middle = loaded.steps[1:-1]
+        middle = [call.spec for call in loaded.calls][1:-1]
         assert any(
             table.classify(s.tool).idempotency is IdempotencyClass.NON_IDEMPOTENT for s in middle
         )
@@ -412,7 +412,7 @@ class TestBillingScenario:
     def test_every_revealable_effect_is_checked(self) -> None:
         """Each step that writes what a read can see carries a check; the opaque one none."""
         loaded = load_scenario(BILLING)
-        for index, step in enumerate(loaded.steps, start=1):
+        for index, step in enumerate((call.spec for call in loaded.calls), start=1):
             tool = loaded.declared_tools[step.tool]
             if tool.reads or tool.behaviour == "opaque":
                 assert step.verify is None, index

@@ -60,7 +60,7 @@ def refusal(text: str) -> ScenarioError:
 
 
 def uses_faker(scenario: Scenario) -> bool:
-    return any(isinstance(v, FakerRecipe) for s in scenario.steps for v in s.args.values())
+    return any(isinstance(v, FakerRecipe) for c in scenario.calls for v in c.spec.args.values())
 
 
 class TestShippedScenarios:
@@ -82,28 +82,29 @@ class TestShippedScenarios:
         """Between them, the shipped scenarios call every tool of the catalog (besides the
         tools some of them declare)."""
         scenarios = load_scenarios(SCENARIOS)
-        used = {step.tool for s in scenarios for step in s.steps}
+        used = {call.spec.tool for s in scenarios for call in s.calls}
         declared = {name for s in scenarios for name in s.declared_tools}
         assert used - declared == set(CATALOG)
 
     def test_revealable_effects_are_checked(self) -> None:
         """Every step that changes what a read-only tool can see carries a verify."""
         for scenario in load_scenarios(SCENARIOS):
-            for index, step in enumerate(scenario.steps, start=1):
+            for call in scenario.calls:
+                step, index = call.spec, call.op_id
                 tool_class = TABLE.classify(step.tool)
                 changes = not tool_class.ask_user and tool_class.idempotency in (
                     IdempotencyClass.IDEMPOTENT_WRITE,
                     IdempotencyClass.NON_IDEMPOTENT,
                 )
                 if changes and step.tool not in UNREVEALABLE:
-                    assert step.verify is not None, f"{scenario.name} step {index}"
+                    assert step.verify is not None, f"{scenario.name} {index}"
                 if step.tool in UNREVEALABLE:
-                    assert step.verify is None, f"{scenario.name} step {index}"
+                    assert step.verify is None, f"{scenario.name} {index}"
 
     def test_non_idempotent_steps_in_the_middle(self) -> None:
         """The phone task and the browser form have non-idempotent steps between others."""
         for name in ("phone_task", "browser_form"):
-            steps = load_scenario(SCENARIOS / f"{name}.toml").steps
+            steps = [c.spec for c in load_scenario(SCENARIOS / f"{name}.toml").calls]
             middle = steps[1:-1]
             assert any(
                 TABLE.classify(s.tool).idempotency is IdempotencyClass.NON_IDEMPOTENT
@@ -112,7 +113,7 @@ class TestShippedScenarios:
 
     def test_transient_failure_on_a_retry_safe_tool(self) -> None:
         """Some step asks for a transient failure on a read-only or idempotent tool."""
-        steps = [s for sc in load_scenarios(SCENARIOS) for s in sc.steps]
+        steps = [c.spec for sc in load_scenarios(SCENARIOS) for c in sc.calls]
         assert any(
             s.args.get("fail_attempts", 0) >= 1 and TABLE.classify(s.tool).retry_safe for s in steps
         )
@@ -122,7 +123,7 @@ class TestShippedScenarios:
         found = []
         for scenario in load_scenarios(SCENARIOS):
             installed: set[str] = set()
-            for step in scenario.steps:
+            for step in (call.spec for call in scenario.calls):
                 if step.tool == "app_install":
                     installed.add(step.args["package"])
                 if step.tool == "app_uninstall" and step.args["package"] not in installed:
@@ -131,7 +132,9 @@ class TestShippedScenarios:
 
     def test_containment_examples(self) -> None:
         """One scenario asks for ``rm -rf /`` and a write to ``/etc/passwd``."""
-        calls = [(s.tool, dict(s.args)) for sc in load_scenarios(SCENARIOS) for s in sc.steps]
+        calls = [
+            (c.spec.tool, dict(c.spec.args)) for sc in load_scenarios(SCENARIOS) for c in sc.calls
+        ]
         assert ("shell_execute", {"command": "rm -rf /"}) in calls
         assert any(tool == "write_file" and a["path"] == "/etc/passwd" for tool, a in calls)
 
@@ -351,7 +354,7 @@ class TestModelAndIdentity:
         chosen = {s.name: (s.model, s.identity) for s in load_scenarios(SCENARIOS)}
         assert chosen.pop("reissue_calls") == ("reissue", "content")
         assert set(chosen.values()) == {("scripted", "id")}
-        steps = load_scenario(SCENARIOS / "reissue_calls.toml").steps
+        steps = [c.spec for c in load_scenario(SCENARIOS / "reissue_calls.toml").calls]
         assert any(a.tool == b.tool and a.args == b.args for a, b in itertools.pairwise(steps))
 
     @pytest.mark.parametrize(

@@ -1,0 +1,152 @@
+"""The runtime's input and output as data: what a call asks of the journal and of the tool.
+
+The write-ahead protocol, recovery and the model's resolutions are written once,
+as generators that yield steps and get back what the step came to:
+
+    Append(records)      journal these records in one write (and one fsync when
+                         ``sync``); the step returns once they are written
+    Invoke(tool, args)   run the tool; the step returns its result, or the
+                         tool's exception is thrown back in at the same place
+
+A driver carries the steps out. ``run_steps`` does it in the caller's thread:
+the synchronous ``Runtime``. ``harness.runtime.aio`` does it on an asyncio
+event loop, with the journal's writes made by one thread of their own, so that
+calls issued together share writes and fsyncs (``AsyncRuntime``). Nothing else
+differs between the two APIs, so the same journal gets the same decisions from
+both, and a broken runtime that changes a step changes both.
+
+An ``Append`` with ``wait=False`` asks the driver to go on before the records
+are written. The synchronous driver writes them at once all the same (nothing
+else runs in between); the asynchronous one queues them and goes on, which is
+only ever right for records no later step depends on (the harness's broken
+runtimes use it to forget an ``await``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from harness.runtime.failpoints import failpoint
+from harness.runtime.journal import JournalWriter
+from harness.runtime.records import Record
+
+__all__ = [
+    "Append",
+    "CallContext",
+    "Invoke",
+    "Step",
+    "Steps",
+    "advance",
+    "idempotency_key",
+    "no_tool",
+    "run_steps",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What a tool may know about the call it serves.
+
+    ``idempotency_key`` is the key to hand an external API that deduplicates
+    requests (a payment provider's ``Idempotency-Key`` header): the same for
+    every attempt of an op, in every life, and for a redo of an op after a
+    VERIFY the key of the op it redoes, so that a provider that did see the
+    first request answers the redo from it instead of charging twice. It is
+    derived from the op id: two journals that reuse op ids against the same
+    API should prefix it with something of their own (a run id).
+    """
+
+    op_id: str
+    tool: str
+    attempt: int
+    incarnation: int
+    key_op: str | None = None
+    """The op whose key this call carries (the first op of a chain of redoes); default op_id."""
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key(self.key_op or self.op_id)
+
+    def mid_effect(self) -> None:
+        """A multi-step tool calls this between its steps: a crash point inside the effect."""
+        failpoint("op.mid_effect", self.op_id)
+
+
+def idempotency_key(op_id: str) -> str:
+    """A stable key for an op id: 32 hex digits, the same in every process and life."""
+    return hashlib.sha256(f"harness-op:{op_id}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Journal ``records`` in one write, fsynced when ``sync``."""
+
+    records: tuple[Record, ...]
+    sync: bool = True
+    wait: bool = True
+    """Whether the step waits for the write (see the module docstring)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Invoke:
+    """Run ``tool`` with ``args``; ``ctx`` is the ``CallContext`` it is handed."""
+
+    tool: str
+    args: Mapping[str, Any]
+    ctx: CallContext
+
+
+Step = Append | Invoke
+Steps = Generator[Step, Any, T]
+"""A protocol run: yields steps, is sent what each came to, returns its value."""
+
+
+def no_tool(tool: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
+    """The ``execute`` of runs that call no tool (a hint delivered, a resolution)."""
+    raise AssertionError(f"{tool}: these steps run no tool")
+
+
+def advance(steps: Steps[T], reply: Any, error: Exception | None) -> Step | T:
+    """The next step, after the last came to ``reply`` (or raised ``error``); at the end,
+    the run's value. A driver tells the two apart by type: a step is ``Append`` or
+    ``Invoke``, and no run returns either."""
+    try:
+        return steps.throw(error) if error is not None else steps.send(reply)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+
+
+def run_steps(
+    steps: Steps[T],
+    journal: JournalWriter,
+    note: Callable[[Record], None],
+    execute: Callable[[str, Mapping[str, Any], CallContext], Any],
+) -> T:
+    """Carry out ``steps`` in this thread: each append durable (when asked) before the
+    next step, each record then handed to ``note``; the tool called directly.
+
+    A journal error leaves the run where it is and goes on to the caller: nothing
+    more is written, as after a crash.
+    """
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        step = advance(steps, reply, error)
+        reply, error = None, None
+        if isinstance(step, Append):
+            journal.append_many(step.records, sync=step.sync)
+            for record in step.records:
+                note(record)
+        elif isinstance(step, Invoke):
+            try:
+                reply = execute(step.tool, step.args, step.ctx)
+            except Exception as exc:  # the protocol decides what a tool's exception means
+                error = exc
+        else:
+            return step
