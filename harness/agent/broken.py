@@ -50,6 +50,10 @@ class BrokenRuntime(Runtime):
     needs_step: ClassVar[str | None] = None
     """What a scenario must have to expose the mistake, when not every one does (the
     self-check of a selection without it says so rather than run it)."""
+    needs_batch: ClassVar[bool] = False
+    """Whether only calls run at once (a batch step) can expose the mistake: the
+    self-check then shows it caught in a scenario with batches, and escaping every
+    trial of the scenarios without."""
 
     @classmethod
     def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
@@ -377,6 +381,58 @@ class NoFinishFsync(BrokenRuntime):
         )
 
 
+class _UnawaitedIntentExecutor(Executor):
+    def intent_append(self, intent: IntentRecord) -> Append:
+        return Append((intent,), wait=False)  # the mistake: a forgotten await
+
+
+class UnawaitedIntent(BrokenRuntime):
+    mistake = (
+        "runs a tool without waiting for its intent to be durable (a forgotten await): "
+        "right by accident while calls run one at a time"
+    )
+    caught_by = ("I6",)
+    needs_batch = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.executor = _UnawaitedIntentExecutor(
+            self.journal,
+            self.incarnation,
+            on_record=self._note,
+            max_attempts=self.executor.max_attempts,
+        )
+
+
+class _OneSlotExecutor(Executor):
+    current: str | None = None
+
+    def intent_append(self, intent: IntentRecord) -> Append:
+        self.current = intent.op_id  # the mistake: one slot for "the op in flight"
+        return super().intent_append(intent)
+
+    def finish_append(self, finish: FinishRecord) -> Append:
+        return super().finish_append(replace(finish, op_id=self.current or finish.op_id))
+
+
+class OneCurrentOp(BrokenRuntime):
+    mistake = (
+        "keeps one slot for the op in flight, so a finish is journaled under the id of the "
+        "call started last: right while calls run one at a time"
+    )
+    caught_by = ("I1", "I2", "I3", "I7")
+    needs_batch = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.executor = _OneSlotExecutor(
+            self.journal,
+            self.incarnation,
+            on_record=self._note,
+            max_attempts=self.executor.max_attempts,
+        )
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -395,6 +451,8 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "no-crc-check": NoCrcCheck,
     "zeros-end-journal": ZerosEndJournal,
     "unlisted-as-read-only": UnlistedAsReadOnly,
+    "unawaited-intent": UnawaitedIntent,
+    "one-current-op": OneCurrentOp,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -9,7 +9,9 @@ and every mutation of ``harness.chaos.mutations`` (each with its invariant).
 Each broken runtime is run until the invariant it breaks catches it; one
 that needs a fault beyond SIGKILL must first escape every trial without that
 fault (SIGKILL and every other fault, on a smaller campaign), then be caught
-once that fault is added. Each mutation
+once that fault is added; one that only calls run at once can expose
+(``needs_batch``) must escape the scenarios without batches, then be caught in
+one with them. Each mutation
 damages a copy of one of the campaign's passing trials, and its invariant
 must fail on the copy.
 
@@ -33,6 +35,7 @@ from harness.adapters import get_adapter
 from harness.agent.broken import BROKEN_RUNTIMES
 from harness.chaos.campaign import CampaignConfig, run_trials, scenario_seed
 from harness.chaos.mutations import MUTATIONS, Mutation
+from harness.chaos.scenario import BatchStep, load_scenario
 from harness.chaos.supervisor import Supervisor, sweep_agents
 from harness.chaos.tables import scenario_tables
 from harness.chaos.trial import TrialResult, TrialSpec, golden_dir, run_trial
@@ -61,7 +64,7 @@ from harness.report.console import (
     progress_bar,
 )
 from harness.report.files import discard_incomplete, folder_bytes, write_run_reports
-from harness.report.model import MUTATION, SelfCheckRow
+from harness.report.model import BATCH, MUTATION, SelfCheckRow
 
 __all__ = ["add_parser", "run", "run_chaos", "run_with_progress"]
 
@@ -215,21 +218,52 @@ def _self_check(
 
         fault = runtime.needs_fault
         alone: list[TrialResult] = []
-        if fault != "sigkill":
+        if runtime.needs_batch:
+            fault = BATCH
+            batched = tuple(s for s in config.scenarios if _has_batch(s))
+            plain = tuple(s for s in config.scenarios if s not in batched)
+            if not batched:
+                why = "a batch step (scenarios/parallel_phone.toml has some)"
+                rows.append(
+                    SelfCheckRow(
+                        name,
+                        runtime.mistake,
+                        fault,
+                        tuple(sorted(expected)),
+                        0,
+                        None,
+                        not_applicable=f"it needs {why}",
+                    )
+                )
+                continue
             alone = run_with_progress(
-                replace(broken, scenarios=config.scenarios[:2]),
-                f"self-check {name} (without {fault})",
+                replace(broken, scenarios=plain[:2]),
+                f"self-check {name} (without batches)",
                 completed=completed,
                 stop=caught_as_expected,
-                select=_without(fault),
             )
-        results = run_with_progress(
-            broken,
-            f"self-check {name}" + ("" if fault == "sigkill" else f" ({fault})"),
-            completed=completed,
-            stop=caught_as_expected,
-            select=None if fault == "sigkill" else _with(fault),
-        )
+            results = run_with_progress(
+                replace(broken, scenarios=batched),
+                f"self-check {name} (batches)",
+                completed=completed,
+                stop=caught_as_expected,
+            )
+        else:
+            if fault != "sigkill":
+                alone = run_with_progress(
+                    replace(broken, scenarios=config.scenarios[:2]),
+                    f"self-check {name} (without {fault})",
+                    completed=completed,
+                    stop=caught_as_expected,
+                    select=_without(fault),
+                )
+            results = run_with_progress(
+                broken,
+                f"self-check {name}" + ("" if fault == "sigkill" else f" ({fault})"),
+                completed=completed,
+                stop=caught_as_expected,
+                select=None if fault == "sigkill" else _with(fault),
+            )
         rows.append(
             SelfCheckRow(
                 name,
@@ -243,6 +277,11 @@ def _self_check(
             )
         )
     rows += _mutation_rows(config, passing)
+
+
+def _has_batch(scenario: str) -> bool:
+    """Whether a scenario of the campaign has a step of calls issued together."""
+    return any(isinstance(step, BatchStep) for step in load_scenario(scenario).steps)
 
 
 def _with(fault: str) -> Callable[[TrialSpec], bool]:

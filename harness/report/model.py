@@ -18,11 +18,14 @@ from typing import Any
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult
 
-__all__ = ["MUTATION", "RunInfo", "SelfCheckRow"]
+__all__ = ["BATCH", "MUTATION", "RunInfo", "SelfCheckRow"]
 
 
 MUTATION = "mutation"
 """``needs_fault`` of a self-check row that damages a recorded trial folder instead."""
+BATCH = "batch"
+"""``needs_fault`` of a self-check row whose mistake only calls run at once can expose: its
+trials "without" are those of the scenarios without batches, under every fault."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,11 @@ class SelfCheckRow:
         if self.caught_by_sigkill is not None:
             return (
                 f"caught by {by}, but a trial without {self.needs_fault} also caught it: unexpected"
+            )
+        if self.needs_fault == BATCH:
+            return (
+                f"caught by {by} in batches only; escapes the {self.sigkill_trials} trials "
+                "of scenarios without batches (every fault)"
             )
         return (
             f"caught by {by} under {self.needs_fault} only; escapes the "

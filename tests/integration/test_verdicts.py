@@ -163,12 +163,19 @@ class TestReadmeSelection:
         assert "not applicable" in done.stdout  # the table wraps the rest of the cell
         summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
         skipped = [c for c in summary["self_check"] if "not applicable" in c["outcome"]]
-        assert [c["runtime"] for c in skipped] == ["retry-failed"], summary["self_check"]
+        assert [c["runtime"] for c in skipped] == [
+            "retry-failed",
+            "unawaited-intent",
+            "one-current-op",
+        ], summary["self_check"]
         assert "fails for good" in skipped[0]["outcome"]
+        assert all("a batch step" in c["outcome"] for c in skipped[1:])
         # Each mistake that needs a fault beyond SIGKILL is caught under it only: it
         # escaped every trial without it, and the outcome says so with their number.
         beyond = [
-            c for c in summary["self_check"] if c["needs_fault"] not in ("sigkill", "mutation")
+            c
+            for c in summary["self_check"]
+            if c["needs_fault"] not in ("sigkill", "mutation", "batch")
         ]
         assert {c["needs_fault"] for c in beyond} >= {
             "lost-reply",
