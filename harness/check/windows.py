@@ -10,6 +10,8 @@ and the ledger tell where the victim stood:
   intent yet (none in this life, or a new call after a finish);
 - ``intent-effect``: the last intent has no ledger row (the effect had not run);
 - ``effect-finish``: the effect ran (ledger row) but the finish was not written;
+- ``batch in flight``: two calls or more had their intents and no finish yet (the
+  calls of a batch, run at once), whatever their effects;
 - ``after finish``: the last op of the life had finished, and no new call
   was invoked since (its reply on its way to the model, or a call the journal
   answered without an intent);
@@ -31,6 +33,7 @@ WINDOWS = (
     "before intent",
     "intent-effect",
     "effect-finish",
+    "batch in flight",
     "after finish",
     "held at exit",
 )
@@ -55,6 +58,14 @@ def _window(ev: TrialEvidence, life: int, pid: int) -> str:
         return "start-up"
     if not any(e.kind == "recovered" for e in wrote):
         return "during recovery"
+    in_flight: set[str | None] = set()
+    for entry in wrote:
+        if entry.kind == "intent":
+            in_flight.add(entry.op_id)
+        elif entry.kind == "finish":
+            in_flight.discard(entry.op_id)
+    if len(in_flight) > 1:
+        return "batch in flight"
     last = next((e for e in reversed(wrote) if e.kind in ("intent", "finish")), None)
     if last is None:
         return "before intent"

@@ -62,6 +62,8 @@ dl.facts dt{color:#475467}dl.facts dd{margin:0}
 section.life{border:1px solid #d0d5dd;margin:.8em 0}section.life.killed{border-color:#b42318}
 section.life.killed h3{background:#fee4e2}.sum{font-weight:400;color:#475467;margin-left:.5em}
 ol.tl{list-style:none;margin:0;padding:0}
+ol.tl li.lanes{display:block;padding:.2em .5em}table.lanes{border-collapse:collapse;width:100%}
+table.lanes td,table.lanes th{border:1px solid #eaecf0;padding:.1em .4em;vertical-align:top}
 ol.tl li{display:grid;grid-template-columns:5.5em 7.5em 8em 1fr;gap:0 .5em;padding:.1em .5em;
  border-left:4px solid transparent}
 .at{color:#98a2b3}.tag{color:#475467}.op{font-weight:600}.tx{white-space:pre-wrap}

@@ -545,10 +545,8 @@ def render_timeline(timeline: Timeline) -> str:
         parts.append('<p class="problem">nothing to show: no events, journal or ledger</p>')
     for life in timeline.lives:
         rows = "".join(
-            f'<li class="r {_e(row.tone)}"><span class="at">{_e(row.where)}</span>'
-            f'<span class="tag">{_e(row.tag)}</span><span class="op">{_e(row.op)}</span>'
-            f'<span class="tx">{_e(row.text)}</span></li>'
-            for row in life.rows
+            _render_lanes(part) if isinstance(part, tuple) else _render_row(part)
+            for part in _side_by_side(life.rows)
         )
         killed = " killed" if life.killed else ""
         parts.append(
@@ -556,3 +554,56 @@ def render_timeline(timeline: Timeline) -> str:
             f'<span class="sum">{_e(life.summary)}</span></h3><ol class="tl">{rows}</ol></section>'
         )
     return "\n".join(parts)
+
+
+def _render_row(row: Row) -> str:
+    return (
+        f'<li class="r {_e(row.tone)}"><span class="at">{_e(row.where)}</span>'
+        f'<span class="tag">{_e(row.tag)}</span><span class="op">{_e(row.op)}</span>'
+        f'<span class="tx">{_e(row.text)}</span></li>'
+    )
+
+
+def _side_by_side(rows: Sequence[Row]) -> list[Row | tuple[Row, ...]]:
+    """The rows, with each stretch where two calls or more were in flight at once (a
+    batch) gathered into a tuple, to be shown a column per call."""
+    parts: list[Row | tuple[Row, ...]] = []
+    since_open: list[Row] = []  # the rows since an op was last alone in flight, or none was
+    together = False
+    in_flight: set[str] = set()
+    for row in rows:
+        if row.tag == "intent":
+            in_flight.add(row.op)
+            together = together or len(in_flight) > 1
+        if in_flight or since_open:
+            since_open.append(row)
+        else:
+            parts.append(row)
+        if row.tag == "finish" and "(transient)" not in row.text:
+            in_flight.discard(row.op)
+        if since_open and not in_flight:
+            parts.extend([tuple(since_open)] if together else since_open)
+            since_open, together = [], False
+    if since_open:
+        parts.extend([tuple(since_open)] if together else since_open)
+    return parts
+
+
+def _render_lanes(rows: tuple[Row, ...]) -> str:
+    """Calls in flight together, side by side: a column per op, a line per record or
+    execution in journal order, each in the column of its op."""
+    ops = list(dict.fromkeys(row.op for row in rows if row.op))
+    head = "".join(f"<th>{_e(op)}</th>" for op in ops)
+    lines = []
+    for row in rows:
+        cell = f'<span class="tag">{_e(row.tag)}</span> <span class="tx">{_e(row.text)}</span>'
+        cells = "".join(f"<td>{cell if row.op == op else ''}</td>" for op in ops)
+        if row.op not in ops:
+            cells = f'<td colspan="{len(ops)}">{cell}</td>'
+        lines.append(
+            f'<tr class="r {_e(row.tone)}"><td class="at">{_e(row.where)}</td>{cells}</tr>'
+        )
+    return (
+        f'<li class="lanes"><table class="lanes"><tr><th>calls at once</th>{head}</tr>'
+        f"{''.join(lines)}</table></li>"
+    )

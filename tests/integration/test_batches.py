@@ -23,6 +23,7 @@ import pytest
 from harness.chaos.schedule import CrashSchedule
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialSpec, prepare_golden, run_trial
+from harness.report.timeline import read_timeline, render_timeline
 from harness.runtime import RecoveryReport, Runtime, ToolTable
 from harness.runtime.aio import AsyncRuntime
 from harness.runtime.journal import scan_journal
@@ -113,4 +114,11 @@ def test_a_kill_with_the_batch_in_flight(
     by_async = asyncio.run(by_async_runtime())
     assert by_async.decisions == by_sync.decisions
     assert [d.op_id for d in by_sync.decisions if d.decision.value == "verify"] == ["s001d"]
+
+    # The timeline shows each batch's calls side by side, a column per op: the first
+    # batch in the first life, the last one in the second (the first was recovered).
+    page = render_timeline(read_timeline(result.directory))
+    for batch in (BATCH, ("s003a", "s003b", "s003c")):
+        header = "<tr><th>calls at once</th>" + "".join(f"<th>{op}</th>" for op in batch)
+        assert page.count(header + "</tr>") == 1, batch
     shutil.rmtree(tmp_path / "trial")
