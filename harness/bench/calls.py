@@ -5,6 +5,12 @@
   a WAL database, like the world's, against the same durability by hand: two
   fsync'd appends of about the size of the runtime's frames around the same
   commit. Measured in batches; each sample is a batch's mean per call.
+- Batch: ``size`` calls issued together on an ``AsyncRuntime`` (their intents
+  share one write and one fsync, their finishes another) against the same
+  calls one after another on the ``Runtime``, of a tool that does nothing: the
+  journal's cost alone (a tool's own work costs the same either way), what
+  group commit saves when a model issues several calls in one turn. Measured
+  in rounds of one batch; each sample is a run's mean per call.
 - Failpoint: an unarmed ``failpoint("op.after_effect", "s001")`` against an
   empty function of two arguments, in the same timeit-style loop (the loop's
   own cost is in both).
@@ -12,6 +18,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
@@ -20,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.figures import BenchError
-from harness.runtime.executor import CallContext
+from harness.runtime.aio import AsyncRuntime
+from harness.runtime.executor import CallContext, CallOutcome
 from harness.runtime.failpoints import failpoint, hit_counts
 from harness.runtime.runtime import Runtime
 
-__all__ = ["JournaledCalls", "RawCalls", "empty_call_loop", "failpoint_loop"]
+__all__ = ["BatchedCalls", "JournaledCalls", "RawCalls", "empty_call_loop", "failpoint_loop"]
 
 _TOOL = "write_file"  # an idempotent write: its intent carries a class snapshot
 _INSERT = "INSERT INTO effects (op, body) VALUES (?, ?)"
@@ -80,6 +88,61 @@ class JournaledCalls:
     def close(self) -> None:
         self._runtime.close()
         self._db.close()
+
+
+class BatchedCalls:
+    """Rounds of ``size`` new calls of a tool that does nothing, at once on an
+    ``AsyncRuntime`` (``together``) or one after another on its ``Runtime``. Close
+    when done."""
+
+    def __init__(self, root: Path, size: int, *, together: bool) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self._runtime = Runtime.open(root / "journal", arm_failpoints=False)
+        self._size, self._together = size, together
+        self._next = 0
+        self.writes = 0
+        """Journal writes the batched rounds took (the intents' and the finishes')."""
+
+    def _tool(self, tool: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
+        return {"path": args["path"]}
+
+    def _ops(self) -> list[str]:
+        ops = [f"b{self._next + n:06d}" for n in range(self._size)]
+        self._next += self._size
+        return ops
+
+    def rounds(self, rounds: int) -> float:
+        """Microseconds per call over ``rounds`` rounds of ``size`` calls."""
+        started = time.perf_counter_ns()
+        if self._together:
+            outcomes = asyncio.run(self._at_once(rounds))
+        else:
+            outcomes = [
+                self._runtime.call(op, _TOOL, {"path": f"/b/{op}", "content": op}, self._tool)
+                for _ in range(rounds)
+                for op in self._ops()
+            ]
+        elapsed = time.perf_counter_ns() - started
+        failed = next((o for o in outcomes if not o.ok), None)
+        if failed is not None:
+            raise BenchError(f"batched call {failed.op_id}: {failed.status} {failed.error}")
+        return elapsed / 1e3 / (rounds * self._size)
+
+    async def _at_once(self, rounds: int) -> list[CallOutcome]:
+        outcomes: list[CallOutcome] = []
+        async with AsyncRuntime(self._runtime) as runtime:
+            for _ in range(rounds):
+                outcomes += await asyncio.gather(
+                    *(
+                        runtime.call(op, _TOOL, {"path": f"/b/{op}", "content": op}, self._tool)
+                        for op in self._ops()
+                    )
+                )
+            self.writes += runtime.journal_writes
+        return outcomes
+
+    def close(self) -> None:
+        self._runtime.close()
 
 
 class RawCalls:

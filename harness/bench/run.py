@@ -36,6 +36,7 @@ __all__ = [
     "QUICK",
     "BenchSettings",
     "Measurements",
+    "bench_batch",
     "bench_campaigns",
     "bench_cycles",
     "bench_failpoint",
@@ -54,6 +55,7 @@ class BenchSettings:
     cycle_repeats: int = 5
     calls: int = 200
     call_repeats: int = 7
+    batch_size: int = 8
     failpoint_loops: int = 1_000_000
     failpoint_repeats: int = 5
     startup_runs: int = 20
@@ -183,6 +185,41 @@ def bench_journaled_call(settings: BenchSettings, scratch: Path, out: Measuremen
             "µs/call",
             Target(high=1.25),
             f"{per_call} journal bytes per call, raw appends of {per_call // 2} bytes",
+        )
+    )
+
+
+def bench_batch(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    size = settings.batch_size
+    rounds = max(1, settings.calls // size)
+    with tempfile.TemporaryDirectory(dir=scratch) as directory:
+        root = Path(directory)
+        together = calls.BatchedCalls(root / "together", size, together=True)
+        apart = calls.BatchedCalls(root / "apart", size, together=False)
+        try:
+            together.rounds(1)
+            apart.rounds(1)
+            samples = interleave(
+                {
+                    "together": functools.partial(together.rounds, rounds),
+                    "apart": functools.partial(apart.rounds, rounds),
+                },
+                settings.call_repeats,
+            )
+            writes = together.writes / (rounds * settings.call_repeats + 1)
+        finally:
+            together.close()
+            apart.close()
+    out.series["batch_call_us"] = samples
+    out.figures.append(
+        Figure(
+            f"2 batch of {size} calls / {size} calls one after another",
+            median_of(samples["together"]),
+            median_of(samples["apart"]),
+            "µs/call",
+            Target(high=0.5),
+            f"the journal alone (the tool does nothing); a batch took {writes:.1f} journal "
+            f"writes, the calls one after another {2 * size}",
         )
     )
 
@@ -409,6 +446,7 @@ def run_bench(
         steps: list[tuple[str, Callable[[], None]]] = [
             ("cycle rate", lambda: bench_cycles(settings, scratch, collected)),
             ("journaled call cost", lambda: bench_journaled_call(settings, scratch, collected)),
+            ("batch of calls", lambda: bench_batch(settings, scratch, collected)),
             ("failpoint cost", lambda: bench_failpoint(settings, collected)),
             ("agent start-up", lambda: bench_startup(settings, scratch, collected)),
             ("recovery planning", lambda: bench_planning(settings, collected)),

@@ -22,7 +22,7 @@ from harness import cli
 from harness.bench import BenchError, BenchReport, Figure, Target, interleave, median_of
 from harness.bench.cycles import cycle_scenario_text
 from harness.bench.plot import plot_scaling
-from harness.bench.run import QUICK, Measurements, bench_failpoint, bench_planning
+from harness.bench.run import QUICK, Measurements, bench_batch, bench_failpoint, bench_planning
 from harness.bench.scaling import synthetic_journal
 from harness.bench.startup import parse_importtime, stdlib_floor_command
 from harness.chaos.scenario import parse_scenario
@@ -302,3 +302,14 @@ def test_the_start_up_floor_imports_the_agents_stdlib_and_nothing_of_ours() -> N
     assert {"sqlite3", "json", "signal"} <= set(modules)
     assert not any(m.startswith("harness") for m in modules)
     assert subprocess.run(command, capture_output=True, check=False).returncode == 0
+
+
+def test_the_batch_figure(tmp_path: Path) -> None:
+    """The batch figure: a batch's calls share two journal writes, whatever the timing."""
+    measured = Measurements()
+    bench_batch(dataclasses.replace(QUICK, calls=16, call_repeats=1), tmp_path, measured)
+    (figure,) = measured.figures
+    assert figure.name == "2 batch of 8 calls / 8 calls one after another"
+    assert "a batch took 2.0 journal writes, the calls one after another 16" in figure.note
+    assert figure.subject > 0 and figure.baseline > 0  # measured, never asserted as a speed
+    assert list(tmp_path.iterdir()) == []  # its scratch is gone
