@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.runtime.records import IntentRecord
+from tests.conftest import journal_records
+
 ROOT = Path(__file__).resolve().parents[2]
 MINI = ROOT / "tests" / "data" / "scenarios" / "mini.toml"
 
@@ -58,6 +61,30 @@ class TestRuntimeExample:
             assert run.returncode == 0, run.stderr
             assert run.stdout.strip().splitlines()[-1] == "ok {'message': 1}", run.stdout
         assert (tmp_path / "agent.journal").exists()
+
+
+class TestAsyncRuntimeExample:
+    def test_runs_as_written_and_is_answered_from_the_journal(self, tmp_path: Path) -> None:
+        """The async snippet runs as a script twice; the second run taps nothing again."""
+        script = tmp_path / "example.py"
+        script.write_text(example("async-runtime"), "utf-8")
+        for _ in range(2):
+            run = subprocess.run(
+                [sys.executable, str(script)],
+                cwd=tmp_path,
+                env=_env(),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert run.returncode == 0, run.stderr
+            assert run.stdout.splitlines() == ["0 to verify", "ok ok"], run.stdout
+        intents = [
+            r.op_id
+            for r in journal_records(tmp_path / "agent.journal")
+            if isinstance(r, IntentRecord)
+        ]
+        assert intents == ["turn3-a", "turn3-b"]  # each call journaled once, in two lives
 
 
 class TestAdapterExample:
