@@ -107,13 +107,16 @@ def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
 
 
 def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
-    """Whether the op a golden run's hit served is retry-safe, by the table it ran with."""
+    """Whether the ops in flight at a golden run's hit are retry-safe, by the table it ran
+    with: True or False when all of them are (one op, or a batch of one kind), None for
+    a batch of both kinds or an op of no plan step."""
     table = ToolTable.default() if golden.table is None else ToolTable.load(golden.table)
     tools = {step.op_id: step.tool for step in load_plan(golden.directory / "plan.json").steps}
 
     def safe(failpoint: str, hit: int) -> bool | None:
-        tool = tools.get(golden.op_at(failpoint, hit) or "")
-        return None if tool is None else table.classify(tool).retry_safe
+        in_flight = golden.in_flight_at(failpoint, hit)
+        kinds = {table.classify(tools[op]).retry_safe if op in tools else None for op in in_flight}
+        return kinds.pop() if len(kinds) == 1 else None
 
     return safe
 

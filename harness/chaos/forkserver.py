@@ -138,10 +138,14 @@ def _wait(
 def preload(module: str) -> None:
     """Import the agent program's modules in this (parent) process, once.
 
-    Also parse the default tool table (immutable, cached): every child then
-    starts with it. Nothing an incarnation writes can reach the next one.
+    Also parse the default tool table (immutable, cached), and for our agent import
+    what runs a batch of calls (asyncio, which an exec'd agent imports only for a plan
+    with batches): every child then starts with them. Nothing an incarnation writes
+    can reach the next one, and no loop or thread runs in this process.
     """
     _program(module)
+    if module == "harness.agent":
+        importlib.import_module("harness.agent.batch")
     from harness.runtime.classes import ToolTable
 
     ToolTable.default()

@@ -121,10 +121,25 @@ class Golden:
     random-time kills are aimed)."""
     table: Path | None = None
     """The scenario's own tool table it ran with (None: the shipped one)."""
+    moments: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    """Failpoint -> when each of its hits came, in ms after ready (as ``ops``)."""
 
     def op_at(self, failpoint: str, hit: int) -> str | None:
         served = self.ops.get(failpoint, ())
         return served[hit - 1] if 0 < hit <= len(served) else None
+
+    def in_flight_at(self, failpoint: str, hit: int) -> tuple[str, ...]:
+        """The ops in flight at a hit: its own, and every call whose span (first intent to
+        last finish) holds the hit's moment, as beside it in a batch."""
+        op = self.op_at(failpoint, hit)
+        if op is None:
+            return ()
+        moments = self.moments.get(failpoint, ())
+        if not 0 < hit <= len(moments):
+            return (op,)
+        moment = moments[hit - 1]
+        beside = [c[0] for c in self.calls if c[0] != op and c[1] <= moment <= c[2]]
+        return (op, *beside)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +233,13 @@ def prepare_golden(
         calls = [_call_from_json(item) for item in data.get("calls", ())]
         table = None if data.get("table") is None else Path(data["table"])
         return Golden(
-            directory, data["hits"], data["working_ms"], data.get("ops", {}), calls, table
+            directory,
+            data["hits"],
+            data["working_ms"],
+            data.get("ops", {}),
+            calls,
+            table,
+            data.get("ms", {}),
         )
     directory.mkdir(parents=True, exist_ok=True)
     write_plan_for(scenario, seed, directory)
@@ -241,9 +262,10 @@ def prepare_golden(
     trace = json.loads(Path(hit_ops_path(counts)).read_text("utf-8"))
     ops, calls = trace["ops"], golden_calls(trace["ops"], trace["ms"])
     working_ms = last.duration_ms - (last.ready_ms or 0.0)
-    golden = {"hits": hits, "working_ms": working_ms, "ops": ops, "calls": calls}
+    moments = trace["ms"]
+    golden = {"hits": hits, "working_ms": working_ms, "ops": ops, "calls": calls, "ms": moments}
     info.write_text(json.dumps({**golden, "table": None if base is None else str(base)}), "utf-8")
-    return Golden(directory, hits, working_ms, ops, calls, base)
+    return Golden(directory, hits, working_ms, ops, calls, base, moments)
 
 
 _CALL_POINTS = ("op.before_intent", "op.after_intent", "op.reply", "op.after_finish")
