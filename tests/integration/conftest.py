@@ -16,6 +16,7 @@ from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, 
 
 MINI = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini.toml")
 MINI_SEED = 3
+MINI_BATCH = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini_batch.toml")
 
 
 AGENT_PROGRAMS = ("harness.agent", "harness.adapters.mcp_tools_server")
@@ -57,18 +58,30 @@ def mini_golden(tmp_path_factory: pytest.TempPathFactory, supervisor: Supervisor
 
 
 @pytest.fixture(scope="session")
+def mini_batch_golden(tmp_path_factory: pytest.TempPathFactory, supervisor: Supervisor) -> Golden:
+    return prepare_golden(MINI_BATCH, MINI_SEED, tmp_path_factory.mktemp("golden"), supervisor)
+
+
+@pytest.fixture(scope="session")
 def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return write_table_variants(tmp_path_factory.mktemp("tables"))
 
 
 class TrialRunner:
     def __init__(
-        self, root: Path, golden: Golden, supervisor: Supervisor, tables: dict[str, Path]
+        self,
+        root: Path,
+        golden: Golden,
+        supervisor: Supervisor,
+        tables: dict[str, Path],
+        scenario: str = MINI,
     ) -> None:
         self.root, self.golden, self.supervisor, self.tables = root, golden, supervisor, tables
+        self.scenario = scenario
 
     def __call__(self, schedule_json: str, runtime: str = "real") -> TrialResult:
-        spec = TrialSpec(MINI, MINI_SEED, CrashSchedule.from_json(schedule_json), runtime, "test")
+        schedule = CrashSchedule.from_json(schedule_json)
+        spec = TrialSpec(self.scenario, MINI_SEED, schedule, runtime, "test")
         return run_trial(
             spec,
             self.root / spec.trial_id,
@@ -83,3 +96,11 @@ def run_mini(
     tmp_path: Path, mini_golden: Golden, supervisor: Supervisor, tables: dict[str, Path]
 ) -> TrialRunner:
     return TrialRunner(tmp_path, mini_golden, supervisor, tables)
+
+
+@pytest.fixture
+def run_mini_batch(
+    tmp_path: Path, mini_batch_golden: Golden, supervisor: Supervisor, tables: dict[str, Path]
+) -> TrialRunner:
+    """Trials of ``mini_batch``: a batch of three calls between two steps of one."""
+    return TrialRunner(tmp_path / "batch", mini_batch_golden, supervisor, tables, MINI_BATCH)

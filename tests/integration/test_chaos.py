@@ -104,6 +104,13 @@ TARGETED = {
     "no-crc-check": '[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]',
     "zeros-end-journal": '[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]',
     "unlisted-as-read-only": '[{"failpoints":"op.after_intent@3=kill"},{"table":"reclassified"}]',
+    "unawaited-intent": '[{"failpoints":"op.after_effect@2=kill"}]',
+    "one-current-op": '[{"failpoints":"op.before_intent@5=kill"}]',
+}
+# The trial of mini_batch (a batch of three calls) that exposes each mistake of a batch.
+IN_A_BATCH = {
+    "unawaited-intent": '[{"failpoints":"op.after_effect@2=kill"}]',
+    "one-current-op": '[{"failpoints":"op.before_intent@5=kill"}]',  # the step after the batch
 }
 # The fault beyond SIGKILL that each remaining broken runtime needs (power loss for most).
 POWER_LOSS = {
@@ -133,19 +140,30 @@ class TestBrokenRuntimesAreCaught:
         assert set(TARGETED) == set(BROKEN_RUNTIMES)
 
     @pytest.mark.parametrize("name", sorted(BROKEN_RUNTIMES))
-    def test_caught_by_the_invariant_it_breaks(self, name: str, run_mini: TrialRunner) -> None:
-        """Each broken runtime fails the invariant it breaks, under the fault it needs."""
+    def test_caught_by_the_invariant_it_breaks(
+        self, name: str, run_mini: TrialRunner, run_mini_batch: TrialRunner
+    ) -> None:
+        """Each broken runtime fails the invariant it breaks, under the fault it needs (or,
+        for a mistake of calls at once, in a batch: the same kill without one passes)."""
         runtime = BROKEN_RUNTIMES[name]
         result = run_mini(TARGETED[name], runtime=name)
-        if runtime.needs_fault != "sigkill":
+        if runtime.needs_batch:
+            assert result.status == "pass", "steps of one call should not expose " + name
+            result = run_mini_batch(IN_A_BATCH[name], runtime=name)
+        elif runtime.needs_fault != "sigkill":
             assert result.status == "pass", "SIGKILL alone should not expose " + name
             result = run_mini(POWER_LOSS[name], runtime=name)
         assert set(runtime.caught_by) & set(result.failed_invariants), _failed(result)
 
-    def test_real_runtime_passes_the_same_trials(self, run_mini: TrialRunner) -> None:
+    def test_real_runtime_passes_the_same_trials(
+        self, run_mini: TrialRunner, run_mini_batch: TrialRunner
+    ) -> None:
         """The real runtime holds every invariant on every targeted schedule."""
         for schedule in {*TARGETED.values(), *POWER_LOSS.values()}:
             result = run_mini(schedule)
+            assert result.status == "pass", _failed(result)
+        for schedule in set(IN_A_BATCH.values()):
+            result = run_mini_batch(schedule)
             assert result.status == "pass", _failed(result)
 
 
