@@ -13,6 +13,8 @@ graph of imports among the package's own modules, and fails on:
 - a module under ``harness/report/`` importing ``harness.chaos.campaign`` (the
   writers are given results, they never run a campaign) or ``argparse`` (the
   commands own the parsers);
+- ``harness.integrations.*`` (the guards a user adds to their framework) importing
+  anything of the project outside ``harness.runtime`` and ``harness.integrations``;
 - the agent process (``harness.agent.__main__`` and everything it imports,
   transitively, within the package, its parent packages included) reaching a
   module outside ``harness.runtime``, ``harness.world`` and ``harness.agent``.
@@ -35,6 +37,7 @@ HARNESS = Path(harness.__file__).resolve().parent
 PACKAGE = "harness"
 
 RUNTIME = "harness.runtime"
+INTEGRATIONS = "harness.integrations"
 REPORT = "harness.report"
 REPORT_MUST_NOT_IMPORT = ("harness.chaos.campaign", "argparse")
 AGENT_PROCESS = "harness.agent.__main__"
@@ -198,6 +201,12 @@ def layer_violations(modules: Mapping[str, Module]) -> list[str]:
                 found.append(
                     f"{name}:{imported.line} imports {target}: the runtime imports nothing "
                     "of the project outside harness.runtime"
+                )
+            guards = [INTEGRATIONS, RUNTIME]
+            if _within(name, [INTEGRATIONS]) and target is not None and not _within(target, guards):
+                found.append(
+                    f"{name}:{imported.line} imports {target}: a guard imports only the "
+                    "runtime (and its framework)"
                 )
             if _within(name, [REPORT]):
                 for forbidden in REPORT_MUST_NOT_IMPORT:

@@ -1,0 +1,180 @@
+"""The guard: this project's runtime around the tools of an agent framework.
+
+A framework (LangGraph, Pydantic AI) runs its model's tool calls, and after a
+crash resumes from its own checkpoint, running again a call that was in flight:
+at-least-once, whatever the tool does. A guard puts every call through an
+``AsyncRuntime`` under the framework's own tool-call id, so that the journal,
+the class snapshot and the seed's decisions stand between the framework and
+the tool::
+
+    guard = await ToolGuard.open("agent.journal", execute, table=table)
+    reply = await guard.call(tool_call_id, "ui_tap", {"element": "pay"})
+    reply.text       # what the model reads: the result, the error, or a VERIFY hint
+    reply = await guard.verified(op_id, "absent")   # the model's report after its check
+
+What the model sees. A call the journal knows is answered from it, never run
+again: a durable success with its result. A call whose outcome is unknown (it
+was in flight at the crash and its class is not retry-safe, or its reply was
+lost) is not run: it answers with ``hint_message``, the seed's VERIFY hint and
+how to report back, which a framework hands its model as the tool's result::
+
+    Operation s003 (ui_tap with arguments {"element": "pay"}) may already have run
+    before the interruption. Check its real effect with read-only tools first, then
+    decide whether to redo it. Do not assume it ran, and do not assume it did not.
+    When you have checked, call report_verification with op_id "s003" and found
+    "present" (the effect is there: it is done), "absent" (it is not: it is redone
+    once, as s003.redo) or "unknown" (nothing can tell: it is left undone).
+
+The model reports through one more tool, ``VERIFY_TOOL`` (a framework registers
+it beside the user's tools, with ``VERIFY_TOOL_DOC`` as its description):
+``verified`` journals the resolution, and for ``absent`` runs the call again as a
+new op linked to the old one (its idempotency key is the old one's), whose
+outcome it answers with. A retry-safe call in flight at the crash is retried by
+``open`` under its own id, before the framework resumes.
+
+Contract: a guard never runs a call the journal holds a success for, never runs
+again a call of unknown outcome unless the model reported its effect absent,
+and runs everything else write-ahead. It raises nothing for a tool's failure
+(``ToolError``): that is a reply too, ``status == "fail"``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.runtime import CallOutcome, Resolution, Runtime, VerifyHint
+from harness.runtime.aio import AsyncRuntime, AsyncToolFunction
+from harness.runtime.matrix import verify_hint
+
+__all__ = [
+    "REDO_SUFFIX",
+    "VERIFY_TOOL",
+    "VERIFY_TOOL_DOC",
+    "Found",
+    "GuardReply",
+    "ToolGuard",
+    "hint_message",
+]
+
+VERIFY_TOOL = "report_verification"
+"""The tool a guarded model calls to say what its check of an unknown outcome found."""
+VERIFY_TOOL_DOC = (
+    "Report what you found when you checked whether an interrupted operation took "
+    'effect. op_id: the operation named in the hint. found: "present" if its effect '
+    'is there, "absent" if it is not (it is then redone once), "unknown" if nothing '
+    "can tell (it is left undone)."
+)
+REDO_SUFFIX = ".redo"
+
+Found = Literal["present", "absent", "unknown"]
+_RESOLUTIONS: Mapping[str, Resolution] = {
+    "present": Resolution.EFFECT_PRESENT,
+    "absent": Resolution.REDONE,
+    "unknown": Resolution.UNVERIFIABLE,
+}
+
+
+def hint_message(hint: VerifyHint) -> str:
+    """The text a model reads for an op of unknown outcome: the hint, and how to report."""
+    return (
+        f"{hint.text} When you have checked, call {VERIFY_TOOL} with op_id "
+        f'"{hint.op_id}" and found "present" (the effect is there: it is done), "absent" '
+        f'(it is not: it is redone once, as {hint.op_id}{REDO_SUFFIX}) or "unknown" '
+        "(nothing can tell: it is left undone)."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GuardReply:
+    """A guarded call's answer: its outcome, and the text the model reads."""
+
+    outcome: CallOutcome
+    text: str
+    hint: VerifyHint | None = None
+    """Set when the outcome is unknown and the model must verify it (``text`` says so)."""
+
+    @property
+    def status(self) -> Literal["ok", "fail", "info"]:
+        return self.outcome.status
+
+
+class ToolGuard:
+    """The runtime between a framework and its tools, for one process life."""
+
+    def __init__(self, runtime: AsyncRuntime, execute: AsyncToolFunction) -> None:
+        self.runtime = runtime
+        self._execute = execute
+        self.recovered: tuple[VerifyHint, ...] = ()
+        """The VERIFY hints of this start's recovery: ops the framework may run again
+        (each then answers with its hint) or not (deliver these to its model)."""
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path | str,
+        execute: AsyncToolFunction,
+        *,
+        runtime_class: type[Runtime] = Runtime,
+        **options: Any,
+    ) -> ToolGuard:
+        """Open the journal (``Runtime.open``'s options) and recover: retry what is safe."""
+        runtime = await AsyncRuntime.open(path, runtime_class=runtime_class, **options)
+        guard = cls(runtime, execute)
+        report = await runtime.recover(execute)
+        guard.recovered = report.hints
+        return guard
+
+    async def call(self, op_id: str, tool: str, args: Mapping[str, Any]) -> GuardReply:
+        """Run a tool call write-ahead under ``op_id`` (the framework's tool-call id)."""
+        outcome = await self.runtime.call(op_id, tool, args, self._execute)
+        return self._reply(outcome, tool, args)
+
+    async def verified(self, op_id: str, found: Found) -> GuardReply:
+        """The model's report on an op of unknown outcome: resolve it, and redo it once
+        when its effect is absent (answering with the redo's outcome)."""
+        resolution = _RESOLUTIONS.get(found)
+        op = self.runtime.ops.get(op_id)
+        if resolution is None or op is None:
+            problem = (
+                f"found must be one of {', '.join(_RESOLUTIONS)}"
+                if resolution is None
+                else f"no operation {op_id!r} is known"
+            )
+            raise ValueError(f"{VERIFY_TOOL}({op_id!r}, {found!r}): {problem}")
+        if resolution is not Resolution.REDONE:
+            await self.runtime.resolve(op_id, resolution, note=f"the model found it {found}")
+            outcome = self.runtime.outcome_of(op_id)
+            return GuardReply(outcome, f"recorded: {op_id} is {found}; it is not run again")
+        redo_op = op_id + REDO_SUFFIX
+        redo = await self.runtime.call(redo_op, op.tool, op.args, self._execute, redo_of=op_id)
+        await self.runtime.resolve(
+            op_id, Resolution.REDONE, redo_op=redo_op, note="the model found it absent"
+        )
+        return self._reply(redo, op.tool, op.args)
+
+    def _reply(self, outcome: CallOutcome, tool: str, args: Mapping[str, Any]) -> GuardReply:
+        if outcome.status == "info" and outcome.resolution is not None:
+            return GuardReply(
+                outcome, f"{outcome.op_id}: its effect could not be verified; not run again"
+            )
+        if outcome.status == "info":
+            op_id = outcome.matched or outcome.op_id
+            text = outcome.hint or verify_hint(op_id, tool, args)
+            hint = VerifyHint(op_id, tool, args, text)
+            return GuardReply(outcome, hint_message(hint), hint)
+        if outcome.status == "fail":
+            return GuardReply(outcome, f"error: {outcome.error}")
+        return GuardReply(outcome, json.dumps(outcome.result, ensure_ascii=False))
+
+    async def aclose(self) -> None:
+        await self.runtime.aclose()
+
+    async def __aenter__(self) -> ToolGuard:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

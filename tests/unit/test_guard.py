@@ -1,0 +1,111 @@
+"""The guard's core: the runtime between a framework and its tools, and the model's report."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from harness.integrations.guard import VERIFY_TOOL, ToolGuard, hint_message
+from harness.runtime import ToolClass, ToolError, ToolTable, VerifyHint
+from harness.runtime.journal import JournalWriter
+from harness.runtime.records import IncarnationRecord, IntentRecord, RecoveredRecord, digest
+from tests.conftest import IW, NI, RO, FakeTool
+
+T = TypeVar("T")
+TABLE = ToolTable({"tap": ToolClass(NI), "put": ToolClass(IW), "read": ToolClass(RO)})
+ARGS = {"element": "pay"}
+
+
+def _run(body: Callable[[ToolGuard], Awaitable[T]], journal: Path, tool: FakeTool) -> T:
+    """Open a guard on ``journal`` (a new life), run ``body`` with it, close it."""
+
+    async def life() -> T:
+        async with await ToolGuard.open(journal, tool, table=TABLE) as guard:
+            return await body(guard)
+
+    return asyncio.run(life())
+
+
+def _left_running(journal: Path, tool: str) -> None:
+    """A journal whose last life died with ``s003`` (``tool``) in flight."""
+    intent = IntentRecord("s003", tool, TABLE.classify(tool), ARGS, digest(ARGS), 1, 1)
+    with JournalWriter(journal) as writer:
+        writer.append_many([IncarnationRecord(1, 1), RecoveredRecord(1, 0), intent])
+
+
+class TestGuardedCalls:
+    def test_a_success_is_never_run_again(self, journal_path: Path) -> None:
+        """The same tool-call id in a later life answers from the journal, runs nothing."""
+        tool = FakeTool()
+        first = _run(lambda g: g.call("call-1", "tap", ARGS), journal_path, tool)
+        again = _run(lambda g: g.call("call-1", "tap", ARGS), journal_path, tool)
+        assert (first.status, again.status) == ("ok", "ok") and tool.count("call-1") == 1
+        assert again.text == first.text == '{"op_id": "call-1", "attempt": 1}'
+
+    def test_a_tool_error_is_a_reply(self, journal_path: Path) -> None:
+        """A ToolError fails the call, in words the model reads; nothing is raised."""
+        tool = FakeTool({"call-1": [ToolError("no such button")]})
+        reply = _run(lambda g: g.call("call-1", "tap", ARGS), journal_path, tool)
+        assert reply.status == "fail" and reply.text == "error: ToolError: no such button"
+
+    def test_a_safe_call_in_flight_is_retried_at_open(self, journal_path: Path) -> None:
+        """A read left running is retried before the framework resumes, then answered."""
+        _left_running(journal_path, "read")
+        tool = FakeTool()
+        reply = _run(lambda g: g.call("s003", "read", ARGS), journal_path, tool)
+        assert reply.status == "ok" and tool.count("s003") == 1
+
+
+class TestUnknownOutcomes:
+    def test_an_unsafe_call_in_flight_answers_with_its_hint(self, journal_path: Path) -> None:
+        """Run again by the framework, a tap left running is not run: the model gets the hint."""
+        _left_running(journal_path, "tap")
+        tool = FakeTool()
+
+        async def resume(guard: ToolGuard) -> tuple[tuple[VerifyHint, ...], str]:
+            return guard.recovered, (await guard.call("s003", "tap", ARGS)).text
+
+        recovered, text = _run(resume, journal_path, tool)
+        assert [h.op_id for h in recovered] == ["s003"]
+        assert tool.invocations == []
+        assert text == hint_message(recovered[0])
+        assert "may already have run" in text and VERIFY_TOOL in text and '"s003"' in text
+
+    @pytest.mark.parametrize(
+        ("found", "runs", "status"),
+        [("present", 0, "ok"), ("absent", 1, "ok"), ("unknown", 0, "info")],
+    )
+    def test_the_report_resolves_it_for_good(
+        self, journal_path: Path, found: str, runs: int, status: str
+    ) -> None:
+        """present: done; absent: redone once as s003.redo; unknown: left undone. Either way
+        a later life runs nothing and asks nothing more."""
+        _left_running(journal_path, "tap")
+        tool = FakeTool()
+
+        async def report(guard: ToolGuard) -> str:
+            await guard.call("s003", "tap", ARGS)
+            return (await guard.verified("s003", found)).status  # type: ignore[arg-type]
+
+        assert _run(report, journal_path, tool) == status
+        assert tool.count("s003.redo") == runs and tool.count("s003") == 0
+        later = FakeTool()
+
+        async def resume(guard: ToolGuard) -> str:
+            assert guard.recovered == ()
+            return (await guard.call("s003", "tap", ARGS)).status
+
+        assert _run(resume, journal_path, later) == status
+        assert later.invocations == []
+
+    def test_a_report_on_nothing_is_refused(self, journal_path: Path) -> None:
+        """An op the journal does not hold, or a finding outside the three, is a ValueError."""
+        with pytest.raises(ValueError, match="no operation 'nope'"):
+            _run(lambda g: g.verified("nope", "present"), journal_path, FakeTool())
+        _left_running(journal_path, "tap")
+        with pytest.raises(ValueError, match="found must be one of present, absent, unknown"):
+            _run(lambda g: g.verified("s003", "maybe"), journal_path, FakeTool())  # type: ignore[arg-type]
