@@ -316,29 +316,13 @@ class RetryLostReply(BrokenRuntime):
     mistake = "retries a timed-out call in-process whatever its class, as if nothing happened"
     caught_by = ("I10",)
     needs_fault = "lost-reply"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.executor = _RetryEverythingExecutor(
-            self.journal,
-            self.incarnation,
-            on_record=self._note,
-            max_attempts=self.executor.max_attempts,
-        )
+    executor_class = _RetryEverythingExecutor
 
 
 class EffectBeforeIntent(BrokenRuntime):
     mistake = "runs the tool before its intent record is durable"
     caught_by = ("I6",)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.executor = _EffectFirstExecutor(
-            self.journal,
-            self.incarnation,
-            on_record=self._note,
-            max_attempts=self.executor.max_attempts,
-        )
+    executor_class = _EffectFirstExecutor
 
 
 class _LazyIntentExecutor(Executor):
@@ -350,15 +334,7 @@ class NoIntentFsync(BrokenRuntime):
     mistake = "does not fsync the intent before running the tool"
     caught_by = ("I6",)
     needs_fault = "power-loss"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.executor = _LazyIntentExecutor(
-            self.journal,
-            self.incarnation,
-            on_record=self._note,
-            max_attempts=self.executor.max_attempts,
-        )
+    executor_class = _LazyIntentExecutor
 
 
 class _LazyFinishExecutor(Executor):
@@ -370,15 +346,7 @@ class NoFinishFsync(BrokenRuntime):
     mistake = "reports success before the finish record is fsynced"
     caught_by = ("I1",)
     needs_fault = "power-loss"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.executor = _LazyFinishExecutor(
-            self.journal,
-            self.incarnation,
-            on_record=self._note,
-            max_attempts=self.executor.max_attempts,
-        )
+    executor_class = _LazyFinishExecutor
 
 
 class _UnawaitedIntentExecutor(Executor):
@@ -393,15 +361,7 @@ class UnawaitedIntent(BrokenRuntime):
     )
     caught_by = ("I6",)
     needs_batch = True
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.executor = _UnawaitedIntentExecutor(
-            self.journal,
-            self.incarnation,
-            on_record=self._note,
-            max_attempts=self.executor.max_attempts,
-        )
+    executor_class = _UnawaitedIntentExecutor
 
 
 class _OneSlotExecutor(Executor):
@@ -422,15 +382,7 @@ class OneCurrentOp(BrokenRuntime):
     )
     caught_by = ("I1", "I2", "I3", "I7")
     needs_batch = True
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.executor = _OneSlotExecutor(
-            self.journal,
-            self.incarnation,
-            on_record=self._note,
-            max_attempts=self.executor.max_attempts,
-        )
+    executor_class = _OneSlotExecutor
 
 
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {

@@ -198,17 +198,23 @@ def _self_check(
         # Each scenario's own model: a --model that id identity cannot follow would get
         # every broken runtime caught for a mistake that is not its own.
         broken = replace(config, runtime=name, random_trials=0, model=None)
-        if runtime.needs_step is not None and not runtime.exposed_by(finishes):
-            why = f"it needs {runtime.needs_step}"
+        fault = BATCH if runtime.needs_batch else runtime.needs_fault
+        batched = tuple(s for s in config.scenarios if runtime.needs_batch and _has_batch(s))
+        needs = runtime.needs_step
+        if runtime.needs_batch and not batched:
+            needs = "a batch step (scenarios/parallel_phone.toml has some)"
+        elif needs is not None and runtime.exposed_by(finishes):
+            needs = None
+        if needs is not None:
             rows.append(
                 SelfCheckRow(
                     name,
                     runtime.mistake,
-                    runtime.needs_fault,
+                    fault,
                     tuple(sorted(expected)),
                     0,
                     None,
-                    not_applicable=why,
+                    not_applicable=f"it needs {needs}",
                 )
             )
             continue
@@ -216,26 +222,9 @@ def _self_check(
         def caught_as_expected(result: TrialResult, e: set[str] = expected) -> bool:
             return bool(e & set(result.failed_invariants))
 
-        fault = runtime.needs_fault
         alone: list[TrialResult] = []
         if runtime.needs_batch:
-            fault = BATCH
-            batched = tuple(s for s in config.scenarios if _has_batch(s))
             plain = tuple(s for s in config.scenarios if s not in batched)
-            if not batched:
-                why = "a batch step (scenarios/parallel_phone.toml has some)"
-                rows.append(
-                    SelfCheckRow(
-                        name,
-                        runtime.mistake,
-                        fault,
-                        tuple(sorted(expected)),
-                        0,
-                        None,
-                        not_applicable=f"it needs {why}",
-                    )
-                )
-                continue
             alone = run_with_progress(
                 replace(broken, scenarios=plain[:2]),
                 f"self-check {name} (without batches)",

@@ -81,6 +81,8 @@ class Runtime:
 
     journal_class: ClassVar[type[JournalWriter]] = JournalWriter
     """The journal's writer (a seam: the harness's broken runtimes read it their own way)."""
+    executor_class: ClassVar[type[Executor]] = Executor
+    """The write-ahead protocol of a call (a seam: the broken runtimes run it their way)."""
 
     def __init__(
         self,
@@ -105,7 +107,7 @@ class Runtime:
         self._aliases: dict[str, str] = {}
         # (op, state) of every SKIP in the journal, kept current by _note.
         self._skipped = {key for key in map(_skip_key, records) if key is not None}
-        self.executor = Executor(
+        self.executor = self.executor_class(
             journal, self.incarnation, on_record=self._note, max_attempts=max_attempts
         )
         self._awaiting_verify: dict[str, VerifyHint] = {}

@@ -41,22 +41,24 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _run_script(script: Path) -> subprocess.CompletedProcess[str]:
+    """Run a README example as a script, in its own folder, without harness variables."""
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=script.parent,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 class TestRuntimeExample:
     def test_runs_as_written_and_is_answered_from_the_journal(self, tmp_path: Path) -> None:
         """The snippet runs as a script; run again, the same call is answered, not resent."""
         script = tmp_path / "example.py"
         script.write_text(example("runtime"), "utf-8")
-        runs = [
-            subprocess.run(
-                [sys.executable, str(script)],
-                cwd=tmp_path,
-                env=_env(),
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            for _ in range(2)
-        ]
+        runs = [_run_script(script) for _ in range(2)]
         for run in runs:
             assert run.returncode == 0, run.stderr
             assert run.stdout.strip().splitlines()[-1] == "ok {'message': 1}", run.stdout
@@ -69,14 +71,7 @@ class TestAsyncRuntimeExample:
         script = tmp_path / "example.py"
         script.write_text(example("async-runtime"), "utf-8")
         for _ in range(2):
-            run = subprocess.run(
-                [sys.executable, str(script)],
-                cwd=tmp_path,
-                env=_env(),
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
+            run = _run_script(script)
             assert run.returncode == 0, run.stderr
             assert run.stdout.splitlines() == ["0 to verify", "ok ok"], run.stdout
         intents = [
