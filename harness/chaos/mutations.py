@@ -58,12 +58,14 @@ def _write_world(trial_dir: Path, sql: str, *params: object) -> None:
 
 
 def _extra_effect(trial_dir: Path) -> None:
+    # Under an op id no step has: a row of a step I8 leaves out (its effect unverifiable,
+    # as a step killed after its effect with no check is) would go unseen, rightly.
     _write_world(
         trial_dir,
         "INSERT INTO log (tag, line, op_id) VALUES (?, ?, ?)",
         "mutation",
         "an effect no tool call made",
-        "s001",
+        "m000",
     )
 
 

@@ -13,8 +13,10 @@ import pytest
 from harness import cli
 from harness.agent.broken import BROKEN_RUNTIMES
 from harness.chaos.campaign import CampaignConfig, random_picks, run_trials
+from harness.chaos.mutations import MUTATIONS
 from harness.chaos.schedule import OP_FAILPOINTS, RECOVERY_FAILPOINTS
 from harness.chaos.trial import Golden, TrialResult
+from harness.check.invariants import check_trial
 from harness.runtime.journal import scan_journal
 from harness.runtime.records import DecisionRecord
 from harness.world.store import read_ledger
@@ -232,3 +234,19 @@ class TestCampaign:
 
         assert picks(5) == picks(5)
         assert picks(5) != picks(6)
+
+
+class TestMutations:
+    def test_an_extra_effect_is_seen_beside_a_step_left_out(
+        self, run_mini: TrialRunner, mini_golden: Golden, tmp_path: Path
+    ) -> None:
+        """The extra-effect mutation fails I8 even in a trial whose I8 leaves a step out (a
+        step with no check killed after its effect): the row it adds is no step's."""
+        result = run_mini('[{"failpoints":"op.after_effect@6=kill"}]')
+        i8 = next(v for v in result.verdicts if v.invariant == "I8")
+        assert i8.status == "pass" and "unverifiable, left out" in i8.evidence[0]
+        mutation = next(m for m in MUTATIONS if m.name == "extra-effect")
+        assert mutation.fits(result)
+        copy = mutation.copy_and_apply(result, tmp_path / "self-check")
+        verdicts = check_trial(copy, mini_golden.directory, restart_budget=8)
+        assert [v.status for v in verdicts if v.invariant == "I8"] == ["fail"]
