@@ -121,6 +121,17 @@ class TestRealRuntimeHolds:
         result = run_case(scenario, schedule, root=cases, supervisor=SUPERVISOR)
         assert result.status == "pass", describe_failure(result)
 
+    @process_settings(10)
+    @given(scenario=scenarios(max_steps=6, batches=True), data=st.data())
+    def test_every_invariant_holds_with_batches(
+        self, cases: Path, scenario: Scenario, data: st.DataObject
+    ) -> None:
+        """The same with calls issued together: kills land among a batch's calls."""
+        golden = prepare_case(scenario, root=cases, supervisor=SUPERVISOR)
+        schedule = data.draw(crash_schedules(golden.hits, working_ms=golden.working_ms))
+        result = run_case(scenario, schedule, root=cases, supervisor=SUPERVISOR)
+        assert result.status == "pass", describe_failure(result)
+
 
 class TestBrokenRuntimesShrink:
     @pytest.mark.parametrize("runtime", SHRUNK_RUNTIMES)

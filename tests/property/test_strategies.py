@@ -21,6 +21,8 @@ import harness.strategies
 from harness.agent.plan import load_plan
 from harness.chaos.faults import parse_after_death
 from harness.chaos.scenario import (
+    MAX_BATCH,
+    BatchStep,
     Scenario,
     ScenarioStep,
     compile_plan,
@@ -34,6 +36,7 @@ from harness.runtime.errors import ToolError
 from harness.runtime.executor import CallContext
 from harness.runtime.failpoints import parse_failpoints
 from harness.strategies import (
+    _WORLD_PARTS,
     AUDIT_PROFILE,
     KILL_POINTS,
     crash_schedules,
@@ -146,7 +149,7 @@ class TestScenarios:
             assert again.model_dump() == scenario.model_dump(), scenario.source
 
     @FAST
-    @given(scenarios(min_steps=2))
+    @given(st.one_of(scenarios(min_steps=2), scenarios(min_steps=2, batches=True)))
     def test_each_check_tells_its_step_apart(self, scenario: Scenario) -> None:
         """A VERIFY check fails before its step ran and holds right after it succeeded."""
         plan = compile_plan(scenario, seed=0, source="<drawn>")
@@ -171,6 +174,34 @@ class TestScenarios:
                     assert check is not None
                     after = execute(check.tool, check.args, CallContext("c", check.tool, 1, 1))
                     assert check.holds(after) is succeeded, f"step {step.index}: {check}"
+
+    @FAST
+    @given(scenarios(batches=True))
+    def test_drawn_batches_commute_and_round_trip(self, scenario: Scenario) -> None:
+        """A drawn batch holds 2 to MAX_BATCH calls, never two writers of one part of the
+        world, compiles to ids s004a, s004b, ... and reads back from its file."""
+        for step in scenario.steps:
+            if isinstance(step, BatchStep):
+                assert 2 <= len(step.batch) <= MAX_BATCH
+                parts = [_WORLD_PARTS[c.tool] for c in step.batch if c.tool in _WORLD_PARTS]
+                assert len(parts) == len(set(parts)), step
+        plan = compile_plan(scenario, seed=0, source="<drawn>")
+        assert [s.op_id for s in plan.steps] == [c.op_id for c in scenario.calls]
+        assert all((s.batch is None) == s.op_id[-1].isdigit() for s in plan.steps)
+        again = parse_scenario(scenario_toml(scenario), source="<toml>")
+        assert again.model_dump() == scenario.model_dump()
+
+    def test_batches_are_drawn_and_shrink_to_two_reads(self) -> None:
+        """Asked for a batch, the strategy finds one, and it shrinks to two plain reads."""
+        found = find(
+            scenarios(batches=True),
+            lambda s: any(isinstance(step, BatchStep) for step in s.steps),
+            settings=SHRINK,
+        )
+        (batch,) = found.steps
+        assert isinstance(batch, BatchStep) and len(batch.batch) == 2
+        for call in batch.batch:
+            assert TABLE.classify(call.tool).idempotency is IdempotencyClass.READ_ONLY
 
     def test_shrinks_to_the_fewest_simplest_steps(self) -> None:
         """A scenario asked to have at least three steps shrinks to three plain reads."""
