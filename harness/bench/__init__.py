@@ -19,7 +19,11 @@ ratio of medians, timed with ``time.perf_counter_ns``.
    (moonshot); harness-exec / exec-loop is reported for information.
 2. Journaled call cost: ``Runtime.call`` of a tool making one SQLite
    ``synchronous=FULL`` commit, against two fsync'd appends and the same commit
-   by hand. Target ≤ 1.25x.
+   by hand. Target ≤ 1.25x. A batch of 8 calls issued together on the
+   ``AsyncRuntime`` (one write and fsync for their intents, one for their
+   finishes) against the same 8 calls one after another on the ``Runtime``, of
+   a tool that does nothing (the journal's cost alone). Target ≤ 0.5x: group
+   commit must at least halve a call's journal cost when a model issues 8 at once.
 3. Failpoint cost: an unarmed ``failpoint`` against an empty two-argument
    call. Target ≤ 1.5x.
 4. Agent start-up: ``python -I -m harness.agent`` on a finished trial (import,
