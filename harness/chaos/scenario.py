@@ -531,7 +531,9 @@ class BatchStep(BaseModel):
     def _call_count(cls, value: Any) -> Any:
         if isinstance(value, list) and not 2 <= len(value) <= MAX_BATCH:
             raise _problem(
-                None, f"{len(value)} calls; a batch has 2 to {MAX_BATCH} (one call is a step)"
+                None,
+                f"{len(value)} call{'' if len(value) == 1 else 's'}; a batch has 2 to "
+                f"{MAX_BATCH} (one call is a step)",
             )
         return value
 
@@ -1064,10 +1066,12 @@ def _scenario_error(
     step: int | None = None
     call: int | None = None
     tool: str | None = None
+    batch_step = False
     if len(location) >= 2 and location[0] == "steps" and isinstance(location[1], int):
         step = location[1] + 1
         location = location[2:]
         if location[:1] in (["call"], ["batch"]):  # the tag of the step's kind
+            batch_step = location[0] == "batch"
             location = location[1:]
         if len(location) >= 2 and location[0] == "batch" and isinstance(location[1], int):
             call = location[1] + 1
@@ -1083,7 +1087,7 @@ def _scenario_error(
         call = context.get("call", call)
         problem = str(context["problem"])
     else:
-        problem = _pydantic_problem(first, step, tool, location)
+        problem = _pydantic_problem(first, step, tool, location, batch_step and call is None)
     if len(errors) > 1:
         more = len(errors) - 1
         problem += f" (and {more} more problem{'s' if more > 1 else ''} after this one)"
@@ -1092,11 +1096,20 @@ def _scenario_error(
 
 
 def _pydantic_problem(
-    error: ErrorDetails, step: int | None, tool: str | None, location: list[Any]
+    error: ErrorDetails,
+    step: int | None,
+    tool: str | None,
+    location: list[Any],
+    batch_step: bool = False,
 ) -> str:
     kind = error["type"]
     if kind == "missing":
         return "required, but missing"
+    if kind == "extra_forbidden" and batch_step:
+        return (
+            "a step is one call (tool, args, verify) or a batch of calls ([[steps.batch]]), "
+            "not both"
+        )
     if kind == "extra_forbidden":
         allowed: tuple[str, ...]
         if location[:1] == ["verify"]:

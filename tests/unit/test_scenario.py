@@ -264,6 +264,11 @@ class TestCompile:
 # file name -> (step, field, a fragment of the problem)
 BAD_CASES: dict[str, tuple[int | None, str | None, str]] = {
     "ambiguous_checks.toml": (3, "verify", "step 1"),
+    "batch_ambiguous_checks.toml": (1, "verify", "what step 1, call 1 checks"),
+    "batch_and_call.toml": (1, "tool", "one call (tool, args, verify) or a batch"),
+    "batch_of_one.toml": (1, "batch", "1 call; a batch has 2 to 8"),
+    "batch_unknown_key.toml": (1, "verfy", "did you mean 'verify'"),
+    "batch_unknown_tool.toml": (2, "tool", "did you mean 'input_text'"),
     "bad_faker_keyword.toml": (1, "args.text.nb_word", "did you mean 'nb_words'"),
     "bad_name.toml": (None, "name", "identifier-like"),
     "bad_toml_syntax.toml": (None, None, "line 5, column 7"),
@@ -299,6 +304,14 @@ BAD_CASES: dict[str, tuple[int | None, str | None, str]] = {
 }
 
 
+BAD_CALLS = {
+    "batch_ambiguous_checks.toml": 2,
+    "batch_unknown_key.toml": 1,
+    "batch_unknown_tool.toml": 2,
+}
+"""The call of a batch each malformed file's error names (the others name none)."""
+
+
 class TestMalformedCorpus:
     def test_every_bad_file_has_an_expectation(self) -> None:
         """Each file of the malformed corpus is listed with the error it must raise."""
@@ -314,6 +327,9 @@ class TestMalformedCorpus:
         error = caught.value
         message = str(error)
         assert (error.path, error.step, error.field) == (str(path), step, field)
+        assert error.call == BAD_CALLS.get(name)
+        if error.call is not None:
+            assert f"step {step}, call {error.call}" in message
         assert message.startswith(f"{path}: ")
         assert fragment in message
         if step is not None:
