@@ -77,6 +77,11 @@ effect (the guard then redoes it once, as ``<op>.redo``). The model node tells
 ``hint <op>`` for every hint in the conversation once per life, the conversation
 being what the model reads each turn.
 
+LangGraph, langchain-core and the checkpointer are imported at module level (about
+a second): the fork server imports an agent program's module before it forks lives
+(``harness.chaos.forkserver.preload``), so a forked life starts with them; nothing
+of the harness's upper layers, nor of another framework, is imported.
+
 Options come from the environment, set by the adapter (``harness.adapters``):
 ``HARNESS_LANGGRAPH_DURABILITY`` (``sync``, ``async`` or ``exit``; default ``sync``)
 and ``HARNESS_LANGGRAPH_GUARD``; ``HARNESS_TOOL_TABLE`` as for ``harness.agent``

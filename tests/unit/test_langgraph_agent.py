@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,3 +139,30 @@ class TestBareLife:
         before = read_ledger(tmp_path / "world.db")
         asyncio.run(run_life(tmp_path, plan, "sync", guarded=False))
         assert read_ledger(tmp_path / "world.db") == before
+
+
+class TestImports:
+    def test_the_fork_server_preloads_langgraph_and_nothing_foreign(self) -> None:
+        """Preloading the agent program (what the fork server does before forking lives)
+        imports LangGraph and its checkpointer, so no life pays for it; and neither the
+        harness's own upper layers nor the other frameworks come with it."""
+        probe = (
+            "import sys; from harness.chaos.forkserver import preload; "
+            "before = set(sys.modules); preload('harness.adapters.langgraph_agent'); "
+            "print(sorted(m for m in set(sys.modules) - before if m in ("
+            "'langgraph.graph', 'langgraph.prebuilt', 'langgraph.checkpoint.sqlite.aio', "
+            "'langchain_core.language_models') or m.split('.')[0] in ("
+            "'dbos', 'pydantic_ai', 'faker', 'hypothesis', 'multiprocess', 'mcp') or "
+            "m.startswith(('harness.check', 'harness.report', 'harness.commands'))))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+        )
+        assert done.stdout.strip() == str(
+            [
+                "langchain_core.language_models",
+                "langgraph.checkpoint.sqlite.aio",
+                "langgraph.graph",
+                "langgraph.prebuilt",
+            ]
+        )
