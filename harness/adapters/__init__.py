@@ -41,7 +41,11 @@ that re-issues its calls under new ids, ``harness.runtime.identity``), each brok
 runtime of ``harness.agent.broken`` (the real runtime with one mistake), ``mcp``
 (this project's runtime with its tools behind an MCP server child process:
 ``harness/adapters/mcp_agent.py``), ``dbos`` (DBOS Transact 3.4: each tool call a
-DBOS step of one workflow) and ``naive`` (no recovery at all:
+DBOS step of one workflow), ``langgraph``, ``langgraph-async`` and ``langgraph-exit``
+(a LangGraph graph with ``ToolNode`` and SQLite checkpoints under each of LangGraph's
+durability modes, ``sync`` for the first: ``harness/adapters/langgraph_agent.py``),
+``langgraph-guarded`` (that agent, ``sync``, with this project's runtime guarding its
+tools: ``harness.integrations.langgraph``; it keeps the journal) and ``naive`` (no recovery at all:
 ``harness/adapters/naive.py``, the smallest example). A user's own agent program
 is named ``module:<dotted.module>``.
 """
@@ -154,6 +158,24 @@ def _registry() -> dict[str, Adapter]:
             "no recovery: every start runs the whole plan again",
         ),
     }
+    # LangGraph 1.2 (harness/adapters/langgraph_agent.py): one agent program, bare under
+    # each of LangGraph's durability modes, and with this project's guard added.
+    langgraph = "harness.adapters.langgraph_agent"
+    for mode, suffix in (("sync", ""), ("async", "-async"), ("exit", "-exit")):
+        adapters[f"langgraph{suffix}"] = Adapter(
+            f"langgraph{suffix}",
+            langgraph,
+            False,
+            f"LangGraph 1.2: a StateGraph with ToolNode, SQLite checkpoints, durability={mode}",
+            {"HARNESS_LANGGRAPH_DURABILITY": mode},
+        )
+    adapters["langgraph-guarded"] = Adapter(
+        "langgraph-guarded",
+        langgraph,
+        True,
+        "the langgraph agent with this project's runtime guarding its tools",
+        {"HARNESS_LANGGRAPH_DURABILITY": "sync", "HARNESS_LANGGRAPH_GUARD": "1"},
+    )
     for name, runtime in BROKEN_RUNTIMES.items():
         adapters[name] = Adapter(
             name, "harness.agent", True, f"broken: {runtime.mistake}", {"HARNESS_RUNTIME": name}

@@ -35,7 +35,9 @@ outcome it answers with. A retry-safe call in flight at the crash is retried by
 Contract: a guard never runs a call the journal holds a success for, never runs
 again a call of unknown outcome unless the model reported its effect absent,
 and runs everything else write-ahead. It raises nothing for a tool's failure
-(``ToolError``): that is a reply too, ``status == "fail"``.
+(``ToolError``): that is a reply too, ``status == "fail"``. A report made again
+(the framework resumed from a checkpoint taken before the report's reply) is
+answered from the journal: an op is resolved once.
 """
 
 from __future__ import annotations
@@ -135,7 +137,11 @@ class ToolGuard:
 
     async def verified(self, op_id: str, found: Found) -> GuardReply:
         """The model's report on an op of unknown outcome: resolve it, and redo it once
-        when its effect is absent (answering with the redo's outcome)."""
+        when its effect is absent (answering with the redo's outcome).
+
+        A report on an op the journal holds a report for (a framework ran the report
+        call again after a restart) is answered from the journal, whatever it says:
+        nothing is journaled or run again."""
         resolution = _RESOLUTIONS.get(found)
         op = self.runtime.ops.get(op_id)
         if resolution is None or op is None:
@@ -145,6 +151,10 @@ class ToolGuard:
                 else f"no operation {op_id!r} is known"
             )
             raise ValueError(f"{VERIFY_TOOL}({op_id!r}, {found!r}): {problem}")
+        if op.resolution is not None:
+            # The framework ran the report again: a restart came before it checkpointed
+            # the reply. The journal holds the report: answer from it, journal nothing.
+            return self._reported(op_id, op.resolution.resolution, op.resolution.redo_op)
         if resolution is not Resolution.REDONE:
             await self.runtime.resolve(op_id, resolution, note=f"the model found it {found}")
             outcome = self.runtime.outcome_of(op_id)
@@ -155,6 +165,16 @@ class ToolGuard:
             op_id, Resolution.REDONE, redo_op=redo_op, note="the model found it absent"
         )
         return self._reply(redo, op.tool, op.args)
+
+    def _reported(self, op_id: str, resolution: Resolution, redo_op: str | None) -> GuardReply:
+        """The answer to a report the journal already holds: the redo's outcome (its hint,
+        if the redo's own outcome is unknown now), or what was found."""
+        redo = None if redo_op is None else self.runtime.ops.get(redo_op)
+        if resolution is Resolution.REDONE and redo is not None:
+            return self._reply(self.runtime.outcome_of(redo.op_id), redo.tool, redo.args)
+        found = next(name for name, known in _RESOLUTIONS.items() if known is resolution)
+        outcome = self.runtime.outcome_of(op_id)
+        return GuardReply(outcome, f"recorded: {op_id} is {found}; it is not run again")
 
     def _reply(self, outcome: CallOutcome, tool: str, args: Mapping[str, Any]) -> GuardReply:
         if outcome.status == "info" and outcome.resolution is not None:

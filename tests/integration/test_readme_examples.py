@@ -3,7 +3,8 @@
 Each ``<!-- example: NAME ... -->`` marker in README.md is followed by a
 ```python block; the test takes the block as it stands, writes it to a file
 and runs it the way the README says: the runtime example as a script (twice:
-the second run is answered from the journal the first left), the adapter
+the second run is answered from the journal the first left), the LangGraph guard
+example likewise (under containment: it reaches no network), the adapter
 example as ``--runtime module:my_agent`` in real trials.
 """
 
@@ -80,6 +81,38 @@ class TestAsyncRuntimeExample:
             if isinstance(r, IntentRecord)
         ]
         assert intents == ["turn3-a", "turn3-b"]  # each call journaled once, in two lives
+
+
+class TestLangGraphGuardExample:
+    def test_runs_as_written_offline_and_taps_once(self, tmp_path: Path) -> None:
+        """The LangGraph agent with the guard runs twice under containment (no network);
+        the second run's call is answered from the journal, not run again.
+
+        Containment comes after the imports, as in every agent program: at import,
+        urllib3 (under langsmith, which langchain-core imports) binds an IPv6 socket to
+        ``::1`` to learn whether the host has IPv6, which containment would stop."""
+        script = tmp_path / "example.py"
+        script.write_text(example("langgraph-guard"), "utf-8")
+        guarded = (
+            "import langchain_core.language_models, langgraph.graph, langgraph.prebuilt; "
+            "import harness.integrations.langgraph, runpy; "
+            "from harness.agent.audit import install_containment; from pathlib import Path; "
+            "install_containment(Path.cwd()); runpy.run_path('example.py', run_name='__main__')"
+        )
+        for _ in range(2):
+            run = subprocess.run(
+                [sys.executable, "-c", guarded],
+                cwd=tmp_path,
+                env=_env(),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert run.returncode == 0, run.stderr
+            assert run.stdout.splitlines() == ["tapped pay"], run.stdout
+        records = journal_records(tmp_path / "agent.journal")
+        intents = [r.op_id for r in records if isinstance(r, IntentRecord)]
+        assert intents == ["call-7"]  # journaled, and so run, once in two lives
 
 
 class TestAdapterExample:

@@ -10,10 +10,17 @@ from typing import TypeVar
 import pytest
 
 from harness.integrations.guard import VERIFY_TOOL, ToolGuard, hint_message
-from harness.runtime import ToolClass, ToolError, ToolTable, VerifyHint
+from harness.runtime import ToolClass, ToolError, ToolTable, TransientToolError, VerifyHint
 from harness.runtime.journal import JournalWriter
-from harness.runtime.records import IncarnationRecord, IntentRecord, RecoveredRecord, digest
-from tests.conftest import IW, NI, RO, FakeTool
+from harness.runtime.records import (
+    FinishRecord,
+    IncarnationRecord,
+    IntentRecord,
+    RecoveredRecord,
+    ResolvedRecord,
+    digest,
+)
+from tests.conftest import IW, NI, RO, FakeTool, journal_records
 
 T = TypeVar("T")
 TABLE = ToolTable({"tap": ToolClass(NI), "put": ToolClass(IW), "read": ToolClass(RO)})
@@ -101,6 +108,54 @@ class TestUnknownOutcomes:
 
         assert _run(resume, journal_path, later) == status
         assert later.invocations == []
+
+    @pytest.mark.parametrize("found", ["present", "absent", "unknown"])
+    def test_a_report_made_again_is_answered_from_the_journal(
+        self, journal_path: Path, found: str
+    ) -> None:
+        """A framework that runs the report again in a later life (its checkpoint came before
+        the reply) gets the first report's answer; nothing is run or journaled again."""
+        _left_running(journal_path, "tap")
+        tool = FakeTool()
+
+        async def report(guard: ToolGuard) -> str:
+            await guard.call("s003", "tap", ARGS)
+            return (await guard.verified("s003", found)).text  # type: ignore[arg-type]
+
+        first = _run(report, journal_path, tool)
+        acts = (IntentRecord, FinishRecord, ResolvedRecord)
+        before = [r for r in journal_records(journal_path) if isinstance(r, acts)]
+
+        async def again(guard: ToolGuard) -> str:
+            return (await guard.verified("s003", "absent")).text
+
+        assert _run(again, journal_path, tool) == first
+        assert [r for r in journal_records(journal_path) if isinstance(r, acts)] == before
+        assert tool.count("s003.redo") == (1 if found == "absent" else 0)
+
+    def test_a_redo_in_flight_is_hinted_when_the_report_is_made_again(
+        self, journal_path: Path
+    ) -> None:
+        """Killed inside the redo after the report was journaled: the repeated report answers
+        with the redo's own hint, for the model to verify the redo."""
+        _left_running(journal_path, "tap")
+        lost = FakeTool({"s003.redo": [TransientToolError("timed out")]})
+
+        async def report(guard: ToolGuard) -> str:
+            await guard.call("s003", "tap", ARGS)
+            return (await guard.verified("s003", "absent")).status
+
+        assert _run(report, journal_path, lost) == "info"  # the redo's reply was lost
+
+        async def again(guard: ToolGuard) -> tuple[list[str], str | None]:
+            reply = await guard.verified("s003", "absent")
+            return [
+                h.op_id for h in guard.recovered
+            ], None if reply.hint is None else reply.hint.op_id
+
+        assert _run(again, journal_path, FakeTool()) == (["s003.redo"], "s003.redo")
+        resolved = [r for r in journal_records(journal_path) if isinstance(r, ResolvedRecord)]
+        assert [r.op_id for r in resolved] == ["s003"]  # resolved once
 
     def test_a_report_on_nothing_is_refused(self, journal_path: Path) -> None:
         """An op the journal does not hold, or a finding outside the three, is a ValueError."""
