@@ -71,7 +71,7 @@ VERIFY_TOOL_DOC = (
 REDO_SUFFIX = ".redo"
 
 Found = Literal["present", "absent", "unknown"]
-_RESOLUTIONS: Mapping[str, Resolution] = {
+_RESOLUTIONS: Mapping[Found, Resolution] = {
     "present": Resolution.EFFECT_PRESENT,
     "absent": Resolution.REDONE,
     "unknown": Resolution.UNVERIFIABLE,
@@ -135,7 +135,13 @@ class ToolGuard:
 
     async def verified(self, op_id: str, found: Found) -> GuardReply:
         """The model's report on an op of unknown outcome: resolve it, and redo it once
-        when its effect is absent (answering with the redo's outcome)."""
+        when its effect is absent (answering with the redo's outcome).
+
+        A report on an op the journal holds resolved already (a framework that
+        replays its tool calls after a restart runs the report again) is
+        answered as the first one was, from the journal: the recorded finding,
+        or the redo's outcome; the first report stands whatever this one says.
+        """
         resolution = _RESOLUTIONS.get(found)
         op = self.runtime.ops.get(op_id)
         if resolution is None or op is None:
@@ -145,15 +151,22 @@ class ToolGuard:
                 else f"no operation {op_id!r} is known"
             )
             raise ValueError(f"{VERIFY_TOOL}({op_id!r}, {found!r}): {problem}")
+        earlier = op.resolution
+        if earlier is not None:
+            resolution = earlier.resolution
+            found = next(name for name, r in _RESOLUTIONS.items() if r is resolution)
         if resolution is not Resolution.REDONE:
-            await self.runtime.resolve(op_id, resolution, note=f"the model found it {found}")
+            if earlier is None:
+                await self.runtime.resolve(op_id, resolution, note=f"the model found it {found}")
             outcome = self.runtime.outcome_of(op_id)
             return GuardReply(outcome, f"recorded: {op_id} is {found}; it is not run again")
-        redo_op = op_id + REDO_SUFFIX
+        redo_op = (earlier.redo_op if earlier is not None else None) or op_id + REDO_SUFFIX
+        # A redo the journal knows (the report was replayed) is answered, not run again.
         redo = await self.runtime.call(redo_op, op.tool, op.args, self._execute, redo_of=op_id)
-        await self.runtime.resolve(
-            op_id, Resolution.REDONE, redo_op=redo_op, note="the model found it absent"
-        )
+        if earlier is None:
+            await self.runtime.resolve(
+                op_id, Resolution.REDONE, redo_op=redo_op, note="the model found it absent"
+            )
         return self._reply(redo, op.tool, op.args)
 
     def _reply(self, outcome: CallOutcome, tool: str, args: Mapping[str, Any]) -> GuardReply:
