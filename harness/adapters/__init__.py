@@ -41,8 +41,11 @@ that re-issues its calls under new ids, ``harness.runtime.identity``), each brok
 runtime of ``harness.agent.broken`` (the real runtime with one mistake), ``mcp``
 (this project's runtime with its tools behind an MCP server child process:
 ``harness/adapters/mcp_agent.py``), ``dbos`` (DBOS Transact 3.4: each tool call a
-DBOS step of one workflow) and ``naive`` (no recovery at all:
-``harness/adapters/naive.py``, the smallest example). A user's own agent program
+DBOS step of one workflow), ``pydantic-ai`` and ``pydantic-ai-guarded`` (a
+Pydantic AI agent with a scripted model, durable on Pydantic AI's DBOS
+integration; the second with ``harness.integrations.pydantic_ai``'s guard
+around its tools: ``harness/adapters/pydantic_ai_agent.py``) and ``naive`` (no
+recovery at all: ``harness/adapters/naive.py``, the smallest example). A user's own agent program
 is named ``module:<dotted.module>``.
 """
 
@@ -146,6 +149,21 @@ def _registry() -> dict[str, Adapter]:
             "harness.adapters.dbos_agent",
             False,
             "DBOS Transact 3.4: each tool call one step of a workflow",
+        ),
+        # Pydantic AI, bare and guarded (harness/adapters/pydantic_ai_agent.py)
+        "pydantic-ai": Adapter(
+            "pydantic-ai",
+            "harness.adapters.pydantic_ai_agent",
+            False,
+            "Pydantic AI 2.78 on its DBOS integration: each tool call a DBOS step",
+            {"HARNESS_PYDANTIC_AI": "bare"},
+        ),
+        "pydantic-ai-guarded": Adapter(
+            "pydantic-ai-guarded",
+            "harness.adapters.pydantic_ai_agent",
+            True,
+            "the pydantic-ai agent with this project's runtime guarding its tools",
+            {"HARNESS_PYDANTIC_AI": "guarded"},
         ),
         "naive": Adapter(
             "naive",

@@ -19,7 +19,11 @@ MINI_SEED = 3
 MINI_BATCH = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini_batch.toml")
 
 
-AGENT_PROGRAMS = ("harness.agent", "harness.adapters.mcp_tools_server")
+AGENT_PROGRAMS = (
+    "harness.agent",
+    "harness.adapters.mcp_tools_server",
+    "harness.adapters.pydantic_ai_agent",
+)
 """What an exec'd agent process, or the tool server of an ``mcp`` agent, names on its
 command line."""
 
