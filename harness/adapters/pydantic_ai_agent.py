@@ -59,10 +59,23 @@ A restarted life: ``DBOS.launch()`` re-enqueues the PENDING workflow on DBOS's
 internal queue (its worker polls every second), ``DBOS.start_workflow`` under
 the same id hands back a handle on that run, and the main thread waits for it.
 ``incarnation`` counts the starts in ``pydantic-ai-incarnation`` (bare; the
-guarded calls carry the journal's). Tells: the model says ``invoke`` for the
-calls it emits and, at its next turn, ``ack``/``fail`` for what came back, or
-``info`` and ``hint`` for a hint, then the step's outcome once its report is
-answered; a model request DBOS answers from its checkpoint tells nothing again.
+guarded calls carry the journal's).
+
+Ids. The model issues the plan's ids in every life (a scenario's ``model`` and
+``identity`` are for ``harness.agent``'s models): what DBOS replays carries the
+ids it recorded, and a new turn is a new call. So the guard knows calls by id.
+By content it would go wrong twice under DBOS: the calls DBOS answers from its
+checkpoints never reach the guard, so the journaled ops they stand for stay
+unclaimed in the new life and a later call of the same tool and arguments is
+answered from one of them instead of running (``reissue_calls``' second
+``ui_dump`` was never run); and the model's check after a hint is such a call
+too (the guard's calls are not ``fresh``), answered from an earlier read of the
+world instead of the world now (the checkout then looked absent, and was redone).
+
+Tells: the model says ``invoke`` for the calls it emits and, at its next turn,
+``ack``/``fail`` for what came back, or ``info`` and ``hint`` for a hint, then the
+step's outcome once its report is answered; a model request DBOS answers from its
+checkpoint tells nothing again.
 
 Exit status: 0 the workflow ended; 1 it ended in error; 2 refused (bad
 failpoint spec, unreadable plan or table, a journal refused); 3 a journal
@@ -569,10 +582,9 @@ def main(argv: list[str]) -> int:
     _Life.trial, _Life.plan = trial, plan
     if variant == "guarded":
         _Life.journal = trial / "journal"
-        identity = os.environ.get("HARNESS_IDENTITY") or plan.identity
-        _Life.guarded = GuardedToolset(
-            world_toolset(plan), _Life.journal, table=table, identity=identity
-        )
+        # Known by id, whatever the scenario's identity: the ids do not change from life
+        # to life (see the module docstring).
+        _Life.guarded = GuardedToolset(world_toolset(plan), _Life.journal, table=table)
     else:
         _Life.incarnation = next_incarnation(trial)
     # Creates the world's schema now; tools open their own connections (see _Life.execute).

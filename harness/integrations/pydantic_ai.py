@@ -49,6 +49,15 @@ model's requests); never a ``@DBOS.step`` tool under the guard: a call the
 journal answers skips that step, and DBOS stops the replay with
 ``DBOSUnexpectedStepError`` at the next one (DBOS numbers steps as they start).
 
+Knowing calls by content (``identity="content"``) is for a model that
+re-issues its calls under new ids after a restart, and a framework that hands
+every call to the guard. Under DBOS, calls answered from DBOS's checkpoints
+never reach the guard, so the ops they stand for stay unclaimed and a later
+call of the same tool and arguments is answered from one of them; and the
+model's own check after a hint, a read like any other here, may be answered
+from an earlier identical read instead of the world now. Keep the default,
+by id, there: DBOS replays the recorded ids.
+
 Contract: the guard's; one ``GuardedToolset`` per journal and process life
 (its copies, which Pydantic AI makes of toolsets, share it); ``aclose`` closes
 the journal in the event loop that opened it.
