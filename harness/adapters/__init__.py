@@ -45,8 +45,12 @@ DBOS step of one workflow), ``langgraph``, ``langgraph-async`` and ``langgraph-e
 (a LangGraph graph with ``ToolNode`` and SQLite checkpoints under each of LangGraph's
 durability modes, ``sync`` for the first: ``harness/adapters/langgraph_agent.py``),
 ``langgraph-guarded`` (that agent, ``sync``, with this project's runtime guarding its
-tools: ``harness.integrations.langgraph``; it keeps the journal) and ``naive`` (no recovery at all:
-``harness/adapters/naive.py``, the smallest example). A user's own agent program
+tools: ``harness.integrations.langgraph``; it keeps the journal), ``pydantic-ai`` and
+``pydantic-ai-guarded`` (a Pydantic AI agent with a scripted model, durable on Pydantic
+AI's DBOS integration; the second with ``harness.integrations.pydantic_ai``'s guard
+around its tools: ``harness/adapters/pydantic_ai_agent.py``) and ``naive`` (no
+recovery at all: ``harness/adapters/naive.py``, the smallest example). A user's own
+agent program
 is named ``module:<dotted.module>``.
 """
 
@@ -150,6 +154,21 @@ def _registry() -> dict[str, Adapter]:
             "harness.adapters.dbos_agent",
             False,
             "DBOS Transact 3.4: each tool call one step of a workflow",
+        ),
+        # Pydantic AI, bare and guarded (harness/adapters/pydantic_ai_agent.py)
+        "pydantic-ai": Adapter(
+            "pydantic-ai",
+            "harness.adapters.pydantic_ai_agent",
+            False,
+            "Pydantic AI 2.78 on its DBOS integration: each tool call a DBOS step",
+            {"HARNESS_PYDANTIC_AI": "bare"},
+        ),
+        "pydantic-ai-guarded": Adapter(
+            "pydantic-ai-guarded",
+            "harness.adapters.pydantic_ai_agent",
+            True,
+            "the pydantic-ai agent with this project's runtime guarding its tools",
+            {"HARNESS_PYDANTIC_AI": "guarded"},
         ),
         "naive": Adapter(
             "naive",

@@ -34,6 +34,7 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -320,6 +321,10 @@ def arm_from_environ(environ: Mapping[str, str] = os.environ) -> tuple[Failpoint
     anchor = environ.get(AIM_ENV, "").rpartition("@")[0].partition(" ")[0]
     if anchor in FAILPOINTS:
         arm((FailpointSpec(anchor, _AIM),))  # a kill timed from a point of a call
+        if threading.current_thread() is threading.main_thread():
+            # The timer may start on a thread of a framework's (a DBOS worker), where
+            # Python sets no handler: the signal's action there is the one set now.
+            signal.signal(AIMED_KILL_SIGNAL, signal.SIG_DFL)
     return specs
 
 
@@ -328,7 +333,8 @@ def _aim_reached(anchor: str) -> None:
     aim, _, after_s = os.environ.get(AIM_ENV, "").rpartition("@")
     if aim and aim in (anchor, _as_first_issued(anchor)):
         del os.environ[AIM_ENV]  # once: the op may be invoked again after a lost reply
-        signal.signal(AIMED_KILL_SIGNAL, _end_the_group if _aim_group else signal.SIG_DFL)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(AIMED_KILL_SIGNAL, _end_the_group if _aim_group else signal.SIG_DFL)
         signal.setitimer(signal.ITIMER_REAL, max(float(after_s), 1e-6))
 
 

@@ -23,6 +23,7 @@ AGENT_PROGRAMS = (
     "harness.agent",
     "harness.adapters.mcp_tools_server",
     "harness.adapters.langgraph_agent",
+    "harness.adapters.pydantic_ai_agent",
 )
 """What an exec'd agent process, or the tool server of an ``mcp`` agent, names on its
 command line."""

@@ -176,3 +176,30 @@ class TestAdapterExample:
         )
         assert code == 1, output
         assert verdicts["I2"] == "fail" and verdicts["F"] == "pass"
+
+
+class TestPydanticAiGuardExample:
+    def test_runs_as_written_and_pays_once_in_two_runs(self, tmp_path: Path) -> None:
+        """The guard snippet runs offline as a script twice: both runs end "done", the
+        second answered from the journal the first left, so the invoice is paid once."""
+        script = tmp_path / "example.py"
+        script.write_text(example("pydantic-ai-guard"), "utf-8")
+        outputs = []
+        for _ in range(2):
+            run = subprocess.run(
+                [sys.executable, str(script)],
+                cwd=tmp_path,
+                env=_env(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert run.returncode == 0, run.stderr
+            outputs.append(run.stdout.splitlines())
+        assert outputs == [["paying A-17", "done"], ["done"]]
+        intents = [
+            r.op_id
+            for r in journal_records(tmp_path / "agent.journal")
+            if isinstance(r, IntentRecord)
+        ]
+        assert intents == ["call-1"]

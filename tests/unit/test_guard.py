@@ -164,3 +164,50 @@ class TestUnknownOutcomes:
         _left_running(journal_path, "tap")
         with pytest.raises(ValueError, match="found must be one of present, absent, unknown"):
             _run(lambda g: g.verified("s003", "maybe"), journal_path, FakeTool())  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize(
+        ("found", "status", "text"),
+        [
+            ("present", "ok", "recorded: s003 is present; it is not run again"),
+            ("absent", "ok", '{"op_id": "s003.redo", "attempt": 1}'),
+            ("unknown", "info", "recorded: s003 is unknown; it is not run again"),
+        ],
+    )
+    def test_a_replayed_report_is_answered_as_the_first(
+        self, journal_path: Path, found: str, status: str, text: str
+    ) -> None:
+        """A framework that replays the report after a restart gets the first report's
+        answer from the journal, whatever it says this time; nothing is redone again."""
+        _left_running(journal_path, "tap")
+        tool = FakeTool()
+
+        async def report(guard: ToolGuard, said: str) -> tuple[str, str]:
+            await guard.call("s003", "tap", ARGS)
+            reply = await guard.verified("s003", said)  # type: ignore[arg-type]
+            return reply.status, reply.text
+
+        assert _run(lambda g: report(g, found), journal_path, tool) == (status, text)
+        other = "absent" if found != "absent" else "present"
+        assert _run(lambda g: report(g, other), journal_path, tool) == (status, text)
+        assert tool.count("s003.redo") == (found == "absent") and tool.count("s003") == 0
+
+    def test_a_report_replayed_before_its_redo_finished_meets_the_redo_s_hint(
+        self, journal_path: Path
+    ) -> None:
+        """Killed inside the redo, a replayed report gets the redo's VERIFY hint, runs
+        nothing, and the op is resolved as redone."""
+        _left_running(journal_path, "tap")
+        redo = IntentRecord(
+            "s003.redo", "tap", TABLE.classify("tap"), ARGS, digest(ARGS), 1, 2, redo_of="s003"
+        )
+        with JournalWriter(journal_path) as writer:
+            writer.append_many([IncarnationRecord(2, 1), RecoveredRecord(2, 0), redo])
+        tool = FakeTool()
+
+        async def replayed(guard: ToolGuard) -> tuple[str, str | None]:
+            reply = await guard.verified("s003", "absent")
+            hint = None if reply.hint is None else reply.hint.op_id
+            return reply.status, hint
+
+        assert _run(replayed, journal_path, tool) == ("info", "s003.redo")
+        assert tool.invocations == []

@@ -344,3 +344,34 @@ class TestProcessActions:
             proc.communicate(timeout=30)
             os.close(read_fd)
             os.close(watch_fd)
+
+
+AIMED_FROM_A_THREAD = """
+import sys, threading, time
+from harness.runtime.failpoints import arm_from_environ, failpoint
+arm_from_environ()
+def worker():
+    failpoint("op.after_intent", "s001")  # the aim's anchor, hit on a thread of its own
+    print("timer started", flush=True)
+thread = threading.Thread(target=worker)
+thread.start()
+thread.join()
+time.sleep(10)
+print("survived", flush=True)
+"""
+
+
+class TestAimedKills:
+    def test_a_kill_timed_from_a_point_hit_on_another_thread_lands(self) -> None:
+        """A framework runs its tools on threads of its own (DBOS does): timed from a point
+        hit there, the timer still ends the process by its signal's default action."""
+        env = subprocess_env(HARNESS_KILL_AIM="op.after_intent s001@0.05")
+        proc = subprocess.run(
+            [sys.executable, "-c", AIMED_FROM_A_THREAD],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert proc.returncode == -signal.SIGALRM, proc.stderr
+        assert proc.stdout == "timer started\n"
