@@ -52,6 +52,7 @@ from typing import Any, ClassVar
 from dbos import DBOS, DBOSConfig, SetWorkflowID  # type: ignore[import-not-found, unused-ignore]
 from dbos import error as dbos_error  # type: ignore[import-not-found, unused-ignore]
 
+from harness.adapters.starts import next_incarnation
 from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.plan import Plan, load_plan
 from harness.runtime.errors import FailpointSpecError, ToolError, TransientToolError
@@ -163,22 +164,6 @@ def run_plan() -> dict[str, str]:
     return outcomes
 
 
-def next_incarnation(trial: Path) -> int:
-    """Count this start in ``dbos-incarnation`` (1 for the first), durably."""
-    path = trial / INCARNATION_FILE
-    try:
-        previous = int(path.read_text("ascii").strip() or "0")
-    except FileNotFoundError:
-        previous = 0
-    temporary = trial / f".{INCARNATION_FILE}.tmp"
-    with temporary.open("w", encoding="ascii") as file:
-        file.write(f"{previous + 1}\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-    return previous + 1
-
-
 def dbos_config(trial: Path) -> DBOSConfig:
     return {
         "name": APP_NAME,
@@ -206,7 +191,7 @@ def main(argv: list[str]) -> int:
         print(f"harness.adapters.dbos_agent: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     _Life.trial = trial
-    _Life.incarnation = next_incarnation(trial)
+    _Life.incarnation = next_incarnation(trial, INCARNATION_FILE)
     # Creates the world's schema now; steps open their own connections (see _Life.execute).
     WorldStore.open(trial / "world.db", journal_path=None).close()
     DBOS(config=dbos_config(trial))

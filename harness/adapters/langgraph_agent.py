@@ -122,6 +122,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 from pydantic import InstanceOf
 
+from harness.adapters.starts import next_incarnation
 from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES, REDO_SUFFIX
 from harness.agent.plan import Plan, PlanStep, batches, load_plan
@@ -492,22 +493,6 @@ def build_graph(
 # -- the process ----------------------------------------------------------------------------
 
 
-def next_incarnation(trial: Path) -> int:
-    """Count this start in ``langgraph-incarnation`` (1 for the first), durably."""
-    path = trial / INCARNATION_FILE
-    try:
-        previous = int(path.read_text("ascii").strip() or "0")
-    except FileNotFoundError:
-        previous = 0
-    temporary = trial / f".{INCARNATION_FILE}.tmp"
-    with temporary.open("w", encoding="ascii") as file:
-        file.write(f"{previous + 1}\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-    return previous + 1
-
-
 def _durability() -> Durability:
     value = os.environ.get(DURABILITY_ENV, "sync")
     if value not in DURABILITIES:
@@ -530,7 +515,12 @@ async def run_life(trial: Path, plan: Plan, durability: Durability, guarded: boo
         journal = trial / "journal" if guarded else None
         world = WorldStore.open(trial / "world.db", journal_path=journal)
         stack.callback(world.close)
-        life = Life(plan, make_tool_function(world, plan.tools), next_incarnation(trial), guarded)
+        life = Life(
+            plan,
+            make_tool_function(world, plan.tools),
+            next_incarnation(trial, INCARNATION_FILE),
+            guarded,
+        )
         tools = world_tools(life)
         if guarded:
             guard = await _open_guard(trial, tools)

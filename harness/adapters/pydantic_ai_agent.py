@@ -112,6 +112,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
+from harness.adapters.starts import next_incarnation
 from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES
 from harness.agent.plan import Plan, PlanStep, batches, load_plan, plan_id
@@ -531,22 +532,6 @@ def build_agent(plan: Plan, guarded: GuardedToolset[None] | None) -> Agent[None,
     )
 
 
-def next_incarnation(trial: Path) -> int:
-    """Count this start in ``pydantic-ai-incarnation`` (1 for the first), durably."""
-    path = trial / INCARNATION_FILE
-    try:
-        previous = int(path.read_text("ascii").strip() or "0")
-    except FileNotFoundError:
-        previous = 0
-    temporary = trial / f".{INCARNATION_FILE}.tmp"
-    with temporary.open("w", encoding="ascii") as file:
-        file.write(f"{previous + 1}\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-    return previous + 1
-
-
 def dbos_config(trial: Path) -> DBOSConfig:
     return {
         "name": APP_NAME,
@@ -586,7 +571,7 @@ def main(argv: list[str]) -> int:
         # to life (see the module docstring).
         _Life.guarded = GuardedToolset(world_toolset(plan), _Life.journal, table=table)
     else:
-        _Life.incarnation = next_incarnation(trial)
+        _Life.incarnation = next_incarnation(trial, INCARNATION_FILE)
     # Creates the world's schema now; tools open their own connections (see _Life.execute).
     WorldStore.open(trial / "world.db", journal_path=_Life.journal).close()
     _Life.agent = build_agent(plan, _Life.guarded)
