@@ -40,7 +40,6 @@ tool ran (bad failpoint spec, unreadable plan); 4 stopped by containment.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Mapping
@@ -52,8 +51,7 @@ from typing import Any, ClassVar
 from dbos import DBOS, DBOSConfig, SetWorkflowID  # type: ignore[import-not-found, unused-ignore]
 from dbos import error as dbos_error  # type: ignore[import-not-found, unused-ignore]
 
-from harness.adapters.starts import next_incarnation
-from harness.agent.audit import CONTAINMENT_ENV, install_containment
+from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.plan import Plan, load_plan
 from harness.runtime.errors import FailpointSpecError, ToolError, TransientToolError
 from harness.runtime.executor import CallContext, ToolFunction
@@ -177,13 +175,9 @@ def dbos_config(trial: Path) -> DBOSConfig:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m harness.adapters.dbos_agent TRIAL_DIR", file=sys.stderr)
+    trial = begin_life(argv, "harness.adapters.dbos_agent")  # imports (dbos included) done
+    if trial is None:
         return EXIT_REFUSED
-    trial = Path(argv[0])
-    if os.environ.get(CONTAINMENT_ENV) == "1":
-        install_containment(trial)
-    _tell("ready")  # imports (dbos included) are done
     try:
         arm_from_environ()
         _Life.plan = load_plan(trial / "plan.json")

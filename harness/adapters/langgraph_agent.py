@@ -122,8 +122,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 from pydantic import InstanceOf
 
-from harness.adapters.starts import next_incarnation
-from harness.agent.audit import CONTAINMENT_ENV, install_containment
+from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES, REDO_SUFFIX
 from harness.agent.plan import Plan, PlanStep, batches, load_plan
 from harness.integrations.guard import VERIFY_TOOL
@@ -556,13 +555,9 @@ async def _open_guard(trial: Path, tools: Sequence[BaseTool]) -> LangGraphGuard:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m harness.adapters.langgraph_agent TRIAL_DIR", file=sys.stderr)
+    trial = begin_life(argv, "harness.adapters.langgraph_agent")  # langgraph imported
+    if trial is None:
         return EXIT_REFUSED
-    trial = Path(argv[0])
-    if os.environ.get(CONTAINMENT_ENV) == "1":
-        install_containment(trial)
-    tell_supervisor("ready")  # imports (langgraph included) are done
     try:
         arm_from_environ()
         durability = _durability()

@@ -112,8 +112,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
-from harness.adapters.starts import next_incarnation
-from harness.agent.audit import CONTAINMENT_ENV, install_containment
+from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES
 from harness.agent.plan import Plan, PlanStep, batches, load_plan, plan_id
 from harness.integrations.guard import VERIFY_TOOL
@@ -546,13 +545,9 @@ def dbos_config(trial: Path) -> DBOSConfig:
 
 def main(argv: list[str]) -> int:
     program = "harness.adapters.pydantic_ai_agent"
-    if len(argv) != 1:
-        print(f"usage: python -m {program} TRIAL_DIR", file=sys.stderr)
+    trial = begin_life(argv, program)  # imports (pydantic_ai and dbos included) are done
+    if trial is None:
         return EXIT_REFUSED
-    trial = Path(argv[0])
-    if os.environ.get(CONTAINMENT_ENV) == "1":
-        install_containment(trial)
-    _tell("ready")  # imports (pydantic_ai and dbos included) are done
     variant = os.environ.get(VARIANT_ENV, "bare")
     try:
         if variant not in VARIANTS:
