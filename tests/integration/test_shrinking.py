@@ -109,6 +109,14 @@ def _replay(message: str, reports: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _holds(scenario: Scenario, data: st.DataObject, cases: Path) -> None:
+    """A drawn crash schedule of ``scenario``'s golden run passes every invariant."""
+    golden = prepare_case(scenario, root=cases, supervisor=SUPERVISOR)
+    schedule = data.draw(crash_schedules(golden.hits, working_ms=golden.working_ms))
+    result = run_case(scenario, schedule, root=cases, supervisor=SUPERVISOR)
+    assert result.status == "pass", describe_failure(result)
+
+
 class TestRealRuntimeHolds:
     @process_settings(15)
     @given(scenario=scenarios(), data=st.data())
@@ -116,10 +124,7 @@ class TestRealRuntimeHolds:
         self, cases: Path, scenario: Scenario, data: st.DataObject
     ) -> None:
         """The real runtime passes every invariant on drawn scenarios and crash schedules."""
-        golden = prepare_case(scenario, root=cases, supervisor=SUPERVISOR)
-        schedule = data.draw(crash_schedules(golden.hits, working_ms=golden.working_ms))
-        result = run_case(scenario, schedule, root=cases, supervisor=SUPERVISOR)
-        assert result.status == "pass", describe_failure(result)
+        _holds(scenario, data, cases)
 
     @process_settings(10)
     @given(scenario=scenarios(max_steps=6, batches=True), data=st.data())
@@ -127,10 +132,7 @@ class TestRealRuntimeHolds:
         self, cases: Path, scenario: Scenario, data: st.DataObject
     ) -> None:
         """The same with calls issued together: kills land among a batch's calls."""
-        golden = prepare_case(scenario, root=cases, supervisor=SUPERVISOR)
-        schedule = data.draw(crash_schedules(golden.hits, working_ms=golden.working_ms))
-        result = run_case(scenario, schedule, root=cases, supervisor=SUPERVISOR)
-        assert result.status == "pass", describe_failure(result)
+        _holds(scenario, data, cases)
 
 
 class TestBrokenRuntimesShrink:
