@@ -13,7 +13,8 @@ to handle any of them.
     ├── JournalError
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
-    │   └── JournalWriteError     an append could not be made durable (e.g. ENOSPC)
+    │   ├── JournalVersionError   a header, frame or record of a format this runtime does not know
+    │   └── JournalWriteError     an append failed (e.g. ENOSPC); the writer takes no more
     ├── McpServerError            an MCP server would not start, answer or list its tools
     ├── McpNotInstalledError      reading an MCP server needs the ``mcp`` extra
     ├── ToolError                 a tool call failed (raised by tools)
@@ -35,6 +36,7 @@ from harness.runtime.errors import (
     JournalCorruptError,
     JournalError,
     JournalLockedError,
+    JournalVersionError,
     JournalWriteError,
     McpNotInstalledError,
     McpServerError,
@@ -51,6 +53,7 @@ __all__ = [
     "JournalCorruptError",
     "JournalError",
     "JournalLockedError",
+    "JournalVersionError",
     "JournalWriteError",
     "McpNotInstalledError",
     "McpServerError",

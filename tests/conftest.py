@@ -81,8 +81,14 @@ class FakeTool:
 
 
 def open_runtime(path: Path, *, table: ToolTable | None = None, max_attempts: int = 3) -> Runtime:
-    """A runtime on ``path`` that ignores the environment's failpoints (tests arm their own)."""
-    return Runtime.open(path, table=table, arm_failpoints=False, max_attempts=max_attempts)
+    """A runtime on ``path`` with the shipped table (unless given another) that ignores the
+    environment's failpoints (tests arm their own)."""
+    return Runtime.open(
+        path,
+        table=ToolTable.shipped() if table is None else table,
+        arm_failpoints=False,
+        max_attempts=max_attempts,
+    )
 
 
 def journal_records(path: Path) -> list[Record]:

@@ -546,7 +546,7 @@ async def _open_guard(trial: Path, tools: Sequence[BaseTool]) -> LangGraphGuard:
     """The guard on ``TRIAL_DIR/journal``, with the table the supervisor hands this life."""
     try:
         table_path = os.environ.get("HARNESS_TOOL_TABLE")
-        table = ToolTable.load(table_path) if table_path else ToolTable.default()
+        table = ToolTable.load(table_path) if table_path else ToolTable.shipped()
         return await LangGraphGuard.open(trial / "journal", tools, table=table)
     except JournalWriteError:
         raise  # the disk filled up as the life began: exit status 3

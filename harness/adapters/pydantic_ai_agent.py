@@ -555,7 +555,7 @@ def main(argv: list[str]) -> int:
         arm_from_environ()
         plan = load_plan(trial / "plan.json")
         table_path = os.environ.get("HARNESS_TOOL_TABLE")
-        table = ToolTable.load(table_path) if table_path else None
+        table = ToolTable.load(table_path) if table_path else ToolTable.shipped()
     except (HarnessError, OSError, ValueError, KeyError) as exc:
         print(f"{program}: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED

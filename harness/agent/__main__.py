@@ -91,7 +91,7 @@ def main(
         return EXIT_REFUSED
     try:
         table_path = os.environ.get("HARNESS_TOOL_TABLE")
-        table = ToolTable.load(table_path) if table_path else ToolTable.default()
+        table = ToolTable.load(table_path) if table_path else ToolTable.shipped()
         plan = load_plan(trial / "plan.json")
         model_class = MODELS.get(plan.model)
         if model_class is None:

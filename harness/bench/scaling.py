@@ -173,7 +173,7 @@ def _rss(process: psutil.Process) -> int:
 
 def synthetic_journal(records: int) -> bytes:
     """A journal of exactly ``records`` frames: intents and finishes, every tenth left running."""
-    table = ToolTable.default()
+    table = ToolTable.shipped()
     tools = ("write_file", "ui_tap", "shell_execute", "read_file")
     snapshots = {tool: table.classify(tool) for tool in tools}
     result = {"ok": True}

@@ -110,7 +110,7 @@ def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
     """Whether the ops in flight at a golden run's hit are retry-safe, by the table it ran
     with: True or False when all of them are (one op, or a batch of one kind), None for
     a batch of both kinds or an op of no plan step."""
-    table = ToolTable.default() if golden.table is None else ToolTable.load(golden.table)
+    table = ToolTable.shipped() if golden.table is None else ToolTable.load(golden.table)
     tools = {step.op_id: step.tool for step in load_plan(golden.directory / "plan.json").steps}
 
     def safe(failpoint: str, hit: int) -> bool | None:

@@ -148,7 +148,7 @@ def preload(module: str) -> None:
         importlib.import_module("harness.agent.batch")
     from harness.runtime.classes import ToolTable
 
-    ToolTable.default()
+    ToolTable.shipped()
 
 
 def _program(module: str) -> Callable[[list[str]], int]:

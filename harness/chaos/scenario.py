@@ -180,7 +180,7 @@ _PINNED_KWARGS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 
 _FAKER_LOCALE = "en_US"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_TABLE = ToolTable.default()
+_TABLE = ToolTable.shipped()
 _VERIFY_TOOLS = tuple(
     name
     for name in CATALOG

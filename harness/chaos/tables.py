@@ -78,7 +78,7 @@ def write_table_variants(directory: Path, base: Path | None = None) -> dict[str,
     """Write every variant of ``base`` (None: the shipped table) into ``directory``;
     returns name -> file, with a copy of ``base`` itself as ``BASE`` when given."""
     directory.mkdir(parents=True, exist_ok=True)
-    table = ToolTable.default() if base is None else ToolTable.load(base)
+    table = ToolTable.shipped() if base is None else ToolTable.load(base)
     paths = {}
     if base is not None:
         paths[BASE] = directory / f"{BASE}.toml"

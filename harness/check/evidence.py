@@ -290,7 +290,7 @@ class TrialEvidence:
 
     @cached_property
     def _tables(self) -> dict[str | None, ToolTable]:
-        tables: dict[str | None, ToolTable] = {None: ToolTable.default()}
+        tables: dict[str | None, ToolTable] = {None: ToolTable.shipped()}
         for life in self.lives:
             if life.table is not None and life.table not in tables:
                 tables[life.table] = ToolTable.load(life.table)

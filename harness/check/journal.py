@@ -12,9 +12,11 @@ DESIGN.md §3), and imports nothing of ``harness.runtime``:
             payload is a JSON object with a ``kind``)
 
 A bad frame with no provable frame after it is a torn tail; a bad frame with
-one after it, or a provable frame whose payload is not a record, is
-corruption. Unlike the runtime's reader this one never raises on damage: it
-says what it found (``JournalReading.corrupt``), and the checkers decide.
+one after it, a provable frame (its checksum holds) of another version, or one
+whose payload is not a record of a known kind, is corruption. The first record
+is the journal's identity (kind ``journal``), which names no op. Unlike the
+runtime's reader this one never raises on damage: it says what it found
+(``JournalReading.corrupt``), and the checkers decide.
 
 ``fold_ops`` and ``expected_decision`` are the seed's semantics, written again
 here: an intent makes an op RUNNING, a settling finish makes it SUCCEEDED or
@@ -60,6 +62,7 @@ _STR, _INT, _BOOL, _OBJ = (str,), (int,), (bool,), (dict,)
 _ANY = (object,)
 _OPT_STR = (str, type(None))
 _FIELDS: Mapping[str, Mapping[str, tuple[type, ...]]] = {
+    "journal": {"journal_id": _STR},
     "incarnation": {"incarnation": _INT, "pid": _INT},
     "intent": {
         "op_id": _STR,
@@ -154,7 +157,9 @@ def read_journal_bytes(data: bytes) -> JournalReading:
             if _provable_frame_after(data, pos):
                 return _corrupt(entries, pos, "a bad frame with a valid one after it")
             return JournalReading(tuple(entries), pos, torn=(pos, len(data) - pos))
-        end, payload = frame
+        end, payload, version = frame
+        if version != _VERSION:  # whole, yet of a format newer than the one documented here
+            return _corrupt(entries, pos, f"a frame of format {version}")
         entry = _entry(pos, end, payload)
         if entry is None:
             return _corrupt(entries, pos, "the checksum holds but the payload is not a record")
@@ -168,11 +173,12 @@ def _corrupt(entries: list[JournalEntry], pos: int, why: str) -> JournalReading:
     return JournalReading(tuple(entries), pos, corrupt=message, corrupt_offset=pos)
 
 
-def _frame_at(data: bytes, pos: int) -> tuple[int, bytes] | None:
+def _frame_at(data: bytes, pos: int) -> tuple[int, bytes, int] | None:
+    """A provable frame at ``pos`` (its checksum holds), whatever its version."""
     if len(data) - pos < _FRAME.size:
         return None
     magic, version, length, crc = _FRAME.unpack_from(data, pos)
-    if magic != _MAGIC or version != _VERSION or length > _MAX_PAYLOAD:
+    if magic != _MAGIC or length > _MAX_PAYLOAD:
         return None
     end = pos + _FRAME.size + length
     if end > len(data):
@@ -180,7 +186,7 @@ def _frame_at(data: bytes, pos: int) -> tuple[int, bytes] | None:
     payload = data[pos + _FRAME.size : end]
     if zlib.crc32(data[pos + 2 : pos + 7] + payload) != crc:
         return None
-    return end, payload
+    return end, payload, version
 
 
 def _provable_frame_after(data: bytes, pos: int) -> bool:

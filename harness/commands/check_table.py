@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     tables = {
         path: ToolTable.load(path)
         if path is not None
-        else (ToolTable.default() if args.table is None else ToolTable.load(args.table))
+        else (ToolTable.shipped() if args.table is None else ToolTable.load(args.table))
         for path in sorted(by_table, key=lambda p: (p is not None, str(p)))
     }
     statuses = []

@@ -26,14 +26,24 @@ lands at the same call of the batch in the crash-free run and in the trial.
 
 ``execute`` may be a plain tool function or a coroutine function; a plain one
 runs on the loop (wrap it in ``asyncio.to_thread`` for a slow one). While an
-``AsyncRuntime`` wraps a runtime, only the async one may be used: two writers of
-one journal in one process are not serialized.
+``AsyncRuntime`` wraps a runtime, use only the async one: the sync API's turns
+are taken by threads, the async one's by the tasks of one loop.
+
+Two calls of one op id never both run it: the second waits for the first, then
+is answered from the journal. A call cancelled after its intent (``wait_for``,
+a task group, a timeout) journals an unknown outcome first, is handed on by its
+class (as a tool's exception is), and the ``CancelledError`` goes on.
+
+The writes of every ``AsyncRuntime`` of a process are made by one bounded pool
+of threads (``WRITER_THREADS``), each journal still written one write at a
+time: three hundred open runtimes do not hold three hundred threads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -47,16 +57,30 @@ from harness.runtime.recovery import OpHistory
 from harness.runtime.runtime import RecoveryReport, Runtime, VerifyHint
 from harness.runtime.steps import Append, CallContext, Invoke, Steps, advance, no_tool
 
-__all__ = ["AsyncRuntime", "AsyncToolFunction", "JournalPump"]
+__all__ = ["WRITER_THREADS", "AsyncRuntime", "AsyncToolFunction", "JournalPump"]
 
 T = TypeVar("T")
+
+WRITER_THREADS = min(32, (os.cpu_count() or 1) + 4)
+"""How many threads write the journals of every ``AsyncRuntime`` of a process, at most."""
+
+_writers: ThreadPoolExecutor | None = None
+
+
+def _writer_pool() -> ThreadPoolExecutor:
+    """The process's journal writers, started with the first write (threads come lazily)."""
+    global _writers
+    if _writers is None:
+        _writers = ThreadPoolExecutor(WRITER_THREADS, thread_name_prefix="harness-journal")
+    return _writers
+
 
 AsyncToolFunction = Callable[[str, Mapping[str, Any], CallContext], Awaitable[Any] | Any]
 """``execute(tool, args, ctx)``, a coroutine function or a plain one (``ToolFunction``)."""
 
 
 class JournalPump:
-    """The journal's single writer for an event loop: one thread, one write at a time.
+    """The journal's single writer for an event loop: one write at a time, on the pool.
 
     ``append`` queues records and returns a future that is done once they are
     written (fsynced when any append of the write asked for it), after ``note``
@@ -68,7 +92,6 @@ class JournalPump:
     def __init__(self, journal: JournalWriter, note: Callable[[Record], None]) -> None:
         self._journal = journal
         self._note = note
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="harness-journal")
         self._queue: list[tuple[Append, asyncio.Future[None]]] = []
         self._busy = False
         self._idle = asyncio.Event()
@@ -93,7 +116,7 @@ class JournalPump:
         records = tuple(record for step, _ in group for record in step.records)
         sync = any(step.sync for step, _ in group)
         written = asyncio.get_running_loop().run_in_executor(
-            self._thread, self._write, records, sync
+            _writer_pool(), self._write, records, sync
         )
         written.add_done_callback(lambda done: self._written(group, records, done))
 
@@ -130,7 +153,6 @@ class JournalPump:
 
     async def close(self) -> None:
         await self.drain()
-        self._thread.shutdown(wait=True)
 
 
 class AsyncRuntime:
@@ -145,7 +167,7 @@ class AsyncRuntime:
         self.runtime = runtime
         self._owned = owned
         self._pump: JournalPump | None = None
-        self._in_flight: set[str] = set()
+        self._in_flight: dict[str, asyncio.Event] = {}
 
     @classmethod
     async def open(
@@ -194,17 +216,18 @@ class AsyncRuntime:
     ) -> CallOutcome:
         """``Runtime.call``; calls may run together (``asyncio.gather``), each its own op.
 
-        Two calls of one op id at once are refused (``ValueError``) before anything
-        is journaled: an op has one intent in flight at a time.
+        A call of an op already in flight waits for it, then is answered from the
+        journal: an op has one intent in flight at a time.
         """
-        if op_id in self._in_flight:
-            raise ValueError(f"{op_id}: a call of this op is already in flight")
-        self._in_flight.add(op_id)
+        while (first := self._in_flight.get(op_id)) is not None:
+            await first.wait()
+        done = self._in_flight[op_id] = asyncio.Event()
         try:
             steps = self.runtime.call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh)
             return await self._drive(steps, execute)
         finally:
-            self._in_flight.discard(op_id)
+            del self._in_flight[op_id]
+            done.set()
 
     async def resolve(
         self,
@@ -223,7 +246,7 @@ class AsyncRuntime:
         return await self._drive(self.runtime.hint_steps(), no_tool)
 
     async def aclose(self) -> None:
-        """Wait for the journal's writes, stop the writer; close the runtime if it is ours."""
+        """Wait for the journal's writes; close the runtime if it is ours."""
         if self._pump is not None:
             await self._pump.close()
             self._pump = None
@@ -242,7 +265,7 @@ class AsyncRuntime:
             self._pump = JournalPump(self.runtime.journal, self.runtime._note)
         unawaited: list[asyncio.Future[None]] = []
         reply: Any = None
-        error: Exception | None = None
+        error: BaseException | None = None
         try:
             while True:
                 step = advance(steps, reply, error)
@@ -250,7 +273,14 @@ class AsyncRuntime:
                 if isinstance(step, Append):
                     written = self._pump.append(step)
                     if step.wait:
-                        await written
+                        try:
+                            await asyncio.shield(written)
+                        except Exception:
+                            raise  # the journal failed: nothing more is written
+                        except BaseException as exc:
+                            # Cancelled while the records are being written (they still
+                            # are): the steps journal what that means, then raise it on.
+                            error = exc
                     else:
                         unawaited.append(written)
                 elif isinstance(step, Invoke):
@@ -258,7 +288,7 @@ class AsyncRuntime:
                         reply = execute(step.tool, step.args, step.ctx)
                         if inspect.isawaitable(reply):
                             reply = await reply
-                    except Exception as exc:  # the protocol decides what it means
+                    except BaseException as exc:  # the protocol decides what it means
                         error = exc
                 else:
                     return step

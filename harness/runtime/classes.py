@@ -137,7 +137,7 @@ def class_from_annotations(annotations: Mapping[str, object] | None) -> Annotate
 
 
 @functools.cache
-def _default_table() -> ToolTable:
+def _shipped_table() -> ToolTable:
     # Immutable, so one parse serves the process (and every child forked from it).
     # Read beside this file, not through importlib.resources: that import alone
     # costs the agent ~10 ms at every start.
@@ -247,9 +247,11 @@ class ToolTable:
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def default(cls) -> ToolTable:
-        """The seed's table, shipped as ``harness/runtime/tools.toml`` (read once per process)."""
-        return _default_table()
+    def shipped(cls) -> ToolTable:
+        """The table shipped as ``harness/runtime/tools.toml`` (read once per process): the
+        classes of the harness's simulated tools and of the examples. A runtime opened
+        without a table uses none: every tool is UNKNOWN until a table says otherwise."""
+        return _shipped_table()
 
     @classmethod
     def load(cls, path: Path | str) -> ToolTable:

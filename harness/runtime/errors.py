@@ -12,7 +12,8 @@ leaves under the same root.
     ├── JournalError
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
-    │   └── JournalWriteError     an append could not be made durable (e.g. ENOSPC)
+    │   ├── JournalVersionError   a header, frame or record of a format this runtime does not know
+    │   └── JournalWriteError     an append failed (e.g. ENOSPC); the writer takes no more
     ├── McpServerError            an MCP server would not start, answer or list its tools
     ├── McpNotInstalledError      reading an MCP server needs the ``mcp`` extra
     └── ToolError                 a tool call failed (raised by tools)
@@ -111,14 +112,37 @@ class JournalLockedError(JournalError):
     """
 
 
-class JournalWriteError(JournalError):
-    """An append could not be made durable (for example the disk is full).
+class JournalVersionError(JournalError):
+    """The journal holds a header, frame or record of a format this runtime does not know.
 
-    The failed record is not in the journal and every record before it is
-    intact. If it was an intent, the tool was not run; if it was a finish, the
-    op stays RUNNING and the next start's recovery decides it by its class.
-    Remedy: free space and restart; recovery continues from the last durable
-    record.
+    Cause: a newer version of the runtime wrote it (after an upgrade that was
+    rolled back, say). The frame is whole and its checksum holds, so it is not
+    damage: it is never cut as a torn tail. Nothing was run or changed. Remedy:
+    open the journal with the version that wrote it (or a newer one).
+    """
+
+    def __init__(self, path: Path | str, offset: int, what: str) -> None:
+        self.path = str(path)
+        self.offset = offset
+        self.what = what
+        super().__init__(
+            f"{self.path}: at byte {offset}: {what}, which this runtime does not know "
+            "(written by a newer version?); nothing was run or changed: open it with "
+            "the version that wrote it"
+        )
+
+
+class JournalWriteError(JournalError):
+    """An append could not be made (the disk is full, an I/O error, an interrupted write).
+
+    The writer then takes no more appends (it is poisoned) and lets go of the
+    journal: what an append wrote in part is never truncated by the process
+    that failed, since only a fresh read of the file can tell where its
+    records end. The message says what is durable. If the failed record was
+    an intent, the tool was not run; if it was a finish, the op stays RUNNING.
+    Remedy: free space if the disk is full, then open the journal again (in
+    this process or the next): a partial last frame is cut as a torn tail and
+    reported, and recovery decides every op left RUNNING by its class.
     """
 
 

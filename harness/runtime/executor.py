@@ -13,10 +13,13 @@ the same op id, only when the class snapshot is retry-safe and at most
 ``max_attempts`` times. From a call that is not retry-safe it is an unknown
 outcome, not a failure: a timeout may come after the effect (the reply was
 lost), so the op is journaled as of unknown outcome, never retried here, and
-handed to the model to VERIFY. Any other exception from the tool (a bug) is journaled
-as an unknown outcome and raised on: the op stays RUNNING, as after a crash,
-and recovery decides it by its class. A result that is not JSON is journaled
-as what it is (its type and ``repr``), never left out.
+handed to the model to VERIFY. Any other exception from the tool (a bug), and
+a cancellation, ``KeyboardInterrupt`` or ``SystemExit`` raised while the call is
+under way, is journaled as an unknown outcome and raised on: the op stays
+RUNNING, as after a crash, and is handed on by its class. A result that is not
+JSON is journaled as what it is (its type and ``repr``), never left out; one too
+large for a journal frame as its digest and size (``TOO_LARGE``), never turned
+into a failure after its effect.
 """
 
 from __future__ import annotations
@@ -26,15 +29,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from harness.runtime import log
 from harness.runtime.classes import ToolClass
 from harness.runtime.errors import FailpointTriggered, ToolError, TransientToolError
 from harness.runtime.failpoints import failpoint
-from harness.runtime.journal import JournalWriter
+from harness.runtime.journal import MAX_PAYLOAD, JournalWriter
 from harness.runtime.records import FinishRecord, IntentRecord, Record, Resolution, digest
 from harness.runtime.steps import Append, CallContext, Invoke, Steps, idempotency_key, run_steps
 
 __all__ = [
+    "JSON_LIMIT",
     "NOT_JSON",
+    "TOO_LARGE",
     "CallContext",
     "CallOutcome",
     "Executor",
@@ -51,6 +57,15 @@ outcome as unknown and lets the exception go on (see ``Executor.invoke``)."""
 
 NOT_JSON = "not_json"
 """The key under which a result that is not JSON is journaled (with its ``repr``)."""
+
+TOO_LARGE = "too_large"
+"""The key under which a result too large for a frame is journaled: ``{"too_large":
+<bytes of its JSON>, "digest": <its digest>}``. It is the op's result from then on, for
+the call that ran as for every later answer: the journal answers the same in every life."""
+
+JSON_LIMIT = MAX_PAYLOAD - 64 * 1024
+"""The largest arguments or result, as JSON, that a journal record carries; the rest of a
+frame is left for the record's other fields."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,18 +157,32 @@ class Executor:
         """The write-ahead protocol of one call, as steps (``harness.runtime.steps``):
         what ``run`` carries out in this thread and ``AsyncRuntime`` on an event loop."""
         try:
-            json.dumps(args)
+            size = len(json.dumps(args))
         except (TypeError, ValueError) as exc:
             raise ValueError(
                 f"{op_id} ({tool}): arguments are not JSON ({exc}); nothing was journaled or run"
             ) from None
+        if size > JSON_LIMIT:
+            raise ValueError(
+                f"{op_id} ({tool}): arguments of {size} bytes as JSON exceed the journal's "
+                f"limit of {JSON_LIMIT}; nothing was journaled or run"
+            )
         args_digest = digest(args)
         while True:
             intent = IntentRecord(
                 op_id, tool, snapshot, args, args_digest, attempt, self.incarnation, redo_of, fresh
             )
             failpoint("op.before_intent", op_id)
-            yield self.intent_append(intent)
+            try:
+                yield self.intent_append(intent)
+            except (GeneratorExit, FailpointTriggered):
+                raise
+            except BaseException as exc:
+                # Only a driver on an event loop throws here: the call was cancelled while
+                # its intent was being written. The tool did not run, yet the intent may
+                # be durable: journaled as of unknown outcome, as any interrupted call.
+                yield self.finish_append(self._interrupted(intent, exc))
+                raise
             failpoint("op.after_intent", op_id)
             finish = yield from self.invoke(intent, key_op=key_op)
             if finish.transient and self.may_retry(snapshot) and attempt < self.max_attempts:
@@ -185,7 +214,14 @@ class Executor:
         goes on to the caller. A result that is not JSON is journaled as
         ``{"not_json": <type>, "repr": <its repr>}``: the call succeeded.
         """
-        ctx = CallContext(intent.op_id, intent.tool, intent.attempt, self.incarnation, key_op)
+        ctx = CallContext(
+            intent.op_id,
+            intent.tool,
+            intent.attempt,
+            self.incarnation,
+            key_op,
+            self.journal.journal_id,
+        )
         try:
             result = yield Invoke(intent.tool, intent.args, ctx)
         except ToolError as exc:
@@ -199,25 +235,29 @@ class Executor:
                 error=f"{type(exc).__name__}: {exc}",
                 transient=isinstance(exc, TransientToolError),
             )
-        except FailpointTriggered:
-            raise  # stands for a crash at that point: nothing more is written
-        except Exception as exc:
-            yield self.finish_append(
-                FinishRecord(
-                    intent.op_id,
-                    False,
-                    None,
-                    digest(None),
-                    intent.attempt,
-                    self.incarnation,
-                    error=f"{type(exc).__name__}: {exc}",
-                    unknown=True,
-                )
-            )
+        except (FailpointTriggered, GeneratorExit):
+            raise  # a crash at that point, or the run dropped: nothing more is written
+        except BaseException as exc:
+            yield self.finish_append(self._interrupted(intent, exc))
             raise
-        result = _journalable(result)
+        journaled, result_digest = _journalable(result)
         return FinishRecord(
-            intent.op_id, True, result, digest(result), intent.attempt, self.incarnation
+            intent.op_id, True, journaled, result_digest, intent.attempt, self.incarnation
+        )
+
+    def _interrupted(self, intent: IntentRecord, exc: BaseException) -> FinishRecord:
+        """The finish of a call that ended without an outcome the runtime can trust."""
+        if not isinstance(exc, Exception):  # a cancellation, KeyboardInterrupt, SystemExit
+            log.warning("%s (%s): interrupted by %r", intent.op_id, intent.tool, exc)
+        return FinishRecord(
+            intent.op_id,
+            False,
+            None,
+            digest(None),
+            intent.attempt,
+            self.incarnation,
+            error=f"{type(exc).__name__}: {exc}",
+            unknown=True,
         )
 
     def intent_append(self, intent: IntentRecord) -> Append:
@@ -229,10 +269,15 @@ class Executor:
         return Append((finish,))
 
 
-def _journalable(result: Any) -> Any:
-    """``result`` if it is JSON, else what stands for it in the journal."""
+def _journalable(result: Any) -> tuple[Any, str]:
+    """What stands for ``result`` in the journal (itself, if it is JSON and fits a frame),
+    and the digest of the result itself."""
     try:
-        json.dumps(result)
+        size = len(json.dumps(result))
     except (TypeError, ValueError):
-        return {NOT_JSON: type(result).__qualname__, "repr": repr(result)[:1000]}
-    return result
+        stand_in = {NOT_JSON: type(result).__qualname__, "repr": repr(result)[:1000]}
+        return stand_in, digest(stand_in)
+    result_digest = digest(result)
+    if size > JSON_LIMIT:
+        return {TOO_LARGE: size, "digest": result_digest}, result_digest
+    return result, result_digest

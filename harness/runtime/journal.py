@@ -5,74 +5,126 @@ then frames (big-endian)::
 
     magic b"HJ" | version u8 | length u32 | crc32 u32 | payload (JSON, `length` bytes)
 
-The CRC covers version, length and payload. Every append is one ``write`` and
-one ``fsync``. A journal is created whole: its header is written and fsynced
-in a file of its own, which is then linked into place (``link`` never replaces
-a file) and the directory fsynced. So a file named as a journal either starts
-with the header or is not one, and is refused, never cut: a wrong path (a
-database, a document) loses nothing. An empty file is taken as a new journal.
+The CRC covers version, length and payload. The first record is the
+journal's identity (``JournalIdRecord``). Every append is one ``write`` and
+one ``fsync`` (``F_FULLFSYNC`` on macOS, where ``fsync`` does not reach the
+disk's platter). A journal is created whole, mode 0600: its header and
+identity are written and fsynced in a file of its own, which is then linked
+into place (``link`` never replaces a file) and the directory fsynced. So a
+file named as a journal either starts with the header or is not one, and is
+refused, never cut: a wrong path (a database, a document) loses nothing. An
+empty file is taken as a new journal.
 
 Reading proves each record it returns. A bad frame with no valid frame after
 it is a torn tail (the crash interrupted the last append): it is reported and,
 by a writer, cut off. A bad frame with a valid frame after it is corruption in
 the middle: ``JournalCorruptError`` names the file, the byte offset and the
-record number, and nothing is run.
+record number, and nothing is run. A whole frame (its checksum holds) of
+another format version, a record kind this version does not know, or a header
+of another version is a newer runtime's work, not damage:
+``JournalVersionError`` names the file, the offset and what it found, and the
+file is left as it is.
+
+Versions. The envelope (magic, version, length, CRC) never changes; a new
+version may change what the payload holds. This runtime reads format 1 and
+writes format 1. It reads every journal an older runtime of format 1 wrote (a
+journal without an identity is given one at its first open). It refuses, and
+never changes, a journal holding anything newer. An older runtime, which knew
+no identity record, refuses a journal this one wrote ("payload is not a
+record"), again without changing it.
 
 One writer at a time: a ``JournalWriter`` holds an ``flock`` on the file. The
 kernel drops it when the holder dies, so a SIGKILLed agent never blocks its
-successor, while a second live process is refused at once.
+successor, while a second live process is refused at once. Within a process
+the writer's appends are serialized by a lock: threads may share it.
+
+A failed append poisons the writer. It never truncates the file to where it
+believes the append began (a belief is what a failing process cannot trust):
+it takes no more appends, lets go of the file and its lock, and says what is
+durable. The next open, in this process or another, cuts what the failed
+append left as a torn tail and reports it. No durable record is ever removed
+but by that cut.
 
 What is durable: ``synced_size`` is the length up to the last fsync. When the
 environment names a shadow file (``HARNESS_JOURNAL_SHADOW``), the writer also
 stores that length there (8 bytes, big-endian, not fsynced: it only has to
 outlive a SIGKILL), so that a supervisor can simulate a power cut afterwards by
-dropping or tearing whatever the journal holds past it. This is the one seam
-through which the harness learns what a power loss would take.
+dropping or tearing whatever the journal holds past it. A ``listener`` given
+to the writer is called with each write (``Appended``) and each fsync's
+duration (``Synced``), for metrics.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import errno
-import fcntl
 import gc
 import json
 import os
 import struct
+import sys
+import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
+from harness.runtime import log
 from harness.runtime.errors import (
     JournalCorruptError,
     JournalError,
     JournalLockedError,
+    JournalVersionError,
     JournalWriteError,
 )
 from harness.runtime.failpoints import failpoint
-from harness.runtime.records import Record, record_from_json, record_to_json
+from harness.runtime.records import (
+    JournalIdRecord,
+    Record,
+    UnknownRecordKind,
+    record_from_json,
+    record_to_json,
+)
+
+fcntl: ModuleType | None
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: the writer refuses to open (SUPPORTED_PLATFORMS)
+    fcntl = None
 
 __all__ = [
     "FILE_HEADER",
     "FORMAT_VERSION",
     "HEADER_SIZE",
+    "MAX_PAYLOAD",
     "SHADOW_ENV",
+    "SUPPORTED_PLATFORMS",
+    "Appended",
+    "JournalEvent",
+    "JournalListener",
     "JournalScan",
     "JournalWriter",
     "ScannedRecord",
+    "Synced",
     "TornTail",
     "encode_frame",
+    "new_journal_id",
     "read_shadow",
     "scan_bytes",
     "scan_journal",
 ]
 
 SHADOW_ENV = "HARNESS_JOURNAL_SHADOW"
+FORMAT_VERSION = 1
 FILE_HEADER = b"%HJOURNAL 1\n"
 """The first bytes of every journal file, durable before its first record."""
+_HEADER_WORD = b"%HJOURNAL "
 MAGIC = b"HJ"
-FORMAT_VERSION = 1
+SUPPORTED_PLATFORMS = ("linux", "darwin")
+"""Where the journal's durability holds as written: ``flock``, ``fsync`` of files and
+directories, and ``link`` as Linux and macOS define them. Elsewhere it refuses to open."""
 _HEADER = struct.Struct(">2sBII")
 HEADER_SIZE = _HEADER.size
 MAX_PAYLOAD = 16 * 1024 * 1024  # larger "lengths" are damage, not records
@@ -103,20 +155,28 @@ class TornTail:
 
 @dataclass(frozen=True, slots=True)
 class JournalScan:
+    """What a read proved: the records (the identity record apart), where they end, the
+    torn tail cut after them, and the journal's identity (None before it was given one)."""
+
     records: tuple[ScannedRecord, ...]
     valid_end: int
     torn: TornTail | None
+    journal_id: str | None = None
 
 
-def _check_frame(data: bytes, pos: int) -> tuple[int, bytes] | str:
-    """The frame's end and payload if it is provably whole, else why not."""
+def new_journal_id() -> str:
+    """A journal's identity: 128 random bits as 32 hex digits."""
+    return os.urandom(16).hex()
+
+
+def _check_frame(data: bytes, pos: int) -> tuple[int, bytes, int] | str:
+    """The frame's end, payload and version if it is provably whole (its checksum
+    holds, whatever its version), else why not."""
     if len(data) - pos < HEADER_SIZE:
         return f"partial header ({len(data) - pos} of {HEADER_SIZE} bytes)"
     magic, version, length, crc = _HEADER.unpack_from(data, pos)
     if magic != MAGIC:
         return f"bad magic {magic!r}"
-    if version != FORMAT_VERSION:
-        return f"unknown format version {version}"
     if length > MAX_PAYLOAD:
         return f"implausible length {length}"
     end = pos + HEADER_SIZE + length
@@ -124,8 +184,8 @@ def _check_frame(data: bytes, pos: int) -> tuple[int, bytes] | str:
         return f"partial payload ({len(data) - pos - HEADER_SIZE} of {length} bytes)"
     payload = data[pos + HEADER_SIZE : end]
     if zlib.crc32(data[pos + 2 : pos + 7] + payload) != crc:
-        return "checksum mismatch"
-    return end, payload
+        return "checksum mismatch" if version == FORMAT_VERSION else f"bad version {version}"
+    return end, payload, version
 
 
 def _valid_frame_after(data: bytes, pos: int) -> int | None:
@@ -165,6 +225,9 @@ def scan_bytes(data: bytes, *, source: str = "<bytes>") -> JournalScan:
     if not data:
         return JournalScan((), 0, None)
     if not data.startswith(FILE_HEADER):
+        version = _header_version(data)
+        if version is not None:
+            raise JournalVersionError(source, 0, f"a journal header of format {version}")
         raise JournalCorruptError(
             source,
             0,
@@ -176,8 +239,19 @@ def scan_bytes(data: bytes, *, source: str = "<bytes>") -> JournalScan:
         return _scan(data, source, len(FILE_HEADER))
 
 
+def _header_version(data: bytes) -> str | None:
+    """The version a journal header of a newer format names (``%HJOURNAL 2``), if it is one
+    (an older or malformed one is damage: "not a journal")."""
+    line = data[: len(FILE_HEADER) + 8].partition(b"\n")
+    word, _, version = line[0].partition(b" ")
+    newer = version.isdigit() and int(version) > FORMAT_VERSION
+    return version.decode() if line[1] and word + b" " == _HEADER_WORD and newer else None
+
+
 def _scan(data: bytes, source: str, start: int) -> JournalScan:
     records: list[ScannedRecord] = []
+    journal_id: str | None = None
+    frames = 0  # records are numbered as they stand in the file, the identity included
     pos = start
     while pos < len(data):
         checked = _check_frame(data, pos)
@@ -187,20 +261,29 @@ def _scan(data: bytes, source: str, start: int) -> JournalScan:
                 raise JournalCorruptError(
                     source,
                     pos,
-                    len(records) + 1,
+                    frames + 1,
                     f"{checked}, with a valid record at byte {later} after it",
                 )
-            return JournalScan(tuple(records), pos, TornTail(pos, len(data) - pos, checked))
-        end, payload = checked
+            torn = TornTail(pos, len(data) - pos, checked)
+            return JournalScan(tuple(records), pos, torn, journal_id)
+        end, payload, version = checked
+        if version != FORMAT_VERSION:
+            raise JournalVersionError(source, pos, f"a frame of format {version}")
         try:
             record = record_from_json(json.loads(payload))
+        except UnknownRecordKind as exc:
+            raise JournalVersionError(source, pos, f"a {exc}") from None
         except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             raise JournalCorruptError(
-                source, pos, len(records) + 1, f"checksum holds but payload is not a record: {exc}"
+                source, pos, frames + 1, f"checksum holds but payload is not a record: {exc}"
             ) from None
-        records.append(ScannedRecord(pos, end, record))
+        frames += 1
+        if isinstance(record, JournalIdRecord):
+            journal_id = journal_id or record.journal_id  # the first one given is the one
+        else:
+            records.append(ScannedRecord(pos, end, record))
         pos = end
-    return JournalScan(tuple(records), pos, None)
+    return JournalScan(tuple(records), pos, None, journal_id)
 
 
 def scan_journal(path: Path | str) -> JournalScan:
@@ -214,20 +297,58 @@ def scan_journal(path: Path | str) -> JournalScan:
     return scan_bytes(data, source=str(path))
 
 
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """A write of ``records`` went from byte ``offset`` to ``end`` (fsynced when ``synced``)."""
+
+    records: tuple[Record, ...]
+    offset: int
+    end: int
+    synced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Synced:
+    """An fsync made the journal durable up to byte ``end``; it took ``seconds``."""
+
+    end: int
+    seconds: float
+
+
+JournalEvent = Appended | Synced
+JournalListener = Callable[[JournalEvent], None]
+"""Called with each write and each fsync, in order, on the thread that made it; keep it
+quick (the journal's lock is held). An exception from it is logged, never raised."""
+
+
 class JournalWriter:
     """The single writer of a journal: holds its lock, appends durably.
 
     Opening cuts off a torn tail (reported in ``scan.torn``) so that new
-    records never follow garbage. ``synced_size`` is the length known to be
-    on disk: everything up to the last fsync.
+    records never follow garbage, and gives a journal without an identity
+    one. ``journal_id`` is the journal's identity; ``synced_size`` the length
+    known to be on disk: everything up to the last fsync.
     """
 
     def __init__(
-        self, path: Path | str, *, fsync: bool = True, shadow: Path | str | None = None
+        self,
+        path: Path | str,
+        *,
+        fsync: bool = True,
+        shadow: Path | str | None = None,
+        listener: JournalListener | None = None,
     ) -> None:
         self.path = Path(path)
+        if sys.platform not in SUPPORTED_PLATFORMS or fcntl is None:
+            raise JournalError(
+                f"{self.path}: the journal runs on Linux and macOS only, not {sys.platform}: "
+                "its durability rests on flock, fsync and link as those systems define them"
+            )
         self._fsync = fsync
+        self._listener = listener
         self._shadow_fd: int | None = None
+        self._lock = _thread.allocate_lock()
+        self._poisoned: str | None = None
         if shadow is None and os.environ.get(SHADOW_ENV):
             shadow = os.environ[SHADOW_ENV]
         if not self.path.exists():
@@ -251,19 +372,35 @@ class JournalWriter:
             data = _read_fd(fd)
             if not data:  # an empty file (made by someone else): a new journal
                 self._write_header(fd)
-                data = FILE_HEADER
+                data = _read_fd(fd)
             self.scan = self.read(data)
             if self.scan.torn is not None:
+                # The one removal of bytes a writer makes: a tail it has just proved torn.
                 os.ftruncate(fd, self.scan.valid_end)
-                os.fsync(fd)
+                _fsync(fd)
+                torn = self.scan.torn
+                log.warning(
+                    "%s: cut a torn tail of %d bytes at byte %d (%s)",
+                    self.path,
+                    torn.length,
+                    torn.offset,
+                    torn.reason,
+                )
+            self.size = self.synced_size = self.scan.valid_end
+            journal_id = self.scan.journal_id
+            if journal_id is None:
+                # A journal of a runtime that wrote no identity: given one now, durably,
+                # before anything else, so that its keys never change again.
+                journal_id = new_journal_id()
+                self.append(JournalIdRecord(journal_id))
+                log.warning("%s: journal given its identity %s", self.path, journal_id)
+            self.journal_id = journal_id
+            if shadow is not None:
+                self._shadow_fd = os.open(shadow, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                self._record_synced()
         except BaseException:
             self.close()
             raise
-        self.size = self.scan.valid_end
-        self.synced_size = self.size
-        if shadow is not None:
-            self._shadow_fd = os.open(shadow, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            self._record_synced()
 
     def read(self, data: bytes) -> JournalScan:
         """Prove the file's records (``scan_bytes``): the one place a writer reads them."""
@@ -280,13 +417,21 @@ class JournalWriter:
         its first decisions. A life that dies before appending leaves no trace,
         and it ran nothing: every tool call follows an append.
         """
-        self._deferred.extend(records)
+        with self._lock:
+            self._deferred.extend(records)
 
     def append_many(self, records: Iterable[Record], *, sync: bool = True) -> int:
         """Append records in one write and (by default) one fsync.
 
         Returns the offset of the first of ``records`` (after any deferred ones).
+        A record too large for a frame is refused before anything is written
+        (``JournalWriteError``; the writer stays usable). Any other failure
+        poisons the writer (see the module docstring).
         """
+        with self._lock:
+            return self._append(tuple(records), sync=sync)
+
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
         fd = self._require_open()
         deferred = [(r, encode_frame(r)) for r in self._deferred]
         encoded = [*deferred, *[(r, encode_frame(r)) for r in records]]
@@ -298,43 +443,100 @@ class JournalWriter:
                 raise JournalWriteError(
                     f"{self.path}: append at byte {offset} refused: a {record.kind} record of "
                     f"{len(frame) - HEADER_SIZE} bytes exceeds the journal's limit of "
-                    f"{MAX_PAYLOAD} bytes; it is not journaled and earlier records are intact"
+                    f"{MAX_PAYLOAD} bytes; nothing was written"
                 )
         frames = b"".join(frame for _, frame in encoded)
+        synced = sync and self._fsync
+        seconds = 0.0
         try:
             failpoint("journal.append")
             written = os.write(fd, frames)
             if written != len(frames):
                 raise OSError(errno.ENOSPC, f"short write ({written} of {len(frames)} bytes)")
-            if sync and self._fsync:
+            if synced:
                 failpoint("journal.before_fsync")  # written, not yet durable
-                os.fsync(fd)
-        except OSError as exc:
-            self._undo_partial(offset)
-            raise JournalWriteError(
-                f"{self.path}: append at byte {offset} failed ({exc.strerror or exc}); "
-                f"the record is not journaled and earlier records are intact"
-            ) from exc
+                started = time.perf_counter()
+                _fsync(fd)
+                seconds = time.perf_counter() - started
+        except BaseException as exc:
+            # Whatever was interrupted (a full disk, an I/O error, a signal's
+            # exception between two system calls), nobody knows what the file
+            # now holds past ``offset``: the writer takes no more appends.
+            message = self._poison(offset, exc)
+            if isinstance(exc, OSError):
+                raise JournalWriteError(message) from exc
+            raise
         self._deferred.clear()
         self.size = offset + len(frames)
-        if sync and self._fsync:
+        if synced:
             self.synced_size = self.size
             self._record_synced()
+        if self._listener is not None:
+            self._tell(Appended(tuple(r for r, _ in encoded), offset, self.size, synced))
+            if synced:
+                self._tell(Synced(self.size, seconds))
         return offset + sum(len(frame) for _, frame in deferred)
 
+    def _poison(self, offset: int, exc: BaseException) -> str:
+        """Take no more appends, let go of the file, and say what is durable."""
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else type(exc).__name__
+        unsynced = (
+            f", bytes {self.synced_size} to {offset} are written but not known durable"
+            if offset > self.synced_size
+            else ""
+        )
+        self._poisoned = (
+            f"{self.path}: append at byte {offset} failed ({reason}); the journal takes no "
+            f"more appends in this process. Durable: every record up to byte "
+            f"{self.synced_size}{unsynced}; whatever this append wrote after byte {offset} "
+            "is cut as a torn tail when the journal is opened again. Open it again to go on"
+        )
+        log.error("%s", self._poisoned)
+        self._release()
+        return self._poisoned
+
+    def _tell(self, event: JournalEvent) -> None:
+        try:
+            assert self._listener is not None
+            self._listener(event)
+        except Exception as exc:  # a metrics hook must never fail the journal
+            log.warning("%s: journal listener raised %r", self.path, exc)
+
+    def check_writable(self) -> None:
+        """Raise what an append would: ``JournalWriteError`` once poisoned, ``JournalError``
+        once closed."""
+        self._require_open()
+
+    @property
+    def poisoned(self) -> bool:
+        """Whether an append failed, so that this writer takes no more."""
+        return self._poisoned is not None
+
     def sync(self) -> None:
-        os.fsync(self._require_open())
-        self.synced_size = self.size
-        self._record_synced()
+        with self._lock:
+            fd = self._require_open()
+            started = time.perf_counter()
+            try:
+                _fsync(fd)
+            except OSError as exc:
+                raise JournalWriteError(self._poison(self.size, exc)) from exc
+            self.synced_size = self.size
+            self._record_synced()
+            if self._listener is not None:
+                self._tell(Synced(self.size, time.perf_counter() - started))
 
     def _record_synced(self) -> None:
         if self._shadow_fd is not None:
             os.pwrite(self._shadow_fd, self.synced_size.to_bytes(8, "big"), 0)
 
     def close(self) -> None:
-        if self._deferred and self._fd is not None:
-            with contextlib.suppress(JournalError):  # closing must not raise
-                self.append_many(())
+        with self._lock:
+            if self._deferred and self._fd is not None:
+                with contextlib.suppress(JournalError):  # closing must not raise
+                    self._append((), sync=True)
+            self._release()
+
+    def _release(self) -> None:
         if self._shadow_fd is not None:
             os.close(self._shadow_fd)
             self._shadow_fd = None
@@ -343,23 +545,16 @@ class JournalWriter:
             self._fd = None
 
     def _require_open(self) -> int:
+        if self._poisoned is not None:
+            raise JournalWriteError(self._poisoned)
         if self._fd is None:
-            raise JournalError(f"{self.path}: journal is closed (an earlier append failed?)")
+            raise JournalError(f"{self.path}: journal is closed")
         return self._fd
-
-    def _undo_partial(self, offset: int) -> None:
-        # A partial frame must not stay in the middle of the file; if even
-        # the truncate fails the writer closes, and the next opener drops the
-        # partial frame as a torn tail.
-        try:
-            os.ftruncate(self._require_open(), offset)
-        except OSError:
-            self.close()
 
     def _write_header(self, fd: int) -> None:
         try:
-            os.write(fd, FILE_HEADER)
-            os.fsync(fd)
+            os.write(fd, FILE_HEADER + encode_frame(JournalIdRecord(new_journal_id())))
+            _fsync(fd)
         except OSError as exc:
             raise JournalWriteError(
                 f"{self.path}: writing the journal header failed ({exc.strerror}); "
@@ -373,18 +568,30 @@ class JournalWriter:
         self.close()
 
 
+def _fsync(fd: int) -> None:
+    """Make a file's written bytes durable: ``F_FULLFSYNC`` on macOS, ``fsync`` elsewhere."""
+    if sys.platform == "darwin" and fcntl is not None:
+        try:
+            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+            return
+        except OSError:
+            pass  # a file system without it (a network share): fsync is all there is
+    os.fsync(fd)
+
+
 def _create(path: Path) -> None:
-    """Create ``path`` as an empty journal: header durable first, then linked into place.
+    """Create ``path`` as an empty journal: header and identity durable first, then linked
+    into place, mode 0600 (arguments and results are in plain text).
 
     ``link`` fails if the name is taken, so two writers racing to create it
     never replace each other's file; the loser opens the winner's.
     """
     temporary = path.with_name(f"{path.name}.creating.{os.getpid()}")
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, FILE_HEADER)
-            os.fsync(fd)
+            os.write(fd, FILE_HEADER + encode_frame(JournalIdRecord(new_journal_id())))
+            _fsync(fd)
         finally:
             os.close(fd)
         try:

@@ -24,11 +24,13 @@ __all__ = [
     "HintRecord",
     "IncarnationRecord",
     "IntentRecord",
+    "JournalIdRecord",
     "Record",
     "RecoveredRecord",
     "Resolution",
     "ResolvedRecord",
     "TailDroppedRecord",
+    "UnknownRecordKind",
     "digest",
     "record_from_json",
     "record_to_json",
@@ -41,6 +43,19 @@ def digest(value: JSON) -> str:
     """A short, stable digest of a JSON value (canonical form, sha256)."""
     canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class JournalIdRecord:
+    """The journal's identity: random, written once, before any other record.
+
+    A journal made before identities existed is given one at its first open
+    by a runtime that knows them (appended, durably, before anything else is
+    written). Idempotency keys derive from it, so two journals never hand an
+    API the same key for ops that share an id."""
+
+    journal_id: str
+    kind = "journal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +174,8 @@ class TailDroppedRecord:
 
 
 Record: TypeAlias = (
-    IncarnationRecord
+    JournalIdRecord
+    | IncarnationRecord
     | IntentRecord
     | FinishRecord
     | DecisionRecord
@@ -230,6 +246,7 @@ def _args(data: Mapping[str, JSON]) -> Mapping[str, JSON]:
 
 
 _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
+    "journal": lambda d: JournalIdRecord(_str(d, "journal_id")),
     "incarnation": lambda d: IncarnationRecord(_int(d, "incarnation"), _int(d, "pid")),
     "intent": lambda d: IntentRecord(
         _str(d, "op_id"),
@@ -279,14 +296,25 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
 }
 
 
+class UnknownRecordKind(ValueError):
+    """A payload whose ``kind`` is a string this version does not know (a newer one's)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        super().__init__(f"record kind {kind!r}")
+
+
 def record_from_json(data: JSON) -> Record:
-    """Map a decoded payload back to its record; ``ValueError`` if it is not one."""
+    """Map a decoded payload back to its record; ``ValueError`` if it is not one
+    (``UnknownRecordKind`` for a kind this version does not know)."""
     if not isinstance(data, dict):
         raise ValueError("record payload must be a JSON object")
     kind = data.get("kind")
-    decoder = _DECODERS.get(kind) if isinstance(kind, str) else None
-    if decoder is None:
+    if not isinstance(kind, str):
         raise ValueError(f"unknown record kind {kind!r}")
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise UnknownRecordKind(kind)
     try:
         return decoder(data)
     except KeyError as exc:

@@ -17,25 +17,36 @@ Contract:
   the earliest unclaimed journaled op of the same tool and arguments.
 - Arguments and results are JSON: arguments that are not are refused before
   anything is journaled; a result that is not is journaled as its type and
-  ``repr``. A tool that raises anything but ``ToolError`` leaves its op's
-  outcome unknown (journaled so, never silently RUNNING) and the exception
-  goes on to the caller.
+  ``repr``. A tool that raises anything but ``ToolError`` (a cancellation and
+  ``KeyboardInterrupt`` included) leaves its op's outcome unknown, journaled
+  so, and the exception goes on to the caller. The op is then handed on by its
+  class in the same life: a retry-safe op runs again at its next call, any
+  other gets a VERIFY hint.
+- Threads may share one runtime. Their steps and appends take turns under one
+  lock, their tools run at once; two calls of one op id never both run it (the
+  second waits for the first and is answered from the journal). ``recover``
+  runs before calls: it refuses to start while a call is in flight, and calls
+  wait while it runs.
+- Without a table every tool is UNKNOWN (the conservative class): a runtime
+  never gives a tool a class nobody declared for it.
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from harness.runtime import log
 from harness.runtime.classes import ToolTable
 from harness.runtime.errors import FailpointTriggered, JournalError
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.failpoints import arm_from_environ, failpoint
 from harness.runtime.identity import ContentKey, Identity, match_by_content
-from harness.runtime.journal import JournalWriter
+from harness.runtime.journal import JournalListener, JournalWriter
 from harness.runtime.matrix import Decision, OpState, RecoveryDecision, verify_hint
 from harness.runtime.records import (
     DecisionRecord,
@@ -111,6 +122,10 @@ class Runtime:
             journal, self.incarnation, on_record=self._note, max_attempts=max_attempts
         )
         self._awaiting_verify: dict[str, VerifyHint] = {}
+        # Threads: every step and append is made under _lock; an op's calls take turns
+        # at its gate (a lock and how many calls hold or wait for it).
+        self._lock = _thread.RLock()
+        self._gates: dict[str, _Gate] = {}
         incarnation = IncarnationRecord(self.incarnation, os.getpid())
         torn = journal.scan.torn
         if torn is None:
@@ -132,8 +147,14 @@ class Runtime:
         arm_failpoints: bool = False,
         max_attempts: int = 3,
         identity: Identity | str = Identity.ID,
+        listener: JournalListener | None = None,
     ) -> Runtime:
         """Lock and read the journal, start an incarnation.
+
+        ``table`` classes the tools; without one every tool is UNKNOWN (calls run,
+        and any left RUNNING by a crash goes to VERIFY). ``listener`` is called
+        with each journal write and fsync (``harness.runtime.journal.Appended``,
+        ``Synced``), for metrics.
 
         ``arm_failpoints`` arms the failpoints that ``HARNESS_FAILPOINTS`` names
         (the harness's agent asks for it); a production process leaves it off,
@@ -146,11 +167,11 @@ class Runtime:
         identity = _identity(identity)
         if arm_failpoints:
             arm_from_environ()
-        journal = cls.journal_class(path)
+        journal = cls.journal_class(path, listener=listener)
         try:
             return cls(
                 journal,
-                table or ToolTable.default(),
+                table if table is not None else ToolTable({}, source="<no table>"),
                 max_attempts=max_attempts,
                 identity=identity,
             )
@@ -167,8 +188,18 @@ class Runtime:
     def recover(
         self, execute: ToolFunction, *, not_started: Mapping[str, str] | None = None
     ) -> RecoveryReport:
-        """Journal every decision, then retry what is safe and hand over VERIFY hints."""
-        return self._drive(self.recover_steps(not_started=not_started), execute)
+        """Journal every decision, then retry what is safe and hand over VERIFY hints.
+
+        ``RuntimeError`` while a call is in flight: recovery decides from a journal
+        no call is writing. Calls made while it runs wait for it.
+        """
+        with self._lock:
+            if self._gates:
+                raise RuntimeError(
+                    f"recover() while {len(self._gates)} call(s) are in flight; "
+                    "recover before the calls start"
+                )
+            return self._drive(self.recover_steps(not_started=not_started), execute)
 
     def recover_steps(
         self, *, not_started: Mapping[str, str] | None = None
@@ -191,6 +222,9 @@ class Runtime:
             return RecoveryReport(self.incarnation, tuple(decisions), (), ())
         if batch:
             yield Append(tuple(batch))
+        for d in decisions:
+            if d.decision is not Decision.SKIP:
+                log.info("%s (%s) left %s: %s", d.op_id, d.tool, d.state.value, d.decision.value)
         retried: list[CallOutcome] = []
         for decision in decisions:
             if decision.decision is Decision.SKIP:
@@ -220,18 +254,21 @@ class Runtime:
             op.snapshot,
             attempt=op.attempt + 1,
             redo_of=op.redo_of,
+            key_op=self._key_op(op.redo_of),
             fresh=op.fresh,
         )
         return _outcome(finish, executed=True)
 
     def deliver_hints(self) -> tuple[VerifyHint, ...]:
         """Journal each pending hint as delivered and return them for the model."""
-        return self._drive(self.hint_steps(), no_tool)
+        with self._lock:
+            return self._drive(self.hint_steps(), no_tool)
 
     def hint_steps(self) -> Steps[tuple[VerifyHint, ...]]:
         hints = tuple(self._awaiting_verify.values())
         for hint in hints:
             yield Append((HintRecord(hint.op_id, self.incarnation, hint.text),))
+            log.info("%s (%s): VERIFY hint handed to the model", hint.op_id, hint.tool)
             failpoint("recovery.after_hint", hint.op_id)
         return hints
 
@@ -255,7 +292,8 @@ class Runtime:
         anything but REDONE (or missing for it). A call answered by content
         may be resolved under its own id: the op that answered it is.
         """
-        self._drive(self.resolve_steps(op_id, resolution, redo_op=redo_op, note=note), no_tool)
+        with self._lock:
+            self._drive(self.resolve_steps(op_id, resolution, redo_op=redo_op, note=note), no_tool)
 
     def resolve_steps(
         self,
@@ -272,6 +310,8 @@ class Runtime:
             raise ValueError(
                 f"resolve({op_id!r}): only an op left RUNNING can be resolved; it is {state}"
             )
+        if op_id in self._gates:
+            raise ValueError(f"resolve({op_id!r}): a call of this op is in flight")
         resolution = Resolution(resolution)
         if (resolution is Resolution.REDONE) != (redo_op is not None):
             raise ValueError(
@@ -305,11 +345,34 @@ class Runtime:
         read-only check that must see the world now) never are. A tool that
         raises anything but ``ToolError`` leaves the op's outcome unknown:
         journaled so, the exception raised on, and the op handed to the model
-        as a VERIFY hint.
+        as a VERIFY hint (or, for a retry-safe op, run again at its next call).
+        A call of an op another thread is calling waits for it, then is answered
+        as above.
         """
-        return self._drive(
-            self.call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh), execute
-        )
+        gate = self._enter(op_id)
+        try:
+            return self._drive(
+                self.call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh), execute
+            )
+        finally:
+            self._leave(op_id, gate)
+
+    def _enter(self, op_id: str) -> _Gate:
+        """Wait for this op's turn: no other call of it is under way when this returns."""
+        with self._lock:
+            gate = self._gates.get(op_id)
+            if gate is None:
+                gate = self._gates[op_id] = _Gate()
+            gate.users += 1
+        gate.lock.acquire()
+        return gate
+
+    def _leave(self, op_id: str, gate: _Gate) -> None:
+        gate.lock.release()
+        with self._lock:
+            gate.users -= 1
+            if gate.users == 0:
+                del self._gates[op_id]
 
     def call_steps(
         self,
@@ -321,8 +384,12 @@ class Runtime:
         fresh: bool = False,
     ) -> Steps[CallOutcome]:
         """``call`` as steps (``harness.runtime.steps``), for either API to carry out."""
-        if op_id in self.ops:
+        self.journal.check_writable()  # after a failed append, no call is answered at all
+        op = self.ops.get(op_id)
+        if op is not None:
             self._claimed.add(op_id)
+            if self._runs_again(op):
+                return (yield from self._guarded(op_id, tool, args, self.retry_steps(op)))
             return self.outcome_of(op_id)
         known = self._aliases.get(op_id) or self._match(tool, args, redo_of, fresh=fresh)
         if known is not None:
@@ -331,25 +398,45 @@ class Runtime:
             return self.outcome_of(op_id)
         self._claimed.add(op_id)
         snapshot = self.table.classify(tool)
-        try:
-            finish = yield from self.executor.steps(
-                op_id,
-                tool,
-                args,
-                snapshot,
-                redo_of=redo_of,
-                key_op=self._key_op(redo_of),
-                fresh=fresh,
-            )
-        except (FailpointTriggered, JournalError):
-            raise  # a crash, or the journal itself failing: nothing more is written
-        except Exception:  # the tool's own exception (journaled as an unknown outcome)
-            yield from self._verify_now(op_id, tool, args)
-            raise
+        steps = self.executor.steps(
+            op_id,
+            tool,
+            args,
+            snapshot,
+            redo_of=redo_of,
+            key_op=self._key_op(redo_of),
+            fresh=fresh,
+        )
+        finish = yield from self._guarded(op_id, tool, args, steps)
         if finish.unknown:  # a lost reply of a call that must not run twice: VERIFY it now
             hint = yield from self._verify_now(op_id, tool, args)
             return CallOutcome(op_id, "info", error=finish.error, hint=hint, executed=True)
         return _outcome(finish, executed=True)
+
+    def _guarded(self, op_id: str, tool: str, args: Mapping[str, Any], steps: Steps[T]) -> Steps[T]:
+        """Run a call's steps; when the tool raised (journaled as an unknown outcome), hand
+        the op on by its class before the exception goes on."""
+        try:
+            return (yield from steps)
+        except (FailpointTriggered, JournalError, GeneratorExit):
+            raise  # a crash, the journal failing, the run dropped: nothing more is written
+        except BaseException:  # the tool's own exception, or a cancellation, journaled
+            op = self.ops.get(op_id)
+            if op is not None and not op.snapshot.retry_safe:
+                yield from self._verify_now(op_id, tool, args)
+            raise
+
+    def _runs_again(self, op: OpHistory) -> bool:
+        """Whether a call of an op the journal knows runs it again: an op of a retry-safe
+        class whose outcome is unknown (its tool raised, or the call was cancelled), that no
+        resolution closed. Recovery retries such ops at a start; this is the same rule in
+        the life that saw the call end without an outcome."""
+        return (
+            op.state is OpState.RUNNING
+            and op.snapshot.retry_safe
+            and not op.resolved
+            and op.op_id not in self._awaiting_verify
+        )
 
     def _verify_now(self, op_id: str, tool: str, args: Mapping[str, Any]) -> Steps[str | None]:
         """Hand an op of unknown outcome to the model in this life, as recovery would."""
@@ -433,8 +520,9 @@ class Runtime:
     # -- journal ---------------------------------------------------------------------------
 
     def _drive(self, steps: Steps[T], execute: ToolFunction) -> T:
-        """Carry out a run of steps in this thread (the synchronous API)."""
-        return run_steps(steps, self.journal, self._note, execute)
+        """Carry out a run of steps in this thread (the synchronous API), taking turns with
+        other threads at every step."""
+        return run_steps(steps, self.journal, self._note, execute, lock=self._lock)
 
     def _write_many(self, records: list[Record]) -> None:
         if records:
@@ -452,6 +540,16 @@ class Runtime:
         key = _skip_key(record)
         if key is not None:
             self._skipped.add(key)
+
+
+class _Gate:
+    """One op's turn: held by the call under way, waited for by the others."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = _thread.allocate_lock()
+        self.users = 0
 
 
 def _skip_key(record: Record) -> tuple[str, OpState] | None:

@@ -9,8 +9,10 @@ as generators that yield steps and get back what the step came to:
                          tool's exception is thrown back in at the same place
 
 A driver carries the steps out. ``run_steps`` does it in the caller's thread:
-the synchronous ``Runtime``. ``harness.runtime.aio`` does it on an asyncio
-event loop, with the journal's writes made by one thread of their own, so that
+the synchronous ``Runtime``, which hands it a lock so that threads sharing one
+runtime never interleave their steps (the tools run outside it).
+``harness.runtime.aio`` does it on an asyncio event loop, with the journal's
+writes made off the loop, so that
 calls issued together share writes and fsyncs (``AsyncRuntime``). Nothing else
 differs between the two APIs, so the same journal gets the same decisions from
 both, and a broken runtime that changes a step changes both.
@@ -24,6 +26,7 @@ runtimes use it to forget an ``await``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
@@ -57,8 +60,8 @@ class CallContext:
     every attempt of an op, in every life, and for a redo of an op after a
     VERIFY the key of the op it redoes, so that a provider that did see the
     first request answers the redo from it instead of charging twice. It is
-    derived from the op id: two journals that reuse op ids against the same
-    API should prefix it with something of their own (a run id).
+    derived from the journal's random identity and the op id, so two journals
+    (two tasks) that both have an op ``step-7`` hand an API different keys.
     """
 
     op_id: str
@@ -67,19 +70,22 @@ class CallContext:
     incarnation: int
     key_op: str | None = None
     """The op whose key this call carries (the first op of a chain of redoes); default op_id."""
+    journal_id: str = ""
+    """The identity of the journal the call is written in ("" for a call made without one)."""
 
     @property
     def idempotency_key(self) -> str:
-        return idempotency_key(self.key_op or self.op_id)
+        return idempotency_key(self.journal_id, self.key_op or self.op_id)
 
     def mid_effect(self) -> None:
         """A multi-step tool calls this between its steps: a crash point inside the effect."""
         failpoint("op.mid_effect", self.op_id)
 
 
-def idempotency_key(op_id: str) -> str:
-    """A stable key for an op id: 32 hex digits, the same in every process and life."""
-    return hashlib.sha256(f"harness-op:{op_id}".encode()).hexdigest()[:32]
+def idempotency_key(journal_id: str, op_id: str) -> str:
+    """A stable key for an op of a journal: 32 hex digits, the same in every process and
+    life, different for the same op id in another journal."""
+    return hashlib.sha256(f"harness-op:{journal_id}:{op_id}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +117,7 @@ def no_tool(tool: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
     raise AssertionError(f"{tool}: these steps run no tool")
 
 
-def advance(steps: Steps[T], reply: Any, error: Exception | None) -> Step | T:
+def advance(steps: Steps[T], reply: Any, error: BaseException | None) -> Step | T:
     """The next step, after the last came to ``reply`` (or raised ``error``); at the end,
     the run's value. A driver tells the two apart by type: a step is ``Append`` or
     ``Invoke``, and no run returns either."""
@@ -127,26 +133,35 @@ def run_steps(
     journal: JournalWriter,
     note: Callable[[Record], None],
     execute: Callable[[str, Mapping[str, Any], CallContext], Any],
+    *,
+    lock: contextlib.AbstractContextManager[Any] | None = None,
 ) -> T:
     """Carry out ``steps`` in this thread: each append durable (when asked) before the
     next step, each record then handed to ``note``; the tool called directly.
 
-    A journal error leaves the run where it is and goes on to the caller: nothing
-    more is written, as after a crash.
+    ``lock`` (when given) is held while a step is made and while its records are
+    appended and noted, and let go while the tool runs: threads that share the
+    runtime's state take turns at it. Whatever the tool raises, a cancellation or
+    ``KeyboardInterrupt`` included, is thrown back into the steps, which journal
+    what it means and raise it on. A journal error leaves the run where it is and
+    goes on to the caller: nothing more is written, as after a crash.
     """
+    guard = lock if lock is not None else contextlib.nullcontext()
     reply: Any = None
-    error: Exception | None = None
+    error: BaseException | None = None
     while True:
-        step = advance(steps, reply, error)
-        reply, error = None, None
-        if isinstance(step, Append):
-            journal.append_many(step.records, sync=step.sync)
-            for record in step.records:
-                note(record)
-        elif isinstance(step, Invoke):
+        with guard:
+            step = advance(steps, reply, error)
+            reply, error = None, None
+            if isinstance(step, Append):
+                journal.append_many(step.records, sync=step.sync)
+                for record in step.records:
+                    note(record)
+                continue
+        if isinstance(step, Invoke):
             try:
                 reply = execute(step.tool, step.args, step.ctx)
-            except Exception as exc:  # the protocol decides what a tool's exception means
+            except BaseException as exc:  # the protocol decides what it means
                 error = exc
         else:
             return step

@@ -103,7 +103,7 @@ def test_a_kill_with_the_batch_in_flight(
     )
     for name in ("sync", "async"):
         (tmp_path / name).write_bytes(journal.read_bytes()[:cut])
-    table = ToolTable.default()
+    table = ToolTable.shipped()
     with Runtime.open(tmp_path / "sync", table=table) as runtime:
         by_sync = runtime.recover(FakeTool())
 

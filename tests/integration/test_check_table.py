@@ -75,7 +75,7 @@ def check_table(tmp_path: Path, observer: Path) -> CheckTable:
 
 def table_file(path: Path, moves: dict[str, ToolClass]) -> Path:
     """The shipped table with some tools moved to another class, as a table file."""
-    entries = {**ToolTable.default().entries, **moves}
+    entries = {**ToolTable.shipped().entries, **moves}
     sections: dict[bool, dict[str, list[str]]] = {False: {}, True: {}}
     for tool, cls in sorted(entries.items()):
         sections[cls.ask_user].setdefault(cls.idempotency.value, []).append(tool)

@@ -57,7 +57,7 @@ import sys
 from harness.runtime import IdempotencyClass, Runtime, ToolTable
 
 journal, ledger, life = sys.argv[1], sys.argv[2], int(sys.argv[3])
-table = ToolTable.default().with_overrides(
+table = ToolTable.shipped().with_overrides(
     {"send_email": IdempotencyClass.NON_IDEMPOTENT, "write_note": IdempotencyClass.IDEMPOTENT_WRITE}
 )
 STEPS = [

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from harness.check.journal import JournalReading, read_journal_bytes
 from harness.runtime.classes import ToolClass
-from harness.runtime.errors import JournalCorruptError
+from harness.runtime.errors import JournalCorruptError, JournalVersionError
 from harness.runtime.journal import FILE_HEADER, JournalScan, encode_frame, scan_bytes
 from harness.runtime.records import (
     Record,
@@ -275,19 +275,20 @@ def assert_same_record(data: bytes, offset: int, end: int, payload: Any, record:
 
 def read_both(data: bytes) -> Verdict:
     """Read ``data`` with both readers, assert that they agree, and return their verdict."""
-    runtime: JournalScan | JournalCorruptError
+    runtime: JournalScan | JournalCorruptError | JournalVersionError
     try:
         runtime = scan_bytes(data)
-    except JournalCorruptError as err:
-        runtime = err
+    except (JournalCorruptError, JournalVersionError) as err:
+        runtime = err  # a newer format is refused as damage is: the checker calls both corrupt
     checker = read_journal_bytes(data)  # documented never to raise: any exception fails
-    if isinstance(runtime, JournalCorruptError):
+    if isinstance(runtime, JournalCorruptError | JournalVersionError):
         assert checker.corrupt is not None, (
-            f"the runtime refuses at byte {runtime.offset} ({runtime.problem}); "
+            f"the runtime refuses at byte {runtime.offset} ({runtime}); "
             f"the checker accepts: {checker!r}"
         )
         assert checker.corrupt_offset == runtime.offset, (checker.corrupt, str(runtime))
-        assert f"record #{runtime.record_number}" in checker.corrupt, checker.corrupt
+        if isinstance(runtime, JournalCorruptError):
+            assert f"record #{runtime.record_number}" in checker.corrupt, checker.corrupt
         assert checker.torn is None
         # Up to the damage, both read the same records: the runtime reads that prefix clean.
         prefix = scan_bytes(data[: runtime.offset])
@@ -310,9 +311,11 @@ def read_both(data: bytes) -> Verdict:
 
 
 def assert_same_records(data: bytes, checker: JournalReading, runtime: JournalScan) -> None:
-    spans = [(entry.offset, entry.end) for entry in checker.entries]
+    # The runtime keeps the journal's identity apart from its records; the checker lists it.
+    entries = [entry for entry in checker.entries if entry.kind != "journal"]
+    spans = [(entry.offset, entry.end) for entry in entries]
     assert spans == [(scanned.offset, scanned.end) for scanned in runtime.records]
-    for entry, scanned in zip(checker.entries, runtime.records, strict=True):
+    for entry, scanned in zip(entries, runtime.records, strict=True):
         assert entry.kind == scanned.record.kind
         assert_same_record(data, entry.offset, entry.end, entry.payload, scanned.record)
 

@@ -44,6 +44,7 @@ from harness.runtime import (
     Decision,
     IdempotencyClass,
     JournalCorruptError,
+    JournalVersionError,
     JournalWriter,
     OpState,
     ToolClass,
@@ -55,6 +56,7 @@ from harness.runtime.records import (
     HintRecord,
     IncarnationRecord,
     IntentRecord,
+    JournalIdRecord,
     Record,
     RecoveredRecord,
     Resolution,
@@ -363,11 +365,18 @@ def reference_scan(data: bytes) -> Reference:
     return Reference(tuple(proven), pos, "clean")
 
 
-def scan_by_contract(data: bytes) -> JournalScan | JournalCorruptError:
+def scan_by_contract(data: bytes) -> JournalScan | JournalCorruptError | JournalVersionError:
     """Scan ``data`` and check the outcome against the contract; any other exception escapes."""
     reference = reference_scan(data)
     try:
         scan = scan_bytes(data, source=SOURCE)
+    except JournalVersionError as err:
+        # A header of a newer format, or a checksummed record of a kind this version does
+        # not know: refused where the reference stops, as it refuses damage there.
+        assert (reference.verdict, reference.stop) == ("corrupt", err.offset)
+        assert err.path == SOURCE and f"byte {err.offset}" in str(err)
+        event("refused: a newer format")
+        return err
     except JournalCorruptError as err:
         assert err.path == SOURCE
         assert 0 <= err.offset < len(data)
@@ -437,7 +446,7 @@ class TestMutatedJournals:
             for span, record in zip(case.journal.spans, case.journal.records, strict=True)
             if span[1] <= intact
         ]
-        if isinstance(outcome, JournalCorruptError):
+        if isinstance(outcome, JournalCorruptError | JournalVersionError):
             assert outcome.offset >= (kept[-1][0][1] if kept else 0)
             return
         # A frame whose bytes are one of the original frames, wherever it now
@@ -519,30 +528,36 @@ class TestWriterOnDamagedJournals:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "agent.journal"
             path.write_bytes(case.data)
-            if isinstance(expected, JournalCorruptError):
+            if isinstance(expected, JournalCorruptError | JournalVersionError):
                 try:
                     JournalWriter(path, fsync=False)
-                except JournalCorruptError as err:
-                    assert err.path == str(path)
-                    assert (err.offset, err.record_number) == (
-                        expected.offset,
-                        expected.record_number,
-                    )
+                except (JournalCorruptError, JournalVersionError) as err:
+                    assert type(err) is type(expected)
+                    assert (err.path, err.offset) == (str(path), expected.offset)
+                    if isinstance(err, JournalCorruptError):
+                        assert isinstance(expected, JournalCorruptError)
+                        assert err.record_number == expected.record_number
                 else:
                     raise AssertionError("the writer opened a corrupt journal")
                 assert path.read_bytes() == case.data
                 return
-            # An empty file is a new journal: the writer gives it its header.
+            # An empty file is a new journal: the writer gives it its header. A journal
+            # without an identity is given one, after its records.
             valid_end = expected.valid_end if case.data else START
             with JournalWriter(path, fsync=False) as writer:
                 assert writer.scan.records == expected.records
                 assert writer.scan.torn == expected.torn
-                assert writer.size == valid_end
-                assert path.read_bytes() == (case.data or FILE_HEADER)[:valid_end]
+                identity = (
+                    b""
+                    if expected.journal_id is not None
+                    else encode_frame(JournalIdRecord(writer.journal_id))
+                )
+                assert writer.size == valid_end + len(identity)
+                assert path.read_bytes() == (case.data or FILE_HEADER)[:valid_end] + identity
                 offset = writer.append(NEW_RECORD)
-                assert offset == valid_end
+                assert offset == valid_end + len(identity)
             rescan = scan_bytes(path.read_bytes(), source=str(path))
             assert rescan.torn is None
             assert rescan.records[:-1] == expected.records
             assert rescan.records[-1].record == NEW_RECORD
-            assert rescan.records[-1].offset == valid_end
+            assert rescan.records[-1].offset == valid_end + len(identity)

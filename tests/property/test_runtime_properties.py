@@ -42,7 +42,7 @@ from harness.runtime.records import (
 )
 from tests.conftest import IW, NI, RO, UNK, FakeTool, open_runtime
 
-DEFAULT = ToolTable.default()
+DEFAULT = ToolTable.shipped()
 UNLISTED = "unlisted_tool"
 TOOLS = [*sorted(DEFAULT.entries), UNLISTED]
 

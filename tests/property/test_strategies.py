@@ -48,7 +48,7 @@ from harness.strategies import (
 from harness.world import CATALOG, WorldStore, make_tool_function
 
 ROOT = Path(__file__).parent.parent.parent
-TABLE = ToolTable.default()
+TABLE = ToolTable.shipped()
 # Pure and fast: a modest number of examples in `make test`, many more in an audit.
 EXAMPLES = 2000 if os.environ.get("HYPOTHESIS_PROFILE") == AUDIT_PROFILE else 100
 FAST = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -33,7 +33,7 @@ from harness.runtime.records import (
 )
 from tests.conftest import journal_records
 
-TABLE = ToolTable.default()
+TABLE = ToolTable.shipped()
 PAY = {"element": "pay", "form": "bill-1"}
 
 
@@ -230,7 +230,10 @@ class TestUnknownOutcomes:
         if found == "absent":
             (redo,) = screen.runs
             assert redo.op_id == "s003.redo"
-            assert redo.idempotency_key == CallContext("s003", "ui_tap", 1, 1).idempotency_key
+            with JournalWriter(journal_path) as writer:
+                journal_id = writer.journal_id
+            first = CallContext("s003", "ui_tap", 1, 1, journal_id=journal_id)
+            assert redo.idempotency_key == first.idempotency_key
             assert replies[1].content == "tapped pay on bill-1"
         else:
             assert replies[1].content == "recorded: s003 is present; it is not run again"

@@ -198,7 +198,7 @@ CLASSES = st.builds(ToolClass, st.sampled_from(list(IdempotencyClass)), st.boole
 class TestToToml:
     def test_the_default_table_reads_back_equal(self) -> None:
         """The shipped table, written and parsed, is the same table, ask_user family included."""
-        default = ToolTable.default()
+        default = ToolTable.shipped()
         again = ToolTable.parse(default.to_toml(), source="<written>")
         assert dict(again.entries) == dict(default.entries)
 

@@ -200,7 +200,9 @@ class TestGuardedCalls:
         (part,) = script.read[1]
         from harness.runtime.steps import idempotency_key
 
-        assert json.loads(str(part.content))["key"] == idempotency_key("call-7")
+        with JournalWriter(journal_path) as writer:
+            journal_id = writer.journal_id
+        assert json.loads(str(part.content))["key"] == idempotency_key(journal_id, "call-7")
         assert current_call() is None
 
 

@@ -123,12 +123,14 @@ class TestCallsAtOnce:
         finishes = [r.op_id for r in journal_records(journal_path) if isinstance(r, FinishRecord)]
         assert finishes == ["s2", "s1", "s0"]
 
-    def test_two_calls_of_one_op_are_refused(self, journal_path: Path) -> None:
-        """The same op id twice at once: the second is refused, the first runs once."""
+    def test_two_calls_of_one_op_run_it_once(self, journal_path: Path) -> None:
+        """The same op id twice at once: the second waits for the first and is answered from
+        the journal; the tool runs once."""
         tool = FakeTool()
-        with pytest.raises(ValueError, match="already in flight"):
-            _batch(journal_path, [("s1", "put"), ("s1", "put")], tool)
+        first, second = _batch(journal_path, [("s1", "put"), ("s1", "put")], tool)[0]
         assert tool.count("s1") == 1
+        assert (first.status, first.executed) == ("ok", True)
+        assert (second.status, second.executed, second.result) == ("ok", False, first.result)
 
     def test_a_failed_write_fails_every_call_it_carried(self, journal_path: Path) -> None:
         """The intents' write meets a full disk: every call raises, no tool ran, none journaled."""

@@ -24,14 +24,14 @@ class TestDefaultTable:
     @pytest.mark.parametrize(("tool", "cls"), SEED_CASES, ids=[t for t, _ in SEED_CASES])
     def test_seed_tool_has_seed_class(self, tool: str, cls: IdempotencyClass) -> None:
         """Each tool the seed names is listed, in the seed's class, and is not ask_user."""
-        table = ToolTable.default()
+        table = ToolTable.shipped()
         assert tool in table
         assert table.classify(tool) == ToolClass(cls, ask_user=False)
 
     @pytest.mark.parametrize("tool", ASK_USER_FAMILY)
     def test_ask_user_family_is_ask_user(self, tool: str) -> None:
         """The ask_user family is listed with ask_user=True, hence retry-safe."""
-        table = ToolTable.default()
+        table = ToolTable.shipped()
         assert tool in table
         tool_class = table.classify(tool)
         assert tool_class.ask_user is True
@@ -39,7 +39,7 @@ class TestDefaultTable:
 
     def test_default_lists_only_seed_tools_and_ask_user_family(self) -> None:
         """The shipped table holds the seed's 22 tools plus the ask_user family, nothing else."""
-        table = ToolTable.default()
+        table = ToolTable.shipped()
         expected = {t for tools in SEED_TOOLS.values() for t in tools} | set(ASK_USER_FAMILY)
         assert set(table.entries) == expected
         assert len(table) == len(expected)
@@ -47,14 +47,14 @@ class TestDefaultTable:
     @pytest.mark.parametrize("tool", ["teleport", "", "READ_FILE", "read_file "])
     def test_unlisted_tool_is_unknown(self, tool: str) -> None:
         """A tool missing from the table is UNKNOWN, not ask_user, and not retry-safe."""
-        table = ToolTable.default()
+        table = ToolTable.shipped()
         assert tool not in table
         assert table.classify(tool) == ToolClass(UNK, ask_user=False)
         assert table.classify(tool).retry_safe is False
 
     def test_table_is_immutable(self) -> None:
         """A built table's entries cannot be changed."""
-        table = ToolTable.default()
+        table = ToolTable.shipped()
         with pytest.raises(TypeError):
             table.entries["ui_tap"] = ToolClass(RO)  # type: ignore[index]
         assert table.classify("ui_tap") == ToolClass(NI)
@@ -122,7 +122,7 @@ class TestUserTables:
 
     def test_with_overrides_replaces_and_adds(self) -> None:
         """with_overrides replaces and adds entries, accepting a class or a ToolClass."""
-        base = ToolTable.default()
+        base = ToolTable.shipped()
         table = base.with_overrides(
             {"ui_tap": RO, "my_tool": ToolClass(IW), "ask_user": ToolClass(NI, ask_user=False)}
         )
@@ -134,7 +134,7 @@ class TestUserTables:
 
     def test_with_overrides_leaves_original_unchanged(self) -> None:
         """with_overrides builds a new table; the original keeps its entries."""
-        base = ToolTable.default()
+        base = ToolTable.shipped()
         base.with_overrides({"ui_tap": RO})
         assert base.classify("ui_tap") == ToolClass(NI)
 

@@ -316,17 +316,30 @@ class TestCallNeverRepeats:
         assert tool.count("op-1") == 1
         assert (again.status, again.result, again.executed) == ("ok", first.result, False)
 
-    def test_running_op_is_not_run_by_call(self, journal_path: Path) -> None:
-        """An op left RUNNING is not run again by call; its outcome is 'info' (unknown)."""
+    def test_an_unsafe_op_left_running_is_not_run_by_call(self, journal_path: Path) -> None:
+        """An unsafe op whose tool raised is not run again by call: 'info' with its hint."""
+        tool = FakeTool({"op-1": [RuntimeError("crash")]})
+        with open_runtime(journal_path) as rt:
+            with pytest.raises(RuntimeError):
+                rt.call("op-1", "alarm", ARGS, tool)
+            again = rt.call("op-1", "alarm", ARGS, tool)
+            assert again.status == "info" and again.hint is not None
+        with open_runtime(journal_path) as rt:
+            outcome = rt.call("op-1", "alarm", ARGS, tool)
+        assert (outcome.status, outcome.executed) == ("info", False)
+        assert tool.count("op-1") == 1
+
+    def test_a_retry_safe_op_left_running_runs_again_at_its_next_call(
+        self, journal_path: Path
+    ) -> None:
+        """A retry-safe op whose tool raised runs again at its next call, under its id."""
         tool = FakeTool({"op-1": [RuntimeError("crash")]})
         with open_runtime(journal_path) as rt:
             with pytest.raises(RuntimeError):
                 rt.call("op-1", "write_file", ARGS, tool)
-            assert rt.call("op-1", "write_file", ARGS, tool).status == "info"
-        with open_runtime(journal_path) as rt:
-            outcome = rt.call("op-1", "write_file", ARGS, tool)
-        assert (outcome.status, outcome.executed) == ("info", False)
-        assert tool.count("op-1") == 1
+            again = rt.call("op-1", "write_file", ARGS, tool)
+        assert (again.status, again.executed) == ("ok", True)
+        assert tool.count("op-1") == 2
 
     def test_new_op_after_reopen_runs(self, journal_path: Path) -> None:
         """An op id the journal does not know runs normally after a restart."""

@@ -39,6 +39,7 @@ from harness.runtime.records import (
     HintRecord,
     IncarnationRecord,
     IntentRecord,
+    JournalIdRecord,
     Record,
     RecoveredRecord,
     Resolution,
@@ -79,9 +80,15 @@ RECORDS: list[Record] = [
 ]
 
 
+JOURNAL_ID = "0123456789abcdef0123456789abcdef"
+IDENTITY = FILE_HEADER + encode_frame(JournalIdRecord(JOURNAL_ID))
+"""How every journal begins: the header, then its identity."""
+
+
 def _frames(records: list[Record]) -> tuple[bytes, list[int]]:
-    """The journal bytes for ``records`` and the offset where each one starts."""
-    data, starts = FILE_HEADER, []
+    """The journal bytes for ``records`` (after the header and the identity) and the offset
+    where each one starts."""
+    data, starts = IDENTITY, []
     for record in records:
         starts.append(len(data))
         data += encode_frame(record)
@@ -103,8 +110,9 @@ THREE = [RECORDS[0], RECORDS[1], RECORDS[3]]
 
 class TestRoundTrip:
     def test_every_record_kind_is_covered(self) -> None:
-        """The round-trip sample holds every record kind the journal knows."""
-        assert {type(r) for r in RECORDS} == set(get_args(Record))
+        """The round-trip sample holds every record kind of an op's history (the identity
+        record is the journal's own: TestIdentity)."""
+        assert {type(r) for r in RECORDS} == set(get_args(Record)) - {JournalIdRecord}
 
     @pytest.mark.parametrize("record", RECORDS, ids=lambda r: f"{r.kind}")
     def test_json_round_trip(self, record: Record) -> None:
@@ -248,7 +256,8 @@ class TestTornTail:
 class TestCorruption:
     @pytest.mark.parametrize("mask", [0x01, 0x80, 0xFF])
     def test_flipped_byte_in_first_record_is_refused(self, mask: int) -> None:
-        """Any damaged byte of the first of three records is refused at its offset, record #1."""
+        """Any damaged byte of the first of three records is refused at its offset, record #2
+        (records are numbered as they stand in the file: the identity is #1)."""
         data, starts = _frames(THREE)
         first = starts[0]
         for index in range(starts[0], starts[1]):
@@ -257,19 +266,19 @@ class TestCorruption:
             with pytest.raises(JournalCorruptError) as info:
                 scan_bytes(bytes(damaged), source="/j/agent.journal")
             err = info.value
-            assert (err.path, err.offset, err.record_number) == ("/j/agent.journal", first, 1)
+            assert (err.path, err.offset, err.record_number) == ("/j/agent.journal", first, 2)
             assert "/j/agent.journal" in str(err)
             assert f"byte {first}" in str(err)
-            assert "record #1" in str(err)
+            assert "record #2" in str(err)
 
     def test_flipped_byte_in_middle_record_names_its_offset(self) -> None:
-        """Damage to the second record is reported at that record's offset, as record #2."""
+        """Damage to the second record is reported at that record's offset, as record #3."""
         data, starts = _frames(THREE)
         damaged = bytearray(data)
         damaged[starts[1] + 20] ^= 0x01
         with pytest.raises(JournalCorruptError) as info:
             scan_bytes(bytes(damaged), source="j")
-        assert (info.value.offset, info.value.record_number) == (starts[1], 2)
+        assert (info.value.offset, info.value.record_number) == (starts[1], 3)
         assert f"byte {starts[1]}" in str(info.value)
 
     def test_writer_refuses_corrupt_journal_and_leaves_it(self, journal_path: Path) -> None:
@@ -293,7 +302,6 @@ class TestCorruption:
             b"not json",
             b"[1, 2]",
             b'"intent"',
-            b'{"kind": "nope"}',
             b'{"no_kind": 1}',
             b'{"kind": "intent", "op_id": "x"}',
             b'{"kind": "incarnation", "incarnation": "1", "pid": 2}',
@@ -311,7 +319,6 @@ class TestCorruption:
             "not-json",
             "list",
             "string",
-            "unknown-kind",
             "no-kind",
             "missing-fields",
             "string-as-int",
@@ -328,7 +335,7 @@ class TestCorruption:
         bad = _raw_frame(payload)
         head = len(FILE_HEADER)
         data = FILE_HEADER + bad + good[head:] if where == "first" else good + bad
-        offset, number = (head, 1) if where == "first" else (len(good), 3)
+        offset, number = (head, 1) if where == "first" else (len(good), 4)
         with pytest.raises(JournalCorruptError, match="payload is not a record") as info:
             scan_bytes(data, source="j")
         assert (info.value.offset, info.value.record_number) == (offset, number)
@@ -355,22 +362,30 @@ class TestWriteFailure:
         assert _recs(scan) == THREE[:2]
         assert scan.torn is None
 
-    def test_writer_recovers_after_enospc(
+    def test_a_failed_append_poisons_the_writer(
         self, journal_path: Path, armed: Callable[[str], None]
     ) -> None:
-        """After a failed append, the next one lands right after the earlier records."""
+        """After a failed append the writer takes no more, saying what is durable; opening the
+        journal again goes on right after the earlier records."""
         with JournalWriter(journal_path) as writer:
             armed("journal.append@2=enospc")
             writer.append(THREE[0])
-            with pytest.raises(JournalWriteError):
+            durable = writer.synced_size
+            with pytest.raises(JournalWriteError) as info:
                 writer.append(THREE[1])
+            assert f"every record up to byte {durable}" in str(info.value)
+            assert writer.poisoned
+            with pytest.raises(JournalWriteError, match="takes no more appends"):
+                writer.append(THREE[2])
+        with JournalWriter(journal_path) as writer:
             writer.append(THREE[2])
         assert _recs(scan_journal(journal_path)) == [THREE[0], THREE[2]]
 
-    def test_short_write_is_undone(
+    def test_a_short_write_is_left_for_the_next_open_to_cut(
         self, journal_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """A write that lands only half a frame is cut back, so no partial frame stays."""
+        """A write that lands half a frame is never truncated by the failing writer: the next
+        open cuts it as a torn tail and reports it, and appends follow the earlier records."""
         with JournalWriter(journal_path) as writer:
             writer.append(THREE[0])
             size = journal_path.stat().st_size
@@ -383,11 +398,43 @@ class TestWriteFailure:
             with pytest.raises(JournalWriteError, match="short write"):
                 writer.append(THREE[1])
             monkeypatch.setattr(os, "write", real_write)
+            assert journal_path.stat().st_size > size  # the half frame stays until reopened
+        with JournalWriter(journal_path) as writer:
+            assert writer.scan.torn is not None and writer.scan.torn.offset == size
             assert journal_path.stat().st_size == size
             writer.append(THREE[2])
         scan = scan_journal(journal_path)
         assert _recs(scan) == [THREE[0], THREE[2]]
         assert scan.torn is None
+
+    def test_threads_sharing_a_writer_never_lose_a_record(
+        self, journal_path: Path, armed: Callable[[str], None]
+    ) -> None:
+        """Eight threads append at once, one append fails (ENOSPC): every record an append
+        returned for is in the file, and the writer's size is the file's."""
+        import threading
+
+        done: list[Record] = []
+        armed("journal.append@120=enospc")
+        with JournalWriter(journal_path) as writer:
+
+            def append_many(thread: int) -> None:
+                for n in range(40):
+                    record = IncarnationRecord(thread * 1000 + n, thread)
+                    try:
+                        writer.append(record)
+                    except JournalWriteError:
+                        return
+                    done.append(record)
+
+            threads = [threading.Thread(target=append_many, args=(t,)) for t in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert writer.poisoned
+        assert 100 <= len(done) < 320
+        assert set(_recs(scan_journal(journal_path))) == set(done)
 
 
 class TestPayloadLimit:
@@ -511,12 +558,13 @@ class TestFileHeader:
             open_runtime(journal_path)
         assert journal_path.read_bytes() == content
 
-    def test_a_new_journal_is_created_with_its_header_and_nothing_else(
+    def test_a_new_journal_is_created_with_its_header_and_identity_and_nothing_else(
         self, journal_path: Path
     ) -> None:
         with JournalWriter(journal_path) as writer:
-            assert journal_path.read_bytes() == FILE_HEADER
-            assert writer.size == writer.synced_size == len(FILE_HEADER)
+            identity = FILE_HEADER + encode_frame(JournalIdRecord(writer.journal_id))
+            assert journal_path.read_bytes() == identity
+            assert writer.size == writer.synced_size == len(identity)
             assert writer.scan.records == () and writer.scan.torn is None
         assert sorted(p.name for p in journal_path.parent.iterdir()) == [journal_path.name]
 

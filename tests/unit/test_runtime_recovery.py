@@ -108,7 +108,7 @@ class TestRetry:
     @pytest.mark.parametrize("point", CRASH_POINTS)
     def test_ask_user_is_retried_whatever_its_class(self, journal_path: Path, point: str) -> None:
         """An ask_user op is retried even when its class snapshot is non-idempotent."""
-        table = ToolTable.default().with_overrides({"ask_user_confirm": ToolClass(NI, True)})
+        table = ToolTable.shipped().with_overrides({"ask_user_confirm": ToolClass(NI, True)})
         tool = crash_during(journal_path, [("ask", "ask_user_confirm")], point, table=table)
         with open_runtime(journal_path, table=table) as rt:
             report = rt.recover(tool)
@@ -281,14 +281,14 @@ class TestSnapshotRules:
     ) -> None:
         """Reopened with a table that reclassifies the tool, recovery decides by the snapshot."""
         tool = crash_during(journal_path, [("op-1", tool_name)], "op.after_effect")
-        table = ToolTable.default().with_overrides({tool_name: today})
+        table = ToolTable.shipped().with_overrides({tool_name: today})
         assert table.classify(tool_name) == today
         with open_runtime(journal_path, table=table) as rt:
             report = rt.recover(tool)
         assert _decisions(report.decisions) == {"op-1": expected}
         assert tool.count("op-1") == (2 if expected is Decision.RETRY else 1)
         snapshots = {i.snapshot for i in _of(IntentRecord, journal_path)}
-        assert snapshots == {ToolTable.default().classify(tool_name)}
+        assert snapshots == {ToolTable.shipped().classify(tool_name)}
 
 
 def _crash_mix(path: Path) -> FakeTool:
@@ -461,7 +461,8 @@ class TestIncarnationGoesWithFirstDecisions:
         assert len(syncs) == 1
         second = [i for i, r in enumerate(records) if isinstance(r, IncarnationRecord)][1]
         assert isinstance(records[second + 1], DecisionRecord)
-        assert records[second].incarnation == 2
+        incarnation = records[second]
+        assert isinstance(incarnation, IncarnationRecord) and incarnation.incarnation == 2
 
     def test_a_life_that_only_closes_still_leaves_its_incarnation(self, journal_path: Path) -> None:
         with open_runtime(journal_path):

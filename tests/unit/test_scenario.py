@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
 BAD = ROOT / "tests" / "data" / "bad_scenarios"
 SHIPPED = sorted(SCENARIOS.glob("*.toml"))
-TABLE = ToolTable.default()
+TABLE = ToolTable.shipped()
 
 # Effects that no read-only tool can see: GitHub is outside the simulated
 # device, and UNKNOWN-class tools only record their call.

@@ -152,7 +152,7 @@ class TestShippedTable:
         self, shipped_plans: list[Plan], scratch_root: Path
     ) -> None:
         """Every catalog tool is audited, every verdict is ok, no note, nothing left behind."""
-        audit = audit_table(ToolTable.default(), shipped_plans)
+        audit = audit_table(ToolTable.shipped(), shipped_plans)
         assert {a.tool for a in audit.audits} == set(CATALOG)
         assert [a for a in audit.audits if a.status != "ok"] == []
         assert audit.status == "ok"
@@ -163,7 +163,7 @@ class TestShippedTable:
         self, shipped_plans: list[Plan]
     ) -> None:
         """One audit per (tool, scenario): the tool's first call in that scenario's plan."""
-        audit = audit_table(ToolTable.default(), shipped_plans)
+        audit = audit_table(ToolTable.shipped(), shipped_plans)
         keys = [(a.tool, a.source) for a in audit.audits]
         assert len(keys) == len(set(keys))
         expected = [(s.tool, p.source, s.op_id) for p in shipped_plans for s in first_calls(p)]
@@ -171,7 +171,7 @@ class TestShippedTable:
 
     def test_the_calls_really_ran(self, shipped_plans: list[Plan]) -> None:
         """A tap adds a tap row on each call; an uninstall removes the app, its replay fails."""
-        audit = audit_table(ToolTable.default(), shipped_plans)
+        audit = audit_table(ToolTable.shipped(), shipped_plans)
         tap = next(a for a in only(audit, "ui_tap") if a.scenario == "phone_task")
         expected = "+ ui_taps(element='com.example.todo:id/new_item_button')"
         assert [c.describe() for c in tap.first.changes] == [expected]
@@ -191,7 +191,7 @@ class TestMisclassifications:
         self, shipped_plans: list[Plan]
     ) -> None:
         """Every audit of ui_tap fails, and its evidence shows the second tap (and submission)."""
-        table = ToolTable.default().with_overrides({"ui_tap": IW})
+        table = ToolTable.shipped().with_overrides({"ui_tap": IW})
         audit = audit_table(table, shipped_plans)
         assert audit.status == "unsafe"
         assert {a.tool for a in audit.with_status("unsafe")} == {"ui_tap"}
@@ -210,7 +210,7 @@ class TestMisclassifications:
         self, shipped_plans: list[Plan]
     ) -> None:
         """write_file classed read_only: its first call wrote a file, which is the evidence."""
-        table = ToolTable.default().with_overrides({"write_file": RO})
+        table = ToolTable.shipped().with_overrides({"write_file": RO})
         audit = audit_table(table, shipped_plans)
         writes = only(audit, "write_file")
         assert {a.status for a in writes} == {"unsafe"}
@@ -229,7 +229,7 @@ class TestMisclassifications:
         plan = plan_of(
             ("app_install", {"package": "com.x"}), ("app_uninstall", {"package": "com.x"})
         )
-        audit = audit_table(ToolTable.default().with_overrides({"app_uninstall": IW}), [plan])
+        audit = audit_table(ToolTable.shipped().with_overrides({"app_uninstall": IW}), [plan])
         uninstall = only(audit, "app_uninstall")[0]
         assert uninstall.status == "unsafe"
         assert "its replay failed where its first call succeeded" in uninstall.reasons[0]
@@ -239,7 +239,7 @@ class TestMisclassifications:
 
     def test_an_effect_in_the_ask_user_family_is_unsafe(self, shipped_plans: list[Plan]) -> None:
         """A tap moved into the ask-user family: its tap is an effect on the world."""
-        table = ToolTable.default().with_overrides({"ui_tap": ASK})
+        table = ToolTable.shipped().with_overrides({"ui_tap": ASK})
         taps = only(audit_table(table, shipped_plans), "ui_tap")
         assert {a.status for a in taps} == {"unsafe"}
         assert all(a.class_label == "ask_user (read_only)" for a in taps)
@@ -247,7 +247,7 @@ class TestMisclassifications:
 
     def test_the_question_log_is_not_an_effect(self, shipped_plans: list[Plan]) -> None:
         """Asking records the question, reported apart; asking again under the op id adds none."""
-        audit = audit_table(ToolTable.default(), shipped_plans)
+        audit = audit_table(ToolTable.shipped(), shipped_plans)
         ask = only(audit, "ask_user")[0]
         assert ask.first.changes == () and ask.replay.changes == ()
         assert [c.row.table for c in ask.first.logged] == ["questions"]
@@ -261,7 +261,7 @@ class TestNotes:
         self, shipped_plans: list[Plan]
     ) -> None:
         """write_file as non_idempotent: its replay changed nothing, so it could be retried."""
-        table = ToolTable.default().with_overrides({"write_file": NI})
+        table = ToolTable.shipped().with_overrides({"write_file": NI})
         audit = audit_table(table, shipped_plans)
         assert audit.status == "note"
         assert {a.tool for a in audit.with_status("note")} == {"write_file"}
@@ -277,7 +277,7 @@ class TestNotes:
         write is unknown too (a note: its replay changed nothing)."""
         kept = {
             tool: cls
-            for tool, cls in ToolTable.default().entries.items()
+            for tool, cls in ToolTable.shipped().entries.items()
             if tool not in ("ui_tap", "write_file")
         }
         audit = audit_table(ToolTable(kept, source="partial.toml"), shipped_plans)
@@ -295,7 +295,7 @@ class TestTheScratchWorld:
         uninstall and cannot be judged."""
         install = ("app_install", {"package": "com.x"})
         uninstall = ("app_uninstall", {"package": "com.x"})
-        audit = audit_table(ToolTable.default(), [plan_of(install, uninstall), plan_of(uninstall)])
+        audit = audit_table(ToolTable.shipped(), [plan_of(install, uninstall), plan_of(uninstall)])
         after_install, alone = only(audit, "app_uninstall")
         assert after_install.first.ok and after_install.status == "ok"
         assert alone.status == "unjudged"
@@ -321,7 +321,7 @@ class TestTheScratchWorld:
             return call
 
         plan = plan_of(("write_file", {"path": "/a", "content": "x", "fail_attempts": 2}))
-        audit = audit_table(ToolTable.default(), [plan], tools=counting)
+        audit = audit_table(ToolTable.shipped(), [plan], tools=counting)
         assert seen == [3, 4]
         assert audit.audits[0].first.changed and audit.audits[0].status == "ok"
 
@@ -343,7 +343,7 @@ class TestTheScratchWorld:
         plan = plan_of(
             ("write_file", {"path": "/a", "content": "x"}), ("read_file", {"path": "/a"})
         )
-        audit_table(ToolTable.default(), [plan], tools=watching)
+        audit_table(ToolTable.shipped(), [plan], tools=watching)
         assert len(worlds) == 2 and len(set(worlds)) == 2
         for world in worlds:
             assert world.parent.parent == scratch_root
@@ -361,7 +361,7 @@ class TestTheScratchWorld:
 
             return call
 
-        audit = audit_table(ToolTable.default(), [plan_of(("ui_dump", {}))], tools=buggy)
+        audit = audit_table(ToolTable.shipped(), [plan_of(("ui_dump", {}))], tools=buggy)
         row = audit.audits[0]
         assert row.first.error == "RuntimeError: bug in ui_dump at attempt 1"
         assert row.replay.error == "RuntimeError: bug in ui_dump at attempt 2"
@@ -375,7 +375,7 @@ class TestTheScratchWorld:
             raise KeyboardInterrupt
 
         with pytest.raises(KeyboardInterrupt):
-            audit_table(ToolTable.default(), [plan_of(("ui_dump", {}))], tools=broken)
+            audit_table(ToolTable.shipped(), [plan_of(("ui_dump", {}))], tools=broken)
         assert list(scratch_root.iterdir()) == []
 
 
@@ -404,7 +404,7 @@ class TestTheToolSeam:
             return call
 
         plan = plan_of(("write_file", {"path": "/log", "content": "x"}), name="declared")
-        audit = audit_table(ToolTable.default(), [plan], tools=appending)
+        audit = audit_table(ToolTable.shipped(), [plan], tools=appending)
         row = audit.audits[0]
         assert given == ["declared"]
         assert row.status == "unsafe"

@@ -67,7 +67,7 @@ SETUP: Mapping[str, tuple[str, dict[str, Any]]] = {
     "app_uninstall": ("app_install", {"package": "com.example.notes"}),
 }
 
-TABLE = ToolTable.default()
+TABLE = ToolTable.shipped()
 
 HELLO_SHA = "b6fc4c620b67d95f953a5c1c1230aaab5db5a1b0"
 """``printf hello | git hash-object --stdin``"""
