@@ -79,6 +79,17 @@ AsyncToolFunction = Callable[[str, Mapping[str, Any], CallContext], Awaitable[An
 """``execute(tool, args, ctx)``, a coroutine function or a plain one (``ToolFunction``)."""
 
 
+async def _settled(written: asyncio.Future[None]) -> None:
+    """Wait for a write a cancelled call had asked for; a second cancellation stops the wait
+    (the write still happens), and the write's own failure is raised."""
+    try:
+        await written
+    except Exception:
+        raise
+    except BaseException:  # cancelled again: the caller is going, the writer is not
+        return
+
+
 class JournalPump:
     """The journal's single writer for an event loop: one write at a time, on the pool.
 
@@ -278,8 +289,10 @@ class AsyncRuntime:
                         except Exception:
                             raise  # the journal failed: nothing more is written
                         except BaseException as exc:
-                            # Cancelled while the records are being written (they still
-                            # are): the steps journal what that means, then raise it on.
+                            # Cancelled while the records are being written. The write
+                            # goes on: wait for it, so that the steps see the journal as
+                            # it is, then throw the cancellation in, to be journaled.
+                            await _settled(written)
                             error = exc
                     else:
                         unawaited.append(written)

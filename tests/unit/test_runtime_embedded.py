@@ -258,6 +258,29 @@ class TestCancellation:
         ]
         assert outcome.status == "info" and outcome.hint is not None
 
+    def test_a_call_cancelled_while_its_finish_is_written_keeps_its_outcome(
+        self, journal_path: Path
+    ) -> None:
+        """Cancelled after its tool returned, while the finish is written: the finish lands,
+        the op is a success, no hint is handed over, and the cancellation goes on."""
+        task: dict[str, asyncio.Task[Any]] = {}
+
+        def tool(name: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
+            asyncio.get_running_loop().call_soon(task["call"].cancel)
+            return {"paid": 30}
+
+        async def main() -> Any:
+            async with AsyncRuntime(open_runtime(journal_path), owned=True) as runtime:
+                task["call"] = asyncio.create_task(runtime.call("op-1", "alarm", PAY, tool))
+                with pytest.raises(asyncio.CancelledError):
+                    await task["call"]
+                return runtime.outcome_of("op-1")
+
+        outcome = asyncio.run(main())
+        assert (outcome.status, outcome.result) == ("ok", {"paid": 30})
+        kinds = [r.kind for r in journal_records(journal_path)]
+        assert kinds[-2:] == ["intent", "finish"] and "hint" not in kinds
+
     @pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit], ids=lambda e: e.__name__)
     def test_an_interrupt_inside_a_tool_is_journaled_and_raised_on(
         self, journal_path: Path, raised: type[BaseException]
