@@ -146,7 +146,7 @@ class ForgetsResolution(BrokenRuntime):
     mistake = "never journals the model's resolution of a VERIFY, so the op stays unresolved"
     caught_by = ("I7",)
 
-    def resolve_steps(
+    def _resolve_steps(
         self,
         op_id: str,
         resolution: Resolution,
@@ -211,7 +211,7 @@ class NoCrcCheck(BrokenRuntime):
     mistake = "reads journal frames without checking their CRC"
     caught_by = ("I9",)
     needs_fault = "corrupt-crc"
-    journal_class = _NoCrcWriter
+    _journal_class = _NoCrcWriter
 
 
 class _ZerosEndWriter(JournalWriter):
@@ -238,7 +238,7 @@ class ZerosEndJournal(BrokenRuntime):
     mistake = "takes a zeroed sector for the end of the journal, dropping what follows it"
     caught_by = ("I9",)
     needs_fault = "sector"
-    journal_class = _ZerosEndWriter
+    _journal_class = _ZerosEndWriter
 
 
 class _GenerousTable(ToolTable):
@@ -261,9 +261,9 @@ class DropVerifyHint(BrokenRuntime):
     mistake = "decides VERIFY but never hands the hint to the model"
     caught_by = ("I2",)
 
-    def hint_steps(self) -> Steps[tuple[VerifyHint, ...]]:
+    def _hint_steps(self) -> Steps[tuple[VerifyHint, ...]]:
         self._awaiting_verify.clear()  # the mistake: so nothing is delivered
-        return (yield from super().hint_steps())
+        return (yield from super()._hint_steps())
 
 
 class RunningAsNotStarted(BrokenRuntime):
@@ -300,15 +300,15 @@ class _EffectFirstExecutor(Executor):
         failpoint("op.before_intent", op_id)
         finish = yield from self.invoke(intent, key_op=key_op)  # the mistake: effect first
         failpoint("op.after_intent", op_id)
-        yield self.intent_append(intent)
+        yield self._intent_append(intent)
         failpoint("op.after_effect", op_id)
-        yield self.finish_append(finish)
+        yield self._finish_append(finish)
         failpoint("op.after_finish", op_id)
         return finish
 
 
 class _RetryEverythingExecutor(Executor):
-    def may_retry(self, snapshot: ToolClass) -> bool:
+    def _may_retry(self, snapshot: ToolClass) -> bool:
         return True  # the mistake: a timeout is taken for "nothing happened"
 
 
@@ -316,17 +316,17 @@ class RetryLostReply(BrokenRuntime):
     mistake = "retries a timed-out call in-process whatever its class, as if nothing happened"
     caught_by = ("I10",)
     needs_fault = "lost-reply"
-    executor_class = _RetryEverythingExecutor
+    _executor_class = _RetryEverythingExecutor
 
 
 class EffectBeforeIntent(BrokenRuntime):
     mistake = "runs the tool before its intent record is durable"
     caught_by = ("I6",)
-    executor_class = _EffectFirstExecutor
+    _executor_class = _EffectFirstExecutor
 
 
 class _LazyIntentExecutor(Executor):
-    def intent_append(self, intent: IntentRecord) -> Append:
+    def _intent_append(self, intent: IntentRecord) -> Append:
         return Append((intent,), sync=False)  # the mistake: no fsync before the effect
 
 
@@ -334,11 +334,11 @@ class NoIntentFsync(BrokenRuntime):
     mistake = "does not fsync the intent before running the tool"
     caught_by = ("I6",)
     needs_fault = "power-loss"
-    executor_class = _LazyIntentExecutor
+    _executor_class = _LazyIntentExecutor
 
 
 class _LazyFinishExecutor(Executor):
-    def finish_append(self, finish: FinishRecord) -> Append:
+    def _finish_append(self, finish: FinishRecord) -> Append:
         return Append((finish,), sync=False)  # the mistake: success reported before durable
 
 
@@ -346,11 +346,11 @@ class NoFinishFsync(BrokenRuntime):
     mistake = "reports success before the finish record is fsynced"
     caught_by = ("I1",)
     needs_fault = "power-loss"
-    executor_class = _LazyFinishExecutor
+    _executor_class = _LazyFinishExecutor
 
 
 class _UnawaitedIntentExecutor(Executor):
-    def intent_append(self, intent: IntentRecord) -> Append:
+    def _intent_append(self, intent: IntentRecord) -> Append:
         return Append((intent,), wait=False)  # the mistake: a forgotten await
 
 
@@ -361,18 +361,18 @@ class UnawaitedIntent(BrokenRuntime):
     )
     caught_by = ("I6",)
     needs_batch = True
-    executor_class = _UnawaitedIntentExecutor
+    _executor_class = _UnawaitedIntentExecutor
 
 
 class _OneSlotExecutor(Executor):
     current: str | None = None
 
-    def intent_append(self, intent: IntentRecord) -> Append:
+    def _intent_append(self, intent: IntentRecord) -> Append:
         self.current = intent.op_id  # the mistake: one slot for "the op in flight"
-        return super().intent_append(intent)
+        return super()._intent_append(intent)
 
-    def finish_append(self, finish: FinishRecord) -> Append:
-        return super().finish_append(replace(finish, op_id=self.current or finish.op_id))
+    def _finish_append(self, finish: FinishRecord) -> Append:
+        return super()._finish_append(replace(finish, op_id=self.current or finish.op_id))
 
 
 class OneCurrentOp(BrokenRuntime):
@@ -382,7 +382,7 @@ class OneCurrentOp(BrokenRuntime):
     )
     caught_by = ("I1", "I2", "I3", "I7")
     needs_batch = True
-    executor_class = _OneSlotExecutor
+    _executor_class = _OneSlotExecutor
 
 
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {

@@ -213,7 +213,7 @@ class AsyncRuntime:
         self, execute: AsyncToolFunction, *, not_started: Mapping[str, str] | None = None
     ) -> RecoveryReport:
         """``Runtime.recover``: the decisions journaled first, the retries one after another."""
-        return await self._drive(self.runtime.recover_steps(not_started=not_started), execute)
+        return await self._drive(self.runtime._recover_steps(not_started=not_started), execute)
 
     async def call(
         self,
@@ -234,7 +234,7 @@ class AsyncRuntime:
             await first.wait()
         done = self._in_flight[op_id] = asyncio.Event()
         try:
-            steps = self.runtime.call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh)
+            steps = self.runtime._call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh)
             return await self._drive(steps, execute)
         finally:
             del self._in_flight[op_id]
@@ -249,12 +249,12 @@ class AsyncRuntime:
         note: str = "",
     ) -> None:
         """``Runtime.resolve``: the model closes an op it verified, durably."""
-        steps = self.runtime.resolve_steps(op_id, resolution, redo_op=redo_op, note=note)
+        steps = self.runtime._resolve_steps(op_id, resolution, redo_op=redo_op, note=note)
         await self._drive(steps, no_tool)
 
     async def deliver_hints(self) -> tuple[VerifyHint, ...]:
         """``Runtime.deliver_hints``."""
-        return await self._drive(self.runtime.hint_steps(), no_tool)
+        return await self._drive(self.runtime._hint_steps(), no_tool)
 
     async def aclose(self) -> None:
         """Wait for the journal's writes; close the runtime if it is ours."""

@@ -174,21 +174,21 @@ class Executor:
             )
             failpoint("op.before_intent", op_id)
             try:
-                yield self.intent_append(intent)
+                yield self._intent_append(intent)
             except (GeneratorExit, FailpointTriggered):
                 raise
             except BaseException as exc:
                 # Only a driver on an event loop throws here: the call was cancelled while
                 # its intent was being written. The tool did not run, yet the intent may
                 # be durable: journaled as of unknown outcome, as any interrupted call.
-                yield self.finish_append(self._interrupted(intent, exc))
+                yield self._finish_append(self._interrupted(intent, exc))
                 raise
             failpoint("op.after_intent", op_id)
             finish = yield from self.invoke(intent, key_op=key_op)
-            if finish.transient and self.may_retry(snapshot) and attempt < self.max_attempts:
+            if finish.transient and self._may_retry(snapshot) and attempt < self.max_attempts:
                 # Journaled, but not settled: a crash before the next attempt leaves
                 # the op RUNNING, and recovery retries it as its class allows.
-                yield self.finish_append(replace(finish, retrying=True))
+                yield self._finish_append(replace(finish, retrying=True))
                 attempt += 1
                 continue
             if finish.transient and not snapshot.retry_safe:
@@ -197,11 +197,11 @@ class Executor:
                 # not retried here; the op stays RUNNING and goes to VERIFY.
                 finish = replace(finish, unknown=True)
             failpoint("op.after_effect", op_id)
-            yield self.finish_append(finish)
+            yield self._finish_append(finish)
             failpoint("op.after_finish", op_id)
             return finish
 
-    def may_retry(self, snapshot: ToolClass) -> bool:
+    def _may_retry(self, snapshot: ToolClass) -> bool:
         """Whether a transient failure of a call of this class is retried in-process."""
         return snapshot.retry_safe
 
@@ -238,7 +238,7 @@ class Executor:
         except (FailpointTriggered, GeneratorExit):
             raise  # a crash at that point, or the run dropped: nothing more is written
         except BaseException as exc:
-            yield self.finish_append(self._interrupted(intent, exc))
+            yield self._finish_append(self._interrupted(intent, exc))
             raise
         journaled, result_digest = _journalable(result)
         return FinishRecord(
@@ -260,11 +260,11 @@ class Executor:
             unknown=True,
         )
 
-    def intent_append(self, intent: IntentRecord) -> Append:
+    def _intent_append(self, intent: IntentRecord) -> Append:
         """How an intent is journaled: durable before the tool runs."""
         return Append((intent,))
 
-    def finish_append(self, finish: FinishRecord) -> Append:
+    def _finish_append(self, finish: FinishRecord) -> Append:
         """How a finish is journaled: durable before the call returns."""
         return Append((finish,))
 

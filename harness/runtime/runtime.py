@@ -88,11 +88,18 @@ class RecoveryReport:
 
 
 class Runtime:
-    """The seed's recovery system around one journal; one instance per process life."""
+    """The recovery system around one journal; one instance per process life.
 
-    journal_class: ClassVar[type[JournalWriter]] = JournalWriter
+    Not a stable API, but the one surface for fault-injection subclasses (the
+    harness's deliberately broken runtimes): ``_journal_class``,
+    ``_executor_class``, ``plan``, ``_hint_steps`` and ``_resolve_steps`` here,
+    and the executor's ``steps``, ``invoke``, ``_intent_append``,
+    ``_finish_append`` and ``_may_retry``.
+    """
+
+    _journal_class: ClassVar[type[JournalWriter]] = JournalWriter
     """The journal's writer (a seam: the harness's broken runtimes read it their own way)."""
-    executor_class: ClassVar[type[Executor]] = Executor
+    _executor_class: ClassVar[type[Executor]] = Executor
     """The write-ahead protocol of a call (a seam: the broken runtimes run it their way)."""
 
     def __init__(
@@ -118,7 +125,7 @@ class Runtime:
         self._aliases: dict[str, str] = {}
         # (op, state) of every SKIP in the journal, kept current by _note.
         self._skipped = {key for key in map(_skip_key, records) if key is not None}
-        self.executor = self.executor_class(
+        self.executor = self._executor_class(
             journal, self.incarnation, on_record=self._note, max_attempts=max_attempts
         )
         self._awaiting_verify: dict[str, VerifyHint] = {}
@@ -167,7 +174,7 @@ class Runtime:
         identity = _identity(identity)
         if arm_failpoints:
             arm_from_environ()
-        journal = cls.journal_class(path, listener=listener)
+        journal = cls._journal_class(path, listener=listener)
         try:
             return cls(
                 journal,
@@ -199,9 +206,9 @@ class Runtime:
                     f"recover() while {len(self._gates)} call(s) are in flight; "
                     "recover before the calls start"
                 )
-            return self._drive(self.recover_steps(not_started=not_started), execute)
+            return self._drive(self._recover_steps(not_started=not_started), execute)
 
-    def recover_steps(
+    def _recover_steps(
         self, *, not_started: Mapping[str, str] | None = None
     ) -> Steps[RecoveryReport]:
         """``recover`` as steps (``harness.runtime.steps``), for either API to carry out."""
@@ -233,20 +240,20 @@ class Runtime:
             op = self.ops[decision.op_id]
             if decision.decision is Decision.RETRY:
                 failpoint("recovery.before_retry", decision.op_id)
-                retried.append((yield from self.retry_steps(op)))
+                retried.append((yield from self._retry_steps(op)))
             elif decision.decision is Decision.VERIFY and decision.hint is not None:
                 self._awaiting_verify[op.op_id] = VerifyHint(
                     op.op_id, op.tool, op.args, decision.hint
                 )
-        hints = yield from self.hint_steps()
+        hints = yield from self._hint_steps()
         yield Append((RecoveredRecord(self.incarnation, len(batch)),))
         return RecoveryReport(self.incarnation, tuple(decisions), hints, tuple(retried))
 
     def retry(self, op: OpHistory, execute: ToolFunction) -> CallOutcome:
         """Run an op again under its own id, with its original snapshot and arguments."""
-        return self._drive(self.retry_steps(op), execute)
+        return self._drive(self._retry_steps(op), execute)
 
-    def retry_steps(self, op: OpHistory) -> Steps[CallOutcome]:
+    def _retry_steps(self, op: OpHistory) -> Steps[CallOutcome]:
         finish = yield from self.executor.steps(
             op.op_id,
             op.tool,
@@ -262,9 +269,9 @@ class Runtime:
     def deliver_hints(self) -> tuple[VerifyHint, ...]:
         """Journal each pending hint as delivered and return them for the model."""
         with self._lock:
-            return self._drive(self.hint_steps(), no_tool)
+            return self._drive(self._hint_steps(), no_tool)
 
-    def hint_steps(self) -> Steps[tuple[VerifyHint, ...]]:
+    def _hint_steps(self) -> Steps[tuple[VerifyHint, ...]]:
         hints = tuple(self._awaiting_verify.values())
         for hint in hints:
             yield Append((HintRecord(hint.op_id, self.incarnation, hint.text),))
@@ -293,9 +300,9 @@ class Runtime:
         may be resolved under its own id: the op that answered it is.
         """
         with self._lock:
-            self._drive(self.resolve_steps(op_id, resolution, redo_op=redo_op, note=note), no_tool)
+            self._drive(self._resolve_steps(op_id, resolution, redo_op=redo_op, note=note), no_tool)
 
-    def resolve_steps(
+    def _resolve_steps(
         self,
         op_id: str,
         resolution: Resolution,
@@ -352,7 +359,7 @@ class Runtime:
         gate = self._enter(op_id)
         try:
             return self._drive(
-                self.call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh), execute
+                self._call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh), execute
             )
         finally:
             self._leave(op_id, gate)
@@ -374,7 +381,7 @@ class Runtime:
             if gate.users == 0:
                 del self._gates[op_id]
 
-    def call_steps(
+    def _call_steps(
         self,
         op_id: str,
         tool: str,
@@ -389,7 +396,7 @@ class Runtime:
         if op is not None:
             self._claimed.add(op_id)
             if self._runs_again(op):
-                return (yield from self._guarded(op_id, tool, args, self.retry_steps(op)))
+                return (yield from self._guarded(op_id, tool, args, self._retry_steps(op)))
             return self.outcome_of(op_id)
         known = self._aliases.get(op_id) or self._match(tool, args, redo_of, fresh=fresh)
         if known is not None:
