@@ -50,7 +50,7 @@ from harness.runtime.errors import (
     JournalLockedError,
     JournalWriteError,
 )
-from harness.runtime.failpoints import failpoint
+from harness.runtime.hooks import failpoint
 from harness.runtime.records import Record, record_from_json, record_to_json
 
 __all__ = [

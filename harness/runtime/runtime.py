@@ -33,7 +33,8 @@ from typing import Any, ClassVar, TypeVar
 from harness.runtime.classes import ToolTable
 from harness.runtime.errors import FailpointTriggered, JournalError
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
-from harness.runtime.failpoints import arm_from_environ, failpoint
+from harness.runtime.failpoints import arm_from_environ
+from harness.runtime.hooks import failpoint
 from harness.runtime.identity import ContentKey, Identity, match_by_content
 from harness.runtime.journal import JournalWriter
 from harness.runtime.matrix import Decision, OpState, RecoveryDecision, verify_hint
