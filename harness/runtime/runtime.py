@@ -33,7 +33,6 @@ from typing import Any, ClassVar, TypeVar
 from harness.runtime.classes import ToolTable
 from harness.runtime.errors import FailpointTriggered, JournalError
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
-from harness.runtime.failpoints import arm_from_environ
 from harness.runtime.hooks import failpoint
 from harness.runtime.identity import ContentKey, Identity, match_by_content
 from harness.runtime.journal import JournalWriter
@@ -130,23 +129,17 @@ class Runtime:
         path: Path | str,
         *,
         table: ToolTable | None = None,
-        arm_failpoints: bool = False,
         max_attempts: int = 3,
         identity: Identity | str = Identity.ID,
     ) -> Runtime:
         """Lock and read the journal, start an incarnation.
 
-        ``arm_failpoints`` arms the failpoints that ``HARNESS_FAILPOINTS`` names
-        (the harness's agent asks for it); a production process leaves it off,
-        so that no variable of its environment can make it kill itself.
         ``identity`` is how a call is known as one the journal holds: ``"id"``
         (the seed's) or ``"content"`` (for a model that re-issues its calls
         under new ids: ``harness.runtime.identity``); anything else is a
         ``ValueError`` before the journal is opened.
         """
         identity = _identity(identity)
-        if arm_failpoints:
-            arm_from_environ()
         journal = cls.journal_class(path)
         try:
             return cls(

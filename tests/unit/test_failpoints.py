@@ -1,4 +1,5 @@
-"""Failpoints: the spec grammar, when an armed point fires, and what each action does."""
+"""Failpoints (``harness.failpoints``): the spec grammar, when an armed point fires, and what
+each action does."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.runtime import FAILPOINTS, FailpointSpecError, FailpointTriggered, parse_failpoints
-from harness.runtime.failpoints import (
+from harness.errors import FailpointSpecError
+from harness.failpoints import (
     CHANNEL_ENV,
+    FAILPOINTS,
     FAILPOINTS_ENV,
     FailpointSpec,
     absorb_hits,
@@ -24,13 +26,15 @@ from harness.runtime.failpoints import (
     hit_counts,
     hit_ops,
     hit_report,
+    parse_failpoints,
 )
+from harness.runtime import FailpointTriggered
 from tests.conftest import subprocess_env
 
 # A victim: arm from the environment, then hit op.after_effect three times,
 # printing where it stands so the test can tell how far it got.
 VICTIM = """
-from harness.runtime.failpoints import arm_from_environ, failpoint
+from harness.failpoints import arm_from_environ, failpoint
 arm_from_environ()
 for hit in (1, 2, 3):
     print("before", hit, flush=True)
@@ -43,7 +47,7 @@ print("done", flush=True)
 # the victim waiting in the kill hand-shake instead of guessing how long to give it.
 WATCHED_CLOCK = """
 import os, sys, time
-import harness.runtime.failpoints as failpoints
+import harness.failpoints as failpoints
 
 class WatchedClock:
     def __getattr__(self, name):
@@ -235,7 +239,7 @@ class TestInProcessActions:
         happened: list[object] = []
         # The seam: the sleep the failpoint module calls, recorded instead of slept.
         monkeypatch.setattr(
-            "harness.runtime.failpoints.time.sleep", lambda s: happened.append(("sleep", s))
+            "harness.failpoints.time.sleep", lambda s: happened.append(("sleep", s))
         )
         armed("op.mid_effect=sleep(120)")
         failpoint("op.mid_effect")
@@ -348,7 +352,7 @@ class TestProcessActions:
 
 AIMED_FROM_A_THREAD = """
 import sys, threading, time
-from harness.runtime.failpoints import arm_from_environ, failpoint
+from harness.failpoints import arm_from_environ, failpoint
 arm_from_environ()
 def worker():
     failpoint("op.after_intent", "s001")  # the aim's anchor, hit on a thread of its own

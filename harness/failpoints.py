@@ -47,7 +47,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.runtime.errors import FailpointSpecError, FailpointTriggered, TransientToolError
+from harness.errors import FailpointSpecError
+from harness.runtime.errors import FailpointTriggered, TransientToolError
 from harness.runtime.hooks import CRASH_POINTS, set_crash_hook
 
 __all__ = [
