@@ -8,8 +8,7 @@ to handle any of them.
     HarnessError
     ├── ToolTableError            a tool table file is malformed
     ├── DecisionKeyError          no cell of the decision matrix for a key
-    ├── FailpointSpecError        a failpoint spec cannot be parsed
-    ├── FailpointTriggered        an armed failpoint with action ``raise`` fired
+    ├── FailpointTriggered        a crash hook stopped the protocol here, as a crash would
     ├── JournalError
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
@@ -19,6 +18,7 @@ to handle any of them.
     ├── McpNotInstalledError      reading an MCP server needs the ``mcp`` extra
     ├── ToolError                 a tool call failed (raised by tools)
     │   └── TransientToolError    a failure worth retrying, if the class allows
+    ├── FailpointSpecError        a failpoint spec cannot be parsed          (harness)
     ├── ScenarioError             a scenario file is unreadable or invalid   (harness)
     ├── SupervisorError           the supervisor cannot drive the agent      (harness)
     └── TrialError                a trial cannot be set up or completed      (harness)
@@ -30,7 +30,6 @@ from pathlib import Path
 
 from harness.runtime.errors import (
     DecisionKeyError,
-    FailpointSpecError,
     FailpointTriggered,
     HarnessError,
     JournalCorruptError,
@@ -64,6 +63,17 @@ __all__ = [
     "TransientToolError",
     "TrialError",
 ]
+
+
+class FailpointSpecError(HarnessError, ValueError):
+    """A failpoint spec (``name@N=action,...``) cannot be parsed.
+
+    Cause: ``HARNESS_FAILPOINTS`` (or another source named in the message)
+    holds a malformed entry, an unknown point or action, or
+    ``HARNESS_FAILPOINT_CHANNEL`` is not a file descriptor number
+    (``harness.failpoints``). Raised before anything runs. Remedy: fix the
+    spec in the environment variable named in the message; nothing was run.
+    """
 
 
 class ScenarioError(HarnessError):

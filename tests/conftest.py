@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from harness.failpoints import FAILPOINTS_ENV, arm, disarm, parse_failpoints
 from harness.runtime import CallContext, IdempotencyClass, ToolTable
-from harness.runtime.failpoints import FAILPOINTS_ENV, arm, disarm, parse_failpoints
 from harness.runtime.journal import scan_journal
 from harness.runtime.records import Record
 from harness.runtime.runtime import Runtime
@@ -81,14 +81,10 @@ class FakeTool:
 
 
 def open_runtime(path: Path, *, table: ToolTable | None = None, max_attempts: int = 3) -> Runtime:
-    """A runtime on ``path`` with the shipped table (unless given another) that ignores the
-    environment's failpoints (tests arm their own)."""
-    return Runtime.open(
-        path,
-        table=ToolTable.shipped() if table is None else table,
-        arm_failpoints=False,
-        max_attempts=max_attempts,
-    )
+    """A runtime on ``path`` with the shipped table, unless given another (failpoints are
+    armed by the tests themselves)."""
+    table = ToolTable.shipped() if table is None else table
+    return Runtime.open(path, table=table, max_attempts=max_attempts)
 
 
 def journal_records(path: Path) -> list[Record]:

@@ -8,7 +8,7 @@ as ``python -I -m <module> TRIAL_DIR``). Its contract, for one incarnation:
 2. Write ``ready`` on the file descriptor named by ``HARNESS_FAILPOINT_CHANNEL``
    once its imports are done (random-time kills count from there).
 3. Arm the failpoints of ``HARNESS_FAILPOINTS``
-   (``harness.runtime.failpoints.arm_from_environ``) and call
+   (``harness.failpoints.arm_from_environ``) and call
    ``failpoint(name, op_id)`` at the protocol's points around each tool call
    (``op.before_intent`` ... ``op.after_finish``) at the places its own
    durability makes equivalent, so that the harness can kill inside calls.

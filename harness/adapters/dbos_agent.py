@@ -53,14 +53,15 @@ from dbos import error as dbos_error  # type: ignore[import-not-found, unused-ig
 
 from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.plan import Plan, load_plan
-from harness.runtime.errors import FailpointSpecError, ToolError, TransientToolError
-from harness.runtime.executor import CallContext, ToolFunction
-from harness.runtime.failpoints import (
+from harness.errors import FailpointSpecError
+from harness.failpoints import (
     arm_from_environ,
     failpoint,
     report_hit_counts,
     tell_supervisor,
 )
+from harness.runtime.errors import ToolError, TransientToolError
+from harness.runtime.executor import CallContext, ToolFunction
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 

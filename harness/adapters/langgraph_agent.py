@@ -125,17 +125,18 @@ from pydantic import InstanceOf
 from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES, REDO_SUFFIX
 from harness.agent.plan import Plan, PlanStep, batches, load_plan
-from harness.integrations.guard import VERIFY_TOOL
-from harness.integrations.langgraph import LangGraphGuard, current_call
-from harness.runtime import HarnessError, JournalWriteError, ToolTable
-from harness.runtime.errors import FailpointSpecError, ToolError, TransientToolError
-from harness.runtime.executor import CallContext, ToolFunction
-from harness.runtime.failpoints import (
+from harness.errors import FailpointSpecError
+from harness.failpoints import (
     arm_from_environ,
     failpoint,
     report_hit_counts,
     tell_supervisor,
 )
+from harness.integrations.guard import VERIFY_TOOL
+from harness.integrations.langgraph import LangGraphGuard, current_call
+from harness.runtime import HarnessError, JournalWriteError, ToolTable
+from harness.runtime.errors import ToolError, TransientToolError
+from harness.runtime.executor import CallContext, ToolFunction
 from harness.world.catalog import CATALOG, ToolSpec
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function

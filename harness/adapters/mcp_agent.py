@@ -60,8 +60,8 @@ from harness.adapters.mcp_wire import ToolServerError, call_meta, raise_error
 from harness.agent.__main__ import EXIT_REFUSED
 from harness.agent.__main__ import main as agent_main
 from harness.agent.audit import CONTAINMENT_ENV
+from harness.failpoints import CHANNEL_ENV, COUNTS_ENV, absorb_hits
 from harness.runtime.executor import CallContext, ToolFunction
-from harness.runtime.failpoints import CHANNEL_ENV, COUNTS_ENV, absorb_hits
 
 __all__ = ["SERVER_MODULE", "McpTools", "main", "mcp_tools", "server_command"]
 

@@ -24,7 +24,7 @@ What this process promises:
 - It serves until its stdin ends (the agent closed it, or died): then it
   exits, after the call under way. With ``--hits FILE`` (a counted run) it
   writes its failpoint hits there as it exits, for the agent to report with
-  its own (``harness.runtime.failpoints.hit_report``).
+  its own (``harness.failpoints.hit_report``).
 
 Exit status: 0 its stdin ended (or its agent was gone before a reply could
 reach it); 2 refused before serving (bad arguments, a parent that is not the
@@ -55,9 +55,10 @@ from mcp.types import (
 
 from harness.adapters.mcp_wire import context_of, error_payload
 from harness.agent.plan import load_plan
-from harness.runtime.errors import FailpointSpecError, FailpointTriggered, ToolError
+from harness.errors import FailpointSpecError
+from harness.failpoints import aim_at_process_group, arm_from_environ, hit_report
+from harness.runtime.errors import FailpointTriggered, ToolError
 from harness.runtime.executor import ToolFunction
-from harness.runtime.failpoints import aim_at_process_group, arm_from_environ, hit_report
 from harness.world.catalog import CATALOG, ToolSpec
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from harness.agent.plan import load_plan
+from harness.failpoints import arm_from_environ, failpoint, tell_supervisor
 from harness.runtime import CallContext, ToolError
-from harness.runtime.failpoints import arm_from_environ, failpoint, tell_supervisor
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 

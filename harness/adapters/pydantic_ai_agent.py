@@ -115,6 +115,12 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES
 from harness.agent.plan import Plan, PlanStep, batches, load_plan, plan_id
+from harness.failpoints import (
+    arm_from_environ,
+    failpoint,
+    report_hit_counts,
+    tell_supervisor,
+)
 from harness.integrations.guard import VERIFY_TOOL
 from harness.integrations.pydantic_ai import GuardedToolset, current_call, hinted_op
 from harness.runtime import (
@@ -125,12 +131,6 @@ from harness.runtime import (
     TransientToolError,
 )
 from harness.runtime.executor import CallContext, ToolFunction
-from harness.runtime.failpoints import (
-    arm_from_environ,
-    failpoint,
-    report_hit_counts,
-    tell_supervisor,
-)
 from harness.world.catalog import CATALOG, ToolSpec
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function

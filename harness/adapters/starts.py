@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from harness.agent.audit import CONTAINMENT_ENV, install_containment
-from harness.runtime.failpoints import tell_supervisor
+from harness.failpoints import tell_supervisor
 
 __all__ = ["begin_life", "next_incarnation"]
 

@@ -7,14 +7,14 @@ plan's ids in every life, or a new id for every call after each restart), on
 a runtime that knows calls by the identity the plan names (``Plan.identity``)
 unless ``HARNESS_IDENTITY`` (set by an adapter such as ``real-content``) says
 otherwise. Imports stay light (stdlib and the project's
-runtime, world and agent only): its start-up time is the harness's speed.
+runtime, world, agent and failpoints only): its start-up time is the harness's speed.
 
 Options come from the environment, set by the supervisor:
 ``HARNESS_RUNTIME`` (a name from ``harness.agent.broken.RUNTIMES``, default
 ``real``), ``HARNESS_IDENTITY`` (``id`` or ``content``: ``harness.runtime.Identity``),
 ``HARNESS_TOOL_TABLE`` (a tool table file replacing the default),
 ``HARNESS_FAILPOINTS`` and ``HARNESS_FAILPOINT_CHANNEL`` (see
-``harness.runtime.failpoints``), and ``HARNESS_FAILPOINT_COUNTS``, a file to
+``harness.failpoints``), and ``HARNESS_FAILPOINT_COUNTS``, a file to
 which a finished run writes how often each armed point was hit. On the channel
 the agent first says ``ready`` once its imports are done. ``HARNESS_CONTAINMENT=1``
 installs, before anything else, the audit hook of ``harness.agent.audit``, which
@@ -42,13 +42,14 @@ from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.broken import RUNTIMES
 from harness.agent.model import MODELS
 from harness.agent.plan import load_plan
-from harness.runtime import HarnessError, JournalWriteError, ToolFunction, ToolTable
-from harness.runtime.failpoints import (
+from harness.failpoints import (
     EXIT_HOLD_POINT,
+    arm_from_environ,
     failpoint,
     report_hit_counts,
     tell_supervisor,
 )
+from harness.runtime import HarnessError, JournalWriteError, ToolFunction, ToolTable
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 
@@ -98,9 +99,8 @@ def main(
             known = ", ".join(MODELS)
             raise ValueError(f"plan.json: unknown model {plan.model!r} (known: {known})")
         identity = os.environ.get(IDENTITY_ENV) or plan.identity
-        runtime = runtime_class.open(
-            trial / "journal", table=table, arm_failpoints=True, identity=identity
-        )
+        arm_from_environ()  # a bad spec is refused here, before the journal is opened
+        runtime = runtime_class.open(trial / "journal", table=table, identity=identity)
     except JournalWriteError as exc:  # the disk filled up as the life began
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
         return EXIT_WRITE_FAILED

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
+from harness.failpoints import failpoint
 from harness.runtime import (
     Decision,
     Executor,
@@ -27,7 +28,6 @@ from harness.runtime import (
 )
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.errors import JournalCorruptError
-from harness.runtime.failpoints import failpoint
 from harness.runtime.journal import (
     FILE_HEADER,
     HEADER_SIZE,

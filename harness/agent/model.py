@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from harness.agent.plan import Plan, PlanStep, batches, plan_id, reissued_id
+from harness.failpoints import tell_supervisor
 from harness.runtime import CallOutcome, Resolution, Runtime, ToolFunction, VerifyHint
-from harness.runtime.failpoints import tell_supervisor
 
 __all__ = ["MODELS", "ReissuingModel", "ScriptedModel"]
 

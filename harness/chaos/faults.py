@@ -4,7 +4,7 @@
 |-------------|-----------------------------------------------------------------------|
 | sigkill     | SIGKILL from outside at a failpoint hand-shake; at a random moment,    |
 |             | the agent's own timer (SIGALRM at its default action, which ends it    |
-|             | as SIGKILL does: ``harness.runtime.failpoints.AIM_ENV``)                |
+|             | as SIGKILL does: ``harness.failpoints.AIM_ENV``)                        |
 | power-loss  | after the kill, the journal loses what it held past its last fsync:    |
 |             | ``drop`` cuts it off; ``tear:<keep>:<garbage>`` keeps a prefix of it   |
 |             | (``keep`` a fraction) followed by ``garbage`` random bytes             |

@@ -57,7 +57,7 @@ MAX_PACKET = 1 << 20
 
 def serve(sock: socket.socket) -> None:
     """Answer requests on ``sock`` until it closes; then kill and reap what is left."""
-    from harness.runtime.failpoints import CHANNEL_ENV
+    from harness.failpoints import CHANNEL_ENV
 
     running: set[int] = set()
     finished: dict[int, int] = {}  # reaped for a waiter that was interrupted
@@ -196,7 +196,7 @@ def _run_child(
         # wraps them): the agent writes to its own descriptors 1 and 2.
         sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
-        from harness.runtime.failpoints import disarm
+        from harness.failpoints import disarm
 
         disarm()  # a parent that armed failpoints (a test) must not arm its children
         code = _program(module)([str(trial_dir)])

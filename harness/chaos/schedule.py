@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.chaos.faults import parse_after_death
-from harness.runtime.errors import FailpointSpecError
-from harness.runtime.failpoints import parse_failpoints
+from harness.errors import FailpointSpecError
+from harness.failpoints import parse_failpoints
 
 __all__ = [
     "JOURNAL_FAULTS",
@@ -67,7 +67,7 @@ class Life:
     failpoint's name and the op it serves) or its invoke (``invoke s004``). A kill
     aimed at a call is timed from inside it, not from a start-up whose length
     varies more than a call lasts. The agent arms the timer itself when it gets
-    there (``harness.runtime.failpoints.AIM_ENV``): no supervisor sharing the
+    there (``harness.failpoints.AIM_ENV``): no supervisor sharing the
     CPUs wakes up within the tenth of a millisecond a call lasts in RAM.
     ``after_death`` is a fault applied to its files once it is dead (see
     ``harness.chaos.faults``): ``power-loss:drop``, ``power-loss:tear:<keep>:<garbage>``

@@ -45,7 +45,7 @@ from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.tables import BASE
-from harness.runtime.failpoints import (
+from harness.failpoints import (
     AIM_ENV,
     AIMED_KILL_SIGNAL,
     CHANNEL_ENV,

@@ -33,7 +33,7 @@ from harness.chaos.tables import BASE
 from harness.check.evidence import TrialEvidence
 from harness.check.invariants import Status, Verdict, check_trial, trial_status
 from harness.check.windows import kill_windows
-from harness.runtime.failpoints import FAILPOINTS, hit_ops_path
+from harness.failpoints import FAILPOINTS, hit_ops_path
 from harness.world.declared import canonical_json
 from harness.world.store import WorldStore
 

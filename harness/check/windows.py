@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from harness.agent.plan import plan_id
 from harness.check.evidence import TrialEvidence
-from harness.runtime.failpoints import EXIT_HOLD_POINT
+from harness.failpoints import EXIT_HOLD_POINT
 
 __all__ = ["WINDOWS", "kill_windows"]
 

@@ -35,9 +35,9 @@ from harness.check.invariants import OUTCOMES, TITLES
 from harness.check.table_audit import AuditStatus, TableAudit
 from harness.check.windows import WINDOWS
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
+from harness.failpoints import EXIT_HOLD_POINT
 from harness.report.model import MUTATION, RunInfo, SelfCheckRow
 from harness.runtime.classes import IdempotencyClass
-from harness.runtime.failpoints import EXIT_HOLD_POINT
 
 __all__ = [
     "CampaignSummary",

@@ -9,7 +9,6 @@ else of the project.
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.errors import (
     DecisionKeyError,
-    FailpointSpecError,
     FailpointTriggered,
     HarnessError,
     JournalCorruptError,
@@ -24,7 +23,6 @@ from harness.runtime.errors import (
     TransientToolError,
 )
 from harness.runtime.executor import CallContext, CallOutcome, Executor, ToolFunction
-from harness.runtime.failpoints import FAILPOINTS, failpoint, parse_failpoints
 from harness.runtime.identity import Identity
 from harness.runtime.journal import JournalWriter, scan_journal
 from harness.runtime.matrix import (
@@ -41,13 +39,11 @@ from harness.runtime.runtime import RecoveryReport, Runtime, VerifyHint
 
 __all__ = [
     "DECISION_MATRIX",
-    "FAILPOINTS",
     "CallContext",
     "CallOutcome",
     "Decision",
     "DecisionKeyError",
     "Executor",
-    "FailpointSpecError",
     "FailpointTriggered",
     "HarnessError",
     "IdempotencyClass",
@@ -75,9 +71,7 @@ __all__ = [
     "VerifyHint",
     "decide",
     "decide_for_operation",
-    "failpoint",
     "fold",
-    "parse_failpoints",
     "plan_recovery",
     "scan_journal",
 ]

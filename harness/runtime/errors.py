@@ -7,8 +7,7 @@ leaves under the same root.
     HarnessError
     ├── ToolTableError            a tool table file is malformed
     ├── DecisionKeyError          no cell of the decision matrix for a key
-    ├── FailpointSpecError        a failpoint spec cannot be parsed
-    ├── FailpointTriggered        an armed failpoint with action ``raise`` fired
+    ├── FailpointTriggered        a crash hook stopped the protocol here, as a crash would
     ├── JournalError
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
@@ -60,19 +59,13 @@ class DecisionKeyError(HarnessError, KeyError):
         return str(self.args[0]) if self.args else "unknown decision key"
 
 
-class FailpointSpecError(HarnessError, ValueError):
-    """A failpoint spec (``name@N=action,...``) cannot be parsed.
-
-    Remedy: fix the spec in the environment variable named in the message;
-    nothing was run.
-    """
-
-
 class FailpointTriggered(HarnessError):
-    """An armed failpoint with action ``raise`` fired.
+    """A crash hook stopped the protocol here, as a crash would.
 
-    Cause: a test or a supervisor armed it on purpose. Remedy: none needed;
-    it stands for an error raised at that exact point.
+    Cause: a test installed a hook at the runtime's crash points
+    (``harness.runtime.hooks``) and it raised this on purpose. Remedy: none
+    needed; the runtime writes nothing more for the op, as if the process had
+    died at that exact point.
     """
 
 

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from harness.runtime import log
 from harness.runtime.classes import ToolClass
 from harness.runtime.errors import FailpointTriggered, ToolError, TransientToolError
-from harness.runtime.failpoints import failpoint
+from harness.runtime.hooks import failpoint
 from harness.runtime.journal import MAX_PAYLOAD, JournalWriter
 from harness.runtime.records import FinishRecord, IntentRecord, Record, Resolution, digest
 from harness.runtime.steps import Append, CallContext, Invoke, Steps, idempotency_key, run_steps

@@ -79,7 +79,7 @@ from harness.runtime.errors import (
     JournalVersionError,
     JournalWriteError,
 )
-from harness.runtime.failpoints import failpoint
+from harness.runtime.hooks import failpoint
 from harness.runtime.records import (
     JournalIdRecord,
     Record,

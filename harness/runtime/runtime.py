@@ -44,7 +44,7 @@ from harness.runtime import log
 from harness.runtime.classes import ToolTable
 from harness.runtime.errors import FailpointTriggered, JournalError
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
-from harness.runtime.failpoints import arm_from_environ, failpoint
+from harness.runtime.hooks import failpoint
 from harness.runtime.identity import ContentKey, Identity, match_by_content
 from harness.runtime.journal import JournalListener, JournalWriter
 from harness.runtime.matrix import Decision, OpState, RecoveryDecision, verify_hint
@@ -151,7 +151,6 @@ class Runtime:
         path: Path | str,
         *,
         table: ToolTable | None = None,
-        arm_failpoints: bool = False,
         max_attempts: int = 3,
         identity: Identity | str = Identity.ID,
         listener: JournalListener | None = None,
@@ -162,18 +161,12 @@ class Runtime:
         and any left RUNNING by a crash goes to VERIFY). ``listener`` is called
         with each journal write and fsync (``harness.runtime.journal.Appended``,
         ``Synced``), for metrics.
-
-        ``arm_failpoints`` arms the failpoints that ``HARNESS_FAILPOINTS`` names
-        (the harness's agent asks for it); a production process leaves it off,
-        so that no variable of its environment can make it kill itself.
         ``identity`` is how a call is known as one the journal holds: ``"id"``
         (the seed's) or ``"content"`` (for a model that re-issues its calls
         under new ids: ``harness.runtime.identity``); anything else is a
         ``ValueError`` before the journal is opened.
         """
         identity = _identity(identity)
-        if arm_failpoints:
-            arm_from_environ()
         journal = cls._journal_class(path, listener=listener)
         try:
             return cls(

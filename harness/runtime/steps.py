@@ -32,7 +32,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from harness.runtime.failpoints import failpoint
+from harness.runtime.hooks import failpoint
 from harness.runtime.journal import JournalWriter
 from harness.runtime.records import Record
 

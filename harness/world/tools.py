@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from harness.failpoints import failpoint
 from harness.runtime.errors import ToolError, TransientToolError
 from harness.runtime.executor import CallContext, ToolFunction
-from harness.runtime.failpoints import failpoint
 from harness.world import call_tools, read_tools, write_tools
 from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
 from harness.world.declared import DeclaredTool, run_declared

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from harness.chaos.trial import Golden, TrialResult
-from harness.runtime.failpoints import AIMED_KILL_SIGNAL, EXIT_HOLD_POINT
+from harness.failpoints import AIMED_KILL_SIGNAL, EXIT_HOLD_POINT
 from tests.integration.conftest import TrialRunner
 
 

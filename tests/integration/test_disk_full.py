@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from harness.chaos.scenario import compile_plan, load_scenario, write_plan
+from harness.failpoints import arm, disarm, parse_failpoints
 from harness.runtime import CallContext, Decision, JournalWriteError, OpState, Runtime
-from harness.runtime.failpoints import arm, disarm, parse_failpoints
 from harness.runtime.journal import FILE_HEADER, encode_frame, scan_journal
 from harness.runtime.records import (
     DecisionRecord,
@@ -286,7 +286,7 @@ class TestRealDiskFull:
             journal = disk / "agent.journal"
             filler = fill_leaving(disk, free_pages=0)
             with pytest.raises(JournalWriteError, match="creating the journal failed"):
-                Runtime.open(journal, arm_failpoints=False)
+                Runtime.open(journal)
             assert sorted(p.name for p in disk.iterdir()) == [filler.name]
             filler.unlink()
             with open_runtime(journal) as rt:

@@ -174,7 +174,7 @@ class TestDiskFull:
 # its first op until the test lets it go on.
 HELD_AGENT = """
 import sys, time
-import harness.runtime.failpoints as failpoints
+import harness.failpoints as failpoints
 from harness.agent.__main__ import main
 
 class HeldClock:

@@ -11,7 +11,7 @@ import pytest
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialSpec, run_trial
-from harness.runtime.failpoints import arm, disarm, parse_failpoints
+from harness.failpoints import arm, disarm, parse_failpoints
 from harness.runtime.journal import scan_journal
 from harness.runtime.records import IntentRecord
 from tests.integration.conftest import MINI, MINI_SEED

@@ -25,7 +25,7 @@ from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialResult, write_plan_for
 from harness.check.evidence import TrialEvidence
-from harness.runtime.failpoints import AIMED_KILL_SIGNAL
+from harness.failpoints import AIMED_KILL_SIGNAL
 from harness.world.store import read_ledger
 from tests.integration.conftest import MINI, MINI_SEED, TrialRunner
 

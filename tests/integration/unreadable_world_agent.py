@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from harness.agent.plan import load_plan
-from harness.runtime.failpoints import arm_from_environ, failpoint, tell_supervisor
+from harness.failpoints import arm_from_environ, failpoint, tell_supervisor
 
 
 def main(argv: list[str]) -> int:

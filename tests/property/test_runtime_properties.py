@@ -19,6 +19,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from harness.failpoints import arm, disarm, parse_failpoints
 from harness.runtime import (
     CallContext,
     Decision,
@@ -30,7 +31,6 @@ from harness.runtime import (
     TransientToolError,
     scan_journal,
 )
-from harness.runtime.failpoints import arm, disarm, parse_failpoints
 from harness.runtime.journal import FILE_HEADER
 from harness.runtime.records import (
     DecisionRecord,

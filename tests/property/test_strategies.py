@@ -31,10 +31,10 @@ from harness.chaos.scenario import (
     write_plan,
 )
 from harness.chaos.schedule import RECOVERY_FAILPOINTS, CrashSchedule
+from harness.failpoints import parse_failpoints
 from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.runtime.errors import ToolError
 from harness.runtime.executor import CallContext
-from harness.runtime.failpoints import parse_failpoints
 from harness.strategies import (
     _WORLD_PARTS,
     AUDIT_PROFILE,
@@ -286,6 +286,6 @@ class TestCrashSchedules:
 
     @given(st.data())
     def test_kill_points_are_failpoints(self, data: st.DataObject) -> None:
-        """Every point a drawn kill names is a failpoint compiled into the runtime."""
+        """Every point a drawn kill names is a failpoint an agent process hits (``FAILPOINTS``)."""
         point = data.draw(st.sampled_from(KILL_POINTS))
         parse_failpoints(f"{point}@1=kill", source="test")

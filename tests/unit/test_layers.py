@@ -17,7 +17,12 @@ graph of imports among the package's own modules, and fails on:
   anything of the project outside ``harness.runtime`` and ``harness.integrations``;
 - the agent process (``harness.agent.__main__`` and everything it imports,
   transitively, within the package, its parent packages included) reaching a
-  module outside ``harness.runtime``, ``harness.world`` and ``harness.agent``.
+  module outside ``harness.runtime``, ``harness.world``, ``harness.agent``,
+  ``harness.failpoints`` and ``harness.errors``. The failpoints are test machinery
+  of the harness, kept out of the runtime, but the agent process is where they
+  fire: its runtime's crash points, the world's ``op.reply`` and its own
+  ``agent.before_exit``. They bring in ``harness.errors`` for their
+  ``FailpointSpecError``, which imports only the runtime's errors.
 
 What this does not see: ``importlib.import_module`` with a computed name (the
 launchers import agent programs that way, by design), or ``import harness``
@@ -41,7 +46,13 @@ INTEGRATIONS = "harness.integrations"
 REPORT = "harness.report"
 REPORT_MUST_NOT_IMPORT = ("harness.chaos.campaign", "argparse")
 AGENT_PROCESS = "harness.agent.__main__"
-AGENT_PROCESS_MAY_IMPORT = ("harness.runtime", "harness.world", "harness.agent")
+AGENT_PROCESS_MAY_IMPORT = (
+    "harness.runtime",
+    "harness.world",
+    "harness.agent",
+    "harness.failpoints",
+    "harness.errors",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +250,8 @@ class TestThePackagesLayers:
 
     def test_no_arrow_against_the_layers(self) -> None:
         """Runtime imports nothing of the project; report runs no campaign and parses no
-        arguments; the agent process imports only runtime, world and agent."""
+        arguments; the agent process imports only runtime, world, agent, the failpoints and
+        the errors."""
         violations = layer_violations(modules_of(HARNESS))
         assert not violations, "imports against the layers:\n" + "\n".join(violations)
 
@@ -257,6 +269,7 @@ class TestThePackagesLayers:
         graph = import_graph(modules)
         assert "harness.runtime.journal" in reachable(graph, AGENT_PROCESS)
         assert "harness.world.store" in reachable(graph, AGENT_PROCESS)
+        assert "harness.failpoints" in reachable(graph, AGENT_PROCESS)
 
 
 def _package(tmp_path: Path, files: dict[str, str]) -> dict[str, Module]:
@@ -332,11 +345,11 @@ class TestTheWalkerCanFail:
             "the agent process imports harness.check (harness.agent.__main__ -> "
             "harness.runtime -> harness.runtime.journal -> harness.world.store -> "
             "harness.check.invariants -> harness.check): it may import only harness.runtime, "
-            "harness.world, harness.agent",
+            "harness.world, harness.agent, harness.failpoints, harness.errors",
             "the agent process imports harness.check.invariants (harness.agent.__main__ -> "
             "harness.runtime -> harness.runtime.journal -> harness.world.store -> "
             "harness.check.invariants): it may import only harness.runtime, harness.world, "
-            "harness.agent",
+            "harness.agent, harness.failpoints, harness.errors",
         ]
 
     def test_an_allowed_agent_process_passes(self, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.agent.plan import plan_id, reissued_id
-from harness.runtime.failpoints import _as_first_issued
+from harness.failpoints import _as_first_issued
 from harness.world.store import step_of
 
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.failpoints import arm, hit_ops, parse_failpoints
 from harness.runtime import (
     CallContext,
     CallOutcome,
@@ -23,7 +24,6 @@ from harness.runtime import (
     TransientToolError,
 )
 from harness.runtime.aio import AsyncRuntime
-from harness.runtime.failpoints import arm, hit_ops, parse_failpoints
 from harness.runtime.journal import JournalWriter
 from harness.runtime.records import (
     FinishRecord,

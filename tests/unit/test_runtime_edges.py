@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.failpoints import arm, disarm, failpoint, parse_failpoints
 from harness.runtime import Runtime, ToolClass
-from harness.runtime.failpoints import arm, disarm, failpoint, parse_failpoints
 from harness.runtime.journal import scan_journal
 from harness.runtime.records import IntentRecord, Resolution
 from tests.conftest import FakeTool
@@ -17,7 +17,7 @@ class TestResolve:
     def test_only_a_running_op_can_be_resolved(self, tmp_path: Path) -> None:
         """Resolving an unknown or settled op is refused: it would hide an op from recovery."""
         tool = FakeTool()
-        with Runtime.open(tmp_path / "journal", arm_failpoints=False) as runtime:
+        with Runtime.open(tmp_path / "journal") as runtime:
             runtime.call("s001", "ui_tap", {"element": "ok"}, tool)
             with pytest.raises(ValueError, match="succeeded"):
                 runtime.resolve("s001", Resolution.EFFECT_PRESENT)
@@ -29,7 +29,7 @@ class TestEncoding:
     def test_lone_surrogate_in_arguments_round_trips(self, tmp_path: Path) -> None:
         """Arguments holding a lone surrogate (a surrogateescape file name) are journaled intact."""
         name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
-        with Runtime.open(tmp_path / "journal", arm_failpoints=False) as runtime:
+        with Runtime.open(tmp_path / "journal") as runtime:
             outcome = runtime.call("s001", "read_file", {"path": name}, FakeTool())
         assert outcome.ok
         intents = [

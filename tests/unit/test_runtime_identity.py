@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.failpoints import arm, disarm, parse_failpoints
 from harness.runtime import FailpointTriggered, Identity, Resolution, Runtime, ToolTable
-from harness.runtime.failpoints import arm, disarm, parse_failpoints
 from harness.runtime.identity import ContentKey, match_by_content
 from harness.runtime.journal import FILE_HEADER, HEADER_SIZE
 from harness.runtime.records import IntentRecord, ResolvedRecord
@@ -18,7 +18,7 @@ TAP = ContentKey("ui_tap", "d1")
 
 
 def _open(path: Path, identity: str = "content") -> Runtime:
-    return Runtime.open(path, table=ToolTable.shipped(), arm_failpoints=False, identity=identity)
+    return Runtime.open(path, table=ToolTable.shipped(), identity=identity)
 
 
 def _life(path: Path, calls: list[tuple[str, str, dict[str, str]]], tool: FakeTool) -> None:

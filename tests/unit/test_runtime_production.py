@@ -1,6 +1,7 @@
 """The runtime as a library in production: no harness variable obeyed, every outcome journaled.
 
-Failpoints arm only when asked; arguments and results must be JSON (and what
+The runtime reads no variable of its environment (the harness arms its
+failpoints itself, ``harness.failpoints``); arguments and results must be JSON (and what
 is not is refused or journaled as what it is); a tool that raises something
 other than ``ToolError`` leaves a journaled unknown outcome, never a silent
 RUNNING op; a VERIFY is closed with a ``Resolution``, which later calls
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from harness.failpoints import FAILPOINTS_ENV, arm_from_environ
 from harness.runtime import (
     CallContext,
     Decision,
@@ -26,7 +28,6 @@ from harness.runtime import (
     TransientToolError,
 )
 from harness.runtime.executor import NOT_JSON
-from harness.runtime.failpoints import FAILPOINTS_ENV
 from harness.runtime.records import FinishRecord
 from tests.conftest import FakeTool, journal_records, open_runtime
 
@@ -38,7 +39,7 @@ def _finishes(path: Path) -> list[FinishRecord]:
 
 
 class TestFailpointsArmOnlyWhenAsked:
-    def test_open_ignores_the_harness_variable_by_default(
+    def test_open_ignores_the_harness_variable(
         self, journal_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A production process with HARNESS_FAILPOINTS set is not made to raise by it."""
@@ -47,15 +48,14 @@ class TestFailpointsArmOnlyWhenAsked:
             outcome = runtime.call("op-1", "read_file", ARGS, FakeTool())
         assert outcome.ok
 
-    def test_the_harness_agent_asks_for_them(
+    def test_the_harness_arms_them_itself(
         self, journal_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """With arm_failpoints=True the variable's failpoints fire."""
+        """Armed by the harness (as its agent does before opening), the variable's failpoints
+        fire at the runtime's crash points."""
         monkeypatch.setenv(FAILPOINTS_ENV, "op.after_intent=raise")
-        with (
-            Runtime.open(journal_path, arm_failpoints=True) as runtime,
-            pytest.raises(FailpointTriggered),
-        ):
+        arm_from_environ()
+        with Runtime.open(journal_path) as runtime, pytest.raises(FailpointTriggered):
             runtime.call("op-1", "read_file", ARGS, FakeTool())
 
 

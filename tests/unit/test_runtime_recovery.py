@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import pytest
 
+from harness.failpoints import arm, disarm, parse_failpoints
 from harness.runtime import (
     CallContext,
     Decision,
@@ -20,7 +21,6 @@ from harness.runtime import (
     fold,
     plan_recovery,
 )
-from harness.runtime.failpoints import arm, disarm, parse_failpoints
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,

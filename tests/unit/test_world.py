@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import harness.world
+from harness.failpoints import FAILPOINTS_ENV
 from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.runtime.errors import FailpointTriggered, ToolError, TransientToolError
 from harness.runtime.executor import CallContext, ToolFunction
-from harness.runtime.failpoints import FAILPOINTS_ENV
 from harness.world import (
     CATALOG,
     EFFECT_TABLES,
@@ -651,7 +651,7 @@ KILLED_CHILD = """
 import sys
 from pathlib import Path
 from harness.runtime.executor import CallContext
-from harness.runtime.failpoints import arm_from_environ
+from harness.failpoints import arm_from_environ
 from harness.world import WorldStore, make_tool_function
 
 arm_from_environ()

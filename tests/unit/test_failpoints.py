@@ -1,4 +1,5 @@
-"""Failpoints: the spec grammar, when an armed point fires, and what each action does."""
+"""Failpoints (``harness.failpoints``): the spec grammar, when an armed point fires, what
+each action does, and that the runtime's crash points are armed through its hook."""
 
 from __future__ import annotations
 
@@ -8,29 +9,37 @@ import select
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.runtime import FAILPOINTS, FailpointSpecError, FailpointTriggered, parse_failpoints
-from harness.runtime.failpoints import (
+import harness.runtime.hooks as hooks
+from harness.errors import FailpointSpecError
+from harness.failpoints import (
     CHANNEL_ENV,
+    FAILPOINTS,
     FAILPOINTS_ENV,
     FailpointSpec,
     absorb_hits,
+    arm,
     arm_from_environ,
     disarm,
     failpoint,
     hit_counts,
     hit_ops,
     hit_report,
+    parse_failpoints,
 )
+from harness.runtime import CallContext, FailpointTriggered, Runtime
+from harness.runtime.hooks import CRASH_POINTS
 from tests.conftest import subprocess_env
 
 # A victim: arm from the environment, then hit op.after_effect three times,
 # printing where it stands so the test can tell how far it got.
 VICTIM = """
-from harness.runtime.failpoints import arm_from_environ, failpoint
+from harness.failpoints import arm_from_environ, failpoint
 arm_from_environ()
 for hit in (1, 2, 3):
     print("before", hit, flush=True)
@@ -43,7 +52,7 @@ print("done", flush=True)
 # the victim waiting in the kill hand-shake instead of guessing how long to give it.
 WATCHED_CLOCK = """
 import os, sys, time
-import harness.runtime.failpoints as failpoints
+import harness.failpoints as failpoints
 
 class WatchedClock:
     def __getattr__(self, name):
@@ -235,7 +244,7 @@ class TestInProcessActions:
         happened: list[object] = []
         # The seam: the sleep the failpoint module calls, recorded instead of slept.
         monkeypatch.setattr(
-            "harness.runtime.failpoints.time.sleep", lambda s: happened.append(("sleep", s))
+            "harness.failpoints.time.sleep", lambda s: happened.append(("sleep", s))
         )
         armed("op.mid_effect=sleep(120)")
         failpoint("op.mid_effect")
@@ -348,7 +357,7 @@ class TestProcessActions:
 
 AIMED_FROM_A_THREAD = """
 import sys, threading, time
-from harness.runtime.failpoints import arm_from_environ, failpoint
+from harness.failpoints import arm_from_environ, failpoint
 arm_from_environ()
 def worker():
     failpoint("op.after_intent", "s001")  # the aim's anchor, hit on a thread of its own
@@ -375,3 +384,54 @@ class TestAimedKills:
         )
         assert proc.returncode == -signal.SIGALRM, proc.stderr
         assert proc.stdout == "timer started\n"
+
+
+class TestTheRuntimesHook:
+    def test_the_points_are_the_runtimes_and_the_harnesss_own_in_protocol_order(self) -> None:
+        """FAILPOINTS: the runtime's crash points, with the harness's op.reply after the effect's
+        middle and agent.before_exit last."""
+        assert FAILPOINTS == (
+            "op.before_intent",
+            "op.after_intent",
+            "op.mid_effect",
+            "op.reply",
+            "op.after_effect",
+            "op.after_finish",
+            "recovery.after_decision",
+            "recovery.before_retry",
+            "recovery.after_hint",
+            "journal.append",
+            "journal.before_fsync",
+            "agent.before_exit",
+        )
+        assert [p for p in FAILPOINTS if p in CRASH_POINTS] == list(CRASH_POINTS)
+
+    def test_arming_installs_the_hook_and_disarm_removes_it(self) -> None:
+        """Nothing armed, no hook (the runtime's points cost one test); armed, the runtime's
+        points and the harness's are counted in one place; disarmed, no hook again."""
+        arm_from_environ({})
+        assert hooks._hook is None
+        arm(parse_failpoints("op.after_intent=count"))
+        hooks.failpoint("op.after_intent", "s001")  # as the runtime hits it
+        failpoint("op.after_intent", "s002")  # as the harness does
+        assert hit_ops() == {"op.after_intent": ["s001", "s002"]}
+        disarm()
+        assert hooks._hook is None
+
+    def test_a_runtime_call_is_counted_with_the_harnesss_points(self, tmp_path: Path) -> None:
+        """A call through the runtime hits its points through the hook, and the tool's op.reply
+        through this module: both counted, in the order they were hit."""
+        arm(parse_failpoints("op.after_intent=count,op.reply=count,op.after_effect=count"))
+
+        def tool(name: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
+            failpoint("op.reply", ctx.op_id)
+            return {"ok": True}
+
+        with Runtime.open(tmp_path / "journal") as runtime:
+            assert runtime.call("s001", "read_file", {"path": "/a"}, tool).ok
+        assert hit_counts() == {"op.after_intent": 1, "op.reply": 1, "op.after_effect": 1}
+        assert hit_ops() == {
+            "op.after_intent": ["s001"],
+            "op.reply": ["s001"],
+            "op.after_effect": ["s001"],
+        }

@@ -1,8 +1,15 @@
-"""Failpoints: named crash points compiled into the runtime, armed from outside.
+"""Failpoints: the harness arms the crash points of an agent process from outside.
 
-A failpoint is a call ``failpoint("op.after_effect")`` at a fixed place in the
-code. Unarmed it costs the call and one truth test. Armed, through the environment
-variable ``HARNESS_FAILPOINTS``, it acts on its N-th hit in this process:
+A failpoint is a call ``failpoint("op.after_effect", op_id)`` at a fixed place
+of the code. The runtime's own points (``harness.runtime.hooks.CRASH_POINTS``)
+are hit through its crash hook; the harness hits its own (``op.reply`` in the
+world's tools once an effect is committed, ``agent.before_exit`` in an agent
+program after its work) with this module's ``failpoint``. Arming installs one
+dispatcher as the runtime's hook, and this module's ``failpoint`` goes through
+the same dispatcher, so the hits of every point are counted in one place.
+Unarmed, a point costs the call and one truth test. Armed, through the
+environment variable ``HARNESS_FAILPOINTS``, it acts on its N-th hit in this
+process:
 
     spec    := entry ("," entry)*
     entry   := name ["@" N] "=" action ["(" arg ")"]
@@ -10,12 +17,12 @@ variable ``HARNESS_FAILPOINTS``, it acts on its N-th hit in this process:
 
 ``op.after_effect@3=kill`` kills the process on the third hit of that point;
 without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
-``sleep(250)`` sleeps 250 ms, ``enospc`` raises ``OSError(ENOSPC)`` where the
-point is (the journal's append site stands for a full disk), ``lost-reply``
-raises a ``TransientToolError`` that looks like a timeout (at ``op.reply``, hit
-by the simulated tools once their effect is committed: the reply was lost),
-``count`` only counts hits (the supervisor learns from a crash-free run where
-the points are).
+``sleep(250)`` sleeps 250 ms, ``raise`` raises ``FailpointTriggered`` (the
+runtime stops dead there, as a crash would), ``enospc`` raises
+``OSError(ENOSPC)`` where the point is (the journal's append site stands for a
+full disk), ``lost-reply`` raises a ``TransientToolError`` that looks like a
+timeout (at ``op.reply``: the reply was lost), ``count`` only counts hits (the
+supervisor learns from a crash-free run where the points are).
 
 ``kill`` hand-shakes with a supervisor when one is listening: the process
 writes ``reached <name> <hit>`` to the file descriptor named by
@@ -24,7 +31,8 @@ the supervisor knows exactly where the victim stood (the line ends with the op
 id, when the point has one). Alone, it SIGKILLs itself.
 
 Contract: a malformed spec or an unknown failpoint name raises
-``FailpointSpecError`` from ``arm_from_environ``, before anything runs.
+``FailpointSpecError`` from ``arm_from_environ``, before anything runs;
+``disarm`` removes the runtime's hook again.
 """
 
 from __future__ import annotations
@@ -39,7 +47,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.runtime.errors import FailpointSpecError, FailpointTriggered, TransientToolError
+from harness.errors import FailpointSpecError
+from harness.runtime.errors import FailpointTriggered, TransientToolError
+from harness.runtime.hooks import CRASH_POINTS, set_crash_hook
 
 __all__ = [
     "AIMED_KILL_SIGNAL",
@@ -84,21 +94,16 @@ catch. Linux carries out a fatal signal nobody handles as a group kill, as it do
 SIGKILL (the process runs no more user code: no handler, no ``finally``, no flush);
 only the exit status differs, and tells the supervisor the timer fired."""
 
+_AFTER_MID_EFFECT = CRASH_POINTS.index("op.mid_effect") + 1
+
 FAILPOINTS: tuple[str, ...] = (
-    "op.before_intent",
-    "op.after_intent",
-    "op.mid_effect",
-    "op.reply",
-    "op.after_effect",
-    "op.after_finish",
-    "recovery.after_decision",
-    "recovery.before_retry",
-    "recovery.after_hint",
-    "journal.append",
-    "journal.before_fsync",
-    "agent.before_exit",
+    *CRASH_POINTS[:_AFTER_MID_EFFECT],
+    "op.reply",  # the harness's: a tool's effect is committed, its reply not yet given
+    *CRASH_POINTS[_AFTER_MID_EFFECT:],
+    "agent.before_exit",  # the harness's: an agent program's work is done
 )
-"""Every failpoint compiled into the runtime, in protocol order."""
+"""Every failpoint an agent process hits, in protocol order: the runtime's crash points
+and the harness's own two."""
 
 EXIT_HOLD_POINT = "agent.before_exit"
 """An agent program's last point, after its work and before it exits: a supervisor
@@ -198,14 +203,26 @@ _aim_group = False
 
 
 def failpoint(name: str, detail: str = "") -> None:
-    """Mark a crash point; acts only when armed for this name.
+    """Mark one of the harness's own points; acts only when armed for this name.
 
     ``detail`` (an op id) is passed on to a listening supervisor.
     """
     if _armed:  # unarmed (the common case): one truth test of a global, no call
-        trigger = _armed.get(name)
-        if trigger is not None:
-            trigger.fire(name, detail)
+        _dispatch(name, detail)
+
+
+def _dispatch(name: str, detail: str) -> None:
+    """Every armed point's hit, the runtime's (as its crash hook) and the harness's."""
+    trigger = _armed.get(name)
+    if trigger is not None:
+        trigger.fire(name, detail)
+
+
+def _install_hook() -> None:
+    # The runtime calls its hook at every one of its points: installed only once
+    # something is armed, so that an unarmed process pays one truth test there too.
+    if _armed:
+        set_crash_hook(_dispatch)
 
 
 def report_hit_counts() -> None:
@@ -275,6 +292,7 @@ def absorb_hits(report: Mapping[str, Mapping[str, object]]) -> None:
             merged = sorted(zip(moments, [*(trigger.details or ()), *map(str, ops)], strict=True))
             trigger.times = [moment for moment, _ in merged]
             trigger.details = [op for _, op in merged]
+    _install_hook()
 
 
 def aim_at_process_group() -> None:
@@ -305,10 +323,13 @@ def arm(specs: tuple[FailpointSpec, ...]) -> None:
         trigger.hits = 0
         if spec.action == "count":
             trigger.details = []
+    _install_hook()
 
 
 def disarm() -> None:
+    """Forget every armed point and its hits; the runtime's points cost one test again."""
     _armed.clear()
+    set_crash_hook(None)
 
 
 def arm_from_environ(environ: Mapping[str, str] = os.environ) -> tuple[FailpointSpec, ...]:
