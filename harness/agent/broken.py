@@ -16,18 +16,10 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from harness.failpoints import failpoint
-from harness.runtime import (
-    Decision,
-    Executor,
-    OpState,
-    RecoveryDecision,
-    Resolution,
-    Runtime,
-    VerifyHint,
-    decide_for_operation,
-)
+from harness.runtime import Decision, OpState, RecoveryDecision, Resolution, Runtime, VerifyHint
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.errors import JournalCorruptError
+from harness.runtime.executor import Executor
 from harness.runtime.journal import (
     FILE_HEADER,
     HEADER_SIZE,
@@ -36,7 +28,7 @@ from harness.runtime.journal import (
     ScannedRecord,
     TornTail,
 )
-from harness.runtime.matrix import verify_hint
+from harness.runtime.matrix import decide_for_operation, verify_hint
 from harness.runtime.records import FinishRecord, IntentRecord, Record, digest, record_from_json
 from harness.runtime.steps import Append, Steps
 

@@ -42,8 +42,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.agent.shadow import read_shadow
 from harness.check.journal import FILE_HEADER, JournalEntry, read_journal_bytes
-from harness.runtime.journal import read_shadow
 
 __all__ = [
     "FAULT_KINDS",

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.adapters import Adapter, get_adapter
+from harness.agent.shadow import SHADOW_ENV
 from harness.chaos.faults import SHADOW_FILE, apply_after_death
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
@@ -53,7 +54,6 @@ from harness.failpoints import (
     EXIT_HOLD_POINT,
     FAILPOINTS_ENV,
 )
-from harness.runtime.journal import SHADOW_ENV
 
 __all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents"]
 

@@ -84,6 +84,7 @@ from typing_extensions import TypedDict  # pydantic needs it for a TypedDict bef
 
 from harness.integrations.guard import VERIFY_TOOL, VERIFY_TOOL_DOC, GuardReply, ToolGuard
 from harness.runtime import CallContext, ToolError, ToolTable, VerifyHint
+from harness.runtime.journal import JournalListener
 
 __all__ = ["HINT_OP", "GuardedToolset", "current_call", "hinted_op"]
 
@@ -144,13 +145,15 @@ class _Shared:
 @dataclass
 class GuardedToolset(WrapperToolset[AgentDepsT]):
     """``wrapped``'s tools, each call through this project's runtime on ``journal``,
-    and ``report_verification``. ``table``, ``identity`` and ``max_attempts`` are
-    ``Runtime.open``'s (the default tool table, knowing calls by id, 3 attempts)."""
+    and ``report_verification``. ``table``, ``identity``, ``max_attempts`` and
+    ``listener`` are ``Runtime.open``'s (no table: every tool UNKNOWN; knowing calls
+    by id; 3 attempts; no journal listener)."""
 
     journal: Path | str
     table: ToolTable | None = None
     identity: str = "id"
     max_attempts: int = 3
+    listener: JournalListener | None = None
     verify_retries: int = 3
     """How often the model may get a report wrong (an op nobody asked about) in a row."""
     shared: _Shared = field(default_factory=_Shared, repr=False, compare=False)
@@ -222,6 +225,7 @@ class GuardedToolset(WrapperToolset[AgentDepsT]):
                         table=self.table,
                         identity=self.identity,
                         max_attempts=self.max_attempts,
+                        listener=self.listener,
                     )
         return shared.guard
 

@@ -1,10 +1,15 @@
-"""The seed's recovery system for agent tool calls, usable on its own.
+"""A crash-recovery runtime for agent tool calls, usable on its own.
 
 Classify each tool (``ToolTable``), run every call write-ahead through a
-journal (``Runtime.call``), and after a crash get a decision per op
-(``Runtime.recover``): SKIP, RETRY or VERIFY. This package imports nothing
-else of the project.
+journal (``Runtime.call``, or ``AsyncRuntime`` for asyncio code), and after a
+crash get a decision per op (``Runtime.recover``): SKIP, RETRY or VERIFY.
+This package needs nothing outside the standard library and imports nothing
+else of the project. Its guarantees, limits and versions: ``docs/runtime.md``.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.errors import (
@@ -22,28 +27,21 @@ from harness.runtime.errors import (
     ToolTableError,
     TransientToolError,
 )
-from harness.runtime.executor import CallContext, CallOutcome, Executor, ToolFunction
+from harness.runtime.executor import CallContext, CallOutcome, ToolFunction
 from harness.runtime.identity import Identity
-from harness.runtime.journal import JournalWriter, scan_journal
-from harness.runtime.matrix import (
-    DECISION_MATRIX,
-    Decision,
-    OpState,
-    RecoveryDecision,
-    decide,
-    decide_for_operation,
-)
+from harness.runtime.matrix import Decision, OpState, RecoveryDecision
 from harness.runtime.records import Resolution
-from harness.runtime.recovery import OpHistory, fold, plan_recovery
 from harness.runtime.runtime import RecoveryReport, Runtime, VerifyHint
 
+if TYPE_CHECKING:
+    from harness.runtime.aio import AsyncRuntime
+
 __all__ = [
-    "DECISION_MATRIX",
+    "AsyncRuntime",
     "CallContext",
     "CallOutcome",
     "Decision",
     "DecisionKeyError",
-    "Executor",
     "FailpointTriggered",
     "HarnessError",
     "IdempotencyClass",
@@ -53,10 +51,8 @@ __all__ = [
     "JournalLockedError",
     "JournalVersionError",
     "JournalWriteError",
-    "JournalWriter",
     "McpNotInstalledError",
     "McpServerError",
-    "OpHistory",
     "OpState",
     "RecoveryDecision",
     "RecoveryReport",
@@ -69,9 +65,14 @@ __all__ = [
     "ToolTableError",
     "TransientToolError",
     "VerifyHint",
-    "decide",
-    "decide_for_operation",
-    "fold",
-    "plan_recovery",
-    "scan_journal",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # AsyncRuntime is loaded on first use: asyncio costs a process several milliseconds,
+    # and an agent restarted after every crash pays its start-up each time.
+    if name == "AsyncRuntime":
+        from harness.runtime.aio import AsyncRuntime
+
+        return AsyncRuntime
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

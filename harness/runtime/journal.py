@@ -45,13 +45,11 @@ durable. The next open, in this process or another, cuts what the failed
 append left as a torn tail and reports it. No durable record is ever removed
 but by that cut.
 
-What is durable: ``synced_size`` is the length up to the last fsync. When the
-environment names a shadow file (``HARNESS_JOURNAL_SHADOW``), the writer also
-stores that length there (8 bytes, big-endian, not fsynced: it only has to
-outlive a SIGKILL), so that a supervisor can simulate a power cut afterwards by
-dropping or tearing whatever the journal holds past it. A ``listener`` given
-to the writer is called with each write (``Appended``) and each fsync's
-duration (``Synced``), for metrics.
+What is durable: ``synced_size`` is the length up to the last fsync. A
+``listener`` given to the writer is told where the records end once the
+journal is opened (``Opened``), then each write (``Appended``) and each
+fsync with its duration (``Synced``): for metrics, or for a test harness that
+keeps its own account of what was made durable.
 """
 
 from __future__ import annotations
@@ -99,24 +97,22 @@ __all__ = [
     "FORMAT_VERSION",
     "HEADER_SIZE",
     "MAX_PAYLOAD",
-    "SHADOW_ENV",
     "SUPPORTED_PLATFORMS",
     "Appended",
     "JournalEvent",
     "JournalListener",
     "JournalScan",
     "JournalWriter",
+    "Opened",
     "ScannedRecord",
     "Synced",
     "TornTail",
     "encode_frame",
     "new_journal_id",
-    "read_shadow",
     "scan_bytes",
     "scan_journal",
 ]
 
-SHADOW_ENV = "HARNESS_JOURNAL_SHADOW"
 FORMAT_VERSION = 1
 FILE_HEADER = b"%HJOURNAL 1\n"
 """The first bytes of every journal file, durable before its first record."""
@@ -315,7 +311,15 @@ class Synced:
     seconds: float
 
 
-JournalEvent = Appended | Synced
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """The journal was opened (a torn tail cut, an identity given): its records end at
+    ``end``, all of it on disk as far as this process can tell."""
+
+    end: int
+
+
+JournalEvent = Opened | Appended | Synced
 JournalListener = Callable[[JournalEvent], None]
 """Called with each write and each fsync, in order, on the thread that made it; keep it
 quick (the journal's lock is held). An exception from it is logged, never raised."""
@@ -335,7 +339,6 @@ class JournalWriter:
         path: Path | str,
         *,
         fsync: bool = True,
-        shadow: Path | str | None = None,
         listener: JournalListener | None = None,
     ) -> None:
         self.path = Path(path)
@@ -346,11 +349,8 @@ class JournalWriter:
             )
         self._fsync = fsync
         self._listener = listener
-        self._shadow_fd: int | None = None
         self._lock = _thread.allocate_lock()
         self._poisoned: str | None = None
-        if shadow is None and os.environ.get(SHADOW_ENV):
-            shadow = os.environ[SHADOW_ENV]
         if not self.path.exists():
             _create(self.path)
         try:
@@ -395,9 +395,8 @@ class JournalWriter:
                 self.append(JournalIdRecord(journal_id))
                 log.warning("%s: journal given its identity %s", self.path, journal_id)
             self.journal_id = journal_id
-            if shadow is not None:
-                self._shadow_fd = os.open(shadow, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                self._record_synced()
+            if self._listener is not None:
+                self._tell(Opened(self.synced_size))
         except BaseException:
             self.close()
             raise
@@ -470,7 +469,6 @@ class JournalWriter:
         self.size = offset + len(frames)
         if synced:
             self.synced_size = self.size
-            self._record_synced()
         if self._listener is not None:
             self._tell(Appended(tuple(r for r, _ in encoded), offset, self.size, synced))
             if synced:
@@ -521,13 +519,8 @@ class JournalWriter:
             except OSError as exc:
                 raise JournalWriteError(self._poison(self.size, exc)) from exc
             self.synced_size = self.size
-            self._record_synced()
             if self._listener is not None:
                 self._tell(Synced(self.size, time.perf_counter() - started))
-
-    def _record_synced(self) -> None:
-        if self._shadow_fd is not None:
-            os.pwrite(self._shadow_fd, self.synced_size.to_bytes(8, "big"), 0)
 
     def close(self) -> None:
         with self._lock:
@@ -537,9 +530,6 @@ class JournalWriter:
             self._release()
 
     def _release(self) -> None:
-        if self._shadow_fd is not None:
-            os.close(self._shadow_fd)
-            self._shadow_fd = None
         if self._fd is not None:
             os.close(self._fd)  # also releases the flock
             self._fd = None
@@ -618,15 +608,6 @@ def _create(path: Path) -> None:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-
-
-def read_shadow(path: Path | str) -> int | None:
-    """The synced length a writer last stored in its shadow file, if any."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return None
-    return int.from_bytes(data[:8], "big") if len(data) >= 8 else None
 
 
 def _read_fd(fd: int) -> bytes:

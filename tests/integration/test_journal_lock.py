@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.runtime import JournalLockedError, JournalWriter, scan_journal
+from harness.runtime import JournalLockedError
+from harness.runtime.journal import JournalWriter, scan_journal
 from harness.runtime.records import IncarnationRecord
 from tests.conftest import subprocess_env
 
 # Opens the journal named by argv[1]; any error escapes (its traceback names it).
 OPEN_JOURNAL = """
 import sys
-from harness.runtime import JournalWriter
+from harness.runtime.journal import JournalWriter
 JournalWriter(sys.argv[1])
 print("opened", flush=True)
 """
@@ -28,7 +29,7 @@ print("opened", flush=True)
 # killing it, the pipe closes and the holder exits rather than outliving it.
 HOLD_JOURNAL = """
 import os, sys
-from harness.runtime import JournalWriter
+from harness.runtime.journal import JournalWriter
 from harness.runtime.records import IncarnationRecord
 writer = JournalWriter(sys.argv[1])
 writer.append(IncarnationRecord(1, os.getpid()))

@@ -45,11 +45,16 @@ from harness.runtime import (
     IdempotencyClass,
     JournalCorruptError,
     JournalVersionError,
-    JournalWriter,
     OpState,
     ToolClass,
 )
-from harness.runtime.journal import FILE_HEADER, JournalScan, encode_frame, scan_bytes
+from harness.runtime.journal import (
+    FILE_HEADER,
+    JournalScan,
+    JournalWriter,
+    encode_frame,
+    scan_bytes,
+)
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,

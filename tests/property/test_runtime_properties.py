@@ -29,9 +29,8 @@ from harness.runtime import (
     ToolError,
     ToolTable,
     TransientToolError,
-    scan_journal,
 )
-from harness.runtime.journal import FILE_HEADER
+from harness.runtime.journal import FILE_HEADER, scan_journal
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness.chaos.faults import PRISTINE_JOURNAL, SECTOR, SHADOW_FILE, apply_after_death
-from harness.runtime import JournalCorruptError, Runtime, scan_journal
-from harness.runtime.journal import HEADER_SIZE, JournalWriter, scan_bytes
+from harness.runtime import JournalCorruptError, Runtime
+from harness.runtime.journal import HEADER_SIZE, JournalWriter, scan_bytes, scan_journal
 from tests.conftest import FakeTool
 
 

@@ -9,18 +9,17 @@ import pytest
 
 from harness.runtime import (
     CallContext,
-    Executor,
     FailpointTriggered,
     JournalWriteError,
-    JournalWriter,
     OpState,
     ToolClass,
     ToolError,
     TransientToolError,
-    fold,
-    scan_journal,
 )
+from harness.runtime.executor import Executor
+from harness.runtime.journal import JournalWriter, scan_journal
 from harness.runtime.records import FinishRecord, IntentRecord, Record, digest
+from harness.runtime.recovery import fold
 from tests.conftest import IW, NI, RO, UNK, FakeTool, journal_records, open_runtime
 
 ARGS = {"path": "/notes.txt", "content": "hello"}

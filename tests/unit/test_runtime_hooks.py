@@ -168,3 +168,65 @@ class TestTheHook:
                     hit.add(first.value)
         assert hit == set(CRASH_POINTS)
         assert len(CRASH_POINTS) == len(set(CRASH_POINTS))
+
+
+class TestThePublicFace:
+    FACE = {
+        "AsyncRuntime",
+        "CallContext",
+        "CallOutcome",
+        "Decision",
+        "DecisionKeyError",
+        "FailpointTriggered",
+        "HarnessError",
+        "IdempotencyClass",
+        "Identity",
+        "JournalCorruptError",
+        "JournalError",
+        "JournalLockedError",
+        "JournalVersionError",
+        "JournalWriteError",
+        "McpNotInstalledError",
+        "McpServerError",
+        "OpState",
+        "RecoveryDecision",
+        "RecoveryReport",
+        "Resolution",
+        "Runtime",
+        "ToolClass",
+        "ToolError",
+        "ToolFunction",
+        "ToolTable",
+        "ToolTableError",
+        "TransientToolError",
+        "VerifyHint",
+    }
+
+    def test_all_is_sorted_and_small(self) -> None:
+        """``__all__`` is the library's face, sorted; every name in it resolves."""
+        exported = harness.runtime.__all__
+        assert exported == sorted(exported)
+        assert set(exported) == self.FACE
+        for name in exported:
+            assert getattr(harness.runtime, name) is not None
+
+    def test_recovery_internals_are_not_exported(self) -> None:
+        for name in ("fold", "plan_recovery", "DECISION_MATRIX", "Executor", "JournalWriter"):
+            assert name not in harness.runtime.__all__
+            assert not hasattr(harness.runtime, name)
+
+    def test_async_runtime_is_there_without_importing_asyncio_up_front(self) -> None:
+        """``import harness.runtime`` loads no asyncio (an agent's start-up pays for it);
+        ``harness.runtime.AsyncRuntime`` loads it on first use."""
+        code = (
+            "import sys, harness.runtime as r; before = 'asyncio' in sys.modules; "
+            "cls = r.AsyncRuntime; print(before, cls.__module__)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=subprocess_env(),
+        )
+        assert done.stdout.split() == ["False", "harness.runtime.aio"]

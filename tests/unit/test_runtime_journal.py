@@ -20,18 +20,18 @@ from harness.runtime import (
     JournalCorruptError,
     JournalError,
     JournalWriteError,
-    JournalWriter,
     OpState,
     ToolClass,
-    scan_journal,
 )
 from harness.runtime import journal as journal_module
 from harness.runtime.journal import (
     FILE_HEADER,
     MAX_PAYLOAD,
     JournalScan,
+    JournalWriter,
     encode_frame,
     scan_bytes,
+    scan_journal,
 )
 from harness.runtime.records import (
     DecisionRecord,

@@ -8,16 +8,8 @@ from typing import ClassVar, cast
 
 import pytest
 
-from harness.runtime import (
-    DECISION_MATRIX,
-    Decision,
-    DecisionKeyError,
-    IdempotencyClass,
-    OpState,
-    ToolClass,
-    decide,
-    decide_for_operation,
-)
+from harness.runtime import Decision, DecisionKeyError, IdempotencyClass, OpState, ToolClass
+from harness.runtime.matrix import DECISION_MATRIX, decide, decide_for_operation
 from tests.conftest import IW, NI, RO, UNK
 
 SKIP, RETRY, VERIFY = Decision.SKIP, Decision.RETRY, Decision.VERIFY

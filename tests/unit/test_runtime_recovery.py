@@ -18,8 +18,6 @@ from harness.runtime import (
     RecoveryDecision,
     ToolClass,
     ToolTable,
-    fold,
-    plan_recovery,
 )
 from harness.runtime.records import (
     DecisionRecord,
@@ -33,6 +31,7 @@ from harness.runtime.records import (
     ResolvedRecord,
     TailDroppedRecord,
 )
+from harness.runtime.recovery import fold, plan_recovery
 from tests.conftest import IW, NI, RO, UNK, FakeTool, journal_records, open_runtime
 
 CRASH_POINTS = ["op.after_intent", "op.after_effect"]
