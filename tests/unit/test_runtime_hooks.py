@@ -171,36 +171,38 @@ class TestTheHook:
 
 
 class TestThePublicFace:
-    FACE = {
-        "AsyncRuntime",
-        "CallContext",
-        "CallOutcome",
-        "Decision",
-        "DecisionKeyError",
-        "FailpointTriggered",
-        "HarnessError",
-        "IdempotencyClass",
-        "Identity",
-        "JournalCorruptError",
-        "JournalError",
-        "JournalLockedError",
-        "JournalVersionError",
-        "JournalWriteError",
-        "McpNotInstalledError",
-        "McpServerError",
-        "OpState",
-        "RecoveryDecision",
-        "RecoveryReport",
-        "Resolution",
-        "Runtime",
-        "ToolClass",
-        "ToolError",
-        "ToolFunction",
-        "ToolTable",
-        "ToolTableError",
-        "TransientToolError",
-        "VerifyHint",
-    }
+    FACE = frozenset(
+        {
+            "AsyncRuntime",
+            "CallContext",
+            "CallOutcome",
+            "Decision",
+            "DecisionKeyError",
+            "FailpointTriggered",
+            "HarnessError",
+            "IdempotencyClass",
+            "Identity",
+            "JournalCorruptError",
+            "JournalError",
+            "JournalLockedError",
+            "JournalVersionError",
+            "JournalWriteError",
+            "McpNotInstalledError",
+            "McpServerError",
+            "OpState",
+            "RecoveryDecision",
+            "RecoveryReport",
+            "Resolution",
+            "Runtime",
+            "ToolClass",
+            "ToolError",
+            "ToolFunction",
+            "ToolTable",
+            "ToolTableError",
+            "TransientToolError",
+            "VerifyHint",
+        }
+    )
 
     def test_all_is_sorted_and_small(self) -> None:
         """``__all__`` is the library's face, sorted; every name in it resolves."""
