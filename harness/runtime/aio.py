@@ -11,8 +11,8 @@ An ``AsyncRuntime`` carries out the steps of a ``Runtime`` (``harness.runtime.st
 on the running event loop: the decisions, the write-ahead rule, the recovery and
 the answers are the runtime's own, so the sync and async APIs decide the same on
 the same journal, and a broken runtime is broken in both. What differs is the
-journal: every append goes to one writer thread (the single writer), so the loop
-never blocks on a ``write`` or an ``fsync``, and the appends that calls running
+journal: every append is made off the loop, one write at a time per journal (the
+single writer), so the loop never blocks on a ``write`` or an ``fsync``, and the appends that calls running
 together make while a write is under way go out in the next write, in one fsync
 (group commit). Each call still waits for its own intent to be durable before its
 tool runs: the rule holds per call, whatever the interleaving.
