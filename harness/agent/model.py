@@ -32,13 +32,28 @@ answers it from an earlier read.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 
 from harness.agent.plan import Plan, PlanStep, batches, plan_id, reissued_id
 from harness.failpoints import tell_supervisor
-from harness.runtime import CallOutcome, Resolution, Runtime, ToolFunction, VerifyHint
+from harness.runtime import (
+    CallContext,
+    CallOutcome,
+    Resolution,
+    Runtime,
+    ToolFunction,
+    VerifyHint,
+)
 
-__all__ = ["MODELS", "ReissuingModel", "ScriptedModel"]
+__all__ = ["MODELS", "PROOF_ENV", "ReissuingModel", "ScriptedModel"]
+
+PROOF_ENV = "HARNESS_PROOF_FILE"
+"""Set for a crash-free run that proves the scenario's checks: after every step told
+``ack`` the model runs that step's ``verify`` check against the world, directly (not
+journaled), and appends what it found to this file as one JSON line."""
+PROOF_SUFFIX = ".proof"
 
 CHECK_SUFFIX = ".check"
 REDO_SUFFIX = ".redo"
@@ -60,6 +75,7 @@ class ScriptedModel:
         self.plan = plan
         self.execute = execute
         self._steps: Mapping[str, PlanStep] = {s.op_id: s for s in plan.steps}
+        self._proofs = os.environ.get(PROOF_ENV)
 
     def issued_id(self, step: PlanStep) -> str:
         """The id under which this life issues a plan step's call."""
@@ -119,6 +135,24 @@ class ScriptedModel:
         """Tell the outside world (the supervisor, standing for the user) about a step:
         ``invoke``, then ``ack`` (it succeeded), ``fail`` or ``info`` (outcome unknown)."""
         tell_supervisor(f"{what} {op_id}")
+        if what == "ack" and self._proofs:
+            self.prove(op_id, self._proofs)
+
+    def prove(self, op_id: str, proofs: str) -> None:
+        """Run the step's check right after the step, and record whether it holds."""
+        step = self.step_of(op_id)
+        if step is None or step.verify is None:
+            return
+        check = step.verify
+        ctx = CallContext(op_id + PROOF_SUFFIX, check.tool, 1, self.runtime.incarnation)
+        try:
+            result = self.execute(check.tool, check.args, ctx)
+            holds, seen = check.holds(result), result
+        except Exception as exc:  # a check that cannot run proves nothing either
+            holds, seen = False, f"{type(exc).__name__}: {exc}"
+        line = {"op_id": op_id, "index": step.index, "tool": step.tool, "holds": holds}
+        with open(proofs, "a", encoding="utf-8") as out:
+            out.write(json.dumps({**line, "seen": seen}, default=repr) + "\n")
 
     def step_of(self, op_id: str) -> PlanStep | None:
         """The plan step an op stands for: ``s003``, ``s003~2``, ``s003.redo`` -> ``s003``."""

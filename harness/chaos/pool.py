@@ -29,7 +29,7 @@ import multiprocess
 from harness.chaos.supervisor import kill_all
 from harness.runtime.errors import HarnessError
 
-__all__ = ["WorkerError", "WorkerPool"]
+__all__ = ["WorkerError", "WorkerPool", "WorkerRefusal"]
 
 _ABORT_GRACE_S = 5.0
 
@@ -39,6 +39,21 @@ class WorkerError(HarnessError):
 
     Remedy: read the worker's traceback in the message.
     """
+
+
+class WorkerRefusal(HarnessError):
+    """A task inside a pool worker refused its input (a ``HarnessError`` such as a
+    scenario whose checks do not hold): its one-line message, without a traceback.
+
+    Remedy: the message names the file and what to fix.
+    """
+
+
+class _Refused:
+    """What a worker sends back for a task that refused its input."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
 
 
 def _die_with_agents(signum: int, frame: object) -> None:
@@ -56,6 +71,8 @@ def _worker_main(
         index, function, argument = item
         try:
             results.put((index, True, function(argument)))
+        except HarnessError as exc:  # bad input found in the worker: one line, as at home
+            results.put((index, False, _Refused(str(exc))))
         except BaseException:
             results.put((index, False, traceback.format_exc()))
         finally:
@@ -110,6 +127,8 @@ class WorkerPool:
                 return
             while next_out not in done:
                 index, ok, value = self._results.get()
+                if not ok and isinstance(value, _Refused):
+                    raise WorkerRefusal(value.message)
                 if not ok:
                     raise WorkerError(f"a pool worker failed:\n{value}")
                 done[index] = value

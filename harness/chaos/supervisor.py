@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.adapters import Adapter, get_adapter
+from harness.agent.model import PROOF_ENV
 from harness.agent.shadow import SHADOW_ENV
 from harness.chaos.faults import SHADOW_FILE, apply_after_death
 from harness.chaos.forkserver import FORK_SERVER_MODULE
@@ -161,8 +162,13 @@ class Supervisor:
         runtime: str = "real",
         tables: Mapping[str, Path] | None = None,
         counts_file: Path | None = None,
+        proof_file: Path | None = None,
     ) -> list[LifeResult]:
-        """Run lives until the plan is done, the budget is spent or time runs out."""
+        """Run lives until the plan is done, the budget is spent or time runs out.
+
+        ``proof_file``: the agent proves each step's check right after the step there
+        (``harness.agent.model.PROOF_ENV``), for a crash-free run that proves the scenario.
+        """
         adapter = get_adapter(runtime)
         deadline = time.monotonic() + self.timeout_s
         results: list[LifeResult] = []
@@ -174,6 +180,8 @@ class Supervisor:
             for life_no in range(1, self.restart_budget + 1):
                 life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
                 env = self._env(trial_dir, life, adapter, tables or {}, counts_file)
+                if proof_file is not None:
+                    env[PROOF_ENV] = str(proof_file)
                 result = self._run_life(
                     trial_dir, life_no, life, env, deadline, events, history, adapter.module
                 )

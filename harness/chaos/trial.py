@@ -33,6 +33,7 @@ from harness.chaos.tables import BASE
 from harness.check.evidence import TrialEvidence
 from harness.check.invariants import Status, Verdict, check_trial, trial_status
 from harness.check.windows import kill_windows
+from harness.errors import ScenarioError
 from harness.failpoints import FAILPOINTS, hit_ops_path
 from harness.world.declared import canonical_json
 from harness.world.store import WorldStore
@@ -258,6 +259,7 @@ def prepare_golden(
             f"golden run of {scenario} (seed {seed}) did not finish: exit {last.returncode}, "
             f"{last.killed or ''} {last.stderr.strip()[-500:]}"
         )
+    prove_checks(scenario, seed, directory / "proof", supervisor, base)
     hits = json.loads(counts.read_text("utf-8"))
     trace = json.loads(Path(hit_ops_path(counts)).read_text("utf-8"))
     ops, calls = trace["ops"], golden_calls(trace["ops"], trace["ms"])
@@ -266,6 +268,59 @@ def prepare_golden(
     golden = {"hits": hits, "working_ms": working_ms, "ops": ops, "calls": calls, "ms": moments}
     info.write_text(json.dumps({**golden, "table": None if base is None else str(base)}), "utf-8")
     return Golden(directory, hits, working_ms, ops, calls, base, moments)
+
+
+def prove_checks(
+    scenario: str, seed: int, directory: Path, supervisor: Supervisor, table: Path | None
+) -> int:
+    """Prove the scenario's checks on a crash-free run of its own; how many were proved.
+
+    The invariants trust a step's ``verify`` check (the model redoes a step whose
+    check fails, and I8 leaves out a step no check can tell): a check that does not
+    hold right after its step in a crash-free run would make the model redo an
+    effect that is there, or leave one out unseen. So before any trial a run with
+    no fault proves every step's check right after the step (the model runs it
+    against the world, unjournaled: ``harness.agent.model.PROOF_ENV``), apart from
+    the golden run, whose failpoint hits it would shift. A step that fails in that
+    run has no effect to prove. A check that does not hold refuses the scenario
+    (``ScenarioError``), naming the step and the check.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    write_plan_for(scenario, seed, directory)
+    proofs = directory / "proofs.jsonl"
+    lives = supervisor.run(
+        directory,
+        CrashSchedule((Life(),)),
+        tables={BASE: table} if table is not None else None,
+        proof_file=proofs,
+    )
+    if not lives[-1].done:
+        raise RuntimeError(f"the run proving the checks of {scenario} (seed {seed}) did not finish")
+    lines = proofs.read_text("utf-8").splitlines() if proofs.exists() else []
+    found = [json.loads(line) for line in lines]
+    plan = load_plan(directory / "plan.json")
+    checks = {s.op_id: s for s in plan.steps if s.verify is not None}
+    for proof in found:
+        if not proof["holds"]:
+            step = checks[proof["op_id"]]
+            check = step.verify
+            assert check is not None
+            want = (
+                f"equals {check.equals!r}"
+                if check.equals is not None
+                else (f"contains {check.contains!r}")
+            )
+            raise ScenarioError(
+                scenario,
+                step.index,
+                "verify",
+                f"its check ({check.tool} {dict(check.args)}: {check.path or 'the result'} "
+                f"{want}) does not hold right after the step in a crash-free run; the "
+                f"check saw {str(proof['seen'])[:200]}",
+                tool=step.tool,
+            )
+    shutil.rmtree(directory, ignore_errors=True)
+    return len(found)
 
 
 _CALL_POINTS = ("op.before_intent", "op.after_intent", "op.reply", "op.after_finish")

@@ -35,6 +35,7 @@ from harness.adapters import get_adapter
 from harness.agent.broken import BROKEN_RUNTIMES
 from harness.chaos.campaign import CampaignConfig, run_trials, scenario_seed
 from harness.chaos.mutations import MUTATIONS, Mutation
+from harness.chaos.pool import WorkerRefusal
 from harness.chaos.scenario import BatchStep, load_scenario
 from harness.chaos.supervisor import Supervisor, sweep_agents
 from harness.chaos.tables import scenario_tables
@@ -130,6 +131,13 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
         # Inside the try: an interrupt while the reports are written still leaves
         # them, marked interrupted.
         write_run_reports(info, results, checks)
+    except WorkerRefusal:
+        if results:
+            raise
+        # Refused before any trial (a scenario whose checks do not hold): bad input,
+        # one line from the command line, and no run folder left behind.
+        shutil.rmtree(config.run_dir, ignore_errors=True)
+        raise
     except BaseException:
         # Interrupted (Ctrl-C, SIGTERM) or broken: keep what completed, say so, go on failing.
         discard_incomplete(config.run_dir, results + self_checked)

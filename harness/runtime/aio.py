@@ -12,10 +12,11 @@ on the running event loop: the decisions, the write-ahead rule, the recovery and
 the answers are the runtime's own, so the sync and async APIs decide the same on
 the same journal, and a broken runtime is broken in both. What differs is the
 journal: every append is made off the loop, one write at a time per journal (the
-single writer), so the loop never blocks on a ``write`` or an ``fsync``, and the appends that calls running
-together make while a write is under way go out in the next write, in one fsync
-(group commit). Each call still waits for its own intent to be durable before its
-tool runs: the rule holds per call, whatever the interleaving.
+single writer), so the loop never blocks on a ``write`` or an ``fsync``, and the
+appends that calls running together make while a write is under way go out in the
+next write, in one fsync (group commit). Each call still waits for its own intent
+to be durable before its tool runs: the rule holds per call, whatever the
+interleaving.
 
 Order is deterministic. Appends made in one turn of the loop form one write; the
 writer takes one write at a time; when it is done, the calls that waited on it
