@@ -11,6 +11,7 @@ runs every one and requires that the named invariant catches it.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -18,10 +19,11 @@ from typing import Any, ClassVar
 from harness.failpoints import failpoint
 from harness.runtime import Decision, OpState, RecoveryDecision, Resolution, Runtime, VerifyHint
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
-from harness.runtime.errors import JournalCorruptError
+from harness.runtime.errors import JournalCorruptError, JournalVersionError
 from harness.runtime.executor import Executor
 from harness.runtime.journal import (
     FILE_HEADER,
+    FORMAT_VERSION,
     HEADER_SIZE,
     JournalScan,
     JournalWriter,
@@ -173,12 +175,31 @@ def _record_without_crc(data: bytes, pos: int) -> tuple[int, Record] | None:
         return None
 
 
+def _newer_frame_at(data: bytes, pos: int) -> int | None:
+    """The version of a whole frame of another format at ``pos`` (its CRC holds), if any."""
+    if data[pos : pos + 2] != b"HJ" or len(data) - pos < HEADER_SIZE:
+        return None
+    version = data[pos + 2]
+    end = pos + HEADER_SIZE + int.from_bytes(data[pos + 3 : pos + 7], "big")
+    crc = int.from_bytes(data[pos + 7 : pos + HEADER_SIZE], "big")
+    if version == FORMAT_VERSION or end > len(data):
+        return None
+    return (
+        version
+        if zlib.crc32(data[pos + 2 : pos + 7] + data[pos + HEADER_SIZE : end]) == crc
+        else None
+    )
+
+
 def _frames_without_crc(data: bytes, source: str) -> JournalScan:
     """The journal's reader with the mistake: every frame's CRC goes unchecked."""
     records: list[ScannedRecord] = []
     pos = len(FILE_HEADER)
     while pos < len(data):
         found = _record_without_crc(data, pos)
+        newer = _newer_frame_at(data, pos) if found is None else None
+        if newer is not None:  # refused as the real runtime does: not this runtime's mistake
+            raise JournalVersionError(source, pos, f"a frame of format {newer}")
         if found is None:
             later = data.find(b"HJ", pos + 1)
             while later >= 0 and _record_without_crc(data, later) is None:
@@ -231,6 +252,27 @@ class ZerosEndJournal(BrokenRuntime):
     caught_by = ("I9",)
     needs_fault = "sector"
     _journal_class = _ZerosEndWriter
+
+
+class _NewerFrameCutWriter(JournalWriter):
+    def read(self, data: bytes) -> JournalScan:
+        try:
+            return super().read(data)
+        except JournalVersionError as exc:
+            at = exc.offset
+            if at < len(FILE_HEADER) or data[at + 2] == FORMAT_VERSION:
+                raise  # a newer header, or a record kind it does not know: refused still
+            # The mistake, as the runtime made it before it knew versions: a whole frame of
+            # a newer format (and whatever follows it) is taken for a torn last write.
+            torn = TornTail(at, len(data) - at, f"unknown format version {data[at + 2]}")
+            return replace(super().read(data[:at]), torn=torn)
+
+
+class NewerFrameCut(BrokenRuntime):
+    mistake = "takes a frame of a newer format for a torn tail and cuts it"
+    caught_by = ("I9",)
+    needs_fault = "version-skew"
+    _journal_class = _NewerFrameCutWriter
 
 
 class _GenerousTable(ToolTable):
@@ -394,6 +436,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "retry-lost-reply": RetryLostReply,
     "no-crc-check": NoCrcCheck,
     "zeros-end-journal": ZerosEndJournal,
+    "newer-frame-cut": NewerFrameCut,
     "unlisted-as-read-only": UnlistedAsReadOnly,
     "unawaited-intent": UnawaitedIntent,
     "one-current-op": OneCurrentOp,

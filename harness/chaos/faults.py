@@ -1,27 +1,31 @@
 """The fault registry: everything the harness can do to an agent, by kind.
 
-| kind        | how it is injected                                                    |
-|-------------|-----------------------------------------------------------------------|
-| sigkill     | SIGKILL from outside at a failpoint hand-shake; at a random moment,    |
-|             | the agent's own timer (SIGALRM at its default action, which ends it    |
-|             | as SIGKILL does: ``harness.failpoints.AIM_ENV``)                        |
-| power-loss  | after the kill, the journal loses what it held past its last fsync:    |
-|             | ``drop`` cuts it off; ``tear:<keep>:<garbage>`` keeps a prefix of it   |
-|             | (``keep`` a fraction) followed by ``garbage`` random bytes             |
-| disk-full   | an append fails with ENOSPC (failpoint ``journal.append@N=enospc``)    |
-| corrupt     | after the kill, one byte inside an earlier record is flipped           |
-|             | (``corrupt:<where>``, a fraction of the records): the next start must  |
-|             | refuse to run anything                                                 |
-| lost-reply  | a tool call's effect commits, then the caller gets a timeout           |
-|             | (failpoint ``op.reply@N=lost-reply``): the reply never arrived         |
-| corrupt-crc | after the kill, a digit of an earlier record's payload is changed: the |
-|             | frame keeps its length, the payload stays JSON; only the CRC can tell  |
-| sector      | after the kill, a 512-byte block holding an earlier record is zeroed   |
-|             | (``sector:zero:<where>``) or stale (``sector:stale:<where>``: its bytes |
-|             | from that record on are zero, as before the record was written);       |
-|             | ``power-loss:tear-sector`` keeps an unsynced write up to a sector edge |
-| unlisted    | lives run with a tool table that leaves the writing tools out, so they |
-|             | are UNKNOWN (``table="unlisted"``)                                     |
+| kind         | how it is injected                                                    |
+|--------------|-----------------------------------------------------------------------|
+| sigkill      | SIGKILL from outside at a failpoint hand-shake; at a random moment,    |
+|              | the agent's own timer (SIGALRM at its default action, which ends it    |
+|              | as SIGKILL does: ``harness.failpoints.AIM_ENV``)                        |
+| power-loss   | after the kill, the journal loses what it held past its last fsync:    |
+|              | ``drop`` cuts it off; ``tear:<keep>:<garbage>`` keeps a prefix of it   |
+|              | (``keep`` a fraction) followed by ``garbage`` random bytes             |
+| disk-full    | an append fails with ENOSPC (failpoint ``journal.append@N=enospc``)    |
+| corrupt      | after the kill, one byte inside an earlier record is flipped           |
+|              | (``corrupt:<where>``, a fraction of the records): the next start must  |
+|              | refuse to run anything                                                 |
+| lost-reply   | a tool call's effect commits, then the caller gets a timeout           |
+|              | (failpoint ``op.reply@N=lost-reply``): the reply never arrived         |
+| corrupt-crc  | after the kill, a digit of an earlier record's payload is changed: the |
+|              | frame keeps its length, the payload stays JSON; only the CRC can tell  |
+| sector       | after the kill, a 512-byte block holding an earlier record is zeroed   |
+|              | (``sector:zero:<where>``) or stale (``sector:stale:<where>``: its bytes |
+|              | from that record on are zero, as before the record was written);       |
+|              | ``power-loss:tear-sector`` keeps an unsynced write up to a sector edge |
+| unlisted     | lives run with a tool table that leaves the writing tools out, so they |
+|              | are UNKNOWN (``table="unlisted"``)                                     |
+| version-skew | after the kill, one whole frame of format 2 (``version-skew:<v>``: of  |
+|              | format ``v``) whose CRC holds is appended at the end, as an upgrade    |
+|              | rolled back leaves it: the next start must refuse it, naming the       |
+|              | journal, the offset and the version, and change nothing                |
 
 SIGKILL never loses data already written: the OS flushes it. Power loss does,
 and the journal's shadow file (``HARNESS_JOURNAL_SHADOW``) says how much was
@@ -34,10 +38,13 @@ every parameter is in the spec string, so a schedule replays exactly.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
 import shutil
+import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +53,7 @@ from harness.agent.shadow import read_shadow
 from harness.check.journal import FILE_HEADER, JournalEntry, read_journal_bytes
 
 __all__ = [
+    "AT_REST",
     "FAULT_KINDS",
     "PRISTINE_JOURNAL",
     "SHADOW_FILE",
@@ -62,14 +70,21 @@ FAULT_KINDS = {
     "corrupt-crc": "a digit inside an earlier record changed: still JSON, only the CRC tells",
     "sector": "a 512-byte block of the journal zeroed or stale",
     "unlisted": "the tool table does not list the scenario's writing tools",
+    "version-skew": "a whole frame of a newer format appended, as a rolled-back upgrade leaves",
 }
 
 SECTOR = 512
 """The unit of damage of a disk: sector faults act on whole 512-byte blocks."""
 _FRAME_HEAD = 11  # magic, version, length, CRC: the payload starts this far into a frame
+_MAGIC = b"HJ"
 SHADOW_FILE = "journal.synced"
 PRISTINE_JOURNAL = "journal.before-corruption"
-"""The journal as it was before a corruption was injected, for the checkers."""
+"""The journal as it was before a fault changed it at rest (corruption, sector damage, a
+newer frame), for the checkers."""
+AT_REST = frozenset({"corrupt", "corrupt-crc", "sector", "version-skew"})
+"""After-death faults that change records at rest and keep ``PRISTINE_JOURNAL``."""
+NEWER_VERSION = 2
+"""The format version of the frame ``version-skew`` appends unless its spec names one."""
 
 
 def _power_loss(trial_dir: Path, args: list[str]) -> dict[str, Any]:
@@ -221,11 +236,69 @@ def _damage(
     return {"landed": False, "corrupted": None, "why": f"{what} {why}"}
 
 
+def _version_skew(trial_dir: Path, args: list[str]) -> dict[str, Any]:
+    """One whole frame of a newer format appended, as a rolled-back upgrade leaves a journal.
+
+    Built from the envelope alone (``HJ``, version, big-endian length, CRC-32 of
+    version, length and payload): its checksum holds, so no reader may take it
+    for a torn write. It follows whole records only: behind a torn tail it
+    would turn the tail into damage in the middle."""
+    journal = trial_dir / "journal"
+    if not journal.exists():
+        return {"landed": False, "why": "there is no journal to append to"}
+    data = journal.read_bytes()
+    reading = read_journal_bytes(data)
+    if not data or reading.corrupt is not None or reading.torn is not None:
+        state = "is empty" if not data else "does not end in a whole record"
+        return {"landed": False, "why": f"the journal {state}"}
+    version = int(args[0]) if args else NEWER_VERSION
+    payload = json.dumps(_newer_record(reading.entries), separators=(",", ":")).encode()
+    head = struct.pack(">BI", version, len(payload))
+    frame = _MAGIC + head + struct.pack(">I", zlib.crc32(head + payload)) + payload
+    shutil.copyfile(journal, trial_dir / PRISTINE_JOURNAL)
+    with journal.open("ab") as file:
+        file.write(frame)
+    return {
+        "landed": True,
+        "offset": len(data),
+        "length": len(frame),
+        "version": version,
+        "journal_size": len(data) + len(frame),
+        "journal_crc": zlib.crc32(frame, zlib.crc32(data)),
+    }
+
+
+def _newer_record(entries: tuple[JournalEntry, ...]) -> dict[str, Any]:
+    """What a newer runtime might have written next: the last call journaled, tried again in
+    a life after the last one here, with a field format 1 does not have."""
+    last = next((e.payload for e in reversed(entries) if e.kind == "intent"), _FIRST_CALL)
+    lives = [e.payload.get("incarnation") for e in entries]
+    return {
+        "kind": "intent",
+        **{key: last[key] for key in ("op_id", "tool", "snapshot", "args", "args_digest")},
+        "attempt": int(last["attempt"]) + 1,
+        "incarnation": max((n for n in lives if isinstance(n, int)), default=0) + 1,
+        "lease_ms": 30000,
+    }
+
+
+_FIRST_CALL: dict[str, Any] = {
+    "op_id": "s001",
+    "tool": "read_file",
+    "snapshot": {"class": "read_only", "ask_user": False},
+    "args": {},
+    "args_digest": "",
+    "attempt": 0,
+}
+"""The call ``_newer_record`` stands for when the journal holds no intent."""
+
+
 _AFTER_DEATH: dict[str, tuple[Callable[[Path, list[str]], dict[str, Any]], int, int]] = {
     "power-loss": (_power_loss, 1, 3),
     "corrupt": (_corrupt, 1, 1),
     "corrupt-crc": (_corrupt_crc, 1, 1),
     "sector": (_sector, 2, 2),
+    "version-skew": (_version_skew, 0, 1),
 }
 
 
@@ -255,6 +328,12 @@ def parse_after_death(spec: str) -> tuple[str, list[str]]:
         _fraction(spec, "where", args[1])
     if kind == "power-loss" and args[0] == "tear-sector" and len(args) != 1:
         raise ValueError(f"{spec!r}: tear-sector takes no parameters")
+    if (
+        kind == "version-skew"
+        and args
+        and not (re.fullmatch("[0-9]{1,3}", args[0]) and 1 < int(args[0]) < 256)
+    ):
+        raise ValueError(f"{spec!r}: the version {args[0]!r} is not a whole number from 2 to 255")
     return kind, args
 
 

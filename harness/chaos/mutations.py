@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.chaos.faults import AT_REST
 from harness.chaos.trial import TrialResult
 from harness.check.evidence import TrialEvidence
 from harness.check.journal import read_journal
@@ -137,7 +138,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "corrupt-at-rest",
         "I9",
         "a byte flipped inside a record of a journal no fault corrupted",
-        lambda r: "corrupt" not in r.spec.schedule.fault_kinds and _journal_entries(r) >= 4,
+        lambda r: not r.spec.schedule.fault_kinds & AT_REST and _journal_entries(r) >= 4,
         _corrupt_at_rest,
     ),
     Mutation(

@@ -47,7 +47,7 @@ DISK_FULL_HITS = (1, 2, 3, 5, 8, 13, 21, 34)
 """Which appends of a crash-free run meet a full disk: spread over the run."""
 
 JOURNAL_FAULTS = frozenset(
-    {"power-loss", "corrupt", "corrupt-crc", "sector", "disk-full", "unlisted"}
+    {"power-loss", "corrupt", "corrupt-crc", "sector", "disk-full", "unlisted", "version-skew"}
 )
 """Fault kinds that act on this project's journal."""
 
@@ -70,8 +70,8 @@ class Life:
     there (``harness.failpoints.AIM_ENV``): no supervisor sharing the
     CPUs wakes up within the tenth of a millisecond a call lasts in RAM.
     ``after_death`` is a fault applied to its files once it is dead (see
-    ``harness.chaos.faults``): ``power-loss:drop``, ``power-loss:tear:<keep>:<garbage>``
-    or ``corrupt:<where>``.
+    ``harness.chaos.faults``): ``power-loss:drop``, ``power-loss:tear:<keep>:<garbage>``,
+    ``corrupt:<where>``, ``version-skew`` and the others it lists.
     """
 
     failpoints: str = ""
@@ -254,7 +254,8 @@ def exhaustive_schedules(
     after an effect or a finish is also followed by a power loss, and so is a
     kill between every journal write and its fsync (dropping or tearing it).
     Twice per scenario a kill is followed by a corrupted record, which the next
-    start must refuse, and a few appends meet a full disk; and every tool call
+    start must refuse, and once by a frame of a newer format (``version-skew``),
+    which it must refuse too; a few appends meet a full disk; and every tool call
     of the run once loses its reply after its effect (``lost-reply``).
     """
     for name in OP_FAILPOINTS:
@@ -286,6 +287,11 @@ def exhaustive_schedules(
         ):
             damaged = Life(f"op.after_finish@{hit}=kill", after_death=where)
             yield f"op.after_finish@{hit}+{fault}", CrashSchedule((damaged,))
+    if finishes:
+        # A rolled-back upgrade's frame needs no record before it: one finish will do.
+        hit = min(2, finishes)
+        skewed = Life(f"op.after_finish@{hit}=kill", after_death="version-skew")
+        yield f"op.after_finish@{hit}+version-skew", CrashSchedule((skewed,))
     for hit in range(1, hits.get("op.reply", 0) + 1):
         yield f"op.reply@{hit}+lost-reply", CrashSchedule((Life(f"op.reply@{hit}=lost-reply"),))
     appends = hits.get("journal.append", 0)

@@ -24,6 +24,7 @@ by what the runtime's journal says it matched.
 from __future__ import annotations
 
 import json
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
@@ -141,7 +142,7 @@ class TrialEvidence:
 
     @cached_property
     def faults(self) -> tuple[dict[str, Any], ...]:
-        """After-death faults the supervisor applied (power loss, corruption)."""
+        """After-death faults the supervisor applied (power loss, corruption, a newer frame)."""
         return tuple(self.events_of("fault"))
 
     def fault_after(self, life: int) -> dict[str, Any] | None:
@@ -154,8 +155,27 @@ class TrialEvidence:
 
     @cached_property
     def corrupted(self) -> bool:
-        """Whether the harness injected corruption (then the checkers read the copy before it)."""
+        """Whether the harness changed the journal at rest (corruption, a bad sector, a newer
+        frame): then the checkers read the copy it kept before."""
         return (self.trial_dir / PRISTINE_JOURNAL).exists()
+
+    @cached_property
+    def version_skew(self) -> dict[str, Any] | None:
+        """The newer runtime's frame a ``version-skew`` fault appended (its life, offset,
+        length, version, and the journal's size and CRC-32 it left), if one landed."""
+        return next(
+            (f for f in self.faults if f["fault"].startswith("version-skew") and f["landed"]),
+            None,
+        )
+
+    @cached_property
+    def journal_now(self) -> tuple[int, int] | None:
+        """The journal file's size and CRC-32 as the trial left it (None: there is none)."""
+        try:
+            data = (self.trial_dir / "journal").read_bytes()
+        except FileNotFoundError:
+            return None
+        return len(data), zlib.crc32(data)
 
     @cached_property
     def plan(self) -> Plan:

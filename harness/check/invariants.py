@@ -392,9 +392,9 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
     """I7: the trial finished within its restart budget and every step is accounted for."""
     problems = []
     if ev.corrupted and ev.lives and ev.lives[-1].returncode == EXIT_REFUSED:
-        # The trial ends on the corruption it injected; I9 judges the refusal.
+        # The trial ends on the corruption or newer frame it injected; I9 judges the refusal.
         return Verdict(
-            "I7", TITLES["I7"], "pass", ("stopped on injected corruption, as it must (see I9)",)
+            "I7", TITLES["I7"], "pass", (f"stopped on {_at_rest(ev)}, as it must (see I9)",)
         )
     if not ev.lives:
         problems.append("no life was run")
@@ -466,7 +466,7 @@ def check_end_state(ev: TrialEvidence) -> Verdict:
     if golden is None:
         return _unknown("I8", "no golden run to compare with")
     if ev.corrupted:
-        return _not_judged("I8", "the trial ends on injected corruption (see I9)")
+        return _not_judged("I8", f"the trial ends on {_at_rest(ev)} (see I9)")
     if not _finished(ev):
         return _unknown("I8", "the trial did not finish; its end state is not final")
     skip = _unverifiable_steps(ev)
@@ -478,6 +478,11 @@ def check_end_state(ev: TrialEvidence) -> Verdict:
     return _verdict("I8", problems, f"world equals golden{note}")
 
 
+def _at_rest(ev: TrialEvidence) -> str:
+    """What the harness did to the journal at rest, in a verdict's words."""
+    return "an injected newer frame (version skew)" if ev.version_skew else "injected corruption"
+
+
 def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     """I9: a torn tail is dropped, never misread; corruption stops the agent before any tool.
 
@@ -487,8 +492,12 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     cut) replaces the tail to expect; a life killed before it wrote anything
     leaves the tear unjudged, since it may have cut it already. After
     injected corruption, the next life must refuse, naming the damaged
-    record's offset and number, with no tool run. And the journal must never
-    be corrupt when no corruption was injected.
+    record's offset and number, with no tool run. After a newer runtime's
+    frame was appended (version skew), the next life must refuse, naming the
+    journal, the frame's offset and its version, no later life may run a tool,
+    and the file must be left byte for byte as the fault left it: a newer
+    frame is no torn tail to cut. And the journal must never be corrupt when
+    no corruption was injected.
     """
     problems = []
     checked = 0
@@ -507,10 +516,13 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
         if fault is not None and fault.get("corrupted") is not None:
             checked += 1
             problems += _refused_corruption(ev, fault)
+        if fault is not None and fault.get("landed") and fault["fault"].startswith("version-skew"):
+            checked += 1
+            problems += _refused_newer_frame(ev, fault)
     final = ev.final_reading
     if final.corrupt is not None and not ev.corrupted:
         problems.append(f"the journal is corrupt without injected corruption: {final.corrupt}")
-    return _verdict("I9", problems, f"{checked} injected tears and corruptions handled")
+    return _verdict("I9", problems, f"{checked} injected tears, corruptions and skews handled")
 
 
 def _tail_dropped(fault: dict[str, object], report: JournalEntry | None, life: int) -> list[str]:
@@ -544,6 +556,42 @@ def _refused_corruption(ev: TrialEvidence, fault: dict[str, object]) -> list[str
     ran = [e for e in ev.ledger if e.pid == refused.pid]
     if ran:
         problems.append(f"life {refused.life} ran {ran[0].op_id} on a corrupt journal")
+    return problems
+
+
+def _refused_newer_frame(ev: TrialEvidence, fault: dict[str, object]) -> list[str]:
+    """The life after a newer frame refused the journal, naming it, the frame's offset and its
+    version; no later life ran a tool; the file is as the fault left it."""
+    after = [life for life in ev.lives if life.life > int(str(fault["life"]))]
+    if not after:
+        return ["no life started after the newer frame was appended"]
+    refused = after[0]
+    offset, version = fault["offset"], fault["version"]
+    expected = f"journal: at byte {offset}: a frame of format {version}"
+    problems = []
+    if refused.returncode != EXIT_REFUSED or expected not in refused.stderr:
+        problems.append(
+            f"life {refused.life} did not refuse the frame of format {version} at byte "
+            f"{offset} naming the journal, the offset and the version: exit "
+            f"{refused.returncode}, {refused.stderr.strip()[-200:] or 'nothing on stderr'}"
+        )
+    pids = {life.pid: life.life for life in after}
+    ran = [e for e in ev.ledger if e.pid in pids]
+    if ran:
+        problems.append(
+            f"life {pids[ran[0].pid]} ran {ran[0].op_id} ({ran[0].tool}) on a journal holding "
+            f"a frame of format {version}"
+        )
+    left = (fault["journal_size"], fault["journal_crc"])
+    now = ev.journal_now
+    if now != left:
+        gone = ev.final_reading.corrupt_offset != offset
+        problems.append(
+            f"the journal changed after the frame of format {version} was appended at byte "
+            f"{offset}: the fault left {left[0]} bytes (CRC {left[1]:08x}), the trial "
+            + ("left none" if now is None else f"{now[0]} bytes (CRC {now[1]:08x})")
+            + (f"; the frame at byte {offset} is gone (cut as a torn tail?)" if gone else "")
+        )
     return problems
 
 

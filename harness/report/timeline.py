@@ -11,8 +11,8 @@ journal and the world's effect ledger) into rows, one list per life:
   execution happened when the journal was that long;
 - the agent's ``ack`` of each success it reported to its user.
 
-A journal corrupted on purpose (the ``corrupt`` fault) is shown from the copy
-the fault kept before the damage, and says so.
+A journal changed at rest on purpose (corrupted, or given a newer runtime's
+frame) is shown from the copy the fault kept before, and says so.
 
 Contract: it never raises. A file that cannot be read becomes a line in
 ``Timeline.problems`` and the rest is shown from what could be read; the
@@ -132,7 +132,7 @@ def read_timeline(trial_dir: Path, *, windows: Sequence[str] = ()) -> Timeline:
 
 
 def _pristine_records(trial_dir: Path, notes: list[str]) -> tuple[ScannedRecord, ...]:
-    """The journal as it was before an injected corruption, when the fault kept a copy."""
+    """The journal as it was before a fault changed it at rest, when the fault kept a copy."""
     pristine = trial_dir / PRISTINE_JOURNAL
     if not pristine.exists():
         return ()
@@ -141,8 +141,8 @@ def _pristine_records(trial_dir: Path, notes: list[str]) -> tuple[ScannedRecord,
     except Exception:
         return ()
     notes.append(
-        f"showing {PRISTINE_JOURNAL}, the journal as it was before the corruption "
-        f"was injected: records written after it are not in this copy"
+        f"showing {PRISTINE_JOURNAL}, the journal as it was before a fault changed it "
+        f"at rest: records written after it are not in this copy"
     )
     return records
 

@@ -105,6 +105,7 @@ TARGETED = {
     "retry-lost-reply": '[{"failpoints":"op.after_effect@2=kill"}]',
     "no-crc-check": '[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]',
     "zeros-end-journal": '[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]',
+    "newer-frame-cut": '[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]',
     "unlisted-as-read-only": '[{"failpoints":"op.after_intent@3=kill"},{"table":"reclassified"}]',
     "unawaited-intent": '[{"failpoints":"op.after_effect@2=kill"}]',
     "one-current-op": '[{"failpoints":"op.before_intent@5=kill"}]',
@@ -130,6 +131,7 @@ POWER_LOSS = {
     "zeros-end-journal": (
         '[{"failpoints":"op.after_finish@3=kill","after_death":"sector:zero:0.5"}]'
     ),
+    "newer-frame-cut": '[{"failpoints":"op.after_finish@3=kill","after_death":"version-skew"}]',
     "unlisted-as-read-only": (
         '[{"failpoints":"op.after_intent@3=kill","table":"unlisted"},{"table":"unlisted"}]'
     ),

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,44 @@ class TestCorruption:
         lives_file.write_text(json.dumps(lives))
         verdicts = {v.invariant: v for v in check_trial(result.directory, mini_golden.directory)}
         assert verdicts["I9"].status == "fail"
+
+
+class TestVersionSkew:
+    SKEW = '[{"failpoints":"op.after_finish@3=kill","after_death":"version-skew"}]'
+
+    def test_next_start_refuses_and_changes_nothing(self, run_mini: TrialRunner) -> None:
+        """A newer runtime's frame at the journal's end stops the next life before any tool,
+        naming the journal, the offset and the version; the file stays as the fault left it."""
+        result = run_mini(self.SKEW)
+        fault = _events(result, "fault")[0]
+        assert fault["landed"] and fault["version"] == 2, fault
+        lives = json.loads((result.directory / "lives.json").read_text())
+        assert [life["returncode"] for life in lives] == [-signal.SIGKILL, 2]
+        assert f"journal: at byte {fault['offset']}: a frame of format 2" in lives[1]["stderr"]
+        assert not [
+            e for e in read_ledger(result.directory / "world.db") if e.pid == lives[1]["pid"]
+        ]
+        data = (result.directory / "journal").read_bytes()
+        assert (len(data), zlib.crc32(data)) == (fault["journal_size"], fault["journal_crc"])
+        assert result.status == "pass", result.verdicts
+        assert _verdict(result, "I9")[0] == "pass"
+        assert _verdict(result, "I7")[0] == "pass"
+        assert _verdict(result, "I8")[0] == "not-judged"
+
+    def test_a_runtime_that_cuts_it_fails_i9(self, run_mini: TrialRunner) -> None:
+        """newer-frame-cut takes the frame for a torn tail, cuts it and runs on: I9 fails on
+        each count (no refusal, tools run, the file changed); without the fault it passes."""
+        result = run_mini(self.SKEW, runtime="newer-frame-cut")
+        status, evidence = _verdict(result, "I9")
+        assert status == "fail", result.verdicts
+        assert any("did not refuse the frame of format 2" in line for line in evidence)
+        assert any(" ran s00" in line for line in evidence)
+        assert any("is gone" in line for line in evidence)
+        plain = run_mini(
+            '[{"failpoints":"op.after_finish@3=kill","after_death":"corrupt:0.5"}]',
+            runtime="newer-frame-cut",
+        )
+        assert plain.status == "pass", plain.verdicts
 
 
 class TestDiskFull:
