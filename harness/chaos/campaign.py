@@ -31,7 +31,12 @@ from harness.adapters import Adapter, get_adapter
 from harness.agent.plan import load_plan
 from harness.chaos.keep import keeps_folder
 from harness.chaos.pool import WorkerPool
-from harness.chaos.schedule import CrashSchedule, exhaustive_schedules, random_schedule
+from harness.chaos.schedule import (
+    CrashSchedule,
+    appends_among_threads,
+    exhaustive_schedules,
+    random_schedule,
+)
 from harness.chaos.shard import Shard
 from harness.chaos.supervisor import Supervisor, sweep_agents
 from harness.chaos.tables import scenario_tables
@@ -92,9 +97,14 @@ def exhaustive_specs(
     """Every exhaustive trial the runtime can host: its failpoints, and journal faults only
     for a runtime that keeps the journal (the others are not applicable)."""
     adapter = get_adapter(runtime)
+    threads = load_plan(golden.directory / "plan.json").batch_driver == "threads"
+    among = appends_among_threads(golden.moments.get("journal.append", ()), golden.calls)
+    schedules = exhaustive_schedules(
+        golden.hits, _in_flight_safe(golden), threads=threads, disk_full=among if threads else ()
+    )
     return [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
-        for label, schedule in exhaustive_schedules(golden.hits, _in_flight_safe(golden))
+        for label, schedule in schedules
         if applicable(schedule, adapter)
     ]
 
