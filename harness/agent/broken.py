@@ -398,6 +398,17 @@ class OneCurrentOp(BrokenRuntime):
 
 
 class NoOpLock(BrokenRuntime):
+    """A call of an op already in flight does not wait for the first to end.
+
+    Deciding and journaling an intent is still one step under the runtime's lock,
+    so a second delivery never takes an op in flight for a new one: an unsafe op
+    is not run twice (I10 stays quiet), its duplicate is answered ``info`` at once.
+    A retry-safe op in flight looks like one whose call ended without an outcome,
+    so the duplicate runs it again beside the first call, under a later attempt's
+    intent: its tool runs after the success is journaled, or that intent is left
+    after the success and the next start retries it. I1 catches both.
+    """
+
     mistake = "lets two calls of one op run at once (no per-op turn)"
     caught_by = ("I1",)
     needs_threads = True
@@ -447,10 +458,18 @@ class _StaleOffsetWriter(JournalWriter):
 
 
 class StaleOffsetTruncate(BrokenRuntime):
+    """Undoes a failed append by truncating to the end its thread last saw.
+
+    Alone in a process that is where the failed append began, and nothing is lost.
+    With threads appending in between, the cut removes their durable records: an
+    intent whose tool then runs (I6: an effect without its intent) and a success
+    that was reported or journaled (I1: the op runs again, its success gone).
+    """
+
     mistake = (
         "after a failed append, truncates the file to the offset this thread last saw as the end"
     )
-    caught_by = ("I6",)
+    caught_by = ("I1", "I6")
     needs_fault = "disk-full"
     needs_threads = True
     _journal_class = _StaleOffsetWriter

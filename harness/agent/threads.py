@@ -8,7 +8,8 @@ as it is back; a call that came back ``info`` with a hint (a lost reply) is
 left to the model, which verifies it once every call of the batch is back, as
 ``harness.agent.batch`` does.
 
-Order. The calls start in plan order, each once the call before it has reached
+Order. Every call's thread is started first and waits for its turn. The calls
+start in plan order, each once the call before it has reached
 its tool (its intent is durable) or come back (the journal answered it): the
 tool wrapper sets the call's event as the tool starts. So the intents are
 journaled in plan order and the hits of ``op.before_intent`` and
@@ -58,9 +59,10 @@ Tell = Callable[[str, str], None]
 class _Op:
     """One op of the batch: its deliveries' answers, whether it was told, when it started."""
 
-    __slots__ = ("outcome", "ready", "told")
+    __slots__ = ("go", "outcome", "ready", "told")
 
     def __init__(self) -> None:
+        self.go = threading.Event()  # set when the op's turn to start has come
         self.ready = threading.Event()  # set once the op's tool starts or a delivery is back
         self.told = False
         self.outcome: CallOutcome | None = None
@@ -93,6 +95,7 @@ def run_batch_threads(
 
     def deliver(op_id: str, step: PlanStep) -> CallOutcome:
         op = ops[op_id]
+        op.go.wait()
         try:
             outcome = runtime.call(op_id, step.tool, step.args, tool)
         finally:
@@ -108,11 +111,14 @@ def run_batch_threads(
     deliveries = sum(2 if step.duplicate else 1 for _, step in calls)
     futures: list[Future[CallOutcome]] = []
     with ThreadPoolExecutor(max_workers=deliveries, thread_name_prefix="batch") as pool:
+        # Every thread first, each waiting for its call's turn: a call then starts in the
+        # moment it may, not a thread's start-up later, and the calls overlap as a
+        # service's threads do.
         for op_id, step in calls:
+            futures += [pool.submit(deliver, op_id, step) for _ in range(1 + step.duplicate)]
+        for op_id, _ in calls:
             tell("invoke", op_id)
-            futures.append(pool.submit(deliver, op_id, step))
-            if step.duplicate:
-                futures.append(pool.submit(deliver, op_id, step))
+            ops[op_id].go.set()
             ops[op_id].ready.wait()  # its tool started, or it is back
     for future in futures:
         error = future.exception()

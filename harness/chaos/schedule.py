@@ -30,7 +30,7 @@ __all__ = [
     "RECOVERY_FAILPOINTS",
     "CrashSchedule",
     "Life",
-    "appends_among_threads",
+    "appends_in_batches",
     "exhaustive_schedules",
     "random_schedule",
 ]
@@ -48,17 +48,18 @@ DISK_FULL_HITS = (1, 2, 3, 5, 8, 13, 21, 34)
 """Which appends of a crash-free run meet a full disk: spread over the run."""
 
 
-def appends_among_threads(
-    moments: Sequence[float], calls: Sequence[Call], *, in_flight: int = 2
+def appends_in_batches(
+    moments: Sequence[float], batches: Sequence[tuple[float, float]]
 ) -> tuple[int, ...]:
     """The hits of ``journal.append`` (their ``moments``, ms after ready) of a crash-free
-    run that came while ``in_flight`` calls or more were under way (``calls``' spans):
-    for a batch run on threads, a full disk there meets other threads appending."""
+    run that came inside a batch (``batches``: each one's first start and last end): for
+    a batch run on threads, a full disk there may meet other threads appending."""
     return tuple(
         hit
         for hit, moment in enumerate(moments, 1)
-        if sum(1 for call in calls if call[1] <= moment <= call[2]) >= in_flight
+        if any(start <= moment <= end for start, end in batches)
     )
+
 
 JOURNAL_FAULTS = frozenset(
     {"power-loss", "corrupt", "corrupt-crc", "sector", "disk-full", "unlisted"}
@@ -279,7 +280,7 @@ def exhaustive_schedules(
     a hit is not repeatable; a kill during recovery then comes only at
     ``recovery.after_decision``, which every restart with an op left in flight
     reaches. ``disk_full`` adds appends that meet a full disk (for such a run, the
-    ones made among other threads' appends: ``appends_among_threads``).
+    ones made inside its batches: ``appends_in_batches``).
     """
     for name in OP_FAILPOINTS:
         for hit in range(1, hits.get(name, 0) + 1):
