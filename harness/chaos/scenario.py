@@ -85,6 +85,7 @@ from pydantic import (
     Discriminator,
     Field,
     PrivateAttr,
+    StrictBool,
     Tag,
     ValidationError,
     ValidationInfo,
@@ -590,7 +591,7 @@ class Scenario(BaseModel):
     model: str = "scripted"
     identity: str = "id"
     batch_driver: str = "async"
-    duplicate_delivery: bool = False
+    duplicate_delivery: StrictBool = False
     tools: dict[str, ToolDeclaration] = Field(default_factory=dict)
     """Declared inline; ``parse_scenario`` validates them (and the tools file's) first."""
     tools_file: str | None = None
