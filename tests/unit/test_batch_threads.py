@@ -3,6 +3,8 @@ broken runtimes only threads expose (``no-op-lock``, ``stale-offset-truncate``).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -19,7 +21,7 @@ from harness.runtime import CallContext, JournalWriteError, Runtime, ToolTable
 from harness.runtime.hooks import set_crash_hook
 from harness.runtime.journal import scan_journal
 from harness.runtime.records import IntentRecord
-from tests.conftest import FakeTool
+from tests.conftest import FakeTool, subprocess_env
 
 TABLE = ToolTable.shipped()
 # One batch of three classes: a non-idempotent typed text, an idempotent install, a read.
@@ -198,3 +200,27 @@ class TestStaleOffsetTruncate:
         records = [s.record for s in scan_journal(path).records]
         ops = [r.op_id for r in records if isinstance(r, IntentRecord)]
         assert ops == ["a"]
+
+
+class TestImports:
+    """The agent pays for threads only when a plan runs its batches on them."""
+
+    def test_no_threading_without_it_and_no_asyncio_with_it(self, tmp_path: Path) -> None:
+        """The agent's modules import neither threading nor asyncio; a threaded batch brings
+        in threading but never asyncio."""
+        code = (
+            "import sys\n"
+            "import harness.agent.__main__\n"
+            "assert not {'threading', 'asyncio'} & set(sys.modules), 'at start-up'\n"
+            "from harness.agent.plan import PlanStep\n"
+            "from harness.agent.threads import run_batch_threads\n"
+            "from harness.runtime import Runtime, ToolTable\n"
+            "steps = [(o, PlanStep(1, o, 'logcat', {'tag': 't'}, batch=1)) for o in 'ab']\n"
+            f"with Runtime.open({str(tmp_path / 'journal')!r}, table=ToolTable.shipped()) as r:\n"
+            "    run_batch_threads(r, steps, lambda t, a, c: {}, lambda w, o: None)\n"
+            "assert 'threading' in sys.modules and 'asyncio' not in sys.modules\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env()
+        )
+        assert done.returncode == 0, done.stderr
