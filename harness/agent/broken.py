@@ -10,14 +10,27 @@ runs every one and requires that the named invariant catches it.
 
 from __future__ import annotations
 
+import _thread
 import json
+import os
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.failpoints import failpoint
-from harness.runtime import Decision, OpState, RecoveryDecision, Resolution, Runtime, VerifyHint
+from harness.runtime import (
+    CallOutcome,
+    Decision,
+    OpState,
+    RecoveryDecision,
+    Resolution,
+    Runtime,
+    ToolFunction,
+    VerifyHint,
+    log,
+)
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.errors import JournalCorruptError, JournalVersionError
 from harness.runtime.executor import Executor
@@ -48,6 +61,13 @@ class BrokenRuntime(Runtime):
     """Whether only calls run at once (a batch step) can expose the mistake: the
     self-check then shows it caught in a scenario with batches, and escaping every
     trial of the scenarios without."""
+    needs_threads: ClassVar[bool] = False
+    """Whether only a batch run on threads (``batch_driver = "threads"``) can expose the
+    mistake: the self-check then shows it caught in a scenario whose batches run on
+    threads, and escaping every trial of the scenarios without (``needs_fault`` then
+    selects the threaded scenario's trials that can catch it)."""
+    needs_duplicates: ClassVar[bool] = False
+    """With ``needs_threads``: the scenario must also deliver its writing calls twice."""
 
     @classmethod
     def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
@@ -419,6 +439,84 @@ class OneCurrentOp(BrokenRuntime):
     _executor_class = _OneSlotExecutor
 
 
+class NoOpLock(BrokenRuntime):
+    """A call of an op already in flight does not wait for the first to end.
+
+    Deciding and journaling an intent is still one step under the runtime's lock,
+    so a second delivery never takes an op in flight for a new one: an unsafe op
+    is not run twice (I10 stays quiet), its duplicate is answered ``info`` at once.
+    A retry-safe op in flight looks like one whose call ended without an outcome,
+    so the duplicate runs it again beside the first call, under a later attempt's
+    intent: its tool runs after the success is journaled, or that intent is left
+    after the success and the next start retries it. I1 catches both.
+    """
+
+    mistake = "lets two calls of one op run at once (no per-op turn)"
+    caught_by = ("I1",)
+    needs_threads = True
+    needs_duplicates = True
+
+    def call(
+        self,
+        op_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        execute: ToolFunction,
+        *,
+        redo_of: str | None = None,
+        fresh: bool = False,
+    ) -> CallOutcome:
+        # The mistake: no _enter/_leave, so a second call of an op in flight does not wait
+        # for the first to end; it decides from the journal as it stands mid-call.
+        return self._drive(
+            self._call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh), execute
+        )
+
+
+class _StaleOffsetWriter(JournalWriter):
+    """Remembers, per thread, where the journal ended after that thread's last append."""
+
+    def __init__(self, path: Path | str, **kwargs: Any) -> None:
+        self._seen = _thread._local()  # _thread's, not threading's: the agent starts light
+        super().__init__(path, **kwargs)
+
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
+        offset = super()._append(records, sync=sync)
+        self._seen.end = self.size
+        return offset
+
+    def _poison(self, offset: int, exc: BaseException) -> str:
+        # The mistake: the failed append is undone by cutting the file back to the end
+        # this thread last saw, and the writer goes on. Other threads have appended since
+        # (their durable intents and finishes): the cut removes them.
+        end = getattr(self._seen, "end", offset)
+        assert self._fd is not None
+        os.ftruncate(self._fd, end)
+        os.fsync(self._fd)
+        self.size = self.synced_size = end
+        message = f"{self.path}: append at byte {offset} failed; truncated to byte {end}"
+        log.error("%s", message)
+        return message
+
+
+class StaleOffsetTruncate(BrokenRuntime):
+    """Undoes a failed append by truncating to the end its thread last saw.
+
+    Alone in a process that is where the failed append began, and nothing is lost.
+    With threads appending in between, the cut removes their durable records: an
+    intent whose tool then runs (I6: an effect without its intent) and a success
+    that was reported or journaled (I1: the op runs again, its success gone).
+    """
+
+    mistake = (
+        "after a failed append, truncates the file to the offset this thread last saw as the end"
+    )
+    caught_by = ("I1", "I6")
+    needs_fault = "disk-full"
+    needs_threads = True
+    _journal_class = _StaleOffsetWriter
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -440,6 +538,8 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "unlisted-as-read-only": UnlistedAsReadOnly,
     "unawaited-intent": UnawaitedIntent,
     "one-current-op": OneCurrentOp,
+    "no-op-lock": NoOpLock,
+    "stale-offset-truncate": StaleOffsetTruncate,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

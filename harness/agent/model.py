@@ -13,7 +13,9 @@ step is redone at most ``MAX_REDOES`` times in a chain.
 
 Then it issues the plan's steps in order; the runtime answers every op its
 journal knows without running it again. The calls of a batch are issued
-together and run at once (``harness.agent.batch``); a lost reply among them
+together and run at once (``harness.agent.batch`` on an event loop, or
+``harness.agent.threads`` on threads, as the plan's ``batch_driver`` says); a
+lost reply among them
 is verified once all of them are back. It tells the outside world about each
 step (``invoke <op>``, then ``ack``, ``fail`` or ``info``, on the supervisor's
 channel): a user who was told a step is done must never see it done again.
@@ -111,10 +113,16 @@ class ScriptedModel:
     def issue_batch(self, steps: tuple[PlanStep, ...]) -> None:
         """Run a batch's calls at once (``harness.agent.batch``), then verify each whose
         outcome came back unknown, one after another, and tell what that found."""
-        from harness.agent.batch import run_batch  # asyncio, for plans with batches only
-
         calls = [(self.issued_id(step), step) for step in steps]
-        outcomes = run_batch(self.runtime, calls, self.execute, self.tell)
+        if self.plan.batch_driver == "threads":
+            # threading, for plans whose batches run on threads only (no asyncio)
+            from harness.agent.threads import run_batch_threads
+
+            outcomes = run_batch_threads(self.runtime, calls, self.execute, self.tell)
+        else:
+            from harness.agent.batch import run_batch  # asyncio, for plans with batches only
+
+            outcomes = run_batch(self.runtime, calls, self.execute, self.tell)
         for (op_id, step), outcome in zip(calls, outcomes, strict=True):
             if outcome.status == "info" and outcome.hint is not None:
                 self.tell(self.settle(step, op_id, outcome), op_id)

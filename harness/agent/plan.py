@@ -13,6 +13,10 @@ form, so that the agent reads it with ``json`` alone and starts fast.
 The calls of a scenario step that is a batch (issued together, run at once) are
 plan steps of their own, each with its op id (``s004a``, ``s004b``, ...), the
 step's ``index`` and ``"batch": 4``; a step of one call has no ``batch``.
+``batch_driver`` says how the agent runs a batch (``async``, the default, or
+``threads``: ``harness.agent.threads``), and a batch's call marked
+``"duplicate": true`` (under ``duplicate_delivery``) is issued twice at once
+under its op id. Both are left out at their defaults.
 
 ``verify`` says how the model checks a step's effect after a VERIFY hint: run
 the read-only ``tool`` with ``args``, take the value at the dotted ``path`` of
@@ -129,6 +133,8 @@ class PlanStep:
     args: Mapping[str, Any]
     verify: Verification | None = None
     batch: int | None = None
+    duplicate: bool = False
+    """Issued twice at once under its op id, as a message delivered twice (threads only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +149,10 @@ class Plan:
     """The records the world holds before the first life."""
     model: str = "scripted"
     identity: str = "id"
+    batch_driver: str = "async"
+    """How the agent runs a batch's calls: ``async`` (``harness.agent.batch``) or
+    ``threads`` (``harness.agent.threads``)."""
+    duplicate_delivery: bool = False
 
 
 def _verification(data: Mapping[str, Any] | None) -> Verification | None:
@@ -166,6 +176,7 @@ def load_plan(path: Path | str) -> Plan:
             s["args"],
             _verification(s.get("verify")),
             s.get("batch"),
+            s.get("duplicate", False),
         )
         for s in data["steps"]
     )
@@ -180,6 +191,8 @@ def load_plan(path: Path | str) -> Plan:
         world,
         data.get("model", "scripted"),
         data.get("identity", "id"),
+        data.get("batch_driver", "async"),
+        data.get("duplicate_delivery", False),
     )
 
 
@@ -210,10 +223,15 @@ def plan_to_json(plan: Plan) -> str:
                 "args": dict(s.args),
                 "verify": verify(s.verify),
                 **({} if s.batch is None else {"batch": s.batch}),
+                **({"duplicate": True} if s.duplicate else {}),
             }
             for s in plan.steps
         ],
     }
+    if plan.batch_driver != "async":
+        data["batch_driver"] = plan.batch_driver
+    if plan.duplicate_delivery:
+        data["duplicate_delivery"] = True
     if plan.tools:
         data["tools"] = {name: tool.to_json() for name, tool in plan.tools.items()}
     if plan.world:

@@ -28,10 +28,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.adapters import Adapter, get_adapter
-from harness.agent.plan import load_plan
+from harness.agent.plan import Plan, load_plan
 from harness.chaos.keep import keeps_folder
 from harness.chaos.pool import WorkerPool
-from harness.chaos.schedule import CrashSchedule, exhaustive_schedules, random_schedule
+from harness.chaos.schedule import (
+    CrashSchedule,
+    appends_in_batches,
+    exhaustive_schedules,
+    random_schedule,
+)
 from harness.chaos.shard import Shard
 from harness.chaos.supervisor import Supervisor, sweep_agents
 from harness.chaos.tables import scenario_tables
@@ -92,9 +97,17 @@ def exhaustive_specs(
     """Every exhaustive trial the runtime can host: its failpoints, and journal faults only
     for a runtime that keeps the journal (the others are not applicable)."""
     adapter = get_adapter(runtime)
+    plan = load_plan(golden.directory / "plan.json")
+    threads = plan.batch_driver == "threads"
+    schedules = exhaustive_schedules(
+        golden.hits,
+        _in_flight_safe(golden),
+        threads=threads,
+        disk_full=_appends_in_batches(golden, plan) if threads else (),
+    )
     return [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
-        for label, schedule in exhaustive_schedules(golden.hits, _in_flight_safe(golden))
+        for label, schedule in schedules
         if applicable(schedule, adapter)
     ]
 
@@ -104,6 +117,18 @@ def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
     if schedule.needs_journal and not adapter.journal:
         return False
     return schedule.failpoint_names <= adapter.failpoints
+
+
+def _appends_in_batches(golden: Golden, plan: Plan) -> tuple[int, ...]:
+    """The golden run's appends made while one of its batches was under way."""
+    batch_of = {step.op_id: step.batch for step in plan.steps if step.batch is not None}
+    spans: dict[int, tuple[float, float]] = {}
+    for op_id, start, end, _ in golden.calls:
+        batch = batch_of.get(op_id)
+        if batch is not None:
+            first, last = spans.get(batch, (start, end))
+            spans[batch] = (min(first, start), max(last, end))
+    return appends_in_batches(golden.moments.get("journal.append", ()), tuple(spans.values()))
 
 
 def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:

@@ -38,6 +38,13 @@ says how to check it after a VERIFY hint::
   (optional) is how the agent's runtime knows a call it journaled: ``id``, the
   default (the seed's), or ``content`` (``harness.runtime.identity``). A
   runtime under test that names its identity (``real-content``) overrides it.
+- ``batch_driver`` (optional) is how the agent runs a batch's calls:
+  ``async``, the default, as tasks on an ``AsyncRuntime``; ``threads``, each
+  on a thread of its own against the life's ``Runtime``, as a service that
+  shares one runtime among its threads (``harness.agent.threads``).
+  ``duplicate_delivery = true`` (with ``threads`` only) issues every call of a
+  batch whose tool is not read-only twice at once under one op id, as a
+  webhook or a queue message delivered twice.
 
 Contract:
 - ``load_scenario`` returns a fully validated ``Scenario`` or raises
@@ -78,6 +85,7 @@ from pydantic import (
     Discriminator,
     Field,
     PrivateAttr,
+    StrictBool,
     Tag,
     ValidationError,
     ValidationInfo,
@@ -102,6 +110,7 @@ from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
 from harness.world.declared import DeclaredTool, WorldRecord
 
 __all__ = [
+    "BATCH_DRIVERS",
     "FAKER_PROVIDERS",
     "MAX_BATCH",
     "MAX_SCENARIO_BYTES",
@@ -228,6 +237,8 @@ _KEYS_TOP = (
     "description",
     "model",
     "identity",
+    "batch_driver",
+    "duplicate_delivery",
     "tools",
     "tools_file",
     "tool_table",
@@ -235,6 +246,8 @@ _KEYS_TOP = (
     "steps",
 )
 _IDENTITIES = tuple(identity.value for identity in Identity)
+BATCH_DRIVERS = ("async", "threads")
+"""How the agent may run a batch's calls (``Plan.batch_driver``)."""
 _KEYS_STEP = ("tool", "args", "verify")
 _KEYS_VERIFY = ("tool", "args", "path", "contains", "equals")
 _KEYS_TOOL = tuple(ToolDeclaration.model_fields)
@@ -577,6 +590,8 @@ class Scenario(BaseModel):
     description: str = Field(min_length=1)
     model: str = "scripted"
     identity: str = "id"
+    batch_driver: str = "async"
+    duplicate_delivery: StrictBool = False
     tools: dict[str, ToolDeclaration] = Field(default_factory=dict)
     """Declared inline; ``parse_scenario`` validates them (and the tools file's) first."""
     tools_file: str | None = None
@@ -644,6 +659,27 @@ class Scenario(BaseModel):
             known = ", ".join(_IDENTITIES)
             raise _problem(None, f"unknown identity {value!r}{hint}; known: {known}")
         return value
+
+    @field_validator("batch_driver")
+    @classmethod
+    def _known_driver(cls, value: str) -> str:
+        if value not in BATCH_DRIVERS:
+            hint = _did_you_mean(value, BATCH_DRIVERS)
+            known = ", ".join(BATCH_DRIVERS)
+            raise _problem(None, f"unknown batch driver {value!r}{hint}; known: {known}")
+        return value
+
+    @model_validator(mode="after")
+    def _duplicates_need_threads(self) -> Self:
+        # Two deliveries of one op at once is what a service's threads meet; on the
+        # event loop the same op's second call is another test (AsyncRuntime's own).
+        if self.duplicate_delivery and self.batch_driver != "threads":
+            raise _problem(
+                "duplicate_delivery",
+                f'needs batch_driver = "threads" (this scenario\'s is {self.batch_driver!r}): '
+                "a call is delivered twice at once by two threads",
+            )
+        return self
 
     @field_validator("steps", mode="before")
     @classmethod
@@ -799,6 +835,7 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         raise TypeError(f"seed must be an int, got {seed!r}")
     fake = Faker(_FAKER_LOCALE)
     fake.seed_instance(seed)
+    table = _TABLE if scenario.table_path is None else ToolTable.load(scenario.table_path)
     steps = []
     for call in scenario.calls:
         step = call.spec
@@ -813,7 +850,15 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         }
         verify = None if step.verify is None else step.verify.compile(args)
         batch = None if call.call is None else call.step
-        steps.append(PlanStep(call.step, call.op_id, step.tool, args, verify, batch))
+        # Delivered twice: a batch's call that changes something (a read delivered twice
+        # is two reads); decided here, from the scenario's table, so every life agrees.
+        twice = (
+            scenario.duplicate_delivery
+            and batch is not None
+            and not _reads(step.tool, scenario.declared_tools)
+            and table.classify(step.tool).idempotency is not IdempotencyClass.READ_ONLY
+        )
+        steps.append(PlanStep(call.step, call.op_id, step.tool, args, verify, batch, twice))
     tools = MappingProxyType(dict(scenario.declared_tools))
     return Plan(
         scenario.name,
@@ -824,6 +869,8 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         scenario.world_records,
         scenario.model,
         scenario.identity,
+        scenario.batch_driver,
+        scenario.duplicate_delivery,
     )
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "RECOVERY_FAILPOINTS",
     "CrashSchedule",
     "Life",
+    "appends_in_batches",
     "exhaustive_schedules",
     "random_schedule",
 ]
@@ -45,6 +46,20 @@ RECOVERY_FAILPOINTS = ("recovery.after_decision", "recovery.before_retry", "reco
 
 DISK_FULL_HITS = (1, 2, 3, 5, 8, 13, 21, 34)
 """Which appends of a crash-free run meet a full disk: spread over the run."""
+
+
+def appends_in_batches(
+    moments: Sequence[float], batches: Sequence[tuple[float, float]]
+) -> tuple[int, ...]:
+    """The hits of ``journal.append`` (their ``moments``, ms after ready) of a crash-free
+    run that came inside a batch (``batches``: each one's first start and last end): for
+    a batch run on threads, a full disk there may meet other threads appending."""
+    return tuple(
+        hit
+        for hit, moment in enumerate(moments, 1)
+        if any(start <= moment <= end for start, end in batches)
+    )
+
 
 JOURNAL_FAULTS = frozenset(
     {"power-loss", "corrupt", "corrupt-crc", "sector", "disk-full", "unlisted", "version-skew"}
@@ -242,7 +257,11 @@ def recovery_points(retry_safe: bool | None) -> tuple[str, ...]:
 
 
 def exhaustive_schedules(
-    hits: Mapping[str, int], in_flight_safe: InFlightSafe | None = None
+    hits: Mapping[str, int],
+    in_flight_safe: InFlightSafe | None = None,
+    *,
+    threads: bool = False,
+    disk_full: Sequence[int] = (),
 ) -> Iterator[tuple[str, CrashSchedule]]:
     """Every op failpoint at every hit the crash-free run made, then recovery kills.
 
@@ -257,6 +276,12 @@ def exhaustive_schedules(
     start must refuse, and once by a frame of a newer format (``version-skew``),
     which it must refuse too; a few appends meet a full disk; and every tool call
     of the run once loses its reply after its effect (``lost-reply``).
+
+    ``threads``: the run's batches run on threads, so which calls are in flight at
+    a hit is not repeatable; a kill during recovery then comes only at
+    ``recovery.after_decision``, which every restart with an op left in flight
+    reaches. ``disk_full`` adds appends that meet a full disk (for such a run, the
+    ones made inside its batches: ``appends_in_batches``).
     """
     for name in OP_FAILPOINTS:
         for hit in range(1, hits.get(name, 0) + 1):
@@ -264,7 +289,8 @@ def exhaustive_schedules(
             yield f"{name}@{hit}", CrashSchedule((first,))
             if name in ("op.after_intent", "op.after_effect", "op.mid_effect"):
                 safe = None if in_flight_safe is None else in_flight_safe(name, hit)
-                for point in recovery_points(safe):
+                points = (RECOVERY_FAILPOINTS[0],) if threads else recovery_points(safe)
+                for point in points:
                     yield (
                         f"{name}@{hit}+{point}@1",
                         CrashSchedule((first, Life(f"{point}@1=kill"))),
@@ -295,7 +321,7 @@ def exhaustive_schedules(
     for hit in range(1, hits.get("op.reply", 0) + 1):
         yield f"op.reply@{hit}+lost-reply", CrashSchedule((Life(f"op.reply@{hit}=lost-reply"),))
     appends = hits.get("journal.append", 0)
-    for hit in (hit for hit in DISK_FULL_HITS if hit <= appends):
+    for hit in sorted(hit for hit in {*DISK_FULL_HITS, *disk_full} if hit <= appends):
         full = Life(f"journal.append@{hit}=enospc")
         yield f"journal.append@{hit}+disk-full", CrashSchedule((full,))
     for hit in range(1, hits.get("journal.before_fsync", 0) + 1):

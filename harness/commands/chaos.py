@@ -11,7 +11,10 @@ that needs a fault beyond SIGKILL must first escape every trial without that
 fault (SIGKILL and every other fault, on a smaller campaign), then be caught
 once that fault is added; one that only calls run at once can expose
 (``needs_batch``) must escape the scenarios without batches, then be caught in
-one with them. Each mutation
+one with them; one that only a batch on threads can expose (``needs_threads``)
+must escape the scenarios without threads, then be caught in one with them
+(under its fault, which the threaded scenario's other trials must not show it
+without). Each mutation
 damages a copy of one of the campaign's passing trials, and its invariant
 must fail on the copy.
 
@@ -32,7 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from harness.adapters import get_adapter
-from harness.agent.broken import BROKEN_RUNTIMES
+from harness.agent.broken import BROKEN_RUNTIMES, BrokenRuntime
 from harness.chaos.campaign import CampaignConfig, run_trials, scenario_seed
 from harness.chaos.mutations import MUTATIONS, Mutation
 from harness.chaos.pool import WorkerRefusal
@@ -65,7 +68,7 @@ from harness.report.console import (
     progress_bar,
 )
 from harness.report.files import discard_incomplete, folder_bytes, write_run_reports
-from harness.report.model import BATCH, MUTATION, SelfCheckRow
+from harness.report.model import BATCH, MUTATION, THREADS, SelfCheckRow
 
 __all__ = ["add_parser", "run", "run_chaos", "run_with_progress"]
 
@@ -206,6 +209,9 @@ def _self_check(
         # Each scenario's own model: a --model that id identity cannot follow would get
         # every broken runtime caught for a mistake that is not its own.
         broken = replace(config, runtime=name, random_trials=0, model=None)
+        if runtime.needs_threads:
+            rows.append(_threads_row(broken, name, runtime, completed))
+            continue
         fault = BATCH if runtime.needs_batch else runtime.needs_fault
         batched = tuple(s for s in config.scenarios if runtime.needs_batch and _has_batch(s))
         needs = runtime.needs_step
@@ -276,9 +282,77 @@ def _self_check(
     rows += _mutation_rows(config, passing)
 
 
+def _threads_row(
+    broken: CampaignConfig, name: str, runtime: type[BrokenRuntime], completed: list[TrialResult]
+) -> SelfCheckRow:
+    """A mistake only a batch on threads can expose (``needs_threads``): it must escape
+    every trial of the scenarios without (every fault) and, when it also needs a fault,
+    the threaded scenarios' trials without that fault; then be caught in theirs with it."""
+    expected = set(runtime.caught_by)
+    fault = runtime.needs_fault
+    label = THREADS if fault == "sigkill" else f"{THREADS}+{fault}"
+    threaded = tuple(s for s in broken.scenarios if _has_threads(s, runtime.needs_duplicates))
+    if not threaded:
+        what = "with duplicate delivery " if runtime.needs_duplicates else ""
+        needs = f"a batch on threads {what}(scenarios/threaded_service.toml has one)"
+        expected_by = tuple(sorted(expected))
+        return SelfCheckRow(
+            name, runtime.mistake, label, expected_by, 0, None, not_applicable=f"it needs {needs}"
+        )
+
+    def caught_as_expected(result: TrialResult) -> bool:
+        return bool(expected & set(result.failed_invariants))
+
+    plain = tuple(s for s in broken.scenarios if s not in threaded)
+    alone = run_with_progress(
+        replace(broken, scenarios=plain[:2]),
+        f"self-check {name} (without threads)",
+        completed=completed,
+        stop=caught_as_expected,
+    )
+    if fault != "sigkill":
+        alone += run_with_progress(
+            replace(broken, scenarios=threaded),
+            f"self-check {name} (threads without {fault})",
+            completed=completed,
+            stop=caught_as_expected,
+            select=_without(fault),
+        )
+    results = run_with_progress(
+        replace(broken, scenarios=threaded),
+        f"self-check {name} ({label})",
+        completed=completed,
+        stop=caught_as_expected,
+        select=None if fault == "sigkill" else _with(fault),
+    )
+    return SelfCheckRow(
+        name,
+        runtime.mistake,
+        label,
+        tuple(sorted(expected)),
+        len(results),
+        next((r for r in results if caught_as_expected(r)), None),
+        len(alone),
+        next((r for r in alone if caught_as_expected(r)), None),
+    )
+
+
+def _has_threads(scenario: str, duplicates: bool) -> bool:
+    """Whether a scenario runs batches on threads (and delivers its writes twice, when
+    ``duplicates``)."""
+    found = load_scenario(scenario)
+    on_threads = found.batch_driver == "threads" and any(
+        isinstance(step, BatchStep) for step in found.steps
+    )
+    return on_threads and (found.duplicate_delivery or not duplicates)
+
+
 def _has_batch(scenario: str) -> bool:
-    """Whether a scenario of the campaign has a step of calls issued together."""
-    return any(isinstance(step, BatchStep) for step in load_scenario(scenario).steps)
+    """Whether a scenario of the campaign has a step of calls issued together, run on the
+    event loop (the batches on threads are ``_has_threads``'s: a forgotten await is no
+    mistake there)."""
+    found = load_scenario(scenario)
+    return found.batch_driver == "async" and any(isinstance(s, BatchStep) for s in found.steps)
 
 
 def _with(fault: str) -> Callable[[TrialSpec], bool]:

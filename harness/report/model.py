@@ -18,7 +18,7 @@ from typing import Any
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult
 
-__all__ = ["BATCH", "MUTATION", "RunInfo", "SelfCheckRow"]
+__all__ = ["BATCH", "MUTATION", "THREADS", "RunInfo", "SelfCheckRow"]
 
 
 MUTATION = "mutation"
@@ -26,6 +26,11 @@ MUTATION = "mutation"
 BATCH = "batch"
 """``needs_fault`` of a self-check row whose mistake only calls run at once can expose: its
 trials "without" are those of the scenarios without batches, under every fault."""
+THREADS = "threads"
+"""``needs_fault`` of a self-check row whose mistake only a batch on threads can expose
+(``threads+<fault>`` when it also needs that fault): its trials "without" are those of
+the scenarios without threads, under every fault (and the threaded scenarios' trials
+without that fault)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,14 @@ class SelfCheckRow:
         if self.caught_by_sigkill is not None:
             return (
                 f"caught by {by}, but a trial without {self.needs_fault} also caught it: unexpected"
+            )
+        if self.needs_fault.startswith(THREADS):
+            fault = self.needs_fault.partition("+")[2]
+            under = f" under {fault}" if fault else ""
+            besides = f" or without {fault}" if fault else " (every fault)"
+            return (
+                f"caught by {by} in batches on threads{under} only; escapes the "
+                f"{self.sigkill_trials} trials without threads{besides}"
             )
         if self.needs_fault == BATCH:
             return (

@@ -216,7 +216,9 @@ class WorldStore:
         ``ledger_pid`` is the pid ledgered for each execution when it is not this
         process's: the agent's, for a tool server that runs the agent's calls.
         """
-        db = sqlite3.connect(db_path, isolation_level=None)
+        # Not bound to this thread: an agent that runs a batch on threads calls its tools
+        # from its workers, one at a time (harness.agent.threads holds a lock around them).
+        db = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
         try:
             # Small pages: a world holds a few rows per table, and a campaign keeps
             # thousands of worlds (ignored once the file exists).

@@ -167,15 +167,19 @@ class TestReadmeSelection:
             "retry-failed",
             "unawaited-intent",
             "one-current-op",
+            "no-op-lock",
+            "stale-offset-truncate",
         ], summary["self_check"]
         assert "fails for good" in skipped[0]["outcome"]
-        assert all("a batch step" in c["outcome"] for c in skipped[1:])
+        assert all("a batch step" in c["outcome"] for c in skipped[1:3])
+        assert all("a batch on threads" in c["outcome"] for c in skipped[3:])
         # Each mistake that needs a fault beyond SIGKILL is caught under it only: it
         # escaped every trial without it, and the outcome says so with their number.
         beyond = [
             c
             for c in summary["self_check"]
             if c["needs_fault"] not in ("sigkill", "mutation", "batch")
+            and not c["needs_fault"].startswith("threads")
         ]
         assert {c["needs_fault"] for c in beyond} >= {
             "lost-reply",

@@ -21,6 +21,7 @@ import harness.runtime.errors
 from harness.agent.plan import load_plan, plan_to_json
 from harness.chaos.scenario import (
     MAX_STEPS,
+    BatchStep,
     FakerRecipe,
     Scenario,
     compile_plan,
@@ -387,6 +388,89 @@ class TestModelAndIdentity:
         error = refusal(f"{line}\n" + scenario_text('tool = "ui_dump"'))
         assert (error.step, error.field) == (None, field)
         assert fragment in str(error)
+
+
+class TestBatchDriver:
+    """``batch_driver`` and ``duplicate_delivery``: validated, and carried in the plan."""
+
+    BATCH = (
+        '[[steps.batch]]\ntool = "ui_dump"\n'
+        '[[steps.batch]]\ntool = "app_install"\nargs = { package = "p" }'
+    )
+
+    def test_async_without_duplicates_by_default(self) -> None:
+        """A scenario without the keys runs its batches on the event loop, each call once,
+        and its plan file leaves both out."""
+        plan = compile_plan(
+            parse_scenario(scenario_text(self.BATCH), source="s"), seed=1, source="s"
+        )
+        assert (plan.batch_driver, plan.duplicate_delivery) == ("async", False)
+        assert not any(step.duplicate for step in plan.steps)
+        data = json.loads(plan_to_json(plan))
+        assert "batch_driver" not in data and "duplicate_delivery" not in data
+
+    def test_threads_with_duplicates_mark_the_writing_calls(self, tmp_path: Path) -> None:
+        """Under ``duplicate_delivery`` each batch call that is not read-only is marked to be
+        delivered twice, and the plan file carries the driver and the marks."""
+        text = 'batch_driver = "threads"\nduplicate_delivery = true\n' + scenario_text(
+            self.BATCH, 'tool = "ui_tap"\nargs = { element = "e" }'
+        )
+        plan = compile_plan(parse_scenario(text, source="s"), seed=1, source="s")
+        assert [(s.op_id, s.duplicate) for s in plan.steps] == [
+            ("s001a", False),
+            ("s001b", True),
+            ("s002", False),  # a step of one call is never delivered twice
+        ]
+        (tmp_path / "plan.json").write_text(plan_to_json(plan))
+        loaded = load_plan(tmp_path / "plan.json")
+        assert (loaded.batch_driver, loaded.duplicate_delivery) == ("threads", True)
+        assert loaded.steps == plan.steps
+
+    def test_the_shipped_threaded_scenario_uses_both(self) -> None:
+        """``threaded_service`` runs on threads with duplicates, and each of its batches has
+        an unsafe call, an idempotent write and a read."""
+        scenario = load_scenario(SCENARIOS / "threaded_service.toml")
+        assert (scenario.batch_driver, scenario.duplicate_delivery) == ("threads", True)
+        for step in scenario.steps:
+            if isinstance(step, BatchStep):
+                kinds = {TABLE.classify(call.tool).idempotency for call in step.batch}
+                assert {
+                    IdempotencyClass.NON_IDEMPOTENT,
+                    IdempotencyClass.IDEMPOTENT_WRITE,
+                    IdempotencyClass.READ_ONLY,
+                } <= kinds
+
+    @pytest.mark.parametrize(
+        ("lines", "field", "fragment"),
+        [
+            (
+                'batch_driver = "trio"',
+                "batch_driver",
+                "unknown batch driver 'trio'; known: async, threads",
+            ),
+            ("batch_driver = 1", "batch_driver", "got a number (1)"),
+            ("duplicate_delivery = true", "duplicate_delivery", 'needs batch_driver = "threads"'),
+            (
+                'batch_driver = "async"\nduplicate_delivery = true',
+                "duplicate_delivery",
+                "this scenario's is 'async'",
+            ),
+            (
+                'batch_driver = "threads"\nduplicate_delivery = "yes"',
+                "duplicate_delivery",
+                "valid boolean",
+            ),
+        ],
+    )
+    def test_a_bad_driver_or_duplicate_delivery_is_refused(
+        self, lines: str, field: str, fragment: str
+    ) -> None:
+        """An unknown driver, or duplicates without threads, is refused naming the file and
+        the field."""
+        error = refusal(f"{lines}\n" + scenario_text(self.BATCH))
+        assert (error.path, error.step, error.field) == ("inline.toml", None, field)
+        assert fragment in str(error)
+        assert str(error).startswith("inline.toml")
 
 
 class TestRefusals:
