@@ -14,9 +14,13 @@ step is redone at most ``MAX_REDOES`` times in a chain.
 Then it issues the plan's steps in order; the runtime answers every op its
 journal knows without running it again. The calls of a batch are issued
 together and run at once (``harness.agent.batch``); a lost reply among them
-is verified once all of them are back. It tells the outside world about each
-step (``invoke <op>``, then ``ack``, ``fail`` or ``info``, on the supervisor's
-channel): a user who was told a step is done must never see it done again.
+is verified once all of them are back, and a call among them that was
+cancelled (``CancelledError``) is told ``info`` and issued again under the
+same id once all are back: the runtime runs a retry-safe op again and answers
+an unsafe one with its VERIFY hint, verified as a lost reply is. It tells the
+outside world about each step (``invoke <op>``, then ``ack``, ``fail`` or
+``info``, on the supervisor's channel): a user who was told a step is done
+must never see it done again.
 All choices are a function of the journal and the world, so a model killed
 half-way decides the same next time.
 
@@ -94,13 +98,20 @@ class ScriptedModel:
 
     def issue_batch(self, steps: tuple[PlanStep, ...]) -> None:
         """Run a batch's calls at once (``harness.agent.batch``), then verify each whose
-        outcome came back unknown, one after another, and tell what that found."""
-        from harness.agent.batch import run_batch  # asyncio, for plans with batches only
+        outcome came back unknown, and issue again each that was cancelled, one after
+        another, and tell what that found."""
+        from harness.agent.batch import Cancelled, run_batch  # asyncio: plans with batches
 
         calls = [(self.issued_id(step), step) for step in steps]
         outcomes = run_batch(self.runtime, calls, self.execute, self.tell)
         for (op_id, step), outcome in zip(calls, outcomes, strict=True):
-            if outcome.status == "info" and outcome.hint is not None:
+            if isinstance(outcome, Cancelled):
+                # Told info already. Issued again under the same id, as an agent re-issues
+                # a cancelled call: the runtime runs a retry-safe op again and answers an
+                # unsafe one with its VERIFY hint, which is verified as a lost reply is.
+                self.tell("invoke", op_id)
+                self.tell(self.issue(step, op_id), op_id)
+            elif outcome.status == "info" and outcome.hint is not None:
                 self.tell(self.settle(step, op_id, outcome), op_id)
 
     def settle(self, step: PlanStep, op_id: str, outcome: CallOutcome) -> str:
