@@ -94,7 +94,9 @@ def exhaustive_specs(
     adapter = get_adapter(runtime)
     return [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
-        for label, schedule in exhaustive_schedules(golden.hits, _in_flight_safe(golden))
+        for label, schedule in exhaustive_schedules(
+            golden.hits, _in_flight_safe(golden), _batch_call(golden)
+        )
         if applicable(schedule, adapter)
     ]
 
@@ -119,6 +121,21 @@ def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
         return kinds.pop() if len(kinds) == 1 else None
 
     return safe
+
+
+def _batch_call(golden: Golden) -> Callable[[str, int], str | None]:
+    """The batch call a golden run's hit served (its op id), None for any other hit."""
+    batched = {
+        step.op_id
+        for step in load_plan(golden.directory / "plan.json").steps
+        if step.batch is not None
+    }
+
+    def call(failpoint: str, hit: int) -> str | None:
+        op = golden.op_at(failpoint, hit)
+        return op if op in batched else None
+
+    return call
 
 
 def random_picks(config: CampaignConfig) -> list[tuple[str, int, random.Random]]:

@@ -22,6 +22,9 @@
 |             | ``power-loss:tear-sector`` keeps an unsynced write up to a sector edge |
 | unlisted    | lives run with a tool table that leaves the writing tools out, so they |
 |             | are UNKNOWN (``table="unlisted"``)                                     |
+| cancel      | a batch call's asyncio task is cancelled after its intent or its       |
+|             | effect (failpoint ``op.after_intent@N=cancel``), as a framework's      |
+|             | timeout or a user pressing stop does                                   |
 
 SIGKILL never loses data already written: the OS flushes it. Power loss does,
 and the journal's shadow file (``HARNESS_JOURNAL_SHADOW``) says how much was
@@ -62,6 +65,7 @@ FAULT_KINDS = {
     "corrupt-crc": "a digit inside an earlier record changed: still JSON, only the CRC tells",
     "sector": "a 512-byte block of the journal zeroed or stale",
     "unlisted": "the tool table does not list the scenario's writing tools",
+    "cancel": "a batch call is cancelled (CancelledError) after its intent or its effect",
 }
 
 SECTOR = 512
