@@ -11,7 +11,8 @@ that needs a fault beyond SIGKILL must first escape every trial without that
 fault (SIGKILL and every other fault, on a smaller campaign), then be caught
 once that fault is added; one that only calls run at once can expose
 (``needs_batch``) must escape the scenarios without batches, then be caught in
-one with them. Each mutation
+one with them (and one that also needs a fault, a cancel, must escape every
+trial without that fault, in the scenarios with batches too). Each mutation
 damages a copy of one of the campaign's passing trials, and its invariant
 must fail on the copy.
 
@@ -198,7 +199,10 @@ def _self_check(
         # Each scenario's own model: a --model that id identity cannot follow would get
         # every broken runtime caught for a mistake that is not its own.
         broken = replace(config, runtime=name, random_trials=0, model=None)
-        fault = BATCH if runtime.needs_batch else runtime.needs_fault
+        # A mistake of calls at once that also needs a fault (a cancel) is held to that
+        # fault: it must escape every trial without it, in scenarios with batches too.
+        batch_fault = runtime.needs_batch and runtime.needs_fault != "sigkill"
+        fault = BATCH if runtime.needs_batch and not batch_fault else runtime.needs_fault
         batched = tuple(s for s in config.scenarios if runtime.needs_batch and _has_batch(s))
         needs = runtime.needs_step
         if runtime.needs_batch and not batched:
@@ -231,11 +235,20 @@ def _self_check(
                 completed=completed,
                 stop=caught_as_expected,
             )
+            if batch_fault:
+                alone += run_with_progress(
+                    replace(broken, scenarios=batched),
+                    f"self-check {name} (batches, without {fault})",
+                    completed=completed,
+                    stop=caught_as_expected,
+                    select=_without(fault),
+                )
             results = run_with_progress(
                 replace(broken, scenarios=batched),
-                f"self-check {name} (batches)",
+                f"self-check {name} (batches" + (f", {fault})" if batch_fault else ")"),
                 completed=completed,
                 stop=caught_as_expected,
+                select=_with(fault) if batch_fault else None,
             )
         else:
             if fault != "sigkill":
