@@ -13,7 +13,7 @@ process:
 
     spec    := entry ("," entry)*
     entry   := name ["@" N] "=" action ["(" arg ")"]
-    action  := kill | exit | raise | sleep | enospc | lost-reply | count
+    action  := kill | exit | raise | sleep | enospc | lost-reply | count | cancel
 
 ``op.after_effect@3=kill`` kills the process on the third hit of that point;
 without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
@@ -21,8 +21,17 @@ without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
 runtime stops dead there, as a crash would), ``enospc`` raises
 ``OSError(ENOSPC)`` where the point is (the journal's append site stands for a
 full disk), ``lost-reply`` raises a ``TransientToolError`` that looks like a
-timeout (at ``op.reply``: the reply was lost), ``count`` only counts hits (the
-supervisor learns from a crash-free run where the points are).
+timeout (at ``op.reply``: the reply was lost), ``cancel`` cancels the asyncio
+task that hit the point (as ``asyncio.wait_for``, a task group or a user
+pressing stop would: the ``CancelledError`` lands at the task's next await),
+``count`` only counts hits (the supervisor learns from a crash-free run where
+the points are).
+
+``lost-reply`` and ``cancel`` tell a listening supervisor that they landed:
+``fault <action> <name> <hit>`` and the op id. A ``cancel`` hit outside an
+asyncio task (in a thread, or in sync code) has nothing to cancel: it does
+nothing, says so on stderr and tells the supervisor nothing, so a schedule
+that counted on it sees the fault never landed.
 
 ``kill`` hand-shakes with a supervisor when one is listening: the process
 writes ``reached <name> <hit>`` to the file descriptor named by
@@ -43,6 +52,7 @@ import json
 import os
 import re
 import signal
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -109,7 +119,7 @@ EXIT_HOLD_POINT = "agent.before_exit"
 """An agent program's last point, after its work and before it exits: a supervisor
 holds a life there when a random-time kill it scheduled has not fired yet."""
 
-ACTIONS = ("kill", "exit", "raise", "sleep", "enospc", "lost-reply", "count")
+ACTIONS = ("kill", "exit", "raise", "sleep", "enospc", "lost-reply", "count", "cancel")
 
 _AIM = "aim"
 """The action of a point a random-time kill is timed from (``AIM_ENV``); not in the
@@ -398,6 +408,30 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
             f"{detail or spec.name}: timed out waiting for the reply (failpoint {spec}: the "
             "effect happened, the reply was lost)"
         )
+    elif spec.action == "cancel":
+        _cancel_here(spec, hit, detail)
+
+
+def _cancel_here(spec: FailpointSpec, hit: int, detail: str) -> None:
+    """Cancel the asyncio task running this hit; outside one, say so and do nothing."""
+    # asyncio only if the process has imported it: without it no task can be running,
+    # and an agent without batches does not pay for the import.
+    aio = sys.modules.get("asyncio")
+    task = None
+    if aio is not None:
+        try:
+            task = aio.current_task()
+        except RuntimeError:  # no event loop is running in this thread
+            task = None
+    if task is None:
+        print(
+            f"harness.failpoints: {spec}: hit {hit} came outside an asyncio task, "
+            "nothing to cancel",
+            file=sys.stderr,
+        )
+        return
+    task.cancel(f"failpoint {spec}")
+    tell_supervisor(f"fault cancel {spec.name} {hit} {detail}".rstrip())
 
 
 def tell_supervisor(message: str) -> bool:

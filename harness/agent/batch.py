@@ -3,15 +3,27 @@
 ``run_batch`` runs each call of a batch as its own task on an ``AsyncRuntime``
 that borrows the life's runtime: each call journals its own intent and waits
 for it to be durable before its tool runs, and the calls' appends share the
-journal's writes (``harness.runtime.aio``). The simulated tools run on the loop
-and await nothing, so a batch runs the same way in every life and every run:
-the failpoints its calls hit come in the same order (a kill at a hit lands at
-the same call in a trial as in its crash-free run).
+journal's writes (``harness.runtime.aio``). The simulated tools run on the
+loop and await nothing, so a batch runs the same way in every life and every
+run: the failpoints its calls hit come in the same order (a kill at a hit
+lands at the same call in a trial as in its crash-free run), and no tool runs
+while the journal's writer thread is writing (a runtime that forgot to await
+an intent is caught the same way every run).
+
+A call cancelled before its tool ran (a cancellation asked for at its
+``op.after_intent``) is cancelled before its effect: its tool then awaits once
+(``asyncio.sleep(0)``), where the ``CancelledError`` lands, as at a real async
+tool's first await. An unconditional await would do the same for a cancel,
+but would let the journal's writer race every tool it let run.
 
 Each call tells the supervisor ``invoke`` as it starts and its outcome as soon
 as it is back, while the others are still in flight. A call whose outcome came
 back unknown in this life (a lost reply) is left to the model, which verifies
-it once every call of the batch is back, as it would in its next turn.
+it once every call of the batch is back, as it would in its next turn. A call
+that was cancelled (``CancelledError``: a framework's timeout, a user pressing
+stop) comes back as ``Cancelled``, for that call only (the others finish), and
+is told ``info``: its outcome is unknown to the model, which asks the runtime
+again once the batch is back.
 
 This module imports asyncio, which the agent needs for batches only: the model
 imports it when a plan has one.
@@ -20,16 +32,26 @@ imports it when a plan has one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from harness.agent.plan import PlanStep
-from harness.runtime import CallOutcome, Runtime, ToolFunction
+from harness.runtime import CallContext, CallOutcome, Runtime, ToolFunction
 from harness.runtime.aio import AsyncRuntime
 
-__all__ = ["run_batch"]
+__all__ = ["Cancelled", "run_batch"]
 
 Tell = Callable[[str, str], None]
 """``tell(what, op_id)``: the model's word to the supervisor (``ScriptedModel.tell``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """A call of a batch that was cancelled: it came back without an outcome."""
+
+    op_id: str
+    reason: str
 
 
 def run_batch(
@@ -37,12 +59,13 @@ def run_batch(
     calls: Sequence[tuple[str, PlanStep]],
     execute: ToolFunction,
     tell: Tell,
-) -> list[CallOutcome]:
+) -> list[CallOutcome | Cancelled]:
     """Run ``calls`` (op id, plan step) at once; their outcomes, in the calls' order.
 
     A call that comes to ``ok``, ``fail``, or ``info`` without a hint is told at
     once; one that came back ``info`` with a hint (its outcome is unknown now)
-    is not: the caller verifies it and tells what that finds.
+    is not: the caller verifies it and tells what that finds. A cancelled call
+    is told ``info`` and comes back as ``Cancelled``.
     """
     return asyncio.run(_batch(runtime, calls, execute, tell))
 
@@ -52,12 +75,29 @@ async def _batch(
     calls: Sequence[tuple[str, PlanStep]],
     execute: ToolFunction,
     tell: Tell,
-) -> list[CallOutcome]:
+) -> list[CallOutcome | Cancelled]:
+    async def tool(name: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # Cancelled before its tool ran (at op.after_intent): the cancellation lands
+            # here, before the effect, as at a real async tool's first await.
+            await asyncio.sleep(0)
+        return execute(name, args, ctx)
+
     async with AsyncRuntime(runtime) as batch:
 
-        async def issue(op_id: str, step: PlanStep) -> CallOutcome:
+        async def issue(op_id: str, step: PlanStep) -> CallOutcome | Cancelled:
             tell("invoke", op_id)
-            outcome = await batch.call(op_id, step.tool, step.args, execute)
+            try:
+                outcome = await batch.call(op_id, step.tool, step.args, tool)
+            except asyncio.CancelledError as exc:
+                # This call only: the runtime journaled its outcome as unknown; the
+                # others go on. The task takes the cancellation back, as it is handled.
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                tell("info", op_id)
+                return Cancelled(op_id, str(exc) or "cancelled")
             if outcome.status != "info" or outcome.hint is None:
                 tell("ack" if outcome.ok else outcome.status, op_id)
             return outcome

@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from harness.failpoints import failpoint
 from harness.runtime import (
@@ -45,9 +45,12 @@ from harness.runtime.journal import (
 )
 from harness.runtime.matrix import decide_for_operation, verify_hint
 from harness.runtime.records import FinishRecord, IntentRecord, Record, digest, record_from_json
-from harness.runtime.steps import Append, Steps
+from harness.runtime.recovery import OpHistory
+from harness.runtime.steps import Append, Step, Steps
 
 __all__ = ["BROKEN_RUNTIMES", "RUNTIMES", "BrokenRuntime"]
+
+T = TypeVar("T")
 
 
 class BrokenRuntime(Runtime):
@@ -517,6 +520,72 @@ class StaleOffsetTruncate(BrokenRuntime):
     _journal_class = _StaleOffsetWriter
 
 
+def _exceptions_only(steps: Steps[T]) -> Steps[T]:
+    """Carry out ``steps`` as code that catches ``Exception`` only would: an ``Exception``
+    thrown at a step is thrown into them, anything else (a cancellation, an interrupt)
+    passes them by: the run is dropped where it stands and nothing it would have
+    journaled for the interruption is written."""
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step: Step = steps.throw(error) if error is not None else steps.send(reply)
+        except StopIteration as done:
+            value: T = done.value
+            return value
+        try:
+            reply, error = (yield step), None
+        except Exception as exc:
+            reply, error = None, exc
+        except BaseException:
+            steps.close()  # the mistake: the protocol never sees it
+            raise
+
+
+class _ExceptionsOnlyExecutor(Executor):
+    def steps(
+        self,
+        op_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        snapshot: ToolClass,
+        *,
+        attempt: int = 1,
+        redo_of: str | None = None,
+        key_op: str | None = None,
+        fresh: bool = False,
+    ) -> Steps[FinishRecord]:
+        return _exceptions_only(
+            super().steps(
+                op_id,
+                tool,
+                args,
+                snapshot,
+                attempt=attempt,
+                redo_of=redo_of,
+                key_op=key_op,
+                fresh=fresh,
+            )
+        )
+
+
+class CancelLeftRunning(BrokenRuntime):
+    mistake = (
+        "lets a cancellation pass without journaling the call's outcome or handing it on, "
+        "as `except Exception` does"
+    )
+    caught_by = ("I7",)
+    needs_fault = "cancel"
+    needs_batch = True
+    _executor_class = _ExceptionsOnlyExecutor
+
+    def _guarded(self, op_id: str, tool: str, args: Mapping[str, Any], steps: Steps[T]) -> Steps[T]:
+        return (yield from _exceptions_only(super()._guarded(op_id, tool, args, steps)))
+
+    def _runs_again(self, op: OpHistory) -> bool:
+        return False  # an op left RUNNING in this life is answered "info", without a hint
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -540,6 +609,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "one-current-op": OneCurrentOp,
     "no-op-lock": NoOpLock,
     "stale-offset-truncate": StaleOffsetTruncate,
+    "cancel-left-running": CancelLeftRunning,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -15,10 +15,13 @@ Then it issues the plan's steps in order; the runtime answers every op its
 journal knows without running it again. The calls of a batch are issued
 together and run at once (``harness.agent.batch`` on an event loop, or
 ``harness.agent.threads`` on threads, as the plan's ``batch_driver`` says); a
-lost reply among them
-is verified once all of them are back. It tells the outside world about each
-step (``invoke <op>``, then ``ack``, ``fail`` or ``info``, on the supervisor's
-channel): a user who was told a step is done must never see it done again.
+lost reply among them is verified once all of them are back, and a call among
+them that was cancelled (``CancelledError``, on an event loop) is told ``info``
+and issued again under the same id once all are back: the runtime runs a
+retry-safe op again and answers an unsafe one with its VERIFY hint, verified as
+a lost reply is. It tells the outside world about each step (``invoke <op>``,
+then ``ack``, ``fail`` or ``info``, on the supervisor's channel): a user who
+was told a step is done must never see it done again.
 All choices are a function of the journal and the world, so a model killed
 half-way decides the same next time.
 
@@ -36,7 +39,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from harness.agent.plan import Plan, PlanStep, batches, plan_id, reissued_id
 from harness.failpoints import tell_supervisor
@@ -48,6 +52,9 @@ from harness.runtime import (
     ToolFunction,
     VerifyHint,
 )
+
+if TYPE_CHECKING:
+    from harness.agent.batch import Cancelled
 
 __all__ = ["MODELS", "PROOF_ENV", "ReissuingModel", "ScriptedModel"]
 
@@ -111,9 +118,11 @@ class ScriptedModel:
         )
 
     def issue_batch(self, steps: tuple[PlanStep, ...]) -> None:
-        """Run a batch's calls at once (``harness.agent.batch``), then verify each whose
-        outcome came back unknown, one after another, and tell what that found."""
+        """Run a batch's calls at once (on an event loop or threads), then verify each whose
+        outcome came back unknown, and issue again each that was cancelled, one after
+        another, and tell what that found."""
         calls = [(self.issued_id(step), step) for step in steps]
+        outcomes: Sequence[CallOutcome | Cancelled]
         if self.plan.batch_driver == "threads":
             # threading, for plans whose batches run on threads only (no asyncio)
             from harness.agent.threads import run_batch_threads
@@ -124,7 +133,13 @@ class ScriptedModel:
 
             outcomes = run_batch(self.runtime, calls, self.execute, self.tell)
         for (op_id, step), outcome in zip(calls, outcomes, strict=True):
-            if outcome.status == "info" and outcome.hint is not None:
+            if not isinstance(outcome, CallOutcome):  # Cancelled (an event loop's only)
+                # Told info already. Issued again under the same id, as an agent re-issues
+                # a cancelled call: the runtime runs a retry-safe op again and answers an
+                # unsafe one with its VERIFY hint, which is verified as a lost reply is.
+                self.tell("invoke", op_id)
+                self.tell(self.issue(step, op_id), op_id)
+            elif outcome.status == "info" and outcome.hint is not None:
                 self.tell(self.settle(step, op_id, outcome), op_id)
 
     def settle(self, step: PlanStep, op_id: str, outcome: CallOutcome) -> str:

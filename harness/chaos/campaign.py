@@ -102,6 +102,7 @@ def exhaustive_specs(
     schedules = exhaustive_schedules(
         golden.hits,
         _in_flight_safe(golden),
+        None if threads else _batch_call(golden),
         threads=threads,
         disk_full=_appends_in_batches(golden, plan) if threads else (),
     )
@@ -144,6 +145,21 @@ def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
         return kinds.pop() if len(kinds) == 1 else None
 
     return safe
+
+
+def _batch_call(golden: Golden) -> Callable[[str, int], str | None]:
+    """The batch call a golden run's hit served (its op id), None for any other hit."""
+    batched = {
+        step.op_id
+        for step in load_plan(golden.directory / "plan.json").steps
+        if step.batch is not None
+    }
+
+    def call(failpoint: str, hit: int) -> str | None:
+        op = golden.op_at(failpoint, hit)
+        return op if op in batched else None
+
+    return call
 
 
 def random_picks(config: CampaignConfig) -> list[tuple[str, int, random.Random]]:

@@ -26,6 +26,9 @@
 |              | format ``v``) whose CRC holds is appended at the end, as an upgrade    |
 |              | rolled back leaves it: the next start must refuse it, naming the       |
 |              | journal, the offset and the version, and change nothing                |
+| cancel       | a batch call's asyncio task is cancelled after its intent or its       |
+|              | effect (failpoint ``op.after_intent@N=cancel``), as a framework's      |
+|              | timeout or a user pressing stop does                                   |
 
 SIGKILL never loses data already written: the OS flushes it. Power loss does,
 and the journal's shadow file (``HARNESS_JOURNAL_SHADOW``) says how much was
@@ -71,6 +74,7 @@ FAULT_KINDS = {
     "sector": "a 512-byte block of the journal zeroed or stale",
     "unlisted": "the tool table does not list the scenario's writing tools",
     "version-skew": "a whole frame of a newer format appended, as a rolled-back upgrade leaves",
+    "cancel": "a batch call is cancelled (CancelledError) after its intent or its effect",
 }
 
 SECTOR = 512

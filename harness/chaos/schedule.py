@@ -28,6 +28,7 @@ __all__ = [
     "JOURNAL_FAULTS",
     "OP_FAILPOINTS",
     "RECOVERY_FAILPOINTS",
+    "BatchCall",
     "CrashSchedule",
     "Life",
     "appends_in_batches",
@@ -194,6 +195,8 @@ class CrashSchedule:
                 kinds.add("disk-full")
             if "=lost-reply" in life.failpoints:
                 kinds.add("lost-reply")
+            if "=cancel" in life.failpoints:
+                kinds.add("cancel")
             if life.after_death:
                 kinds.add(life.after_death.split(":", 1)[0])
             if life.table == "unlisted":
@@ -243,6 +246,13 @@ class CrashSchedule:
 InFlightSafe = Callable[[str, int], "bool | None"]
 """Given a failpoint and a hit: whether the op in flight there is retry-safe (None: unknown)."""
 
+BatchCall = Callable[[str, int], "str | None"]
+"""Given a failpoint and a hit: the op id of the batch call it served (None: no batch call)."""
+
+CANCEL_AFTER_EFFECT_EVERY = 3
+"""Of a run's batch calls, every third (the first, the fourth, ...) is also cancelled at
+its ``op.after_effect``: the finish is being written when the cancellation lands."""
+
 
 def recovery_points(retry_safe: bool | None) -> tuple[str, ...]:
     """The recovery failpoints a restart hits with one op in flight of that kind.
@@ -259,6 +269,7 @@ def recovery_points(retry_safe: bool | None) -> tuple[str, ...]:
 def exhaustive_schedules(
     hits: Mapping[str, int],
     in_flight_safe: InFlightSafe | None = None,
+    batch_call: BatchCall | None = None,
     *,
     threads: bool = False,
     disk_full: Sequence[int] = (),
@@ -275,13 +286,16 @@ def exhaustive_schedules(
     Twice per scenario a kill is followed by a corrupted record, which the next
     start must refuse, and once by a frame of a newer format (``version-skew``),
     which it must refuse too; a few appends meet a full disk; and every tool call
-    of the run once loses its reply after its effect (``lost-reply``).
+    of the run once loses its reply after its effect (``lost-reply``). Each call
+    of a batch (``batch_call`` says which hits served one) is cancelled once after
+    its intent, and a few after their effect (``cancel``).
 
     ``threads``: the run's batches run on threads, so which calls are in flight at
     a hit is not repeatable; a kill during recovery then comes only at
     ``recovery.after_decision``, which every restart with an op left in flight
     reaches. ``disk_full`` adds appends that meet a full disk (for such a run, the
-    ones made inside its batches: ``appends_in_batches``).
+    ones made inside its batches: ``appends_in_batches``). A thread has no task to
+    cancel: such a run is given no ``batch_call``.
     """
     for name in OP_FAILPOINTS:
         for hit in range(1, hits.get(name, 0) + 1):
@@ -333,6 +347,24 @@ def exhaustive_schedules(
         }[how]
         lost = Life(f"journal.before_fsync@{hit}=kill", after_death=fault)
         yield f"journal.before_fsync@{hit}+{how}", CrashSchedule((lost,))
+    if batch_call is not None:
+        yield from _cancel_schedules(hits, batch_call)
+
+
+def _cancel_schedules(
+    hits: Mapping[str, int], batch_call: BatchCall
+) -> Iterator[tuple[str, CrashSchedule]]:
+    """Each batch call cancelled at its first ``op.after_intent`` (before its tool runs),
+    and every ``CANCEL_AFTER_EFFECT_EVERY``-th at its first ``op.after_effect``."""
+    for name, every in (("op.after_intent", 1), ("op.after_effect", CANCEL_AFTER_EFFECT_EVERY)):
+        seen: list[str] = []
+        for hit in range(1, hits.get(name, 0) + 1):
+            op = batch_call(name, hit)
+            if op is None or op in seen:
+                continue  # not a batch call's, or a later attempt of one
+            seen.append(op)
+            if (len(seen) - 1) % every == 0:
+                yield f"{name}@{hit}+cancel", CrashSchedule((Life(f"{name}@{hit}=cancel"),))
 
 
 START_UP_SHARE = 0.05

@@ -16,6 +16,7 @@ line: ``spawn``, ``ready``, ``ack`` (the agent reported an op's success to its
 user: from then on that success must never be undone), ``kill``, ``exit``, and
 ``fault`` (an after-death fault was applied, see ``harness.chaos.faults``),
 ``lost-reply`` (a call's reply was lost inside the life: the agent said so),
+``cancel`` (a call was cancelled inside the life: the agent said so),
 ``hint`` (the model read a VERIFY hint).
 What the user saw of each step goes to ``history.jsonl`` (see ``History``).
 

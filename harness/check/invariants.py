@@ -634,8 +634,8 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     """F: every fault the schedule asked for happened, by the supervisor's own observation.
 
     A kill at a failpoint was delivered there (the victim reached that hit);
-    a lost reply was reported by the life at that hit; a random-time kill was
-    delivered; a full disk made the life stop on its
+    a lost reply, and a cancellation, was reported by the life at that hit; a
+    random-time kill was delivered; a full disk made the life stop on its
     failed append; a power loss found a journal and its shadow (and, after a
     kill between a write and its fsync, bytes the shadow did not cover); a
     corruption changed a record. A fault that did not land leaves the trial
@@ -649,7 +649,8 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
         asked = [spec for spec in str(planned.get("failpoints", "")).split(",") if spec]
         kills = [spec for spec in asked if spec.endswith("=kill")]
         losses = [spec for spec in asked if spec.endswith("=lost-reply")]
-        wanted = len(kills) + len(losses) + ("kill_after_ms" in planned)
+        cancels = [spec for spec in asked if spec.endswith("=cancel")]
+        wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
         wanted += "=enospc" in ",".join(asked)
         wanted += "after_death" in planned
         if not wanted:
@@ -683,6 +684,16 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                 landed += 1
             else:
                 problems.append(f"life {number}: the lost reply at {spec} never happened")
+        for spec in cancels:
+            name, _, hit = spec.removesuffix("=cancel").partition("@")
+            at = f"{name} {hit}" if hit else name
+            if any(str(e.get("at", "")).startswith(at) for e in ev.events_of("cancel", number)):
+                landed += 1
+            else:
+                problems.append(
+                    f"life {number}: the cancel at {spec} never happened (no asyncio task "
+                    "was running there, or the point was never hit)"
+                )
         if "=enospc" in ",".join(asked):
             if life.returncode == EXIT_WRITE_FAILED:
                 landed += 1

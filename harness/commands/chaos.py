@@ -14,7 +14,8 @@ once that fault is added; one that only calls run at once can expose
 one with them; one that only a batch on threads can expose (``needs_threads``)
 must escape the scenarios without threads, then be caught in one with them
 (under its fault, which the threaded scenario's other trials must not show it
-without). Each mutation
+without); one of calls at once that also needs a fault (a cancel) must escape
+every trial without that fault, in the scenarios with batches too. Each mutation
 damages a copy of one of the campaign's passing trials, and its invariant
 must fail on the copy.
 
@@ -212,7 +213,10 @@ def _self_check(
         if runtime.needs_threads:
             rows.append(_threads_row(broken, name, runtime, completed))
             continue
-        fault = BATCH if runtime.needs_batch else runtime.needs_fault
+        # A mistake of calls at once that also needs a fault (a cancel) is held to that
+        # fault: it must escape every trial without it, in scenarios with batches too.
+        batch_fault = runtime.needs_batch and runtime.needs_fault != "sigkill"
+        fault = BATCH if runtime.needs_batch and not batch_fault else runtime.needs_fault
         batched = tuple(s for s in config.scenarios if runtime.needs_batch and _has_batch(s))
         needs = runtime.needs_step
         if runtime.needs_batch and not batched:
@@ -245,11 +249,20 @@ def _self_check(
                 completed=completed,
                 stop=caught_as_expected,
             )
+            if batch_fault:
+                alone += run_with_progress(
+                    replace(broken, scenarios=batched),
+                    f"self-check {name} (batches, without {fault})",
+                    completed=completed,
+                    stop=caught_as_expected,
+                    select=_without(fault),
+                )
             results = run_with_progress(
                 replace(broken, scenarios=batched),
-                f"self-check {name} (batches)",
+                f"self-check {name} (batches" + (f", {fault})" if batch_fault else ")"),
                 completed=completed,
                 stop=caught_as_expected,
+                select=_with(fault) if batch_fault else None,
             )
         else:
             if fault != "sigkill":

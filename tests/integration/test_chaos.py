@@ -111,11 +111,13 @@ TARGETED = {
     "one-current-op": '[{"failpoints":"op.before_intent@5=kill"}]',
     "no-op-lock": "[]",
     "stale-offset-truncate": '[{"failpoints":"journal.append@3=enospc"}]',
+    "cancel-left-running": '[{"failpoints":"op.after_intent@3=kill"}]',
 }
 # The trial of mini_batch (a batch of three calls) that exposes each mistake of a batch.
 IN_A_BATCH = {
     "unawaited-intent": '[{"failpoints":"op.after_effect@2=kill"}]',
     "one-current-op": '[{"failpoints":"op.before_intent@5=kill"}]',  # the step after the batch
+    "cancel-left-running": '[{"failpoints":"op.after_intent@2=cancel"}]',  # the typed text
 }
 # The fault beyond SIGKILL that each remaining broken runtime needs (power loss for most).
 POWER_LOSS = {

@@ -3,6 +3,7 @@ each action does, and that the runtime's crash points are armed through its hook
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import select
@@ -435,3 +436,56 @@ class TestTheRuntimesHook:
             "op.reply": ["s001"],
             "op.after_effect": ["s001"],
         }
+
+
+class TestCancel:
+    def test_cancel_is_in_the_grammar(self) -> None:
+        """``cancel`` arms like any action, on a hit or on every hit."""
+        assert parse_failpoints("op.after_intent@2=cancel") == (
+            FailpointSpec("op.after_intent", "cancel", 2),
+        )
+        assert str(FailpointSpec("op.after_effect", "cancel")) == "op.after_effect=cancel"
+
+    def test_the_task_at_the_point_is_cancelled_at_its_next_await(
+        self, armed: Callable[[str], None], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The task that hit the point (and no other) is cancelled; the cancellation lands at
+        its next await, and the supervisor is told the fault landed, with the op id."""
+        read, write = os.pipe()
+        monkeypatch.setenv(CHANNEL_ENV, str(write))
+        armed("op.after_intent@2=cancel")
+        went: list[str] = []
+
+        async def call(op_id: str) -> None:
+            failpoint("op.after_intent", op_id)
+            went.append(f"{op_id} on")  # not yet: a cancellation lands at an await
+            await asyncio.sleep(0)
+            went.append(f"{op_id} past its await")
+
+        async def batch() -> list[object]:
+            return await asyncio.gather(*map(call, ("s1", "s2", "s3")), return_exceptions=True)
+
+        results = asyncio.run(batch())
+        os.close(write)
+        with os.fdopen(read, "rb") as told:
+            assert told.read() == b"fault cancel op.after_intent 2 s2\n"
+        assert results[0] is None and results[2] is None
+        assert isinstance(results[1], asyncio.CancelledError)
+        assert went == ["s1 on", "s2 on", "s3 on", "s1 past its await", "s3 past its await"]
+
+    def test_outside_a_task_it_does_nothing_and_says_so(
+        self,
+        armed: Callable[[str], None],
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """Hit in sync code there is nothing to cancel: it goes on, says so on stderr and
+        tells the supervisor nothing (the fault did not land)."""
+        read, write = os.pipe()
+        monkeypatch.setenv(CHANNEL_ENV, str(write))
+        armed("op.after_intent=cancel")
+        failpoint("op.after_intent", "s1")
+        os.close(write)
+        with os.fdopen(read, "rb") as told:
+            assert told.read() == b""
+        assert "outside an asyncio task, nothing to cancel" in capsys.readouterr().err
