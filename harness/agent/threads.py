@@ -93,6 +93,11 @@ def run_batch_threads(
         with world:
             return execute(name, args, ctx)
 
+    def told(what: str, op_id: str) -> None:
+        # Telling may run a step's check against the world (a proof run): its turn too.
+        with world:
+            tell(what, op_id)
+
     def deliver(op_id: str, step: PlanStep) -> CallOutcome:
         op = ops[op_id]
         op.go.wait()
@@ -105,7 +110,7 @@ def run_batch_threads(
             if first:
                 op.outcome = outcome
         if first and (outcome.status != "info" or outcome.hint is None):
-            tell("ack" if outcome.ok else outcome.status, op_id)
+            told("ack" if outcome.ok else outcome.status, op_id)
         return outcome
 
     deliveries = sum(2 if step.duplicate else 1 for _, step in calls)
