@@ -268,8 +268,7 @@ def _unsafe_ran_twice(ev: TrialEvidence) -> list[str]:
         if op is not None:
             name, ask_user = ev.class_of(op)
         else:
-            cls = ev.table_of(ev.life_of_row(first)).classify(first.tool)
-            name, ask_user = cls.idempotency.value, cls.ask_user
+            name, ask_user = ev.table_of(ev.life_of_row(first)).class_of(first.tool)
         if not retry_safe(name, ask_user):
             issued = f" (as {', '.join(ids[op_id])})" if len(ids[op_id]) > 1 else ""
             problems.append(
@@ -672,10 +671,10 @@ def check_fail_means_no_effect(ev: TrialEvidence) -> Verdict:
         if len(rows) < 2:
             continue
         repeated += 1
-        cls = ev.table_of(life).classify(rows[0].tool)
-        if not retry_safe(cls.idempotency.value, cls.ask_user):
+        name, ask_user = ev.table_of(life).class_of(rows[0].tool)
+        if not retry_safe(name, ask_user):
             problems.append(
-                f"{op_id} ({rows[0].tool}, {cls.idempotency.value}) ran {len(rows)} times in "
+                f"{op_id} ({rows[0].tool}, {name}) ran {len(rows)} times in "
                 f"life {life} (ledger #{', #'.join(str(r.seq) for r in rows)}): an in-process "
                 "retry repeated its effect"
             )
