@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.agent.plan import Plan, load_plan, plan_id
-from harness.chaos.faults import PRISTINE_JOURNAL
 from harness.check.journal import (
+    PRISTINE_JOURNAL,
     JournalEntry,
     JournalReading,
     OpView,

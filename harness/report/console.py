@@ -32,7 +32,6 @@ from harness.chaos.faults import FAULT_KINDS
 from harness.chaos.schedule import JOURNAL_FAULTS
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES
-from harness.check.table_audit import AuditStatus, TableAudit
 from harness.check.windows import WINDOWS
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 from harness.failpoints import EXIT_HOLD_POINT
@@ -46,6 +45,7 @@ from harness.report.model import (
     trials_with_verdict,
 )
 from harness.runtime.classes import IdempotencyClass
+from harness.table_audit import AuditStatus, TableAudit
 
 __all__ = [
     "CampaignSummary",
