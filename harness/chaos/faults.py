@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.agent.shadow import read_shadow
-from harness.check.journal import FILE_HEADER, JournalEntry, read_journal_bytes
+from harness.check.journal import FILE_HEADER, PRISTINE_JOURNAL, JournalEntry, read_journal_bytes
 
 __all__ = [
     "AT_REST",
@@ -82,9 +82,6 @@ SECTOR = 512
 _FRAME_HEAD = 11  # magic, version, length, CRC: the payload starts this far into a frame
 _MAGIC = b"HJ"
 SHADOW_FILE = "journal.synced"
-PRISTINE_JOURNAL = "journal.before-corruption"
-"""The journal as it was before a fault changed it at rest (corruption, sector damage, a
-newer frame), for the checkers."""
 AT_REST = frozenset({"corrupt", "corrupt-crc", "sector", "version-skew"})
 """After-death faults that change records at rest and keep ``PRISTINE_JOURNAL``."""
 NEWER_VERSION = 2

@@ -75,9 +75,15 @@ def trial_record(result: TrialResult, run_dir: Path) -> dict[str, Any]:
         "status": result.status,
         "folder": folder,
         "spec": result.spec.to_json(),
-        # Without their titles (``TITLES`` has them): ten thousand lines carry each once.
+        # Without their titles (``TITLES`` has them): ten thousand lines carry each once;
+        # ``applied`` only where it is False (a pass with nothing to judge).
         "verdicts": [
-            {"invariant": v.invariant, "status": v.status, "evidence": list(v.evidence)}
+            {
+                "invariant": v.invariant,
+                "status": v.status,
+                "evidence": list(v.evidence),
+                **({} if v.applied else {"applied": False}),
+            }
             for v in result.verdicts
         ],
         "lives": result.lives,
@@ -125,13 +131,15 @@ def spec_from_json(data: dict[str, Any]) -> TrialSpec:
 
 
 def verdicts_from_json(data: Iterable[dict[str, Any]]) -> tuple[Verdict, ...]:
-    """Verdicts from ``verdicts.json`` or a record (whose titles ``TITLES`` gives)."""
+    """Verdicts from ``verdicts.json`` or a record (whose titles ``TITLES`` gives); one
+    that does not say whether it applied (written before it could) applied."""
     return tuple(
         Verdict(
             str(v["invariant"]),
             str(v.get("title") or TITLES.get(str(v["invariant"]), v["invariant"])),
             cast(Status, v["status"]),
             tuple(str(line) for line in v["evidence"]),
+            v.get("applied", True) is not False,
         )
         for v in data
     )

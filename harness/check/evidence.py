@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.agent.plan import Plan, load_plan, plan_id
-from harness.chaos.faults import PRISTINE_JOURNAL
 from harness.check.journal import (
+    PRISTINE_JOURNAL,
     JournalEntry,
     JournalReading,
     OpView,
@@ -41,7 +41,7 @@ from harness.check.journal import (
     read_journal,
     retry_safe,
 )
-from harness.runtime.classes import ToolTable
+from harness.check.tables import CheckTable, read_table
 from harness.world.store import EffectRow, LedgerEntry, effect_rows, read_ledger
 
 __all__ = ["EVIDENCE", "LifeSeen", "TrialEvidence", "read_jsonl"]
@@ -309,28 +309,27 @@ class TrialEvidence:
     # -- classes, from the tables the supervisor handed out ----------------------------
 
     @cached_property
-    def _tables(self) -> dict[str | None, ToolTable]:
-        tables: dict[str | None, ToolTable] = {None: ToolTable.shipped()}
+    def _tables(self) -> dict[str | None, CheckTable]:
+        """Each table file handed out, read with the checkers' own reader (``check.tables``)."""
+        tables: dict[str | None, CheckTable] = {None: read_table(None)}
         for life in self.lives:
             if life.table is not None and life.table not in tables:
-                tables[life.table] = ToolTable.load(life.table)
+                tables[life.table] = read_table(life.table)
         return tables
 
-    def table_of(self, life: int | None) -> ToolTable:
+    def table_of(self, life: int | None) -> CheckTable:
         seen = next((x for x in self.lives if x.life == life), None)
         return self._tables[None if seen is None else seen.table]
 
     def class_of(self, op: OpView) -> tuple[str, bool]:
         """``(class, ask_user)`` of an op by the table handed to the life of its first intent."""
-        cls = self.table_of(self.life_of_offset(op.first_intent.offset)).classify(op.tool)
-        return cls.idempotency.value, cls.ask_user
+        return self.table_of(self.life_of_offset(op.first_intent.offset)).class_of(op.tool)
 
     def op_retry_safe(self, op: OpView) -> bool:
         return retry_safe(*self.class_of(op))
 
     def tool_retry_safe(self, tool: str, life: int | None) -> bool:
-        cls = self.table_of(life).classify(tool)
-        return retry_safe(cls.idempotency.value, cls.ask_user)
+        return retry_safe(*self.table_of(life).class_of(tool))
 
     # -- what the user was told ---------------------------------------------------------
 

@@ -4,6 +4,8 @@ Each checker is a function of a ``TrialEvidence`` that returns a ``Verdict``
 with the evidence that decided it, in one of four outcomes:
 
 - ``pass``: the invariant held, and the evidence says what was judged;
+  ``applied`` is False when there was nothing to judge (no op in flight at a
+  restart, no fault to have landed...), a pass that tested nothing;
 - ``fail``: it was broken, and the evidence says where;
 - ``unknown``: it could not be decided (a checker error, evidence missing or
   unreadable, a fault that did not land): never a pass;
@@ -64,6 +66,8 @@ class Verdict:
     title: str
     status: Status
     evidence: tuple[str, ...] = ()
+    applied: bool = True
+    """Whether the checker had anything to judge; a pass with nothing to judge is False."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -71,6 +75,7 @@ class Verdict:
             "title": self.title,
             "status": self.status,
             "evidence": list(self.evidence),
+            "applied": self.applied,
         }
 
 
@@ -84,14 +89,16 @@ def trial_status(verdicts: Iterable[Verdict]) -> Status:
     return "pass"
 
 
-def _verdict(key: str, problems: Iterable[str], fine: str) -> Verdict:
+def _verdict(key: str, problems: Iterable[str], fine: str, *, applied: bool = True) -> Verdict:
+    """A fail with the problems found, else a pass saying ``fine``; ``applied=False`` when
+    the checker had nothing to judge (a failure always applied)."""
     found = list(problems)
     if found:
         shown = found[:MAX_EVIDENCE]
         if len(found) > MAX_EVIDENCE:
             shown.append(f"... and {len(found) - MAX_EVIDENCE} more")
         return Verdict(key, TITLES[key], "fail", tuple(shown))
-    return Verdict(key, TITLES[key], "pass", (fine,))
+    return Verdict(key, TITLES[key], "pass", (fine,), applied)
 
 
 def _unknown(key: str, why: str) -> Verdict:
@@ -161,7 +168,7 @@ def check_success_not_rerun(ev: TrialEvidence) -> Verdict:
                     f"#{entry.seq}) after {op_id}'s success was reported to the user in "
                     f"life {ack['life']} (the ledger stood at #{seen})"
                 )
-    return _verdict("I1", problems, f"{checked} successes, none re-executed")
+    return _verdict("I1", problems, f"{checked} successes, none re-executed", applied=checked > 0)
 
 
 def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
@@ -197,7 +204,30 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
                         "being verified"
                     )
     problems += _unsafe_ran_twice(ev)
-    return _verdict("I2", problems, f"{checked} unknown outcomes verified, none replayed")
+    if not ev.has_journal:
+        checked = _unsafe_in_flight(ev)
+    return _verdict(
+        "I2", problems, f"{checked} unknown outcomes verified, none replayed", applied=checked > 0
+    )
+
+
+def _unsafe_in_flight(ev: TrialEvidence) -> int:
+    """Without a journal: the unsafe calls whose outcome the user was left without (an
+    invoke with no ``ok`` or ``fail`` after it) in a life a restart followed, the
+    outcomes I2's ledger check is there for."""
+    tools = {s.op_id: s.tool for s in ev.plan.steps}
+    restarted = {life.life for life in ev.lives[:-1]}
+    open_calls: dict[tuple[int, str], str] = {}
+    for h in ev.history:
+        key = (int(h["life"]), plan_id(str(h["op"])))
+        if h["type"] == "invoke":
+            open_calls[key] = tools.get(key[1], str(h["op"]))
+        elif h["type"] in ("ok", "fail"):
+            open_calls.pop(key, None)
+    return sum(
+        life in restarted and not ev.tool_retry_safe(tool, life)
+        for (life, _), tool in open_calls.items()
+    )
 
 
 def _decided(ev: TrialEvidence, life: int, op_id: str, tool: str, want: str) -> list[str]:
@@ -238,8 +268,7 @@ def _unsafe_ran_twice(ev: TrialEvidence) -> list[str]:
         if op is not None:
             name, ask_user = ev.class_of(op)
         else:
-            cls = ev.table_of(ev.life_of_row(first)).classify(first.tool)
-            name, ask_user = cls.idempotency.value, cls.ask_user
+            name, ask_user = ev.table_of(ev.life_of_row(first)).class_of(first.tool)
         if not retry_safe(name, ask_user):
             issued = f" (as {', '.join(ids[op_id])})" if len(ids[op_id]) > 1 else ""
             problems.append(
@@ -268,7 +297,12 @@ def check_safe_outcome_retried(ev: TrialEvidence) -> Verdict:
                     f"{op_id}: decided RETRY in life {life.life} but never run again under "
                     "its id there"
                 )
-    return _verdict("I3", problems, f"{checked} safe unknown outcomes retried under their id")
+    return _verdict(
+        "I3",
+        problems,
+        f"{checked} safe unknown outcomes retried under their id",
+        applied=checked > 0,
+    )
 
 
 def check_settled_skipped(ev: TrialEvidence) -> Verdict:
@@ -288,10 +322,17 @@ def check_settled_skipped(ev: TrialEvidence) -> Verdict:
                     f"{op_id}: {state.upper()} op got {decision.payload['decision']} in life "
                     f"{life.life}, not SKIP"
                 )
+    failures = 0
     for finish in _settling_finishes(ev):
         if not finish.payload["succeeded"] and finish.op_id:
+            failures += 1
             problems += _ran_after(ev, finish.op_id, finish.offset, "failure")
-    return _verdict("I4", problems, f"{checked} settled ops skipped, no failure re-run")
+    return _verdict(
+        "I4",
+        problems,
+        f"{checked} settled ops skipped, no failure re-run",
+        applied=checked + failures > 0,
+    )
 
 
 def check_snapshot_decides(ev: TrialEvidence) -> Verdict:
@@ -334,7 +375,9 @@ def check_snapshot_decides(ev: TrialEvidence) -> Verdict:
                     f"its class is {_cls(cls)}, which decides "
                     f"{expected_decision(decided.state, *cls)}"
                 )
-    return _verdict("I5", problems, f"{checked} snapshots and decisions follow the table")
+    return _verdict(
+        "I5", problems, f"{checked} snapshots and decisions follow the table", applied=checked > 0
+    )
 
 
 def _cls(snapshot: tuple[str, bool]) -> str:
@@ -381,7 +424,12 @@ def check_write_ahead(ev: TrialEvidence) -> Verdict:
             intents.remove(ahead)
     if unknown and not problems:
         return _unknown("I6", f"{unknown} ledger rows carry no journal position")
-    return _verdict("I6", problems, f"{len(ev.ledger)} executions, each after its intent")
+    return _verdict(
+        "I6",
+        problems,
+        f"{len(ev.ledger)} executions, each after its intent",
+        applied=bool(ev.ledger),
+    )
 
 
 def _finished(ev: TrialEvidence) -> bool:
@@ -522,7 +570,12 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     final = ev.final_reading
     if final.corrupt is not None and not ev.corrupted:
         problems.append(f"the journal is corrupt without injected corruption: {final.corrupt}")
-    return _verdict("I9", problems, f"{checked} injected tears, corruptions and skews handled")
+    return _verdict(
+        "I9",
+        problems,
+        f"{checked} injected tears, corruptions and skews handled",
+        applied=checked > 0,
+    )
 
 
 def _tail_dropped(fault: dict[str, object], report: JournalEntry | None, life: int) -> list[str]:
@@ -605,6 +658,7 @@ def check_fail_means_no_effect(ev: TrialEvidence) -> Verdict:
     whose reply was lost repeats its effect).
     """
     problems = []
+    repeated = 0
     failed = [s.op_id for s in ev.plan.steps if ev.last_report.get(s.op_id) == "fail"]
     for step in failed:
         left = [r for r in ev.world if step_of(r.op_id) == step and r.table not in NOT_EFFECTS]
@@ -616,10 +670,11 @@ def check_fail_means_no_effect(ev: TrialEvidence) -> Verdict:
     for (op_id, life), rows in ev.rows_by_op_and_life.items():
         if len(rows) < 2:
             continue
-        cls = ev.table_of(life).classify(rows[0].tool)
-        if not retry_safe(cls.idempotency.value, cls.ask_user):
+        repeated += 1
+        name, ask_user = ev.table_of(life).class_of(rows[0].tool)
+        if not retry_safe(name, ask_user):
             problems.append(
-                f"{op_id} ({rows[0].tool}, {cls.idempotency.value}) ran {len(rows)} times in "
+                f"{op_id} ({rows[0].tool}, {name}) ran {len(rows)} times in "
                 f"life {life} (ledger #{', #'.join(str(r.seq) for r in rows)}): an in-process "
                 "retry repeated its effect"
             )
@@ -627,6 +682,7 @@ def check_fail_means_no_effect(ev: TrialEvidence) -> Verdict:
         "I10",
         problems,
         f"{len(failed)} failed steps without effect, no unsafe call re-run in-process",
+        applied=bool(failed) or repeated > 0,
     )
 
 
@@ -707,7 +763,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
             landed += not missed
     if problems:
         return _unknown("F", "; ".join(problems))
-    return Verdict("F", TITLES["F"], "pass", (f"{landed} scheduled faults landed",))
+    return Verdict("F", TITLES["F"], "pass", (f"{landed} scheduled faults landed",), landed > 0)
 
 
 def _after_death_landed(ev: TrialEvidence, life: LifeSeen, spec: str) -> list[str]:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "PRISTINE_JOURNAL",
     "SAFE_CLASSES",
     "JournalEntry",
     "JournalReading",
@@ -48,6 +49,9 @@ __all__ = [
 ]
 
 FILE_HEADER = b"%HJOURNAL 1\n"
+PRISTINE_JOURNAL = "journal.before-corruption"
+"""The journal as it was before a fault changed it at rest (corruption, sector damage, a
+newer frame), kept beside it by ``harness.chaos.faults`` for the checkers."""
 _FRAME = struct.Struct(">2sBII")
 _MAGIC = b"HJ"
 _VERSION = 1

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 from harness.agent.plan import plan_id
 from harness.check.evidence import TrialEvidence
-from harness.failpoints import EXIT_HOLD_POINT
 
-__all__ = ["WINDOWS", "kill_windows"]
+__all__ = ["EXIT_HOLD_POINT", "WINDOWS", "kill_windows"]
+
+EXIT_HOLD_POINT = "agent.before_exit"
+"""The agent's last failpoint (``harness.failpoints.EXIT_HOLD_POINT``, which imports the
+runtime's hooks; a unit test holds the two equal)."""
 
 WINDOWS = (
     "start-up",

@@ -1,7 +1,7 @@
 """``python -m harness check-table [TABLE] --scenario FILE...``: audit a tool table.
 
 Each tool the scenarios use is called twice, at its first call in each
-scenario, in a scratch world (``harness.check.table_audit``), and the table's
+scenario, in a scratch world (``harness.table_audit``), and the table's
 class is held against what the calls did. Without TABLE each scenario is held
 against the table its trials run with: its own (``tool_table``), else the
 shipped one (``harness/runtime/tools.toml``), a report per table; with TABLE,
@@ -55,9 +55,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from harness.chaos.scenario import compile_plan, load_scenario, load_scenarios
-    from harness.check.table_audit import audit_table
     from harness.report.console import print_table_audit
     from harness.runtime.classes import ToolTable
+    from harness.table_audit import audit_table
 
     if args.scenarios is None:
         scenarios = load_scenarios(Path(DEFAULT_SCENARIOS))

@@ -32,12 +32,20 @@ from harness.chaos.faults import FAULT_KINDS
 from harness.chaos.schedule import JOURNAL_FAULTS
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES
-from harness.check.table_audit import AuditStatus, TableAudit
 from harness.check.windows import WINDOWS
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 from harness.failpoints import EXIT_HOLD_POINT
-from harness.report.model import MUTATION, RunInfo, SelfCheckRow
+from harness.report.model import (
+    MUTATION,
+    RunInfo,
+    SelfCheckRow,
+    applied,
+    count_verdicts,
+    never_applied,
+    trials_with_verdict,
+)
 from harness.runtime.classes import IdempotencyClass
+from harness.table_audit import AuditStatus, TableAudit
 
 __all__ = [
     "CampaignSummary",
@@ -97,11 +105,12 @@ class CampaignSummary:
     results: list[TrialResult]
 
     def by_invariant(self) -> dict[str, Counter[str]]:
-        table: dict[str, Counter[str]] = {key: Counter() for key in TITLES}
-        for result in self.results:
-            for verdict in result.verdicts:
-                table[verdict.invariant][verdict.status] += 1
-        return table
+        """Invariant -> its outcomes, and apart its passes with nothing to judge."""
+        return count_verdicts(self.results, TITLES)
+
+    def never_applied(self) -> list[str]:
+        """Invariants that passed, but in no trial had anything to judge."""
+        return never_applied(self.by_invariant())
 
     def windows(self) -> Counter[str]:
         return Counter(w for r in self.results for w in r.windows)
@@ -166,11 +175,19 @@ def print_headline(status: int, summary: CampaignSummary, run_dir: Path) -> None
         f"[bold]{HEADLINES[status]}[/]: {len(results)} trials "
         f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
         f"{len(summary.failures)} failed, {len(summary.unjudged)} could not be judged, "
-        f"{sum(r.kills for r in results)} kills; report {escape(str(run_dir))}/index.html"
+        f"{sum(r.kills for r in results)} kills"
+        + _never_applied(summary)
+        + f"; report {escape(str(run_dir))}/index.html"
     )
     if summary.failures:
         first = summary.failures[0].spec
         _console.print(f"replay the first failure with: {first.replay_command()}", markup=False)
+
+
+def _never_applied(summary: CampaignSummary) -> str:
+    """The headline's word on invariants that passed only with nothing to judge."""
+    idle = summary.never_applied()
+    return f"; applied to no trial: {', '.join(idle)}" if idle else ""
 
 
 HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUDGE"}
@@ -178,10 +195,14 @@ HEADLINES = {EXIT_OK: "PASS", EXIT_FAILED: "FAIL", EXIT_UNJUDGED: "COULD NOT JUD
 
 def _print_invariants(summary: CampaignSummary) -> None:
     table = Table(title="invariants over the campaign")
-    for column in ("invariant", *OUTCOMES):
+    for column in ("invariant", *OUTCOMES, "applied"):
         table.add_column(column, justify="left" if column == "invariant" else "right")
     for key, counts in summary.by_invariant().items():
-        table.add_row(f"{key} {TITLES[key]}", *(str(counts[o]) for o in OUTCOMES))
+        table.add_row(
+            f"{key} {TITLES.get(key, key)}",
+            *(str(counts[o]) for o in OUTCOMES),
+            f"{applied(counts)} of {trials_with_verdict(counts)}",
+        )
     _console.print(table)
 
 
@@ -287,7 +308,10 @@ def print_trial(result: TrialResult) -> None:
     )
     for verdict in result.verdicts:
         colour = _COLOURS[verdict.status]
-        _console.print(f"[{colour}]{verdict.status:10}[/] {verdict.invariant} {verdict.title}")
+        idle = " (nothing to judge)" if verdict.status == "pass" and not verdict.applied else ""
+        _console.print(
+            f"[{colour}]{verdict.status:10}[/] {verdict.invariant} {verdict.title}{idle}"
+        )
         for line in verdict.evidence if verdict.status != "pass" else ():
             _console.print(f"             {line}", markup=False)
     _console.print(f"[bold]{HEADLINES[exit_status([result.status])]}[/]")

@@ -22,16 +22,26 @@ from harness.chaos.keep import TRIALS_FILE, write_trial_records
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES
 from harness.report.html import write_index_html
-from harness.report.model import RunInfo, SelfCheckRow
+from harness.report.model import (
+    NOT_APPLIED,
+    RunInfo,
+    SelfCheckRow,
+    applied,
+    count_verdicts,
+    never_applied,
+    trials_with_verdict,
+)
 
 __all__ = ["discard_incomplete", "folder_bytes", "write_run_reports"]
 
 
 def _outcomes(counts: Counter[str]) -> dict[str, int]:
-    """Every outcome of ``OUTCOMES`` (zero included), then any other status the files held."""
+    """Every outcome of ``OUTCOMES`` (zero included), then any other status the files held,
+    then the passes that had nothing to judge (``not-applied``, counted within ``pass``)."""
     return {
         **{o: counts[o] for o in OUTCOMES},
-        **{k: n for k, n in counts.items() if k not in OUTCOMES},
+        **{k: n for k, n in counts.items() if k not in (*OUTCOMES, NOT_APPLIED)},
+        NOT_APPLIED: counts[NOT_APPLIED],
     }
 
 
@@ -51,10 +61,7 @@ def _summary(
     interrupted: bool,
     missing_shards: Sequence[str],
 ) -> dict[str, Any]:
-    invariants: dict[str, Counter[str]] = {}
-    for result in results:
-        for verdict in result.verdicts:
-            invariants.setdefault(verdict.invariant, Counter())[verdict.status] += 1
+    invariants = count_verdicts(results)
     failures = [r for r in results if r.status == "fail"]
     unjudged = [r for r in results if r.status == "unknown"]
     complete = not interrupted and not missing_shards
@@ -72,6 +79,7 @@ def _summary(
         "kept_folders": sum(r.kept for r in results),
         "trials_file": TRIALS_FILE,
         "invariants": {k: _outcomes(v) for k, v in sorted(invariants.items())},
+        "never_applied": never_applied(invariants),
         "windows": dict(Counter(w for r in results for w in r.windows)),
         "faults": dict(Counter(k for r in results for k in r.spec.schedule.fault_kinds)),
         "failures": [_trial_entry(r, r.failed_invariants) for r in failures],
@@ -100,6 +108,15 @@ def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.Element
         failures=str(sum(r.status == "fail" for r in results)),
         errors=str(sum(r.status == "unknown" for r in results)),
     )
+    # Per invariant, the trials it judged something in ("applied to N of M trials").
+    properties = ET.SubElement(suite, "properties")
+    for key, counts in count_verdicts(results).items():
+        ET.SubElement(
+            properties,
+            "property",
+            name=f"applied {key}",
+            value=f"{applied(counts)} of {trials_with_verdict(counts)}",
+        )
     for result in sorted(results, key=lambda r: r.spec.trial_id):
         case = ET.SubElement(
             suite,
@@ -108,6 +125,14 @@ def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.Element
             name=result.spec.trial_id,
             time=f"{result.duration_ms / 1000:.3f}",
         )
+        idle = [v.invariant for v in result.verdicts if v.status == "pass" and not v.applied]
+        if idle:  # passes that tested nothing are not to be read as held
+            ET.SubElement(
+                ET.SubElement(case, "properties"),
+                "property",
+                name="not-applied",
+                value=" ".join(idle),
+            )
         for verdict in result.verdicts:
             if verdict.status == "fail":
                 failure = ET.SubElement(

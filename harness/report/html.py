@@ -6,6 +6,7 @@ spec, the one command that replays it, the verdicts with their evidence and
 the timeline of its lives (``harness.report.timeline``). The four outcomes of
 a verdict have badges of their own (pass green, fail red, unknown amber as
 "could not judge", not-judged grey); the invariants table counts each apart,
+and says to how many trials each applied (a pass with nothing to judge did not),
 and the run's badge is FAIL over COULD NOT JUDGE over INCOMPLETE (a merge
 with shards missing) over PASS.
 
@@ -30,9 +31,15 @@ from urllib.parse import quote
 
 from harness.chaos.keep import TRIALS_FILE
 from harness.chaos.trial import TrialResult
-from harness.check.invariants import OUTCOMES, TITLES
+from harness.check.invariants import OUTCOMES, TITLES, Verdict
 from harness.check.windows import WINDOWS
-from harness.report.model import SelfCheckRow
+from harness.report.model import (
+    SelfCheckRow,
+    applied,
+    count_verdicts,
+    never_applied,
+    trials_with_verdict,
+)
 from harness.report.timeline import read_timeline, render_timeline
 
 __all__ = ["MAX_PASSING_PAGES", "TRIAL_PAGE", "write_index_html", "write_trial_page"]
@@ -218,18 +225,25 @@ def _header(run_dir: Path, o: _Overview, results: list[TrialResult]) -> str:
 
 
 def _invariants(results: list[TrialResult]) -> str:
-    counts: dict[str, Counter[str]] = {key: Counter() for key in TITLES}
+    counts = count_verdicts(results, TITLES)
     titles = dict(TITLES)
     for result in results:
         for verdict in result.verdicts:
-            counts.setdefault(verdict.invariant, Counter())[verdict.status] += 1
             titles.setdefault(verdict.invariant, verdict.title)
     rows = []
     for key, c in counts.items():
         cls = "fail" if c["fail"] else "unknown" if c["unknown"] else ""
         cells = "".join(f'<td class="n">{c[outcome]}</td>' for outcome in OUTCOMES)
+        cells += f"<td>applied to {applied(c)} of {trials_with_verdict(c)} trials</td>"
         rows.append(f'<tr class="{cls}"><td>{_e(key)}</td><td>{_e(titles[key])}</td>{cells}</tr>')
-    return "<h2>Invariants</h2>" + _table(("", "invariant", *OUTCOMES), rows)
+    idle = never_applied(counts)
+    note = (
+        f'<p class="note">Applied to no trial (every pass had nothing to judge): '
+        f"{_e(', '.join(idle))}</p>"
+        if idle
+        else ""
+    )
+    return "<h2>Invariants</h2>" + note + _table(("", "invariant", *OUTCOMES, "applied"), rows)
 
 
 def _coverage(results: list[TrialResult]) -> str:
@@ -384,6 +398,11 @@ def write_trial_page(run_dir: Path, result: TrialResult) -> bool:
     return True
 
 
+def _idle(verdict: Verdict) -> str:
+    """Beside a pass that had nothing to judge, so it is not read as tested."""
+    return " nothing to judge" if verdict.status == "pass" and not verdict.applied else ""
+
+
 def _trial_page(run_dir: Path, result: TrialResult) -> str:
     spec = result.spec
     index = os.path.relpath(run_dir / "index.html", result.directory)
@@ -403,7 +422,8 @@ def _trial_page(run_dir: Path, result: TrialResult) -> str:
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     verdicts = [
         f'<tr class="{_e(v.status)}"><td>{_e(v.invariant)}</td><td>{_e(v.title)}</td>'
-        f"<td>{_badge(v.status)}</td><td>{'<br>'.join(_e(line) for line in v.evidence)}</td></tr>"
+        f"<td>{_badge(v.status)}{_idle(v)}</td>"
+        f"<td>{'<br>'.join(_e(line) for line in v.evidence)}</td></tr>"
         for v in result.verdicts
     ]
     timeline = render_timeline(read_timeline(result.directory, windows=result.windows))

@@ -6,11 +6,14 @@ the few facts of a run folder a report states (where it is, which seed,
 runtime, scenarios and shard), filled in by whoever ran the trials.
 ``SelfCheckRow`` is one line of the self-check, built by the ``chaos`` command
 from the broken runtimes' table (``harness.agent.broken``) and the mutations'
-(``harness.chaos.mutations``).
+(``harness.chaos.mutations``). ``count_verdicts`` counts each invariant's
+outcomes over the trials, and apart, its passes with nothing to judge.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,18 @@ from typing import Any
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult
 
-__all__ = ["BATCH", "MUTATION", "THREADS", "RunInfo", "SelfCheckRow"]
+__all__ = [
+    "BATCH",
+    "MUTATION",
+    "NOT_APPLIED",
+    "THREADS",
+    "RunInfo",
+    "SelfCheckRow",
+    "applied",
+    "count_verdicts",
+    "never_applied",
+    "trials_with_verdict",
+]
 
 
 MUTATION = "mutation"
@@ -119,3 +133,38 @@ class SelfCheckRow:
             "caught_in": None if self.caught is None else self.caught.spec.trial_id,
             "replay": None if self.caught is None else self.caught.spec.replay_command(),
         }
+
+
+NOT_APPLIED = "not-applied"
+"""The count, beside an invariant's outcomes, of its passes that had nothing to judge (no op
+in flight at a restart, no fault...): part of its ``pass`` count, never an outcome of its own."""
+
+
+def count_verdicts(
+    results: Iterable[TrialResult], keys: Iterable[str] = ()
+) -> dict[str, Counter[str]]:
+    """Invariant -> its outcomes over ``results`` and its ``NOT_APPLIED`` passes; ``keys``
+    are listed (at zero) even where no trial has their verdict."""
+    counts: dict[str, Counter[str]] = {key: Counter() for key in keys}
+    for result in results:
+        for verdict in result.verdicts:
+            counted = counts.setdefault(verdict.invariant, Counter())
+            counted[verdict.status] += 1
+            counted[NOT_APPLIED] += verdict.status == "pass" and not verdict.applied
+    return counts
+
+
+def applied(counts: Counter[str]) -> int:
+    """The trials in which an invariant judged something: its failures and real passes."""
+    return counts["fail"] + counts["pass"] - counts[NOT_APPLIED]
+
+
+def trials_with_verdict(counts: Counter[str]) -> int:
+    """The trials that have a verdict of the invariant at all."""
+    return sum(n for key, n in counts.items() if key != NOT_APPLIED)
+
+
+def never_applied(counts: dict[str, Counter[str]]) -> list[str]:
+    """The invariants that passed somewhere, yet applied to no trial: every pass had
+    nothing to judge."""
+    return [key for key, c in counts.items() if c["pass"] and not applied(c)]

@@ -48,12 +48,13 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.runtime.errors import ToolError
-from harness.runtime.executor import CallContext
 from harness.world.catalog import ArgSpec, ToolSpec
 from harness.world.store import WorldStore
+
+if TYPE_CHECKING:  # a plan's reader (the checkers) loads no runtime
+    from harness.runtime.executor import CallContext
 
 __all__ = [
     "BEHAVIOURS",
@@ -216,6 +217,8 @@ def _steps(
                 (tool.name, canonical_json(_call(args)), ctx.op_id),
             )
     if problem is not None:  # ledgered, no effect, and the call fails
+        from harness.runtime.errors import ToolError  # here: a plan's reader loads no runtime
+
         raise ToolError(f"{tool.name}: {problem}")
     ctx.mid_effect()
     with world.transaction() as db:
@@ -363,7 +366,7 @@ def _opaque(
     return _steps(tool, world, args, ctx, apply)
 
 
-Behaviour = Callable[[DeclaredTool, WorldStore, Mapping[str, Any], CallContext], dict[str, Any]]
+Behaviour = Callable[[DeclaredTool, WorldStore, Mapping[str, Any], "CallContext"], dict[str, Any]]
 
 _BEHAVIOURS: Mapping[str, Behaviour] = MappingProxyType(
     {

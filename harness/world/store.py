@@ -35,8 +35,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from harness.runtime.executor import CallContext
+if TYPE_CHECKING:  # the readers (the checkers') load no runtime
+    from harness.runtime.executor import CallContext
 
 __all__ = [
     "EFFECT_TABLES",

@@ -8,17 +8,27 @@ function or under ``if TYPE_CHECKING:`` too), nor take from the
 ``harness.runtime`` package a name that stands for one of them: the four
 submodules themselves, every name ``harness/runtime/__init__.py`` re-exports
 from them, and every name in their ``__all__`` (in case one is re-exported
-later). The rest of ``harness.runtime`` (its errors, its tool classes) stays
-importable.
+later). This walk lets the rest of ``harness.runtime`` through (its errors, its
+tool classes); the second walk, below, does not.
 
 The names are computed by parsing the package's sources with ``ast``, never
 by importing it. What this does not see: ``importlib.import_module`` with a
 computed name, or ``import harness.runtime`` followed by attribute access.
+
+Nor what another module loads for them, so a second walk imports each module
+of ``harness/check`` alone in a fresh interpreter and requires that no module
+of ``harness.runtime`` at all is loaded, directly or through any other module
+(importing any of it runs ``harness/runtime/__init__.py``, which loads the
+reader, the fold and the matrix). The checkers read tool tables with their
+own reader too (``harness.check.tables``).
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +133,28 @@ def check_files() -> list[Path]:
     return sorted(CHECK.glob("*.py"))
 
 
+def check_modules() -> list[str]:
+    return [
+        "harness.check" if path.stem == "__init__" else f"harness.check.{path.stem}"
+        for path in check_files()
+    ]
+
+
+def runtime_modules_loaded_by(module: str) -> list[str]:
+    """The modules of ``harness.runtime`` a fresh interpreter holds after importing ``module``
+    alone (from this checkout, whatever is installed)."""
+    probe = (
+        f"import sys, json; sys.path.insert(0, {str(HARNESS.parent)!r}); import {module}; "
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[:2] == "
+        f"{PACKAGE.split('.')!r})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded: list[str] = json.loads(done.stdout)
+    return loaded
+
+
 class TestCheckersAreIndependentOfTheRuntimesReader:
     def test_no_checker_imports_the_runtimes_journal_recovery_matrix_or_records(self) -> None:
         """No file of harness/check imports the runtime's journal, recovery, matrix or records."""
@@ -209,3 +241,22 @@ class TestCheckersAreIndependentOfTheRuntimesReader:
         )
         names = forbidden_package_names()
         assert list(forbidden_imports(source, "harness/check/x.py", "harness.check", names)) == []
+
+
+class TestCheckersLoadNoRuntimeAtAll:
+    def test_no_checker_module_loads_the_runtime_even_through_another(self) -> None:
+        """Each module of harness/check, imported alone, leaves harness.runtime unloaded."""
+        loaded = {module: runtime_modules_loaded_by(module) for module in check_modules()}
+        assert {"harness.check.invariants", "harness.check.tables"} <= set(loaded)
+        offenders = {module: found for module, found in loaded.items() if found}
+        assert not offenders, "harness/check loads the runtime:\n" + "\n".join(
+            f"{module}: {', '.join(found)}" for module, found in offenders.items()
+        )
+
+    def test_the_probe_sees_a_runtime_loaded_through_another_module(self) -> None:
+        """The probe is not blind: the world's tools load the runtime, and it says so."""
+        found = runtime_modules_loaded_by("harness.world.tools")
+        assert {"harness.runtime", "harness.runtime.journal", "harness.runtime.matrix"} <= set(
+            found
+        )
+        assert runtime_modules_loaded_by("harness.world.store") == []

@@ -489,3 +489,13 @@ class TestCancel:
         with os.fdopen(read, "rb") as told:
             assert told.read() == b""
         assert "outside an asyncio task, nothing to cancel" in capsys.readouterr().err
+
+
+def test_the_checkers_name_the_agents_last_failpoint_alike() -> None:
+    """``harness.check.windows`` keeps its own copy of the exit hold point (it may not
+    import the failpoints, which load the runtime): the two must be one name."""
+    from harness.check import windows
+    from harness.failpoints import EXIT_HOLD_POINT, FAILPOINTS
+
+    assert windows.EXIT_HOLD_POINT == EXIT_HOLD_POINT
+    assert EXIT_HOLD_POINT in FAILPOINTS

@@ -9,7 +9,13 @@ import pytest
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.check.invariants import Verdict
-from harness.report.console import CampaignSummary, print_campaign, print_trial
+from harness.exits import EXIT_OK
+from harness.report.console import (
+    CampaignSummary,
+    print_campaign,
+    print_headline,
+    print_trial,
+)
 
 
 def _failed(evidence: str) -> TrialResult:
@@ -35,3 +41,49 @@ def test_replay_lines_and_evidence_are_not_markup_or_emoji(
         assert '"after_death":"sector:zero:0.5"' in out.replace("\n", "")
     else:
         assert "then sector:zero:0.5" in out and "folder /nowhere/[bold]x;" in out
+
+
+def _held(label: str, *verdicts: Verdict) -> TrialResult:
+    spec = TrialSpec("scenarios/phone_task.toml", 7, CrashSchedule((Life(f"{label}=kill"),)))
+    return TrialResult(spec, Path("/nowhere"), verdicts, 2, 1, (), (), 1.0)
+
+
+def _idle(key: str) -> Verdict:
+    return Verdict(key, key, "pass", ("nothing",), applied=False)
+
+
+def test_the_headline_names_invariants_that_applied_to_no_trial(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A campaign in which I3 and I9 only passed with nothing to judge says so; I1 held."""
+    results = [
+        _held("op.after_intent@1", Verdict("I1", "i1", "pass"), _idle("I3"), _idle("I9")),
+        _held("op.after_intent@2", _idle("I1"), _idle("I3"), _idle("I9")),
+    ]
+    print_headline(EXIT_OK, CampaignSummary(results), Path("/runs/x"))
+    out = capsys.readouterr().out.replace("\n", "")
+    assert out.startswith("PASS: 2 trials")
+    assert "; applied to no trial: I3, I9; report /runs/x/index.html" in out
+    results.append(
+        _held("op.after_intent@3", _idle("I1"), Verdict("I3", "i3", "pass"), _idle("I9"))
+    )
+    print_headline(EXIT_OK, CampaignSummary(results), Path("/runs/x"))
+    assert "applied to no trial: I9; report" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_the_invariants_table_and_a_trial_show_what_applied(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The campaign's table says to how many trials each applied; a trial marks an idle pass."""
+    results = [
+        _held("op.after_intent@1", Verdict("I2", "i2", "pass"), _idle("I9")),
+        _held("op.after_intent@2", _idle("I2"), _idle("I9")),
+    ]
+    print_campaign(CampaignSummary(results), "real")
+    table = capsys.readouterr().out
+    i2 = next(line for line in table.splitlines() if "I2 " in line)
+    i9 = next(line for line in table.splitlines() if "I9 " in line)
+    assert "1 of 2" in i2 and "0 of 2" in i9
+    print_trial(results[0])
+    out = capsys.readouterr().out
+    assert "I9 I9 (nothing to judge)" in out and "I2 i2 (nothing" not in out

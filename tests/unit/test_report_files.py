@@ -8,10 +8,12 @@ HTML writer that runs beside them has somewhere to put a page.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from harness.chaos.keep import read_trial_records, result_from_record
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult, TrialSpec
@@ -58,6 +60,11 @@ def _failing(run_dir: Path, label: str = "op.after_intent@3") -> TrialResult:
     )
 
 
+def _idle(key: str) -> Verdict:
+    """A pass of ``key`` that had nothing to judge."""
+    return Verdict(key, TITLES[key], "pass", (f"0 things of {key} to judge",), applied=False)
+
+
 def _write(
     run_dir: Path, results: list[TrialResult], *, shard: Shard | None = None, **kwargs: Any
 ) -> dict[str, Any]:
@@ -85,9 +92,10 @@ class TestSummaryOutcomes:
         assert all(
             list(counts)[: len(OUTCOMES)] == list(OUTCOMES) for counts in invariants.values()
         )
-        assert invariants["I1"] == {"pass": 2, "fail": 0, "unknown": 0, "not-judged": 0}
-        assert invariants["I3"] == {"pass": 0, "fail": 0, "unknown": 0, "not-judged": 1}
-        assert invariants["F"] == {"pass": 0, "fail": 0, "unknown": 2, "not-judged": 0}
+        zero = {"not-applied": 0}
+        assert invariants["I1"] == {"pass": 2, "fail": 0, "unknown": 0, "not-judged": 0, **zero}
+        assert invariants["I3"] == {"pass": 0, "fail": 0, "unknown": 0, "not-judged": 1, **zero}
+        assert invariants["F"] == {"pass": 0, "fail": 0, "unknown": 2, "not-judged": 0, **zero}
         assert invariants["I2"]["fail"] == 1
 
     def test_an_unknown_trial_is_counted_and_the_run_does_not_pass(self, tmp_path: Path) -> None:
@@ -115,6 +123,49 @@ class TestSummaryOutcomes:
         """A run whose verdicts are pass or not-judged passes."""
         summary = _write(tmp_path, [_passing(tmp_path)])
         assert summary["passed"] is True and summary["unjudged"] == []
+
+
+class TestSummaryNotApplied:
+    def test_passes_with_nothing_to_judge_are_counted_apart(self, tmp_path: Path) -> None:
+        """``not-applied`` counts the passes that judged nothing, within ``pass``."""
+        results = [
+            _result(tmp_path, "op.after_intent@1", _verdict("I1", "pass"), _idle("I2")),
+            _result(tmp_path, "op.after_intent@2", _idle("I1"), _idle("I2")),
+            _result(tmp_path, "op.after_intent@3", _idle("I1"), _verdict("I2", "fail")),
+        ]
+        invariants = _write(tmp_path, results)["invariants"]
+        assert (invariants["I1"]["pass"], invariants["I1"]["not-applied"]) == (3, 2)
+        assert (invariants["I2"]["pass"], invariants["I2"]["not-applied"]) == (2, 2)
+        assert invariants["I2"]["fail"] == 1
+
+    def test_an_invariant_that_applied_to_no_trial_is_named(self, tmp_path: Path) -> None:
+        """``never_applied`` names an invariant every pass of which judged nothing, and not
+        one that judged something in a trial, nor one only not-judged."""
+        results = [
+            _result(tmp_path, "op.after_intent@1", _verdict("I1", "pass"), _idle("I9")),
+            _result(tmp_path, "op.after_intent@2", _idle("I1"), _idle("I9")),
+            _result(tmp_path, "op.after_intent@3", _verdict("I3", "not-judged"), _idle("I9")),
+        ]
+        summary = _write(tmp_path, results)
+        assert summary["never_applied"] == ["I9"]
+        assert summary["passed"] is True
+
+    def test_a_real_pass_everywhere_names_none(self, tmp_path: Path) -> None:
+        assert _write(tmp_path, [_passing(tmp_path)])["never_applied"] == []
+
+
+class TestTrialRecords:
+    def test_a_record_keeps_whether_each_pass_applied(self, tmp_path: Path) -> None:
+        """``trials.jsonl`` carries ``applied: false`` for an idle pass only, and reads back;
+        a line written before verdicts said so reads as applied."""
+        result = _result(tmp_path, "op.after_intent@1", _verdict("I1", "pass"), _idle("I2"))
+        _write(tmp_path, [result])
+        (record,) = read_trial_records(tmp_path)
+        assert [v.get("applied") for v in record["verdicts"]] == [None, False]
+        again = result_from_record(record, tmp_path)
+        assert [(v.invariant, v.applied) for v in again.verdicts] == [("I1", True), ("I2", False)]
+        del record["verdicts"][1]["applied"]
+        assert result_from_record(record, tmp_path).verdicts[1].applied is True
 
 
 class TestSummaryShard:
@@ -174,3 +225,26 @@ class TestJUnit:
         _write(tmp_path, [passing])
         assert len(_case(tmp_path, passing)) == 0
         assert _suite(tmp_path).get("errors") == "0"
+
+    def test_the_suite_says_to_how_many_trials_each_invariant_applied(self, tmp_path: Path) -> None:
+        """A suite property per invariant: ``applied I2`` = ``N of M``."""
+        results = [
+            _result(tmp_path, "op.after_intent@1", _verdict("I1", "pass"), _idle("I2")),
+            _result(tmp_path, "op.after_intent@2", _idle("I1"), _verdict("I2", "fail")),
+            _result(tmp_path, "op.after_intent@3", _idle("I1"), _idle("I2")),
+        ]
+        _write(tmp_path, results)
+        properties = {
+            p.get("name"): p.get("value") for p in _suite(tmp_path).findall("properties/property")
+        }
+        assert properties == {"applied I1": "1 of 3", "applied I2": "1 of 3"}
+
+    def test_a_trial_names_the_invariants_that_judged_nothing(self, tmp_path: Path) -> None:
+        """A passing trial lists its passes with nothing to judge as a property."""
+        idle = _result(tmp_path, "op.after_intent@1", _verdict("I1", "pass"), _idle("I2"))
+        idle = replace(idle, verdicts=(*idle.verdicts, _idle("I9")))
+        _write(tmp_path, [idle])
+        case = _case(tmp_path, idle)
+        (prop,) = case.findall("properties/property")
+        assert (prop.get("name"), prop.get("value")) == ("not-applied", "I2 I9")
+        assert not case.findall("failure") and not case.findall("error")

@@ -207,6 +207,37 @@ class TestOutcomes:
             '<td class="n">0</td><td class="n">0</td><td class="n">1</td><td class="n">0</td>'
         ) in section
 
+    def test_invariants_table_says_to_how_many_trials_each_applied(
+        self, trial: TrialResult
+    ) -> None:
+        """ "applied to N of M trials" per invariant; one that applied to none is named."""
+        run_dir = trial.directory.parent.parent
+        idle = Verdict("I9", TITLES["I9"], "pass", ("0 injected tears",), applied=False)
+        held = Verdict("I9", TITLES["I9"], "pass", ("1 injected tear",))
+        first = replace(_copy(trial, run_dir, label="idle-1"), verdicts=(idle,))
+        second = replace(_copy(trial, run_dir, label="idle-2"), verdicts=(idle,))
+        write_index_html(run_dir, [first, second], [])
+        section = _index(run_dir)[: _index(run_dir).index("<h2>Where")]
+        assert "<td>applied to 0 of 2 trials</td>" in section
+        assert "Applied to no trial (every pass had nothing to judge): I9" in section
+        third = replace(_copy(trial, run_dir, label="held"), verdicts=(held,))
+        write_index_html(run_dir, [first, second, third], [])
+        section = _index(run_dir)[: _index(run_dir).index("<h2>Where")]
+        assert "<td>applied to 1 of 3 trials</td>" in section
+        assert "Applied to no trial" not in section
+
+    def test_a_pass_with_nothing_to_judge_says_so_on_the_trial_page(
+        self, trial: TrialResult
+    ) -> None:
+        run_dir = trial.directory.parent.parent
+        idle = Verdict("I3", TITLES["I3"], "pass", ("0 safe unknown outcomes",), applied=False)
+        held = Verdict("I1", TITLES["I1"], "pass", ("3 successes",))
+        copy = replace(_copy(trial, run_dir, label="idle"), verdicts=(held, idle))
+        assert write_trial_page(run_dir, copy)
+        page = _page_of(copy)
+        assert page.count("nothing to judge") == 1
+        assert page.index("<td>I3</td>") < page.index("nothing to judge")
+
     def test_an_unknown_trial_has_its_own_badge_and_place(self, trial: TrialResult) -> None:
         """An unknown trial has an amber COULD NOT JUDGE badge, after failures and before passes."""
         run_dir = trial.directory.parent.parent

@@ -12,7 +12,9 @@ import pytest
 
 from harness.agent.plan import Plan, PlanStep
 from harness.chaos.scenario import compile_plan, load_scenarios
-from harness.check.table_audit import (
+from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
+from harness.runtime.executor import CallContext, ToolFunction
+from harness.table_audit import (
     SCRATCH_PREFIX,
     CallObservation,
     RowChange,
@@ -23,8 +25,6 @@ from harness.check.table_audit import (
     judge,
     simulated_tools,
 )
-from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
-from harness.runtime.executor import CallContext, ToolFunction
 from harness.world import CATALOG, EffectRow, WorldStore, make_tool_function
 
 ROOT = Path(__file__).resolve().parents[2]
