@@ -438,7 +438,8 @@ def tell_supervisor(message: str) -> bool:
     """Write one line on the supervisor's channel; False when nobody listens.
 
     The one way an agent talks to the harness: ``ready``, ``reached ...``,
-    ``invoke <op>``, ``ack <op>``, ``fail <op>``, ``info <op>``.
+    ``invoke <op>``, ``ack <op>``, ``fail <op>``, ``info <op>`` (with the op that answered
+    the call, when identity by content answered it from another: ``ack <op> <other>``).
     """
     global _ready_ns
     if message == "ready":

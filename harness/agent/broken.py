@@ -34,6 +34,7 @@ from harness.runtime import (
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.errors import JournalCorruptError, JournalVersionError
 from harness.runtime.executor import Executor
+from harness.runtime.identity import ContentKey, Identity, match_by_content
 from harness.runtime.journal import (
     FILE_HEADER,
     FORMAT_VERSION,
@@ -71,6 +72,10 @@ class BrokenRuntime(Runtime):
     selects the threaded scenario's trials that can catch it)."""
     needs_duplicates: ClassVar[bool] = False
     """With ``needs_threads``: the scenario must also deliver its writing calls twice."""
+    needs_model: ClassVar[str | None] = None
+    """The scripted model (``harness.agent.model.MODELS``) that alone can expose the
+    mistake: the self-check then shows it caught in a scenario of that model, and
+    escaping every trial of the scenarios that know calls by content under another."""
 
     @classmethod
     def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
@@ -586,6 +591,36 @@ class CancelLeftRunning(BrokenRuntime):
         return False  # an op left RUNNING in this life is answered "info", without a hint
 
 
+class ContentByTool(BrokenRuntime):
+    """Identity by content that compares the tool alone: a re-issued call is answered from
+    the earliest unclaimed op of its tool, whatever its arguments. A model that re-issues
+    its calls in the same order never shows it (the k-th call of a tool is the k-th op of
+    that tool); one that re-orders a batch gets another call's answer, and that call
+    never runs."""
+
+    mistake = "matches a re-issued call by its tool alone, ignoring its arguments"
+    caught_by = ("I12",)
+    needs_model = "replan"
+
+    def _match(
+        self, tool: str, args: Mapping[str, Any], redo_of: str | None, *, fresh: bool
+    ) -> str | None:
+        if self.identity is not Identity.CONTENT or redo_of is not None or fresh:
+            return None
+        wanted = ContentKey(tool, _ANY_ARGS)
+        return match_by_content(
+            ((op_id, wanted) for op_id in self._by_content.get(wanted, ())), wanted, self._claimed
+        )
+
+    def _index(self, op: OpHistory) -> None:
+        if self.identity is Identity.CONTENT and op.redo_of is None and not op.fresh:
+            self._by_content.setdefault(ContentKey(op.tool, _ANY_ARGS), []).append(op.op_id)
+
+
+_ANY_ARGS = "*"
+"""The digest ``content-by-tool`` gives every call's arguments: all alike."""
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -610,6 +645,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "no-op-lock": NoOpLock,
     "stale-offset-truncate": StaleOffsetTruncate,
     "cancel-left-running": CancelLeftRunning,
+    "content-by-tool": ContentByTool,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -33,12 +33,24 @@ plan's calls are re-issued: the check and the redo a VERIFY hint leads to are
 named after the op the hint names (``<op>.check``, ``<op>.redo``), the id the
 runtime gave the model. A check is a ``fresh`` call: identity by content never
 answers it from an earlier read.
+
+``ReplanningModel`` (``model = "replan"``) re-plans as well: in each life after
+the first it re-issues the plan calls under new ids as ``ReissuingModel`` does,
+and issues the calls of each batch (calls the plan says are independent) in an
+order of its own, a shuffle seeded by the plan's seed, the life and the batch,
+never the plan's order, so that calls of one tool with different arguments come
+back in another order and a replayed trial issues them the same way.
+
+A call the runtime answered from another op by content is told with that op
+(``ack s004b~2 s004b``): the supervisor keeps it, and I12 holds the op to the
+call's own tool and arguments, which the plan gives by the call's id.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -56,7 +68,7 @@ from harness.runtime import (
 if TYPE_CHECKING:
     from harness.agent.batch import Cancelled
 
-__all__ = ["MODELS", "PROOF_ENV", "ReissuingModel", "ScriptedModel"]
+__all__ = ["MODELS", "PROOF_ENV", "ReissuingModel", "ReplanningModel", "ScriptedModel"]
 
 PROOF_ENV = "HARNESS_PROOF_FILE"
 """Set for a crash-free run that proves the scenario's checks: after every step told
@@ -98,16 +110,20 @@ class ScriptedModel:
             self.verify(hint)
         for issued in batches(self.plan.steps):
             if issued[0].batch is not None:
-                self.issue_batch(issued)
+                self.issue_batch(self.batch_order(issued))
                 continue
             step = issued[0]
             op_id = self.issued_id(step)
             self.tell("invoke", op_id)
-            self.tell(self.issue(step, op_id), op_id)
+            self.tell(*self.issue(step, op_id))
 
-    def issue(self, step: PlanStep, op_id: str) -> str:
-        """Run a step as ``op_id`` (the journal answers what it knows); what came of it: ack,
-        fail or info.
+    def batch_order(self, steps: tuple[PlanStep, ...]) -> tuple[PlanStep, ...]:
+        """The order in which this life issues a batch's calls: the plan's."""
+        return steps
+
+    def issue(self, step: PlanStep, op_id: str) -> tuple[str, str, str | None]:
+        """Run a step as ``op_id`` (the journal answers what it knows); what came of it (ack,
+        fail or info), the op id, and the op that answered it by content (if one did).
 
         A step whose op was verified answers with its resolution: the effect
         was found (ack), it was redone (the redo's outcome), or it could not
@@ -138,26 +154,30 @@ class ScriptedModel:
                 # a cancelled call: the runtime runs a retry-safe op again and answers an
                 # unsafe one with its VERIFY hint, which is verified as a lost reply is.
                 self.tell("invoke", op_id)
-                self.tell(self.issue(step, op_id), op_id)
+                self.tell(*self.issue(step, op_id))
             elif outcome.status == "info" and outcome.hint is not None:
-                self.tell(self.settle(step, op_id, outcome), op_id)
+                self.tell(*self.settle(step, op_id, outcome))
 
-    def settle(self, step: PlanStep, op_id: str, outcome: CallOutcome) -> str:
-        """What a call came to (ack, fail or info), once a lost reply is verified."""
+    def settle(
+        self, step: PlanStep, op_id: str, outcome: CallOutcome
+    ) -> tuple[str, str, str | None]:
+        """What a call came to (ack, fail or info), once a lost reply is verified; the op
+        id, and the op that answered it by content (if one did)."""
         if outcome.status == "info" and outcome.hint is not None:
             # The call's outcome is unknown now (a lost reply): say so, verify it at
             # once as after a restart, then answer from what was found. The op to
             # verify is the one the journal holds (another, when content answered).
-            self.tell("info", op_id)
+            self.tell("info", op_id, outcome.matched)
             journaled = outcome.matched or op_id
             self.verify(VerifyHint(journaled, step.tool, step.args, outcome.hint))
             outcome = self.runtime.outcome_of(op_id)
-        return "ack" if outcome.ok else outcome.status
+        return ("ack" if outcome.ok else outcome.status), op_id, outcome.matched
 
-    def tell(self, what: str, op_id: str) -> None:
+    def tell(self, what: str, op_id: str, answered_by: str | None = None) -> None:
         """Tell the outside world (the supervisor, standing for the user) about a step:
-        ``invoke``, then ``ack`` (it succeeded), ``fail`` or ``info`` (outcome unknown)."""
-        tell_supervisor(f"{what} {op_id}")
+        ``invoke``, then ``ack`` (it succeeded), ``fail`` or ``info`` (outcome unknown),
+        with the op that answered it when that is another op (identity by content)."""
+        tell_supervisor(f"{what} {op_id}" + (f" {answered_by}" if answered_by else ""))
         if what == "ack" and self._proofs:
             self.prove(op_id, self._proofs)
 
@@ -235,5 +255,32 @@ class ReissuingModel(ScriptedModel):
         return reissued_id(step.op_id, self.runtime.incarnation)
 
 
-MODELS: Mapping[str, type[ScriptedModel]] = {"scripted": ScriptedModel, "reissue": ReissuingModel}
+class ReplanningModel(ReissuingModel):
+    """Re-issues its calls as ``ReissuingModel`` does and, in each life after the first,
+    issues each batch's calls in another order: a seeded shuffle, never the plan's.
+
+    The calls of a batch are independent (the plan issues them together), so an LLM
+    that re-plans may well ask for them in another order. The shuffle's seed is the
+    plan's seed, the runtime's incarnation and the batch, so a replayed trial issues
+    them in the same order.
+    """
+
+    def batch_order(self, steps: tuple[PlanStep, ...]) -> tuple[PlanStep, ...]:
+        life = self.runtime.incarnation
+        if life <= 1 or len(steps) < 2:
+            return steps
+        seed = f"{self.plan.seed}:{life}:{steps[0].batch}"
+        # A shuffle with no import beyond zlib (the agent's start-up stays light): each
+        # call's place is a checksum of the seed and its id.
+        shuffled = tuple(
+            sorted(steps, key=lambda step: zlib.crc32(f"{seed}:{step.op_id}".encode()))
+        )
+        return shuffled if shuffled != steps else steps[::-1]
+
+
+MODELS: Mapping[str, type[ScriptedModel]] = {
+    "scripted": ScriptedModel,
+    "reissue": ReissuingModel,
+    "replan": ReplanningModel,
+}
 """The models a plan (``Plan.model``) may name."""

@@ -43,17 +43,21 @@ batches on threads. It never imports asyncio.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from harness.agent.plan import PlanStep
 from harness.runtime import CallContext, CallOutcome, Runtime, ToolFunction
 
 __all__ = ["run_batch_threads"]
 
-Tell = Callable[[str, str], None]
-"""``tell(what, op_id)``: the model's word to the supervisor (``ScriptedModel.tell``)."""
+
+class Tell(Protocol):
+    """``tell(what, op_id, answered_by)``: the model's word to the supervisor
+    (``ScriptedModel.tell``); ``answered_by`` the op that answered the call by content."""
+
+    def __call__(self, what: str, op_id: str, answered_by: str | None = None) -> None: ...
 
 
 class _Op:
@@ -93,10 +97,10 @@ def run_batch_threads(
         with world:
             return execute(name, args, ctx)
 
-    def told(what: str, op_id: str) -> None:
+    def told(what: str, op_id: str, answered_by: str | None = None) -> None:
         # Telling may run a step's check against the world (a proof run): its turn too.
         with world:
-            tell(what, op_id)
+            tell(what, op_id, answered_by)
 
     def deliver(op_id: str, step: PlanStep) -> CallOutcome:
         op = ops[op_id]
@@ -110,7 +114,7 @@ def run_batch_threads(
             if first:
                 op.outcome = outcome
         if first and (outcome.status != "info" or outcome.hint is None):
-            told("ack" if outcome.ok else outcome.status, op_id)
+            told("ack" if outcome.ok else outcome.status, op_id, outcome.matched)
         return outcome
 
     deliveries = sum(2 if step.duplicate else 1 for _, step in calls)

@@ -34,7 +34,9 @@ says how to check it after a VERIFY hint::
 - ``model`` (optional) names the scripted model that runs the plan
   (``harness.agent.model.MODELS``): ``scripted``, the default, issues every
   call under the plan's id in every life; ``reissue`` gives every call a new
-  id after each restart, as an LLM re-running inference does. ``identity``
+  id after each restart, as an LLM re-running inference does; ``replan``
+  does so and also issues each batch's calls in another order after a
+  restart (a seeded shuffle), as an LLM that re-plans does. ``identity``
   (optional) is how the agent's runtime knows a call it journaled: ``id``, the
   default (the seed's), or ``content`` (``harness.runtime.identity``). A
   runtime under test that names its identity (``real-content``) overrides it.

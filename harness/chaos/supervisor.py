@@ -350,7 +350,8 @@ class History:
 
     ``invoke`` when the agent starts a step; then ``ok``, ``fail``, or ``info``:
     the agent said the outcome is unknown, or the life ended with the step in
-    flight, so nobody can know whether it happened.
+    flight, so nobody can know whether it happened. An outcome the runtime gave
+    from another op (identity by content) carries it as ``answered_by``.
     """
 
     def __init__(self, out: IO[str]) -> None:
@@ -363,6 +364,8 @@ class History:
             fault, _, at = op_id.partition(" ")
             _event(events, fault, life=life, at=at)
             return
+        # "ack s004b~2 s004a": the call was answered by another op, by content (I12).
+        op_id, _, answered_by = op_id.partition(" ")
         if kind not in ("invoke", "ack", "fail", "info", "hint") or not op_id:
             return
         if kind == "hint":
@@ -372,7 +375,8 @@ class History:
             # I1 holds the op to this promise: no execution of it the world
             # commits after this point of its ledger.
             _event(events, "ack", life=life, op=op_id, ledger_seq=ledger.last_seq())
-        self._write("ok" if kind == "ack" else kind, op_id, life)
+        by = {"answered_by": answered_by} if answered_by and kind != "invoke" else {}
+        self._write("ok" if kind == "ack" else kind, op_id, life, **by)
         if kind == "invoke":
             self._in_flight.add(op_id)
         else:

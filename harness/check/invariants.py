@@ -32,6 +32,7 @@ it as told of that call (I7, I8, I10), whatever the runtime matched it to.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -796,6 +797,58 @@ def _ended(life: LifeSeen) -> str:
     return f"it ended with exit status {life.returncode}"
 
 
+def check_answered_by_own_content(ev: TrialEvidence) -> Verdict:
+    """I12: a call answered from another op by content was answered by an op of its own
+    tool and arguments.
+
+    What was asked comes from the plan, by the call's id (``s004b~2`` is the plan call
+    ``s004b``: its tool and arguments), never from the runtime's journal; which op
+    answered, from what the model told the user (``answered_by`` in the history, the
+    ``matched`` of the runtime's answer); that op's tool and arguments, from its first
+    intent in the journal, read with the checkers' own reader. An op the journal does
+    not hold answers nothing, unless a power cut took what a life wrote.
+    """
+    problems = []
+    steps = {step.op_id: step for step in ev.plan.steps}
+    ops = ev.final_ops
+    seen: set[tuple[int, str, str]] = set()
+    for told in ev.history:
+        by = told.get("answered_by")
+        step = steps.get(plan_id(str(told["op"])))
+        if by is None or step is None:
+            continue
+        call, life = str(told["op"]), int(told["life"])
+        if (life, call, str(by)) in seen:
+            continue
+        seen.add((life, call, str(by)))
+        asked = f"{step.tool} {_args(step.args)}"
+        op = ops.get(str(by))
+        if op is None:
+            if not any(ev.cut_after(n) for n in range(life, len(ev.lives) + 1)):
+                problems.append(
+                    f"{call} ({asked}) was answered in life {life} from {by}, an op the "
+                    "journal holds no intent for"
+                )
+            continue
+        journaled = op.first_intent.payload.get("args")
+        if op.tool != step.tool or journaled != dict(step.args):
+            problems.append(
+                f"{call} ({asked}) was answered in life {life} from {by} "
+                f"({op.tool} {_args(journaled)}): another call's content"
+            )
+    return _verdict(
+        "I12",
+        problems,
+        f"{len(seen)} calls answered by content, each from an op of its own tool and arguments",
+    )
+
+
+def _args(args: object) -> str:
+    """Arguments as the evidence shows them: JSON, keys sorted, long ones shortened."""
+    text = json.dumps(args, sort_keys=True, default=repr)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 TITLES = {
     "I1": "success never re-executed once durable or reported",
     "I2": "unknown outcome of an unsafe op verified, not replayed",
@@ -808,6 +861,7 @@ TITLES = {
     "I9": "journal integrity: torn tail dropped, corruption refused",
     "I10": "fail means no effect: no effect left, none repeated in-process",
     "F": "every scheduled fault landed",
+    "I12": "a call answered by content, from an op of its tool and arguments",
 }
 
 INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
@@ -822,6 +876,7 @@ INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
     "I9": check_journal_integrity,
     "I10": check_fail_means_no_effect,
     "F": check_faults_landed,
+    "I12": check_answered_by_own_content,
 }
 
 NEEDS: dict[str, frozenset[str]] = {
@@ -836,6 +891,7 @@ NEEDS: dict[str, frozenset[str]] = {
     "I9": frozenset({"journal"}),
     "I10": frozenset({"ledger", "history", "world"}),
     "F": frozenset(),
+    "I12": frozenset({"journal", "history"}),
 }
 """The evidence each invariant needs; without it the invariant is not judged."""
 

@@ -14,7 +14,10 @@ once that fault is added; one that only calls run at once can expose
 one with them; one that only a batch on threads can expose (``needs_threads``)
 must escape the scenarios without threads, then be caught in one with them
 (under its fault, which the threaded scenario's other trials must not show it
-without); one of calls at once that also needs a fault (a cancel) must escape
+without); one that only a scripted model can expose (``needs_model``: a model that
+re-orders its calls) must escape every trial of the scenarios that know calls by
+content under another model, then be caught in one of that model; one of calls
+at once that also needs a fault (a cancel) must escape
 every trial without that fault, in the scenarios with batches too. Each mutation
 damages a copy of one of the campaign's passing trials, and its invariant
 must fail on the copy.
@@ -69,7 +72,7 @@ from harness.report.console import (
     progress_bar,
 )
 from harness.report.files import discard_incomplete, folder_bytes, write_run_reports
-from harness.report.model import BATCH, MUTATION, THREADS, SelfCheckRow
+from harness.report.model import BATCH, MODEL, MUTATION, THREADS, SelfCheckRow
 
 __all__ = ["add_parser", "run", "run_chaos", "run_with_progress"]
 
@@ -213,6 +216,9 @@ def _self_check(
         if runtime.needs_threads:
             rows.append(_threads_row(broken, name, runtime, completed))
             continue
+        if runtime.needs_model is not None:
+            rows.append(_model_row(broken, name, runtime, completed))
+            continue
         # A mistake of calls at once that also needs a fault (a cancel) is held to that
         # fault: it must escape every trial without it, in scenarios with batches too.
         batch_fault = runtime.needs_batch and runtime.needs_fault != "sigkill"
@@ -337,6 +343,56 @@ def _threads_row(
         completed=completed,
         stop=caught_as_expected,
         select=None if fault == "sigkill" else _with(fault),
+    )
+    return SelfCheckRow(
+        name,
+        runtime.mistake,
+        label,
+        tuple(sorted(expected)),
+        len(results),
+        next((r for r in results if caught_as_expected(r)), None),
+        len(alone),
+        next((r for r in alone if caught_as_expected(r)), None),
+    )
+
+
+def _model_row(
+    broken: CampaignConfig, name: str, runtime: type[BrokenRuntime], completed: list[TrialResult]
+) -> SelfCheckRow:
+    """A mistake only one scripted model can expose (``needs_model``): it must escape every
+    trial of the scenarios that know calls by content under another model (every fault),
+    then be caught in a scenario of that model."""
+    expected = set(runtime.caught_by)
+    model = str(runtime.needs_model)
+    label = f"{MODEL}:{model}"
+    found = {s: load_scenario(s) for s in broken.scenarios}
+    modelled = tuple(s for s, scenario in found.items() if scenario.model == model)
+    if not modelled:
+        needs = f"a scenario of the {model} model (scenarios/replan_calls.toml is one)"
+        expected_by = tuple(sorted(expected))
+        return SelfCheckRow(
+            name, runtime.mistake, label, expected_by, 0, None, not_applicable=f"it needs {needs}"
+        )
+
+    def caught_as_expected(result: TrialResult) -> bool:
+        return bool(expected & set(result.failed_invariants))
+
+    others = tuple(
+        s
+        for s, scenario in found.items()
+        if scenario.identity == "content" and scenario.model != model
+    )
+    alone = run_with_progress(
+        replace(broken, scenarios=others),
+        f"self-check {name} (without {model})",
+        completed=completed,
+        stop=caught_as_expected,
+    )
+    results = run_with_progress(
+        replace(broken, scenarios=modelled),
+        f"self-check {name} ({model})",
+        completed=completed,
+        stop=caught_as_expected,
     )
     return SelfCheckRow(
         name,

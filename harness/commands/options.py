@@ -75,7 +75,8 @@ def add_model_option(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the scripted model of every trial: 'scripted' (the plan's ids in every life) "
         "or 'reissue' (a new id for every call after each restart, as an LLM re-running "
-        "inference); default: each scenario's own (its 'model' key, else scripted)",
+        "inference) or 'replan' (as 'reissue', each batch's calls also in another order); "
+        "default: each scenario's own (its 'model' key, else scripted)",
     )
 
 

@@ -23,6 +23,7 @@ from harness.chaos.trial import TrialResult
 
 __all__ = [
     "BATCH",
+    "MODEL",
     "MUTATION",
     "NOT_APPLIED",
     "THREADS",
@@ -45,6 +46,10 @@ THREADS = "threads"
 (``threads+<fault>`` when it also needs that fault): its trials "without" are those of
 the scenarios without threads, under every fault (and the threaded scenarios' trials
 without that fault)."""
+MODEL = "model"
+"""``needs_fault`` of a self-check row whose mistake only one scripted model can expose
+(``model:<name>``): its trials "without" are those of the scenarios that know calls by
+content under another model, under every fault."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +115,13 @@ class SelfCheckRow:
             return (
                 f"caught by {by} in batches on threads{under} only; escapes the "
                 f"{self.sigkill_trials} trials without threads{besides}"
+            )
+        if self.needs_fault.startswith(MODEL + ":"):
+            model = self.needs_fault.partition(":")[2]
+            return (
+                f"caught by {by} under the {model} model only; escapes the "
+                f"{self.sigkill_trials} trials of scenarios that know calls by content under "
+                "another model (every fault)"
             )
         if self.needs_fault == BATCH:
             return (

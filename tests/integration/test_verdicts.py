@@ -170,13 +170,15 @@ class TestReadmeSelection:
             "no-op-lock",
             "stale-offset-truncate",
             "cancel-left-running",
+            "content-by-tool",
         ], summary["self_check"]
         assert "fails for good" in skipped[0]["outcome"]
         threaded = {"no-op-lock", "stale-offset-truncate"}
         assert all(
             ("a batch on threads" if c["runtime"] in threaded else "a batch step") in c["outcome"]
-            for c in skipped[1:]
+            for c in skipped[1:-1]
         )
+        assert "a scenario of the replan model" in skipped[-1]["outcome"]
         # Each mistake that needs a fault beyond SIGKILL is caught under it only: it
         # escaped every trial without it, and the outcome says so with their number.
         beyond = [

@@ -367,9 +367,11 @@ class TestModelAndIdentity:
 
     def test_the_shipped_reissue_scenario_opts_in_to_both(self) -> None:
         """``reissue_calls`` runs the re-issuing model on identity by content, two identical
-        taps in a row among its steps; no other shipped scenario changes the default."""
+        taps in a row among its steps, and ``replan_calls`` the re-planning model on it; no
+        other shipped scenario changes the default."""
         chosen = {s.name: (s.model, s.identity) for s in load_scenarios(SCENARIOS)}
         assert chosen.pop("reissue_calls") == ("reissue", "content")
+        assert chosen.pop("replan_calls") == ("replan", "content")
         assert set(chosen.values()) == {("scripted", "id")}
         steps = [c.spec for c in load_scenario(SCENARIOS / "reissue_calls.toml").calls]
         assert any(a.tool == b.tool and a.args == b.args for a, b in itertools.pairwise(steps))
@@ -377,7 +379,7 @@ class TestModelAndIdentity:
     @pytest.mark.parametrize(
         ("line", "field", "fragment"),
         [
-            ('model = "gpt"', "model", "unknown model 'gpt'; known: scripted, reissue"),
+            ('model = "gpt"', "model", "unknown model 'gpt'; known: scripted, reissue, replan"),
             ("model = 3", "model", "got a number (3)"),
             ('identity = "name"', "identity", "unknown identity 'name'; known: id, content"),
             ("identity = true", "identity", "got a boolean (true)"),
