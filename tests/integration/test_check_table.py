@@ -21,6 +21,7 @@ from harness.world import CATALOG
 from tests.integration.test_bad_input import OBSERVER, SPAWNED
 
 ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "scenarios"
 RO, IW, NI = (
     IdempotencyClass.READ_ONLY,
     IdempotencyClass.IDEMPOTENT_WRITE,
@@ -155,7 +156,9 @@ class TestCheckTable:
         assert run.status == 0, run.stdout + run.stderr
         assert "note write_file, non_idempotent, at containment s002" in run.stdout
         assert "its replay changed nothing: could be idempotent_write" in run.stdout
-        assert run.stdout.count("note write_file, non_idempotent") == 3
+        # One note per shipped scenario that writes a file (each audits a tool once).
+        writers = [p for p in SCENARIOS.glob("*.toml") if 'tool = "write_file"' in p.read_text()]
+        assert run.stdout.count("note write_file, non_idempotent") == len(writers) >= 3
         assert run.last_line.startswith("PASS")
 
 
