@@ -32,9 +32,9 @@ imports it when a plan has one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from harness.agent.plan import PlanStep
 from harness.runtime import CallContext, CallOutcome, Runtime, ToolFunction
@@ -42,8 +42,12 @@ from harness.runtime.aio import AsyncRuntime
 
 __all__ = ["Cancelled", "run_batch"]
 
-Tell = Callable[[str, str], None]
-"""``tell(what, op_id)``: the model's word to the supervisor (``ScriptedModel.tell``)."""
+
+class Tell(Protocol):
+    """``tell(what, op_id, result)``: the model's word to the supervisor
+    (``ScriptedModel.tell``); ``result`` is what an ``ack`` was handed."""
+
+    def __call__(self, what: str, op_id: str, result: object = None, /) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +103,7 @@ async def _batch(
                 tell("info", op_id)
                 return Cancelled(op_id, str(exc) or "cancelled")
             if outcome.status != "info" or outcome.hint is None:
-                tell("ack" if outcome.ok else outcome.status, op_id)
+                tell("ack" if outcome.ok else outcome.status, op_id, outcome.result)
             return outcome
 
         return list(await asyncio.gather(*(issue(op_id, step) for op_id, step in calls)))

@@ -52,6 +52,7 @@ from harness.runtime import (
     ToolFunction,
     VerifyHint,
 )
+from harness.world.store import result_digest
 
 if TYPE_CHECKING:
     from harness.agent.batch import Cancelled
@@ -103,15 +104,16 @@ class ScriptedModel:
             step = issued[0]
             op_id = self.issued_id(step)
             self.tell("invoke", op_id)
-            self.tell(self.issue(step, op_id), op_id)
+            self.tell(*self.issue(step, op_id))
 
-    def issue(self, step: PlanStep, op_id: str) -> str:
+    def issue(self, step: PlanStep, op_id: str) -> tuple[str, str, object]:
         """Run a step as ``op_id`` (the journal answers what it knows); what came of it: ack,
         fail or info.
 
         A step whose op was verified answers with its resolution: the effect
         was found (ack), it was redone (the redo's outcome), or it could not
-        be verified (info).
+        be verified (info). Returned as the words to tell: what, the op and the
+        result the model was handed.
         """
         return self.settle(
             step, op_id, self.runtime.call(op_id, step.tool, step.args, self.execute)
@@ -138,12 +140,13 @@ class ScriptedModel:
                 # a cancelled call: the runtime runs a retry-safe op again and answers an
                 # unsafe one with its VERIFY hint, which is verified as a lost reply is.
                 self.tell("invoke", op_id)
-                self.tell(self.issue(step, op_id), op_id)
+                self.tell(*self.issue(step, op_id))
             elif outcome.status == "info" and outcome.hint is not None:
-                self.tell(self.settle(step, op_id, outcome), op_id)
+                self.tell(*self.settle(step, op_id, outcome))
 
-    def settle(self, step: PlanStep, op_id: str, outcome: CallOutcome) -> str:
-        """What a call came to (ack, fail or info), once a lost reply is verified."""
+    def settle(self, step: PlanStep, op_id: str, outcome: CallOutcome) -> tuple[str, str, object]:
+        """What a call came to (ack, fail or info), once a lost reply is verified: what to
+        tell, the op, and the result the model was handed."""
         if outcome.status == "info" and outcome.hint is not None:
             # The call's outcome is unknown now (a lost reply): say so, verify it at
             # once as after a restart, then answer from what was found. The op to
@@ -152,12 +155,14 @@ class ScriptedModel:
             journaled = outcome.matched or op_id
             self.verify(VerifyHint(journaled, step.tool, step.args, outcome.hint))
             outcome = self.runtime.outcome_of(op_id)
-        return "ack" if outcome.ok else outcome.status
+        return ("ack" if outcome.ok else outcome.status), op_id, outcome.result
 
-    def tell(self, what: str, op_id: str) -> None:
+    def tell(self, what: str, op_id: str, result: object = None) -> None:
         """Tell the outside world (the supervisor, standing for the user) about a step:
-        ``invoke``, then ``ack`` (it succeeded), ``fail`` or ``info`` (outcome unknown)."""
-        tell_supervisor(f"{what} {op_id}")
+        ``invoke``, then ``ack`` (it succeeded) with the digest of the result it was
+        handed, ``fail`` or ``info`` (outcome unknown)."""
+        digest = f" {result_digest(result)}" if what == "ack" else ""
+        tell_supervisor(f"{what} {op_id}{digest}")
         if what == "ack" and self._proofs:
             self.prove(op_id, self._proofs)
 
@@ -203,7 +208,11 @@ class ScriptedModel:
                 hint.op_id, Resolution.UNVERIFIABLE, note=f"the check came to {check.status}"
             )
             return
-        if step.verify.holds(check.result):
+        holds = step.verify.holds(check.result)
+        # What the check was handed and what it found: an ack of the effect found rests on it.
+        found = "present" if holds else "absent"
+        tell_supervisor(f"check {hint.op_id} {result_digest(check.result)} {found}")
+        if holds:
             self.runtime.resolve(hint.op_id, Resolution.EFFECT_PRESENT, note="not redone")
             return
         if hint.op_id.count(REDO_SUFFIX) >= MAX_REDOES:

@@ -43,17 +43,21 @@ batches on threads. It never imports asyncio.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from harness.agent.plan import PlanStep
 from harness.runtime import CallContext, CallOutcome, Runtime, ToolFunction
 
 __all__ = ["run_batch_threads"]
 
-Tell = Callable[[str, str], None]
-"""``tell(what, op_id)``: the model's word to the supervisor (``ScriptedModel.tell``)."""
+
+class Tell(Protocol):
+    """``tell(what, op_id, result)``: the model's word to the supervisor
+    (``ScriptedModel.tell``); ``result`` is what an ``ack`` was handed."""
+
+    def __call__(self, what: str, op_id: str, result: object = None, /) -> None: ...
 
 
 class _Op:
@@ -105,7 +109,7 @@ def run_batch_threads(
             if first:
                 op.outcome = outcome
         if first and (outcome.status != "info" or outcome.hint is None):
-            tell("ack" if outcome.ok else outcome.status, op_id)
+            tell("ack" if outcome.ok else outcome.status, op_id, outcome.result)
         return outcome
 
     deliveries = sum(2 if step.duplicate else 1 for _, step in calls)

@@ -52,7 +52,7 @@ class Recording(ScriptedModel):
         super().__init__(runtime, plan, execute)
         self.told: list[tuple[str, str]] = []
 
-    def tell(self, what: str, op_id: str) -> None:
+    def tell(self, what: str, op_id: str, result: object = None) -> None:
         self.told.append((what, op_id))
 
     def of(self, op_id: str) -> list[str]:
@@ -75,7 +75,7 @@ class TestABatchCallCancelledAfterItsIntent:
         told: list[tuple[str, str]] = []
         with open_runtime(journal_path, table=TABLE) as runtime:
             calls = [(step.op_id, step) for step in PLAN.steps]
-            outcomes = run_batch(runtime, calls, Phone(), lambda what, op: told.append((what, op)))
+            outcomes = run_batch(runtime, calls, Phone(), lambda what, op, result=None: told.append((what, op)))
         assert isinstance(outcomes[1], Cancelled) and outcomes[1].op_id == "s001b"
         assert [o.status for o in outcomes if not isinstance(o, Cancelled)] == ["ok", "ok"]
         assert ("info", "s001b") in told and ("ack", "s001a") in told

@@ -48,7 +48,7 @@ class Told:
         self.lines: list[tuple[str, str]] = []
         self._lock = threading.Lock()
 
-    def __call__(self, what: str, op_id: str) -> None:
+    def __call__(self, what: str, op_id: str, result: object = None, /) -> None:
         with self._lock:
             self.lines.append((what, op_id))
 
