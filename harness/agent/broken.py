@@ -586,6 +586,66 @@ class CancelLeftRunning(BrokenRuntime):
         return False  # an op left RUNNING in this life is answered "info", without a hint
 
 
+class _GivesUpExecutor(Executor):
+    def invoke(self, intent: IntentRecord, *, key_op: str | None = None) -> Steps[FinishRecord]:
+        if intent.snapshot.idempotency is not IdempotencyClass.UNKNOWN:
+            return (yield from super().invoke(intent, key_op=key_op))
+        # The mistake: a call of unknown effect (a shell command, a request: the slow ones)
+        # is given up as timed out, its outcome unknown, and the tool is never called.
+        return FinishRecord(
+            intent.op_id,
+            False,
+            None,
+            digest(None),
+            intent.attempt,
+            self.incarnation,
+            error="TransientToolError: gave up waiting: the outcome is unknown",
+            transient=True,
+        )
+        yield  # a generator, as every invoke is
+
+
+class GivesUpUnknown(BrokenRuntime):
+    mistake = (
+        "gives slow calls (of unknown effect) up as outcome unknown without running them: "
+        "an unknown finish and a VERIFY hint, and no tool called"
+    )
+    caught_by = ("I7", "I8", "I11")
+    _executor_class = _GivesUpExecutor
+
+
+class _TimeoutIsSuccessExecutor(Executor):
+    def invoke(self, intent: IntentRecord, *, key_op: str | None = None) -> Steps[FinishRecord]:
+        finish = yield from super().invoke(intent, key_op=key_op)
+        if finish.transient and not intent.snapshot.retry_safe:
+            # The mistake: a timeout of a call that must not run twice is taken for "done".
+            return FinishRecord(
+                intent.op_id, True, None, digest(None), intent.attempt, self.incarnation
+            )
+        return finish
+
+
+class LostReplyOk(BrokenRuntime):
+    mistake = "journals an unsafe call's timeout as SUCCEEDED and answers ok, unverified"
+    caught_by = ("I2", "I11")
+    needs_fault = "lost-reply"
+    _executor_class = _TimeoutIsSuccessExecutor
+
+
+BOGUS_RESULT = {"bogus": True}
+
+
+class WrongResult(BrokenRuntime):
+    mistake = "answers a durable success from the journal with a wrong result"
+    caught_by = ("I11",)
+
+    def _outcome_of(self, op_id: str) -> CallOutcome:
+        outcome = super()._outcome_of(op_id)
+        if outcome.ok and outcome.result is not None:
+            return replace(outcome, result=BOGUS_RESULT)  # the mistake: not what was journaled
+        return outcome
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -610,6 +670,9 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "no-op-lock": NoOpLock,
     "stale-offset-truncate": StaleOffsetTruncate,
     "cancel-left-running": CancelLeftRunning,
+    "gives-up-unknown": GivesUpUnknown,
+    "lost-reply-ok": LostReplyOk,
+    "wrong-result": WrongResult,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}
