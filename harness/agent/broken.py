@@ -5,7 +5,8 @@ runtime with one mistake of the kind real runtimes make; the chaos self-check
 runs every one and requires that the named invariant catches it.
 
 ``caught_by`` names the invariants (DESIGN.md §4) expected to fail;
-``needs_fault`` names the fault that can expose the mistake at all.
+``needs_fault`` names the fault that can expose the mistake at all (``a or b``:
+either of two).
 """
 
 from __future__ import annotations
@@ -617,8 +618,9 @@ class GivesUpUnknown(BrokenRuntime):
 class _TimeoutIsSuccessExecutor(Executor):
     def invoke(self, intent: IntentRecord, *, key_op: str | None = None) -> Steps[FinishRecord]:
         finish = yield from super().invoke(intent, key_op=key_op)
-        if finish.transient and not intent.snapshot.retry_safe:
-            # The mistake: a timeout of a call that must not run twice is taken for "done".
+        if finish.transient and intent.snapshot.idempotency is IdempotencyClass.NON_IDEMPOTENT:
+            # The mistake: a timed-out write that must not run twice (a tap, a payment) is
+            # taken for done, as if the request always went through.
             return FinishRecord(
                 intent.op_id, True, None, digest(None), intent.attempt, self.incarnation
             )
@@ -626,9 +628,12 @@ class _TimeoutIsSuccessExecutor(Executor):
 
 
 class LostReplyOk(BrokenRuntime):
-    mistake = "journals an unsafe call's timeout as SUCCEEDED and answers ok, unverified"
+    mistake = (
+        "takes a timed-out non-idempotent call for done: journals it SUCCEEDED and answers "
+        "ok, unverified"
+    )
     caught_by = ("I2", "I11")
-    needs_fault = "lost-reply"
+    needs_fault = "lost-reply or lost-request"  # the same timeout: either exposes it
     _executor_class = _TimeoutIsSuccessExecutor
 
 

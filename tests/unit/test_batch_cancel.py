@@ -75,7 +75,9 @@ class TestABatchCallCancelledAfterItsIntent:
         told: list[tuple[str, str]] = []
         with open_runtime(journal_path, table=TABLE) as runtime:
             calls = [(step.op_id, step) for step in PLAN.steps]
-            outcomes = run_batch(runtime, calls, Phone(), lambda what, op, result=None: told.append((what, op)))
+            outcomes = run_batch(
+                runtime, calls, Phone(), lambda what, op, result=None: told.append((what, op))
+            )
         assert isinstance(outcomes[1], Cancelled) and outcomes[1].op_id == "s001b"
         assert [o.status for o in outcomes if not isinstance(o, Cancelled)] == ["ok", "ok"]
         assert ("info", "s001b") in told and ("ack", "s001a") in told
