@@ -5,7 +5,9 @@ means: the journal through ``harness.check.journal`` (never the runtime's
 reader), the world's effect ledger and state, the supervisor's record of each
 life (``lives.json`` and the ``spawn`` events, which carry the journal's size
 when the life began and the tool table the supervisor handed it), what the
-user was told (``history.jsonl``, ``ack`` and ``hint`` events), the trial's
+user was told (``history.jsonl``, ``ack`` events with the digest of the result
+the model was handed, ``hint`` and ``check`` events, and the in-life faults the
+agent reported), the trial's
 spec (``trial.json``: its schedule), the compiled plan, and the golden world.
 
 Lives are told apart by the supervisor's observations alone: a ledger row

@@ -26,6 +26,9 @@ snapshot that differs from that table is itself a failure (I5). A call a model
 re-issued under a new id (``s003~2``) is the plan call it names: its
 executions count as that call's (I1, I2, I4), and what the user was told of
 it as told of that call (I7, I8, I10), whatever the runtime matched it to.
+What the model was told is held to the world too (I11): the digest of the
+result each ``ack`` was handed against those the world recorded for each
+execution, and each ``info`` against a cause the supervisor saw.
 """
 
 from __future__ import annotations
