@@ -18,6 +18,7 @@ from harness.chaos.schedule import exhaustive_schedules
 from harness.chaos.trial import write_plan_for
 from harness.check.evidence import LifeSeen, TrialEvidence
 from harness.check.invariants import (
+    check_faults_landed,
     check_told_the_truth,
     check_unknown_outcome_verified,
     unknown_excused,
@@ -199,6 +200,15 @@ class TestTheLostRequest:
         with pytest.raises(TransientToolError, match="the request was lost"):
             failpoints.failpoint("op.request", "s002")
         assert told == ["fault lost-request op.request 2 s002"]
+
+    @pytest.mark.parametrize(("seen", "status"), [([], "unknown"), (["s003"], "pass")])
+    def test_f_says_whether_it_landed(self, tmp_path: Path, seen: list[str], status: str) -> None:
+        ev = _evidence(tmp_path, [_fault("lost-request", op) for op in seen])
+        ev.__dict__["schedule"] = ({"failpoints": "op.request@3=lost-request"},)
+        verdict = check_faults_landed(ev)
+        assert verdict.status == status, verdict.evidence
+        if not seen:
+            assert "the lost request at op.request@3=lost-request never happened" in str(verdict)
 
     def test_it_parses(self) -> None:
         (spec,) = parse_failpoints("op.request@3=lost-request")
