@@ -14,6 +14,7 @@ process:
     spec    := entry ("," entry)*
     entry   := name ["@" N] "=" action ["(" arg ")"]
     action  := kill | exit | raise | sleep | enospc | lost-reply | count | cancel
+             | lost-request
 
 ``op.after_effect@3=kill`` kills the process on the third hit of that point;
 without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
@@ -21,13 +22,16 @@ without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
 runtime stops dead there, as a crash would), ``enospc`` raises
 ``OSError(ENOSPC)`` where the point is (the journal's append site stands for a
 full disk), ``lost-reply`` raises a ``TransientToolError`` that looks like a
-timeout (at ``op.reply``: the reply was lost), ``cancel`` cancels the asyncio
+timeout (at ``op.reply``: the reply was lost), ``lost-request`` raises the
+same timeout where the request is on its way (at ``op.request``: the world
+never saw it, nothing happened), ``cancel`` cancels the asyncio
 task that hit the point (as ``asyncio.wait_for``, a task group or a user
 pressing stop would: the ``CancelledError`` lands at the task's next await),
 ``count`` only counts hits (the supervisor learns from a crash-free run where
 the points are).
 
-``lost-reply`` and ``cancel`` tell a listening supervisor that they landed:
+``lost-reply``, ``lost-request`` and ``cancel`` tell a listening supervisor that
+they landed:
 ``fault <action> <name> <hit>`` and the op id. A ``cancel`` hit outside an
 asyncio task (in a thread, or in sync code) has nothing to cancel: it does
 nothing, says so on stderr and tells the supervisor nothing, so a schedule
@@ -107,7 +111,9 @@ only the exit status differs, and tells the supervisor the timer fired."""
 _AFTER_MID_EFFECT = CRASH_POINTS.index("op.mid_effect") + 1
 
 FAILPOINTS: tuple[str, ...] = (
-    *CRASH_POINTS[:_AFTER_MID_EFFECT],
+    *CRASH_POINTS[: _AFTER_MID_EFFECT - 1],
+    "op.request",  # the harness's: a tool's request is on its way, the world has not seen it
+    *CRASH_POINTS[_AFTER_MID_EFFECT - 1 : _AFTER_MID_EFFECT],
     "op.reply",  # the harness's: a tool's effect is committed, its reply not yet given
     *CRASH_POINTS[_AFTER_MID_EFFECT:],
     "agent.before_exit",  # the harness's: an agent program's work is done
@@ -119,7 +125,17 @@ EXIT_HOLD_POINT = "agent.before_exit"
 """An agent program's last point, after its work and before it exits: a supervisor
 holds a life there when a random-time kill it scheduled has not fired yet."""
 
-ACTIONS = ("kill", "exit", "raise", "sleep", "enospc", "lost-reply", "count", "cancel")
+ACTIONS = (
+    "kill",
+    "exit",
+    "raise",
+    "sleep",
+    "enospc",
+    "lost-reply",
+    "count",
+    "cancel",
+    "lost-request",
+)
 
 _AIM = "aim"
 """The action of a point a random-time kill is timed from (``AIM_ENV``); not in the
@@ -410,6 +426,13 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         )
     elif spec.action == "cancel":
         _cancel_here(spec, hit, detail)
+    elif spec.action == "lost-request":
+        # Nothing is done; the caller sees the same timeout, and cannot tell the two apart.
+        tell_supervisor(f"fault lost-request {spec.name} {hit} {detail}".rstrip())
+        raise TransientToolError(
+            f"{detail or spec.name}: timed out waiting for the reply (failpoint {spec}: the "
+            "request was lost, nothing happened)"
+        )
 
 
 def _cancel_here(spec: FailpointSpec, hit: int, detail: str) -> None:
@@ -438,8 +461,10 @@ def tell_supervisor(message: str) -> bool:
     """Write one line on the supervisor's channel; False when nobody listens.
 
     The one way an agent talks to the harness: ``ready``, ``reached ...``,
-    ``invoke <op>``, ``ack <op>``, ``fail <op>``, ``info <op>`` (with the op that answered
-    the call, when identity by content answered it from another: ``ack <op> <other>``).
+    ``invoke <op>``, ``ack <op> <result digest>``, ``fail <op>``, ``info <op>`` (each
+    followed by the op that answered the call, when identity by content answered it
+    from another: ``ack <op> <digest> <other>``), ``hint <op>``, ``check <op> <result
+    digest> present|absent``.
     """
     global _ready_ns
     if message == "ready":

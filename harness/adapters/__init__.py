@@ -18,7 +18,11 @@ as ``python -I -m <module> TRIAL_DIR``). Its contract, for one incarnation:
    ledgered (``plan.tools``: the scenario's declared tools, if it has any).
 5. Tell the supervisor about each plan step: ``invoke <op>`` then ``ack <op>``
    (it succeeded), ``fail <op>`` or ``info <op>`` (outcome unknown); and
-   ``hint <op>`` when its model reads a VERIFY hint.
+   ``hint <op>`` when its model reads a VERIFY hint. ``harness.agent``'s model also
+   reports the digest of the result it was handed (``ack <op> <digest>``,
+   ``harness.world.store.result_digest``) and what each check of a hint found
+   (``check <op> <digest> present|absent``): I11 judges what it was told by them,
+   and is not judged for an agent program that does not report them.
 6. After a restart, recover from its own durable state in ``TRIAL_DIR``, and
    exit 0 once every step is done, calling ``failpoint("agent.before_exit")``
    just before: a random-time kill whose moment came after the life's work
@@ -74,6 +78,7 @@ OP_POINTS = frozenset(
     {
         "op.before_intent",
         "op.after_intent",
+        "op.request",
         "op.mid_effect",
         "op.reply",
         "op.after_effect",
@@ -81,8 +86,9 @@ OP_POINTS = frozenset(
         "agent.before_exit",
     }
 )
-"""The failpoints every adapter offers: around each tool call (``op.mid_effect`` and
-``op.reply`` are hit by the simulated tools themselves), and its last point."""
+"""The failpoints every adapter offers: around each tool call (``op.request``,
+``op.mid_effect`` and ``op.reply`` are hit by the simulated tools themselves), and its
+last point."""
 JOURNAL_POINTS = frozenset(
     {
         "recovery.after_decision",
@@ -119,9 +125,11 @@ class Adapter:
 
     @property
     def evidence(self) -> frozenset[str]:
-        """What it leaves to judge: the ledger, the history and the world, and our journal."""
+        """What it leaves to judge: the ledger, the history and the world, our journal, and
+        the digest of each result its model acked (``harness.agent``'s model reports it)."""
         kept = {"ledger", "history", "world"}
-        return frozenset(kept | {"journal"} if self.journal else kept)
+        kept |= {"journal"} if self.journal else set()
+        return frozenset(kept | {"results"} if self.takes_model else kept)
 
 
 class UnknownAdapterError(ValueError):

@@ -44,10 +44,13 @@ __all__ = ["Cancelled", "run_batch"]
 
 
 class Tell(Protocol):
-    """``tell(what, op_id, answered_by)``: the model's word to the supervisor
-    (``ScriptedModel.tell``); ``answered_by`` the op that answered the call by content."""
+    """``tell(what, op_id, result, answered_by)``: the model's word to the supervisor
+    (``ScriptedModel.tell``); ``result`` is what an ``ack`` was handed, ``answered_by``
+    the op that answered the call by content."""
 
-    def __call__(self, what: str, op_id: str, answered_by: str | None = None) -> None: ...
+    def __call__(
+        self, what: str, op_id: str, result: object = None, answered_by: str | None = None, /
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +106,7 @@ async def _batch(
                 tell("info", op_id)
                 return Cancelled(op_id, str(exc) or "cancelled")
             if outcome.status != "info" or outcome.hint is None:
-                tell("ack" if outcome.ok else outcome.status, op_id, outcome.matched)
+                tell("ack" if outcome.ok else outcome.status, op_id, outcome.result, outcome.matched)
             return outcome
 
         return list(await asyncio.gather(*(issue(op_id, step) for op_id, step in calls)))

@@ -5,7 +5,8 @@ runtime with one mistake of the kind real runtimes make; the chaos self-check
 runs every one and requires that the named invariant catches it.
 
 ``caught_by`` names the invariants (DESIGN.md §4) expected to fail;
-``needs_fault`` names the fault that can expose the mistake at all.
+``needs_fault`` names the fault that can expose the mistake at all (``a or b``:
+either of two).
 """
 
 from __future__ import annotations
@@ -621,6 +622,70 @@ _ANY_ARGS = "*"
 """The digest ``content-by-tool`` gives every call's arguments: all alike."""
 
 
+class _GivesUpExecutor(Executor):
+    def invoke(self, intent: IntentRecord, *, key_op: str | None = None) -> Steps[FinishRecord]:
+        if intent.snapshot.idempotency is not IdempotencyClass.UNKNOWN:
+            return (yield from super().invoke(intent, key_op=key_op))
+        # The mistake: a call of unknown effect (a shell command, a request: the slow ones)
+        # is given up as timed out, its outcome unknown, and the tool is never called.
+        return FinishRecord(
+            intent.op_id,
+            False,
+            None,
+            digest(None),
+            intent.attempt,
+            self.incarnation,
+            error="TransientToolError: gave up waiting: the outcome is unknown",
+            transient=True,
+        )
+        yield  # a generator, as every invoke is
+
+
+class GivesUpUnknown(BrokenRuntime):
+    mistake = (
+        "gives slow calls (of unknown effect) up as outcome unknown without running them: "
+        "an unknown finish and a VERIFY hint, and no tool called"
+    )
+    caught_by = ("I7", "I8", "I11")
+    _executor_class = _GivesUpExecutor
+
+
+class _TimeoutIsSuccessExecutor(Executor):
+    def invoke(self, intent: IntentRecord, *, key_op: str | None = None) -> Steps[FinishRecord]:
+        finish = yield from super().invoke(intent, key_op=key_op)
+        if finish.transient and intent.snapshot.idempotency is IdempotencyClass.NON_IDEMPOTENT:
+            # The mistake: a timed-out write that must not run twice (a tap, a payment) is
+            # taken for done, as if the request always went through.
+            return FinishRecord(
+                intent.op_id, True, None, digest(None), intent.attempt, self.incarnation
+            )
+        return finish
+
+
+class LostReplyOk(BrokenRuntime):
+    mistake = (
+        "takes a timed-out non-idempotent call for done: journals it SUCCEEDED and answers "
+        "ok, unverified"
+    )
+    caught_by = ("I2", "I11")
+    needs_fault = "lost-reply or lost-request"  # the same timeout: either exposes it
+    _executor_class = _TimeoutIsSuccessExecutor
+
+
+BOGUS_RESULT = {"bogus": True}
+
+
+class WrongResult(BrokenRuntime):
+    mistake = "answers a durable success from the journal with a wrong result"
+    caught_by = ("I11",)
+
+    def _outcome_of(self, op_id: str) -> CallOutcome:
+        outcome = super()._outcome_of(op_id)
+        if outcome.ok and outcome.result is not None:
+            return replace(outcome, result=BOGUS_RESULT)  # the mistake: not what was journaled
+        return outcome
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -645,6 +710,9 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "no-op-lock": NoOpLock,
     "stale-offset-truncate": StaleOffsetTruncate,
     "cancel-left-running": CancelLeftRunning,
+    "gives-up-unknown": GivesUpUnknown,
+    "lost-reply-ok": LostReplyOk,
+    "wrong-result": WrongResult,
     "content-by-tool": ContentByTool,
 }
 

@@ -64,11 +64,16 @@ from harness.runtime import (
     ToolFunction,
     VerifyHint,
 )
+from harness.world.store import result_digest
 
 if TYPE_CHECKING:
     from harness.agent.batch import Cancelled
 
 __all__ = ["MODELS", "PROOF_ENV", "ReissuingModel", "ReplanningModel", "ScriptedModel"]
+
+Told = tuple[str, str, object, str | None]
+"""What the model tells of a call: ack, fail or info; the op; the result it was handed;
+the op that answered it by content, if another did."""
 
 PROOF_ENV = "HARNESS_PROOF_FILE"
 """Set for a crash-free run that proves the scenario's checks: after every step told
@@ -121,13 +126,15 @@ class ScriptedModel:
         """The order in which this life issues a batch's calls: the plan's."""
         return steps
 
-    def issue(self, step: PlanStep, op_id: str) -> tuple[str, str, str | None]:
+    def issue(self, step: PlanStep, op_id: str) -> Told:
         """Run a step as ``op_id`` (the journal answers what it knows); what came of it (ack,
-        fail or info), the op id, and the op that answered it by content (if one did).
+        fail or info), the op id, the result the model was handed, and the op that
+        answered it by content (if one did).
 
         A step whose op was verified answers with its resolution: the effect
         was found (ack), it was redone (the redo's outcome), or it could not
-        be verified (info).
+        be verified (info). Returned as the words to tell: what, the op and the
+        result the model was handed.
         """
         return self.settle(
             step, op_id, self.runtime.call(op_id, step.tool, step.args, self.execute)
@@ -158,26 +165,30 @@ class ScriptedModel:
             elif outcome.status == "info" and outcome.hint is not None:
                 self.tell(*self.settle(step, op_id, outcome))
 
-    def settle(
-        self, step: PlanStep, op_id: str, outcome: CallOutcome
-    ) -> tuple[str, str, str | None]:
-        """What a call came to (ack, fail or info), once a lost reply is verified; the op
-        id, and the op that answered it by content (if one did)."""
+    def settle(self, step: PlanStep, op_id: str, outcome: CallOutcome) -> Told:
+        """What a call came to (ack, fail or info), once a lost reply is verified: what to
+        tell, the op, the result the model was handed, and the op that answered it by
+        content (if one did)."""
         if outcome.status == "info" and outcome.hint is not None:
             # The call's outcome is unknown now (a lost reply): say so, verify it at
             # once as after a restart, then answer from what was found. The op to
             # verify is the one the journal holds (another, when content answered).
-            self.tell("info", op_id, outcome.matched)
+            self.tell("info", op_id, answered_by=outcome.matched)
             journaled = outcome.matched or op_id
             self.verify(VerifyHint(journaled, step.tool, step.args, outcome.hint))
             outcome = self.runtime.outcome_of(op_id)
-        return ("ack" if outcome.ok else outcome.status), op_id, outcome.matched
+        return ("ack" if outcome.ok else outcome.status), op_id, outcome.result, outcome.matched
 
-    def tell(self, what: str, op_id: str, answered_by: str | None = None) -> None:
+    def tell(
+        self, what: str, op_id: str, result: object = None, answered_by: str | None = None
+    ) -> None:
         """Tell the outside world (the supervisor, standing for the user) about a step:
-        ``invoke``, then ``ack`` (it succeeded), ``fail`` or ``info`` (outcome unknown),
-        with the op that answered it when that is another op (identity by content)."""
-        tell_supervisor(f"{what} {op_id}" + (f" {answered_by}" if answered_by else ""))
+        ``invoke``, then ``ack`` (it succeeded) with the digest of the result it was
+        handed, ``fail`` or ``info`` (outcome unknown); then the op that answered it
+        when that is another op (identity by content)."""
+        digest = f" {result_digest(result)}" if what == "ack" else ""
+        by = f" {answered_by}" if answered_by else ""
+        tell_supervisor(f"{what} {op_id}{digest}{by}")
         if what == "ack" and self._proofs:
             self.prove(op_id, self._proofs)
 
@@ -223,7 +234,11 @@ class ScriptedModel:
                 hint.op_id, Resolution.UNVERIFIABLE, note=f"the check came to {check.status}"
             )
             return
-        if step.verify.holds(check.result):
+        holds = step.verify.holds(check.result)
+        # What the check was handed and what it found: an ack of the effect found rests on it.
+        found = "present" if holds else "absent"
+        tell_supervisor(f"check {hint.op_id} {result_digest(check.result)} {found}")
+        if holds:
             self.runtime.resolve(hint.op_id, Resolution.EFFECT_PRESENT, note="not redone")
             return
         if hint.op_id.count(REDO_SUFFIX) >= MAX_REDOES:

@@ -54,10 +54,13 @@ __all__ = ["run_batch_threads"]
 
 
 class Tell(Protocol):
-    """``tell(what, op_id, answered_by)``: the model's word to the supervisor
-    (``ScriptedModel.tell``); ``answered_by`` the op that answered the call by content."""
+    """``tell(what, op_id, result, answered_by)``: the model's word to the supervisor
+    (``ScriptedModel.tell``); ``result`` is what an ``ack`` was handed, ``answered_by``
+    the op that answered the call by content."""
 
-    def __call__(self, what: str, op_id: str, answered_by: str | None = None) -> None: ...
+    def __call__(
+        self, what: str, op_id: str, result: object = None, answered_by: str | None = None, /
+    ) -> None: ...
 
 
 class _Op:
@@ -97,10 +100,10 @@ def run_batch_threads(
         with world:
             return execute(name, args, ctx)
 
-    def told(what: str, op_id: str, answered_by: str | None = None) -> None:
+    def told(what: str, op_id: str, result: object, answered_by: str | None) -> None:
         # Telling may run a step's check against the world (a proof run): its turn too.
         with world:
-            tell(what, op_id, answered_by)
+            tell(what, op_id, result, answered_by)
 
     def deliver(op_id: str, step: PlanStep) -> CallOutcome:
         op = ops[op_id]
@@ -114,7 +117,7 @@ def run_batch_threads(
             if first:
                 op.outcome = outcome
         if first and (outcome.status != "info" or outcome.hint is None):
-            told("ack" if outcome.ok else outcome.status, op_id, outcome.matched)
+            told("ack" if outcome.ok else outcome.status, op_id, outcome.result, outcome.matched)
         return outcome
 
     deliveries = sum(2 if step.duplicate else 1 for _, step in calls)

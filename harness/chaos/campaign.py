@@ -105,6 +105,7 @@ def exhaustive_specs(
         None if threads else _batch_call(golden),
         threads=threads,
         disk_full=_appends_in_batches(golden, plan) if threads else (),
+        unsafe_call=_unsafe_call(golden),
     )
     return [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
@@ -145,6 +146,19 @@ def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
         return kinds.pop() if len(kinds) == 1 else None
 
     return safe
+
+
+def _unsafe_call(golden: Golden) -> Callable[[str, int], bool]:
+    """Whether the plan call a golden run's hit served must not run twice, by the table it
+    ran with (a hit of no plan call: False)."""
+    table = ToolTable.shipped() if golden.table is None else ToolTable.load(golden.table)
+    tools = {step.op_id: step.tool for step in load_plan(golden.directory / "plan.json").steps}
+
+    def unsafe(failpoint: str, hit: int) -> bool:
+        op = golden.op_at(failpoint, hit)
+        return op in tools and not table.classify(tools[op]).retry_safe
+
+    return unsafe
 
 
 def _batch_call(golden: Golden) -> Callable[[str, int], str | None]:

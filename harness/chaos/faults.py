@@ -29,6 +29,9 @@
 | cancel       | a batch call's asyncio task is cancelled after its intent or its       |
 |              | effect (failpoint ``op.after_intent@N=cancel``), as a framework's      |
 |              | timeout or a user pressing stop does                                   |
+| lost-request | an unsafe call's request is lost before the world sees it: nothing     |
+|              | happens, and the caller gets the timeout a lost reply gives            |
+|              | (failpoint ``op.request@N=lost-request``)                              |
 
 SIGKILL never loses data already written: the OS flushes it. Power loss does,
 and the journal's shadow file (``HARNESS_JOURNAL_SHADOW``) says how much was
@@ -75,6 +78,7 @@ FAULT_KINDS = {
     "unlisted": "the tool table does not list the scenario's writing tools",
     "version-skew": "a whole frame of a newer format appended, as a rolled-back upgrade leaves",
     "cancel": "a batch call is cancelled (CancelledError) after its intent or its effect",
+    "lost-request": "an unsafe call's request is lost before its effect (the same timeout)",
 }
 
 SECTOR = 512

@@ -195,6 +195,8 @@ class CrashSchedule:
                 kinds.add("disk-full")
             if "=lost-reply" in life.failpoints:
                 kinds.add("lost-reply")
+            if "=lost-request" in life.failpoints:
+                kinds.add("lost-request")
             if "=cancel" in life.failpoints:
                 kinds.add("cancel")
             if life.after_death:
@@ -249,6 +251,10 @@ InFlightSafe = Callable[[str, int], "bool | None"]
 BatchCall = Callable[[str, int], "str | None"]
 """Given a failpoint and a hit: the op id of the batch call it served (None: no batch call)."""
 
+UnsafeCall = Callable[[str, int], bool]
+"""Given a failpoint and a hit: whether the call it served is of a class that must not run
+twice (non-idempotent or unknown)."""
+
 CANCEL_AFTER_EFFECT_EVERY = 3
 """Of a run's batch calls, every third (the first, the fourth, ...) is also cancelled at
 its ``op.after_effect``: the finish is being written when the cancellation lands."""
@@ -273,6 +279,7 @@ def exhaustive_schedules(
     *,
     threads: bool = False,
     disk_full: Sequence[int] = (),
+    unsafe_call: UnsafeCall | None = None,
 ) -> Iterator[tuple[str, CrashSchedule]]:
     """Every op failpoint at every hit the crash-free run made, then recovery kills.
 
@@ -285,8 +292,10 @@ def exhaustive_schedules(
     kill between every journal write and its fsync (dropping or tearing it).
     Twice per scenario a kill is followed by a corrupted record, which the next
     start must refuse, and once by a frame of a newer format (``version-skew``),
-    which it must refuse too; a few appends meet a full disk; and every tool call
-    of the run once loses its reply after its effect (``lost-reply``). Each call
+    which it must refuse too; a few appends meet a full disk; every tool call
+    of the run once loses its reply after its effect (``lost-reply``), and every
+    call ``unsafe_call`` says must not run twice once loses its request before it
+    (``lost-request``): the caller cannot tell the two timeouts apart. Each call
     of a batch (``batch_call`` says which hits served one) is cancelled once after
     its intent, and a few after their effect (``cancel``).
 
@@ -334,6 +343,10 @@ def exhaustive_schedules(
         yield f"op.after_finish@{hit}+version-skew", CrashSchedule((skewed,))
     for hit in range(1, hits.get("op.reply", 0) + 1):
         yield f"op.reply@{hit}+lost-reply", CrashSchedule((Life(f"op.reply@{hit}=lost-reply"),))
+    for hit in range(1, hits.get("op.request", 0) + 1):
+        if unsafe_call is not None and unsafe_call("op.request", hit):
+            lost = Life(f"op.request@{hit}=lost-request")
+            yield f"op.request@{hit}+lost-request", CrashSchedule((lost,))
     appends = hits.get("journal.append", 0)
     for hit in sorted(hit for hit in {*DISK_FULL_HITS, *disk_full} if hit <= appends):
         full = Life(f"journal.append@{hit}=enospc")

@@ -17,7 +17,9 @@ user: from then on that success must never be undone), ``kill``, ``exit``, and
 ``fault`` (an after-death fault was applied, see ``harness.chaos.faults``),
 ``lost-reply`` (a call's reply was lost inside the life: the agent said so),
 ``cancel`` (a call was cancelled inside the life: the agent said so),
-``hint`` (the model read a VERIFY hint).
+``lost-request`` (a call's request was lost inside the life: the agent said so),
+``hint`` (the model read a VERIFY hint), ``check`` (what the model's check of
+a hinted op was handed, and whether it found the effect).
 What the user saw of each step goes to ``history.jsonl`` (see ``History``).
 
 Contract: every process it starts is reaped before ``run`` returns, whatever
@@ -364,8 +366,16 @@ class History:
             fault, _, at = op_id.partition(" ")
             _event(events, fault, life=life, at=at)
             return
-        # "ack s004b~2 s004a": the call was answered by another op, by content (I12).
-        op_id, _, answered_by = op_id.partition(" ")
+        if kind == "check":  # "check s003 <digest> present": what a check of a hint found
+            op_id, _, rest = op_id.partition(" ")
+            told, _, found = rest.partition(" ")
+            _event(events, "check", life=life, op=op_id, result=told or None, found=found)
+            return
+        # "ack s003 <digest>": the result it was handed; then, when another op answered the
+        # call by content (I12), that op: "ack s004b~2 <digest> s004a", "info s004b~2 s004a".
+        op_id, *rest = op_id.split(" ")
+        told = rest.pop(0) if kind == "ack" and rest else None
+        answered_by = rest[0] if rest else None
         if kind not in ("invoke", "ack", "fail", "info", "hint") or not op_id:
             return
         if kind == "hint":
@@ -373,8 +383,9 @@ class History:
             return
         if kind == "ack":
             # I1 holds the op to this promise: no execution of it the world
-            # commits after this point of its ledger.
-            _event(events, "ack", life=life, op=op_id, ledger_seq=ledger.last_seq())
+            # commits after this point of its ledger; I11 to the result it was handed.
+            seq = ledger.last_seq()
+            _event(events, "ack", life=life, op=op_id, ledger_seq=seq, result=told or None)
         by = {"answered_by": answered_by} if answered_by and kind != "invoke" else {}
         self._write("ok" if kind == "ack" else kind, op_id, life, **by)
         if kind == "invoke":

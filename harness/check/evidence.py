@@ -5,7 +5,9 @@ means: the journal through ``harness.check.journal`` (never the runtime's
 reader), the world's effect ledger and state, the supervisor's record of each
 life (``lives.json`` and the ``spawn`` events, which carry the journal's size
 when the life began and the tool table the supervisor handed it), what the
-user was told (``history.jsonl``, ``ack`` and ``hint`` events), the trial's
+user was told (``history.jsonl``, ``ack`` events with the digest of the result
+the model was handed, ``hint`` and ``check`` events, and the in-life faults the
+agent reported), the trial's
 spec (``trial.json``: its schedule), the compiled plan, and the golden world.
 
 Lives are told apart by the supervisor's observations alone: a ledger row
@@ -44,11 +46,15 @@ from harness.check.journal import (
 from harness.check.tables import CheckTable, read_table
 from harness.world.store import EffectRow, LedgerEntry, effect_rows, read_ledger
 
-__all__ = ["EVIDENCE", "LifeSeen", "TrialEvidence", "read_jsonl"]
+__all__ = ["EVIDENCE", "IN_LIFE_FAULTS", "LifeSeen", "TrialEvidence", "read_jsonl"]
 
-EVIDENCE = frozenset({"journal", "ledger", "history", "world"})
+EVIDENCE = frozenset({"journal", "ledger", "history", "world", "results"})
 """What a trial can offer to judge: this project's journal, the effect ledger,
-what the user was told, and the world's end state."""
+what the user was told, the world's end state, and the digest of the result the
+model was handed with each ``ack`` (``results``: the scripted model reports it)."""
+
+IN_LIFE_FAULTS = ("lost-reply", "lost-request", "cancel")
+"""Faults that land inside a life, each reported by the agent (``fault <kind> ...``)."""
 
 
 _OPENING = frozenset({"incarnation", "tail_dropped"})
@@ -335,8 +341,26 @@ class TrialEvidence:
 
     @cached_property
     def acks(self) -> list[dict[str, Any]]:
-        """Every ``ack`` the supervisor received: life, op, and the ledger's seq at that moment."""
+        """Every ``ack`` the supervisor received: life, op, the ledger's seq at that moment, and
+        the digest of the result the model was handed (``result``)."""
         return self.events_of("ack")
+
+    @cached_property
+    def in_life_faults(self) -> list[tuple[int, dict[str, Any]]]:
+        """Every lost reply, lost request and cancel the agent reported, with its place among
+        the events; the op it hit is the last word of its ``at``."""
+        return [(i, e) for i, e in enumerate(self.events) if e["event"] in IN_LIFE_FAULTS]
+
+    @cached_property
+    def told_unknown(self) -> list[dict[str, Any]]:
+        """Every ``info`` the model told (the supervisor's own, for a step in flight when a
+        life ended, carries ``why`` and is left out)."""
+        return [h for h in self.history if h["type"] == "info" and "why" not in h]
+
+    @cached_property
+    def last_told(self) -> dict[str, tuple[str, int]]:
+        """Plan call id -> the last thing the user was told of it, and in which life."""
+        return {plan_id(str(h["op"])): (str(h["type"]), int(h["life"])) for h in self.history}
 
     @cached_property
     def last_report(self) -> dict[str, str]:

@@ -28,6 +28,9 @@ snapshot that differs from that table is itself a failure (I5). A call a model
 re-issued under a new id (``s003~2``) is the plan call it names: its
 executions count as that call's (I1, I2, I4), and what the user was told of
 it as told of that call (I7, I8, I10), whatever the runtime matched it to.
+What the model was told is held to the world too (I11): the digest of the
+result each ``ack`` was handed against those the world recorded for each
+execution, and each ``info`` against a cause the supervisor saw.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Literal
 from harness.agent.plan import plan_id
 from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
-from harness.world.store import EffectRow, LedgerEntry, step_of
+from harness.world.store import OK, EffectRow, LedgerEntry, result_digest, step_of
 
 __all__ = ["INVARIANTS", "OUTCOMES", "TITLES", "Status", "Verdict", "check_trial", "trial_status"]
 
@@ -59,6 +62,10 @@ NOT_EFFECTS = frozenset({"questions"})
 # as sets, not multisets.
 SET_TABLES = frozenset({"downloads", "repo_blobs", "directories", "prepared"})
 MAX_EVIDENCE = 12
+NOTHING_HANDED = result_digest(None)
+"""The digest an ``ack`` carries when the model was handed no result: an op the model
+closed after its check found the effect (``EFFECT_PRESENT``)."""
+CHECK_SUFFIX = ".check"  # the model's read-only check of a hinted op (harness.agent.model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,8 +212,11 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
                         "being verified"
                     )
     problems += _unsafe_ran_twice(ev)
+    in_life = _hinted_before_ack(ev)
+    problems += [problem for problem in in_life if problem]
     if not ev.has_journal:
         checked = _unsafe_in_flight(ev)
+    checked += len(in_life)
     return _verdict(
         "I2", problems, f"{checked} unknown outcomes verified, none replayed", applied=checked > 0
     )
@@ -229,6 +239,49 @@ def _unsafe_in_flight(ev: TrialEvidence) -> int:
         life in restarted and not ev.tool_retry_safe(tool, life)
         for (life, _), tool in open_calls.items()
     )
+
+
+def _fault_op(event: dict[str, object]) -> str:
+    """The op an in-life fault hit: ``at`` is ``op.reply 3 s003``."""
+    return str(event.get("at", "")).rpartition(" ")[2]
+
+
+def _tool_of(ev: TrialEvidence, op_id: str) -> str | None:
+    """The tool an op of the plan calls (a check of a hinted op: None, it is a read)."""
+    if op_id.endswith(CHECK_SUFFIX):
+        return None
+    step = next((s for s in ev.plan.steps if s.op_id == step_of(op_id)), None)
+    return None if step is None else step.tool
+
+
+def _unsafe_op(ev: TrialEvidence, op_id: str, life: int) -> bool:
+    tool = _tool_of(ev, op_id)
+    return tool is not None and not ev.tool_retry_safe(tool, life)
+
+
+def _hinted_before_ack(ev: TrialEvidence) -> list[str]:
+    """In a life: an unsafe op whose reply or request was lost is not reported done before
+    the model reported reading its VERIFY hint. One entry per such fault, "" if it held."""
+    found = []
+    for at, fault in ev.in_life_faults:
+        op_id, life = _fault_op(fault), int(fault["life"])
+        if fault["event"] == "cancel" or not _unsafe_op(ev, op_id, life):
+            continue
+        problem = ""
+        for later in ev.events[at + 1 :]:
+            if int(later.get("life", 0)) != life:
+                continue
+            if later["event"] == "hint" and later["op"] == op_id:
+                break
+            if later["event"] == "ack" and step_of(str(later["op"])) == step_of(op_id):
+                problem = (
+                    f"{op_id}: its {str(fault['event']).replace('-', ' ')} in life {life} "
+                    f"({fault['at']}) left its outcome unknown, yet {later['op']} was reported "
+                    "done before the model read its VERIFY hint"
+                )
+                break
+        found.append(problem)
+    return found
 
 
 def _decided(ev: TrialEvidence, life: int, op_id: str, tool: str, want: str) -> list[str]:
@@ -476,6 +529,12 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
             problems.append(f"step {step.index} ({step.op_id} {step.tool}) never started")
         elif "unresolved" in states:
             problems.append(f"step {step.index} ({step.op_id} {step.tool}) left unresolved")
+        elif _unexcused_unknown(ev, step.op_id):
+            problems.append(
+                f"step {step.index} ({step.op_id} {step.tool}) ended unknown (info), yet "
+                "nothing left its outcome unknown: no kill in its flight, no lost reply or "
+                "request, no cancel (or the model never read its hint)"
+            )
     return _verdict(
         "I7", problems, f"done in {len(ev.lives)} lives, {len(ev.plan.steps)} steps accounted for"
     )
@@ -493,9 +552,83 @@ def _steps_settled_in_history(ev: TrialEvidence) -> list[str]:
 
 def _unverifiable_steps(ev: TrialEvidence) -> set[str]:
     """Steps no read-only tool can check (the plan says so) whose outcome the user was
-    told is unknown: their world rows may differ from the golden run's."""
+    told is unknown, where something could leave it so (``unknown_excused``): their
+    world rows may differ from the golden run's."""
     last = ev.last_report
-    return {s.op_id for s in ev.plan.steps if s.verify is None and last.get(s.op_id) == "info"}
+    return {
+        s.op_id
+        for s in ev.plan.steps
+        if s.verify is None and last.get(s.op_id) == "info" and not _unexcused_unknown(ev, s.op_id)
+    }
+
+
+def _unexcused_unknown(ev: TrialEvidence, step: str) -> bool:
+    """Whether the user was last told the step's outcome is unknown with nothing to excuse it."""
+    told = ev.last_told.get(step)
+    return told is not None and told[0] == "info" and unknown_excused(ev, step, told[1]) is None
+
+
+def unknown_excused(ev: TrialEvidence, step: str, life: int) -> str | None:
+    """Why the outcome of a plan step could be unknown to the model in ``life``, by the
+    supervisor's own observations; None when nothing could leave it so.
+
+    An op of the step (its call, a re-issued id, a redo) lost its reply or its request,
+    or was cancelled, in that life or before; or it was in flight when an earlier life
+    ended without finishing (killed, stopped by a full disk): the supervisor told the
+    user it was in flight, the kill landed at one of its points, or the model was
+    verifying it then; or the world times the call out on its first attempts (the
+    plan's ``fail_attempts``), which for a class that must not run twice is no
+    failure but an unknown outcome. An unsafe op's outcome stays unknown only once the
+    model read its VERIFY hint after that (a retry-safe one is run again).
+    """
+    hints = [
+        (i, int(e["life"]))
+        for i, e in enumerate(ev.events)
+        if e["event"] == "hint" and step_of(str(e["op"])) == step
+    ]
+    for at, fault in ev.in_life_faults:
+        op_id, when = _fault_op(fault), int(fault["life"])
+        if step_of(op_id) != step or when > life:
+            continue
+        if not _unsafe_op(ev, op_id, when) or any(i > at for i, _ in hints):
+            return f"{fault['event']} of {op_id} in life {when}"
+        if fault["event"] == "cancel" and _settled_later(ev, step, when):
+            # The cancel came once the outcome was journaled: the call made again was
+            # answered from it, with no hint to read.
+            return f"cancel of {op_id} in life {when}, its outcome told since"
+    for seen in ev.lives:
+        if seen.life >= life:
+            break
+        if _left_in_flight(ev, seen, step) and any(h > seen.life for _, h in hints):
+            return f"in flight when life {seen.life} ended ({_ended(seen)})"
+    planned = next((s for s in ev.plan.steps if s.op_id == step), None)
+    if planned is not None and planned.args.get("fail_attempts") and hints:
+        return f"the world times {step} out on its first {planned.args['fail_attempts']} attempts"
+    return None
+
+
+def _settled_later(ev: TrialEvidence, step: str, life: int) -> bool:
+    """Whether the user was told in ``life`` that the step succeeded or failed, after an
+    ``info``."""
+    told = [h["type"] for h in ev.history if int(h["life"]) == life and step_of(h["op"]) == step]
+    return "info" in told and any(t in ("ok", "fail") for t in told[told.index("info") :])
+
+
+def _left_in_flight(ev: TrialEvidence, seen: LifeSeen, step: str) -> bool:
+    """Whether a life ended without finishing while an op of the step was under way."""
+    if seen.killed is None and seen.returncode == 0:
+        return False
+    if seen.reached and step_of((seen.reached or "").rpartition(" ")[2]) == step:
+        return True
+    told = [
+        h
+        for h in ev.history
+        if int(h["life"]) == seen.life and step_of(str(h["op"])) == step and h["type"] != "invoke"
+    ]
+    if any("why" in h for h in told):
+        return True  # the supervisor saw it invoked and never settled
+    hinted = any(step_of(str(e["op"])) == step for e in ev.events_of("hint", seen.life))
+    return hinted and (not told or told[-1]["type"] not in ("ok", "fail"))
 
 
 def _world_counter(rows: Iterable[EffectRow], skip_steps: set[str]) -> Counter[tuple[str, ...]]:
@@ -687,6 +820,82 @@ def check_fail_means_no_effect(ev: TrialEvidence) -> Verdict:
     )
 
 
+def check_told_the_truth(ev: TrialEvidence) -> Verdict:
+    """I11: what the model was told of each step is what the world did.
+
+    From the ledger, the supervisor's events and the history only. Every ``ack``
+    carries the digest of the result the model was handed: it must be the result
+    an execution of the op returned (the world records each one's outcome and
+    result digest with its effect), or of a redo standing for it, or of the call a
+    re-issued id names, committed before the ack; or, when the model was handed no
+    result, its check of a hinted op of the step must have found the effect (the
+    digest the model reports for the check matching an execution of that check).
+    Every ``info`` the model told must have a cause the supervisor saw
+    (``unknown_excused``): a kill in the op's flight, a lost reply or request, a
+    cancel, and for an unsafe op its VERIFY hint read since.
+    """
+    problems = []
+    for ack in ev.acks:
+        problems += _ack_matches(ev, ack)
+    for op_id, life in dict.fromkeys((str(t["op"]), int(t["life"])) for t in ev.told_unknown):
+        if unknown_excused(ev, step_of(op_id), life) is None:
+            problems.append(
+                f"{op_id} was reported unknown (info) in life {life}, yet nothing the "
+                "supervisor saw left it so: no kill in its flight, no lost reply or request, "
+                "no cancel (or the model never read its hint)"
+            )
+    return _verdict(
+        "I11",
+        problems,
+        f"{len(ev.acks)} acks match what the world returned, "
+        f"{len(ev.told_unknown)} unknowns have a cause",
+    )
+
+
+def _ack_matches(ev: TrialEvidence, ack: dict[str, object]) -> list[str]:
+    op_id, life, told = str(ack["op"]), ack["life"], ack.get("result")
+    seen = ack.get("ledger_seq")
+    if not isinstance(told, str):
+        return [f"{op_id} was reported done in life {life} without the digest of its result"]
+    runs = [
+        e
+        for e in _step_chain(ev, op_id)
+        if e.outcome == OK
+        and not e.op_id.endswith(CHECK_SUFFIX)
+        and (not isinstance(seen, int) or e.seq <= seen)
+    ]
+    if any(e.result == told for e in runs):
+        return []
+    if told == NOTHING_HANDED and _effect_found(ev, op_id, ack):
+        return []
+    ran = ", ".join(f"{e.op_id} #{e.seq} {str(e.result)[:12]}" for e in runs) or "none"
+    handed = "no result" if told == NOTHING_HANDED else f"a result of digest {told[:12]}"
+    return [
+        f"{op_id} was reported done in life {life} with {handed}, which no execution of it "
+        f"returned and no check of it found (executions that succeeded: {ran})"
+    ]
+
+
+def _effect_found(ev: TrialEvidence, op_id: str, ack: dict[str, object]) -> bool:
+    """Whether, before this ack, a check of a hinted op of its step found the effect, and
+    was handed what an execution of that check returned."""
+    step = step_of(op_id)
+    checks = {
+        (e.op_id, e.result) for e in ev.ledger if e.outcome == OK and e.op_id.endswith(CHECK_SUFFIX)
+    }
+    for event in ev.events:
+        if event is ack:
+            return False
+        if (
+            event["event"] == "check"
+            and event.get("found") == "present"
+            and step_of(str(event["op"])) == step
+            and (f"{event['op']}{CHECK_SUFFIX}", event.get("result")) in checks
+        ):
+            return True
+    return False
+
+
 def check_faults_landed(ev: TrialEvidence) -> Verdict:
     """F: every fault the schedule asked for happened, by the supervisor's own observation.
 
@@ -705,7 +914,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
         life = lives.get(number)
         asked = [spec for spec in str(planned.get("failpoints", "")).split(",") if spec]
         kills = [spec for spec in asked if spec.endswith("=kill")]
-        losses = [spec for spec in asked if spec.endswith("=lost-reply")]
+        losses = [spec for spec in asked if spec.endswith(("=lost-reply", "=lost-request"))]
         cancels = [spec for spec in asked if spec.endswith("=cancel")]
         wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
         wanted += "=enospc" in ",".join(asked)
@@ -734,13 +943,16 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                     f"life {number}: the kill {planned['kill_after_ms']} ms after {since} never "
                     f"fired ({_ended(life)})"
                 )
-        for spec in (spec for spec in asked if spec.endswith("=lost-reply")):
-            name, _, hit = spec.removesuffix("=lost-reply").partition("@")
+        for spec in losses:
+            where, _, kind = spec.partition("=")
+            name, _, hit = where.partition("@")
             at = f"{name} {hit}" if hit else name
-            if any(str(e.get("at", "")).startswith(at) for e in ev.events_of("lost-reply", number)):
+            if any(str(e.get("at", "")).startswith(at) for e in ev.events_of(kind, number)):
                 landed += 1
             else:
-                problems.append(f"life {number}: the lost reply at {spec} never happened")
+                problems.append(
+                    f"life {number}: the {kind.replace('-', ' ')} at {spec} never happened"
+                )
         for spec in cancels:
             name, _, hit = spec.removesuffix("=cancel").partition("@")
             at = f"{name} {hit}" if hit else name
@@ -860,8 +1072,9 @@ TITLES = {
     "I8": "end state equals the golden run",
     "I9": "journal integrity: torn tail dropped, corruption refused",
     "I10": "fail means no effect: no effect left, none repeated in-process",
-    "F": "every scheduled fault landed",
+    "I11": "told the truth: what the model was told matches the world",
     "I12": "a call answered by content, from an op of its tool and arguments",
+    "F": "every scheduled fault landed",
 }
 
 INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
@@ -875,8 +1088,9 @@ INVARIANTS: dict[str, Callable[[TrialEvidence], Verdict]] = {
     "I8": check_end_state,
     "I9": check_journal_integrity,
     "I10": check_fail_means_no_effect,
-    "F": check_faults_landed,
+    "I11": check_told_the_truth,
     "I12": check_answered_by_own_content,
+    "F": check_faults_landed,
 }
 
 NEEDS: dict[str, frozenset[str]] = {
@@ -890,13 +1104,14 @@ NEEDS: dict[str, frozenset[str]] = {
     "I8": frozenset({"world"}),
     "I9": frozenset({"journal"}),
     "I10": frozenset({"ledger", "history", "world"}),
-    "F": frozenset(),
+    "I11": frozenset({"ledger", "history", "results"}),
     "I12": frozenset({"journal", "history"}),
+    "F": frozenset(),
 }
 """The evidence each invariant needs; without it the invariant is not judged."""
 
 
-_JUDGED_WITHOUT_JOURNAL = frozenset({"I8", "I9", "I10", "F"})
+_JUDGED_WITHOUT_JOURNAL = frozenset({"I8", "I9", "I10", "I11", "F"})
 """Judged from the world, the journal file's bytes and the supervisor, readable or not."""
 
 

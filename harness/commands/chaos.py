@@ -425,13 +425,21 @@ def _has_batch(scenario: str) -> bool:
 
 
 def _with(fault: str) -> Callable[[TrialSpec], bool]:
-    """Keep the trials whose schedule has ``fault``."""
-    return lambda spec: fault in spec.schedule.fault_kinds
+    """Keep the trials whose schedule has ``fault`` (one of them, for ``a or b``)."""
+    kinds = _kinds(fault)
+    return lambda spec: bool(kinds & spec.schedule.fault_kinds)
 
 
 def _without(fault: str) -> Callable[[TrialSpec], bool]:
-    """Keep the trials whose schedule has no ``fault``."""
-    return lambda spec: fault not in spec.schedule.fault_kinds
+    """Keep the trials whose schedule has no ``fault`` (none of them, for ``a or b``)."""
+    kinds = _kinds(fault)
+    return lambda spec: not kinds & spec.schedule.fault_kinds
+
+
+def _kinds(fault: str) -> frozenset[str]:
+    """The faults a broken runtime's ``needs_fault`` names: one, or ``lost-reply or
+    lost-request`` when either exposes its mistake."""
+    return frozenset(fault.split(" or "))
 
 
 RERUNS = 40

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.runtime.errors import ToolError
@@ -34,64 +34,81 @@ __all__ = [
 ]
 
 
-def _record_call(world: WorldStore, args: Mapping[str, Any], ctx: CallContext, kind: str) -> str:
-    """Record the call; returns a short hash of it for the fake result."""
+Reply = Callable[[str], dict[str, Any]]
+"""Given the short hash of a call, its fake result."""
+
+
+def _record_call(
+    world: WorldStore, args: Mapping[str, Any], ctx: CallContext, kind: str, reply: Reply
+) -> dict[str, Any]:
+    """Record the call; returns its fake result, made from a short hash of it."""
     call = {k: v for k, v in args.items() if k != "fail_attempts"}
     payload = json.dumps(call, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    h = hashlib.sha256(f"{kind}:{payload}".encode()).hexdigest()[:12]
     with world.execution(ctx) as db:
         db.execute(
             "INSERT INTO calls (kind, payload, op_id) VALUES (?, ?, ?)", (kind, payload, ctx.op_id)
         )
-    return hashlib.sha256(f"{kind}:{payload}".encode()).hexdigest()[:12]
+        return world.answer(db, ctx, reply(h))
 
 
 def shell_execute(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
-    _record_call(world, args, ctx, "shell")
-    return {"exit_code": 0, "stdout": f"simulated: {args['command']}\n", "stderr": ""}
+    out = {"exit_code": 0, "stdout": f"simulated: {args['command']}\n", "stderr": ""}
+    return _record_call(world, args, ctx, "shell", lambda h: out)
 
 
 def terminal_exec(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
-    _record_call(world, args, ctx, "terminal_exec")
-    return {"exit_code": 0, "stdout": f"simulated: {args['command']}\n", "stderr": ""}
+    out = {"exit_code": 0, "stdout": f"simulated: {args['command']}\n", "stderr": ""}
+    return _record_call(world, args, ctx, "terminal_exec", lambda h: out)
 
 
 def code_runner(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
-    h = _record_call(world, args, ctx, "code")
-    return {"exit_code": 0, "stdout": f"simulated {args['language']} run {h}\n", "stderr": ""}
+    def reply(h: str) -> dict[str, Any]:
+        return {"exit_code": 0, "stdout": f"simulated {args['language']} run {h}\n", "stderr": ""}
+
+    return _record_call(world, args, ctx, "code", reply)
 
 
 def http_request(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
-    h = _record_call(world, args, ctx, "http")
-    return {"status": 200, "body": f"simulated {args['method']} {args['url']} ({h})"}
+    return _record_call(
+        world,
+        args,
+        ctx,
+        "http",
+        lambda h: {"status": 200, "body": f"simulated {args['method']} {args['url']} ({h})"},
+    )
 
 
 def mcp_call(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
-    h = _record_call(world, args, ctx, "mcp")
-    text = f"simulated {args['server']}/{args['tool']} ({h})"
-    return {"content": [{"type": "text", "text": text}], "isError": False}
+    def reply(h: str) -> dict[str, Any]:
+        text = f"simulated {args['server']}/{args['tool']} ({h})"
+        return {"content": [{"type": "text", "text": text}], "isError": False}
+
+    return _record_call(world, args, ctx, "mcp", reply)
 
 
-def _ask(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> int:
-    """Record the question once per op; returns the question's hash as a number."""
+def _ask(
+    world: WorldStore, args: Mapping[str, Any], ctx: CallContext, reply: Callable[[int], Any]
+) -> dict[str, Any]:
+    """Record the question once per op; returns the answer, made from the question's hash."""
     question: str = args["question"]
+    h = int.from_bytes(hashlib.sha256(question.encode()).digest()[:8], "big")
     with world.execution(ctx) as db:
         db.execute(
             "INSERT OR IGNORE INTO questions (tool, question, op_id) VALUES (?, ?, ?)",
             (ctx.tool, question, ctx.op_id),
         )
-    return int.from_bytes(hashlib.sha256(question.encode()).digest()[:8], "big")
+        return world.answer(db, ctx, reply(h))
 
 
 def ask_user(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
-    h = _ask(world, args, ctx)
-    return {"answer": f"scripted answer {h:016x}"}
+    return _ask(world, args, ctx, lambda h: {"answer": f"scripted answer {h:016x}"})
 
 
 def ask_user_confirm(
     world: WorldStore, args: Mapping[str, Any], ctx: CallContext
 ) -> dict[str, Any]:
-    _ask(world, args, ctx)
-    return {"confirmed": True}
+    return _ask(world, args, ctx, lambda h: {"confirmed": True})
 
 
 def ask_user_choice(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -99,5 +116,4 @@ def ask_user_choice(world: WorldStore, args: Mapping[str, Any], ctx: CallContext
     if not options:
         # Checked before asking: nobody can pick from nothing.
         raise ToolError("ask_user_choice: options must not be empty")
-    h = _ask(world, args, ctx)
-    return {"choice": options[h % len(options)]}
+    return _ask(world, args, ctx, lambda h: {"choice": options[h % len(options)]})

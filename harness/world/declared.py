@@ -210,19 +210,21 @@ def _steps(
     with world.execution(ctx) as db:
         problem = None if check is None else check(db)
         if problem is None and not tool.multi_step:
-            return apply(db)
+            return world.answer(db, ctx, apply(db))
         if problem is None:
             db.execute(
                 "INSERT OR IGNORE INTO prepared (tool, call, op_id) VALUES (?, ?, ?)",
                 (tool.name, canonical_json(_call(args)), ctx.op_id),
             )
-    if problem is not None:  # ledgered, no effect, and the call fails
+        else:  # ledgered, no effect, and the call fails
+            error = world.refuse(db, ctx, f"{tool.name}: {problem}")
+    if problem is not None:
         from harness.runtime.errors import ToolError  # here: a plan's reader loads no runtime
 
-        raise ToolError(f"{tool.name}: {problem}")
+        raise ToolError(error)
     ctx.mid_effect()
     with world.transaction() as db:
-        return apply(db)
+        return world.answer(db, ctx, apply(db))
 
 
 def _read(
@@ -234,27 +236,31 @@ def _read(
                 "SELECT message FROM outbox WHERE channel = ? ORDER BY id", (tool.channel,)
             ).fetchall()
             messages = [json.loads(m) for (m,) in rows]
-            return {"channel": tool.channel, "messages": messages, "count": len(messages)}
+            return world.answer(
+                db, ctx, {"channel": tool.channel, "messages": messages, "count": len(messages)}
+            )
         if tool.key is not None:
             key = args[tool.key]
             found = _record(db, tool, key)
-            return {
+            one = {
                 "collection": tool.collection,
                 "key": key,
                 "found": found is not None,
                 "value": None if found is None else json.loads(found),
             }
+            return world.answer(db, ctx, one)
         rows = db.execute(
             "SELECT key, value FROM records WHERE collection = ? ORDER BY key", (tool.collection,)
         ).fetchall()
-    records = {key: json.loads(value) for key, value in rows}
-    return {
-        "collection": tool.collection,
-        "keys": list(records),
-        "values": list(records.values()),
-        "records": records,
-        "count": len(records),
-    }
+        records = {key: json.loads(value) for key, value in rows}
+        every = {
+            "collection": tool.collection,
+            "keys": list(records),
+            "values": list(records.values()),
+            "records": records,
+            "count": len(records),
+        }
+        return world.answer(db, ctx, every)
 
 
 def _put(

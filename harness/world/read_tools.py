@@ -1,7 +1,8 @@
 """The READ_ONLY simulated tools: they look at the world and change nothing in it.
 
-Each call is still a real execution: it is ledgered, in a transaction of its
-own, so that a checker can count how many times a read ran. Results are plain
+Each call is still a real execution: it is ledgered, with the digest of what it
+returned, in a transaction of its own, so that a checker can count how many
+times a read ran and what each one saw. Results are plain
 JSON dicts, deterministic for a given world state (``web_search`` for a given
 query); they are what the model uses to verify an effect after a VERIFY hint.
 """
@@ -39,7 +40,9 @@ def read_file(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> d
     path = normalize_path(args["path"])
     with world.execution(ctx) as db:
         row = db.execute("SELECT content FROM files WHERE path = ?", (path,)).fetchone()
-    return {"path": path, "exists": row is not None, "content": None if row is None else row[0]}
+        content = None if row is None else row[0]
+        found = {"path": path, "exists": row is not None, "content": content}
+        return world.answer(db, ctx, found)
 
 
 def list_files(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -48,8 +51,8 @@ def list_files(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> 
     prefix = path if path.endswith("/") else f"{path}/"
     with world.execution(ctx) as db:
         paths = [p for (p,) in db.execute(_UNDER, (len(prefix), prefix, len(prefix), prefix))]
-    entries = {p[len(prefix) :].split("/", 1)[0] for p in paths}
-    return {"path": path, "entries": sorted(entries - {""})}
+        entries = {p[len(prefix) :].split("/", 1)[0] for p in paths}
+        return world.answer(db, ctx, {"path": path, "entries": sorted(entries - {""})})
 
 
 # substr, not LIKE: a path may hold '%' or '_'.
@@ -62,8 +65,6 @@ _UNDER = (
 def web_search(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
     """Three fake results derived from the query's hash: no network, same query same results."""
     query: str = args["query"]
-    with world.execution(ctx):
-        pass
     h = hashlib.sha256(query.encode()).hexdigest()
     results = [
         {
@@ -73,7 +74,8 @@ def web_search(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> 
         }
         for i in range(3)
     ]
-    return {"query": query, "results": results}
+    with world.execution(ctx) as db:
+        return world.answer(db, ctx, {"query": query, "results": results})
 
 
 def ui_dump(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -81,7 +83,7 @@ def ui_dump(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dic
         fields = dict(db.execute("SELECT field, text FROM ui_fields ORDER BY field").fetchall())
         taps = _column(db, "SELECT element FROM ui_taps ORDER BY id")
         submissions = _column(db, "SELECT form FROM submissions WHERE channel = 'ui' ORDER BY id")
-    return {"fields": fields, "taps": taps, "submissions": submissions}
+        return world.answer(db, ctx, {"fields": fields, "taps": taps, "submissions": submissions})
 
 
 def logcat(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -91,7 +93,7 @@ def logcat(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict
             lines = _column(db, "SELECT line FROM log ORDER BY id")
         else:
             lines = _column(db, "SELECT line FROM log WHERE tag = ? ORDER BY id", (tag,))
-    return {"tag": tag, "lines": lines}
+        return world.answer(db, ctx, {"tag": tag, "lines": lines})
 
 
 def browser_snapshot(
@@ -104,12 +106,13 @@ def browser_snapshot(
         submitted = _column(
             db, "SELECT form FROM submissions WHERE channel = 'browser' ORDER BY id"
         )
-    return {
-        "url": None if current is None else current[0],
-        "history": history,
-        "clicks": clicks,
-        "submitted": submitted,
-    }
+        seen = {
+            "url": None if current is None else current[0],
+            "history": history,
+            "clicks": clicks,
+            "submitted": submitted,
+        }
+        return world.answer(db, ctx, seen)
 
 
 def _column(db: sqlite3.Connection, sql: str, params: tuple[str, ...] = ()) -> list[Any]:

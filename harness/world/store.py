@@ -9,8 +9,14 @@ Contract:
 
 - Every real execution of a tool inserts exactly one ``ledger`` row, in the
   same transaction as the effect of its first step. A tool that fails at the
-  gate (bad arguments, a simulated transient error) never reaches the world and
-  leaves no row.
+  gate (bad arguments, a simulated transient error, a lost request) never
+  reaches the world and leaves no row.
+- The row also says what the execution came to: its ``outcome`` (``ok``, or
+  ``error`` for a failure that depends on the world and left no effect) and the
+  ``result_digest`` of what it returned (of the error, for an ``error``),
+  written in the transaction of its last step (``answer``, ``refuse``). An
+  execution cut short between its steps (a kill at ``op.mid_effect``) has
+  neither: it returned nothing to anyone.
 - A row's ``pid`` is the agent process whose call it ran: this process's own,
   or, for a tool server that runs an agent's calls in the agent's process group
   (``harness.adapters.mcp_tools_server``), the agent's (``ledger_pid``). The
@@ -35,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the readers (the checkers') load no runtime
     from harness.runtime.executor import CallContext
@@ -50,11 +56,12 @@ __all__ = [
     "effect_rows",
     "fold_wal",
     "read_ledger",
+    "result_digest",
     "step_of",
     "world_digest",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +165,23 @@ _LEDGER_DDL = (
     "CREATE TABLE IF NOT EXISTS ledger ("
     "seq INTEGER PRIMARY KEY AUTOINCREMENT, op_id TEXT NOT NULL, tool TEXT NOT NULL, "
     "attempt INT NOT NULL, incarnation INT NOT NULL, pid INT NOT NULL, time_ns INT NOT NULL, "
-    "journal_pos INT, step TEXT NOT NULL)"
+    "journal_pos INT, step TEXT NOT NULL, outcome TEXT, result TEXT)"
 )
+
+OK, ERROR = "ok", "error"
+"""The outcomes a ledger row records: the tool returned a result, or refused the call."""
+
+
+def result_digest(result: object) -> str:
+    """The digest of a tool's result: sha256 of its canonical JSON.
+
+    One definition for both ends: the world records it for each execution, and
+    the scripted model reports it for the result it was handed (``ack``).
+    """
+    text = json.dumps(
+        result, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def step_of(op_id: str) -> str:
@@ -182,6 +204,10 @@ class LedgerEntry:
     time_ns: int
     journal_pos: int | None
     step: str
+    outcome: str | None = None
+    """``ok`` or ``error`` once the execution returned; None when it was cut short."""
+    result: str | None = None
+    """The ``result_digest`` of what it returned (of its error, for an ``error``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,13 +320,38 @@ class WorldStore:
                     ctx.tool,
                     ctx.attempt,
                     ctx.incarnation,
-                    os.getpid() if self.ledger_pid is None else self.ledger_pid,
+                    self._pid(),
                     time.time_ns(),
                     self._journal_pos(),
                     step_of(ctx.op_id),
                 ),
             )
             yield tx
+
+    def answer(
+        self, db: sqlite3.Connection, ctx: CallContext, result: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Record, inside the transaction of the execution's last step, that it returned
+        ``result``; returns it."""
+        self._outcome(db, ctx, OK, result_digest(result))
+        return result
+
+    def refuse(self, db: sqlite3.Connection, ctx: CallContext, error: str) -> str:
+        """Record, inside the execution's transaction, that it failed with ``error`` (a
+        failure that depends on the world: no effect); returns the error."""
+        self._outcome(db, ctx, ERROR, result_digest(error))
+        return error
+
+    def _outcome(self, db: sqlite3.Connection, ctx: CallContext, outcome: str, digest: str) -> None:
+        # The execution's row: the last one of this op and attempt by this process.
+        db.execute(
+            "UPDATE ledger SET outcome = ?, result = ? WHERE seq = (SELECT max(seq) FROM "
+            "ledger WHERE op_id = ? AND attempt = ? AND pid = ?)",
+            (outcome, digest, ctx.op_id, ctx.attempt, self._pid()),
+        )
+
+    def _pid(self) -> int:
+        return os.getpid() if self.ledger_pid is None else self.ledger_pid
 
     def _journal_pos(self) -> int | None:
         # Taken while holding the write lock, after the runtime's intent append
@@ -343,8 +394,8 @@ def read_ledger(db_path: Path) -> list[LedgerEntry]:
     """Every ledgered execution, in the order they committed."""
     with _read_only(db_path) as db:
         rows = db.execute(
-            "SELECT seq, op_id, tool, attempt, incarnation, pid, time_ns, journal_pos, step "
-            "FROM ledger ORDER BY seq"
+            "SELECT seq, op_id, tool, attempt, incarnation, pid, time_ns, journal_pos, step, "
+            "outcome, result FROM ledger ORDER BY seq"
         ).fetchall()
     return [LedgerEntry(*row) for row in rows]
 

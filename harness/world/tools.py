@@ -10,11 +10,14 @@ gate first, which touches nothing and leaves no ledger row:
 2. ``fail_attempts >= ctx.attempt`` raises ``TransientToolError``, which the
    executor may retry in-process.
 
-Past the gate the tool really executes: it is ledgered in the transaction of
-its first step (see ``store``). Once its effect is committed it hits the
-failpoint ``op.reply`` on the way back, where a lost reply (``lost-reply``)
-turns a done call into a timeout. Contract: the only thing a simulated tool ever
-changes is the world database, and its result is a JSON-serialisable dict.
+Past the gate the request hits the failpoint ``op.request`` on its way to the
+world, where a lost request (``lost-request``) turns it into a timeout with
+nothing done. Then the tool really executes: it is ledgered in the transaction
+of its first step, and what it returned in that of its last (see ``store``).
+Once its effect is committed it hits the failpoint ``op.reply`` on the way
+back, where a lost reply (``lost-reply``) turns a done call into a timeout.
+Contract: the only thing a simulated tool ever changes is the world database,
+and its result is a JSON-serialisable dict.
 """
 
 from __future__ import annotations
@@ -125,6 +128,7 @@ def make_tool_function(
                 f"{tool}: simulated transient failure on attempt {ctx.attempt} "
                 f"(fail_attempts={args['fail_attempts']})"
             )
+        failpoint("op.request", ctx.op_id)  # past the gate; the world has not seen it yet
         if declared is not None:
             result = run_declared(declared, world, args, ctx)
         else:

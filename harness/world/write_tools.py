@@ -57,9 +57,9 @@ def write_file(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> 
                 "DO UPDATE SET content = excluded.content, op_id = excluded.op_id",
                 (path, content, ctx.op_id),
             )
-    if is_dir:
-        raise ToolError(f"write_file: {path} is a directory")
-    return {"path": path, "bytes": len(content.encode())}
+            return world.answer(db, ctx, {"path": path, "bytes": len(content.encode())})
+        error = world.refuse(db, ctx, f"write_file: {path} is a directory")
+    raise ToolError(error)
 
 
 def create_directory(
@@ -69,16 +69,24 @@ def create_directory(
     path = normalize_path(args["path"])
     components = _components(path)
     created: list[str] = []
+    first, rest = components[:1], components[1:]
     with world.execution(ctx) as db:
         blocked = next((c for c in components if _is_file(db, c)), None)
-        if blocked is None and components:
-            _mkdir(db, ctx, components[0], created)
+        if blocked is not None:
+            error = world.refuse(db, ctx, f"create_directory: {blocked} exists and is a file")
+        else:
+            for component in first:
+                _mkdir(db, ctx, component, created)
+            if not rest:
+                return world.answer(db, ctx, {"path": path, "created": created})
     if blocked is not None:
-        raise ToolError(f"create_directory: {blocked} exists and is a file")
-    for component in components[1:]:
+        raise ToolError(error)
+    for component in rest:
         ctx.mid_effect()
         with world.transaction() as db:
             _mkdir(db, ctx, component, created)
+            if component is rest[-1]:  # the last step says what the call did
+                world.answer(db, ctx, {"path": path, "created": created})
     return {"path": path, "created": created}
 
 
@@ -116,7 +124,7 @@ def app_install(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) ->
         ).rowcount
         if added:
             _log(db, ctx, "PackageManager", f"installed {package}")
-    return {"package": package, "already_installed": not added}
+        return world.answer(db, ctx, {"package": package, "already_installed": not added})
 
 
 def browser_navigate(
@@ -134,7 +142,7 @@ def browser_navigate(
                 (url, ctx.op_id),
             )
             db.execute("INSERT INTO browser_history (url, op_id) VALUES (?, ?)", (url, ctx.op_id))
-    return {"url": url, "navigated": moved}
+        return world.answer(db, ctx, {"url": url, "navigated": moved})
 
 
 def github_write_file(
@@ -158,7 +166,7 @@ def github_write_file(
             "op_id = excluded.op_id",
             (repo, path, content, ctx.op_id),
         )
-    return {"repo": repo, "path": path, "sha": sha}
+        return world.answer(db, ctx, {"repo": repo, "path": path, "sha": sha})
 
 
 # NON_IDEMPOTENT
@@ -170,9 +178,9 @@ def app_uninstall(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) 
         removed = db.execute("DELETE FROM installed_apps WHERE package = ?", (package,)).rowcount
         if removed:
             _log(db, ctx, "PackageManager", f"uninstalled {package}")
-    if not removed:
-        raise ToolError(f"app_uninstall: {package} is not installed")
-    return {"package": package, "uninstalled": True}
+            return world.answer(db, ctx, {"package": package, "uninstalled": True})
+        error = world.refuse(db, ctx, f"app_uninstall: {package} is not installed")
+    raise ToolError(error)
 
 
 def ui_tap(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -182,7 +190,7 @@ def ui_tap(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict
         db.execute("INSERT INTO ui_taps (element, op_id) VALUES (?, ?)", (element, ctx.op_id))
         if form is not None:
             _submit(db, ctx, "ui", form)
-    return {"element": element, "submitted": form}
+        return world.answer(db, ctx, {"element": element, "submitted": form})
 
 
 def input_text(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -196,7 +204,7 @@ def input_text(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> 
             (field, text, ctx.op_id),
         )
         (now,) = db.execute("SELECT text FROM ui_fields WHERE field = ?", (field,)).fetchone()
-    return {"field": field, "text": now}
+        return world.answer(db, ctx, {"field": field, "text": now})
 
 
 def browser_click(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -208,7 +216,7 @@ def browser_click(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) 
         )
         if form is not None:
             _submit(db, ctx, "browser", form)
-    return {"selector": selector, "submitted": form}
+        return world.answer(db, ctx, {"selector": selector, "submitted": form})
 
 
 def _submit(db: sqlite3.Connection, ctx: CallContext, channel: str, form: str) -> None:
@@ -223,7 +231,7 @@ def terminal_send(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) 
     with world.execution(ctx) as db:
         db.execute("INSERT INTO terminal_input (text, op_id) VALUES (?, ?)", (text, ctx.op_id))
         _log(db, ctx, "Terminal", f"$ {text}")
-    return {"sent": text}
+        return world.answer(db, ctx, {"sent": text})
 
 
 def alarm(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -234,4 +242,4 @@ def alarm(world: WorldStore, args: Mapping[str, Any], ctx: CallContext) -> dict[
             "INSERT INTO alarms (time, label, op_id) VALUES (?, ?, ?)", (time, label, ctx.op_id)
         )
         _log(db, ctx, "AlarmManager", f"alarm {time} {label}")
-    return {"time": time, "label": label}
+        return world.answer(db, ctx, {"time": time, "label": label})

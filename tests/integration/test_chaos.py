@@ -112,6 +112,9 @@ TARGETED = {
     "no-op-lock": "[]",
     "stale-offset-truncate": '[{"failpoints":"journal.append@3=enospc"}]',
     "cancel-left-running": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "gives-up-unknown": "[]",
+    "lost-reply-ok": '[{"failpoints":"op.after_effect@3=kill"}]',
+    "wrong-result": '[{"failpoints":"op.after_finish@2=kill"}]',
     "content-by-tool": '[{"failpoints":"op.after_intent@3=kill"}]',
 }
 # The trial of mini_batch (a batch of three calls) that exposes each mistake of a batch.
@@ -140,6 +143,7 @@ POWER_LOSS = {
     "unlisted-as-read-only": (
         '[{"failpoints":"op.after_intent@3=kill","table":"unlisted"},{"table":"unlisted"}]'
     ),
+    "lost-reply-ok": '[{"failpoints":"op.request@3=lost-request"}]',
 }
 
 

@@ -52,7 +52,9 @@ class Recording(ScriptedModel):
         super().__init__(runtime, plan, execute)
         self.told: list[tuple[str, str]] = []
 
-    def tell(self, what: str, op_id: str, answered_by: str | None = None) -> None:
+    def tell(
+        self, what: str, op_id: str, result: object = None, answered_by: str | None = None
+    ) -> None:
         self.told.append((what, op_id))
 
     def of(self, op_id: str) -> list[str]:
@@ -76,7 +78,10 @@ class TestABatchCallCancelledAfterItsIntent:
         with open_runtime(journal_path, table=TABLE) as runtime:
             calls = [(step.op_id, step) for step in PLAN.steps]
             outcomes = run_batch(
-                runtime, calls, Phone(), lambda what, op, by=None: told.append((what, op))
+                runtime,
+                calls,
+                Phone(),
+                lambda what, op, result=None, by=None: told.append((what, op)),
             )
         assert isinstance(outcomes[1], Cancelled) and outcomes[1].op_id == "s001b"
         assert [o.status for o in outcomes if not isinstance(o, Cancelled)] == ["ok", "ok"]

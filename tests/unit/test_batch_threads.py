@@ -48,7 +48,9 @@ class Told:
         self.lines: list[tuple[str, str]] = []
         self._lock = threading.Lock()
 
-    def __call__(self, what: str, op_id: str, answered_by: str | None = None) -> None:
+    def __call__(
+        self, what: str, op_id: str, result: object = None, answered_by: str | None = None, /
+    ) -> None:
         with self._lock:
             self.lines.append((what, op_id))
 
@@ -217,7 +219,7 @@ class TestImports:
             "from harness.runtime import Runtime, ToolTable\n"
             "steps = [(o, PlanStep(1, o, 'logcat', {'tag': 't'}, batch=1)) for o in 'ab']\n"
             f"with Runtime.open({str(tmp_path / 'journal')!r}, table=ToolTable.shipped()) as r:\n"
-            "    run_batch_threads(r, steps, lambda t, a, c: {}, lambda w, o, b=None: None)\n"
+            "    run_batch_threads(r, steps, lambda t, a, c: {}, lambda w, o, r=None, b=None: None)\n"
             "assert 'threading' in sys.modules and 'asyncio' not in sys.modules\n"
         )
         done = subprocess.run(

@@ -389,11 +389,12 @@ class TestAimedKills:
 
 class TestTheRuntimesHook:
     def test_the_points_are_the_runtimes_and_the_harnesss_own_in_protocol_order(self) -> None:
-        """FAILPOINTS: the runtime's crash points, with the harness's op.reply after the effect's
-        middle and agent.before_exit last."""
+        """FAILPOINTS: the runtime's crash points, with the harness's op.request before the
+        effect, op.reply after the effect's middle and agent.before_exit last."""
         assert FAILPOINTS == (
             "op.before_intent",
             "op.after_intent",
+            "op.request",
             "op.mid_effect",
             "op.reply",
             "op.after_effect",

@@ -32,7 +32,7 @@ from harness.world import (
     step_of,
     world_digest,
 )
-from harness.world.store import fold_wal
+from harness.world.store import fold_wal, result_digest
 
 SAMPLE_ARGS: Mapping[str, dict[str, Any]] = {
     "read_file": {"path": "/sdcard/notes.txt"},
@@ -690,3 +690,38 @@ class TestKill:
             result = Calls(world)("app_install", {"package": "p"}, op_id="s001", attempt=2)
         assert result["already_installed"] is False
         assert [r.table for r in effect_rows(db_path)] == ["downloads", "installed_apps", "log"]
+
+
+class TestWhatAnExecutionCameTo:
+    """The ledger row of each execution says what it returned, written with its last step."""
+
+    @pytest.mark.parametrize("tool", sorted(CATALOG))
+    def test_ok_and_the_digest_of_the_result(self, tool: str, call: Calls, db_path: Path) -> None:
+        call.setup_for(tool)
+        returned = call(tool)
+        row = read_ledger(db_path)[-1]
+        assert (row.op_id, row.outcome, row.result) == ("s001", "ok", result_digest(returned))
+
+    def test_a_failure_the_world_decides_is_an_error(self, call: Calls, db_path: Path) -> None:
+        with pytest.raises(ToolError) as refused:
+            call("app_uninstall", {"package": "com.example.absent"})
+        (row,) = read_ledger(db_path)
+        assert (row.outcome, row.result) == ("error", result_digest(str(refused.value)))
+
+    def test_an_execution_cut_between_its_steps_came_to_nothing(
+        self, call: Calls, db_path: Path
+    ) -> None:
+        class Killed(CallContext):
+            def mid_effect(self) -> None:
+                raise FailpointTriggered("killed between the steps")
+
+        with pytest.raises(FailpointTriggered):
+            call("app_install", {"package": "p"}, ctx_type=Killed)
+        (row,) = read_ledger(db_path)
+        assert (row.outcome, row.result) == (None, None)
+
+    def test_a_retry_answers_its_own_row(self, call: Calls, db_path: Path) -> None:
+        call("ui_tap", op_id="s001")
+        call("ui_tap", op_id="s001", attempt=2)
+        first, second = read_ledger(db_path)
+        assert first.outcome == second.outcome == "ok" and first.result == second.result
