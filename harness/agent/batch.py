@@ -106,7 +106,9 @@ async def _batch(
                 tell("info", op_id)
                 return Cancelled(op_id, str(exc) or "cancelled")
             if outcome.status != "info" or outcome.hint is None:
-                tell("ack" if outcome.ok else outcome.status, op_id, outcome.result, outcome.matched)
+                tell(
+                    "ack" if outcome.ok else outcome.status, op_id, outcome.result, outcome.matched
+                )
             return outcome
 
         return list(await asyncio.gather(*(issue(op_id, step) for op_id, step in calls)))

@@ -373,9 +373,9 @@ class History:
             return
         # "ack s003 <digest>": the result it was handed; then, when another op answered the
         # call by content (I12), that op: "ack s004b~2 <digest> s004a", "info s004b~2 s004a".
-        op_id, *rest = op_id.split(" ")
-        told = rest.pop(0) if kind == "ack" and rest else None
-        answered_by = rest[0] if rest else None
+        op_id, *words = op_id.split(" ")
+        handed = words.pop(0) if kind == "ack" and words else None
+        answered_by = words[0] if words else None
         if kind not in ("invoke", "ack", "fail", "info", "hint") or not op_id:
             return
         if kind == "hint":
@@ -385,7 +385,7 @@ class History:
             # I1 holds the op to this promise: no execution of it the world
             # commits after this point of its ledger; I11 to the result it was handed.
             seq = ledger.last_seq()
-            _event(events, "ack", life=life, op=op_id, ledger_seq=seq, result=told or None)
+            _event(events, "ack", life=life, op=op_id, ledger_seq=seq, result=handed)
         by = {"answered_by": answered_by} if answered_by and kind != "invoke" else {}
         self._write("ok" if kind == "ack" else kind, op_id, life, **by)
         if kind == "invoke":

@@ -849,6 +849,7 @@ def check_told_the_truth(ev: TrialEvidence) -> Verdict:
         problems,
         f"{len(ev.acks)} acks match what the world returned, "
         f"{len(ev.told_unknown)} unknowns have a cause",
+        applied=bool(ev.acks or ev.told_unknown),
     )
 
 
@@ -1052,6 +1053,7 @@ def check_answered_by_own_content(ev: TrialEvidence) -> Verdict:
         "I12",
         problems,
         f"{len(seen)} calls answered by content, each from an op of its own tool and arguments",
+        applied=bool(seen),
     )
 
 

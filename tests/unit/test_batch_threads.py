@@ -219,7 +219,7 @@ class TestImports:
             "from harness.runtime import Runtime, ToolTable\n"
             "steps = [(o, PlanStep(1, o, 'logcat', {'tag': 't'}, batch=1)) for o in 'ab']\n"
             f"with Runtime.open({str(tmp_path / 'journal')!r}, table=ToolTable.shipped()) as r:\n"
-            "    run_batch_threads(r, steps, lambda t, a, c: {}, lambda w, o, r=None, b=None: None)\n"
+            "    run_batch_threads(r, steps, lambda t, a, c: {}, lambda *told: None)\n"
             "assert 'threading' in sys.modules and 'asyncio' not in sys.modules\n"
         )
         done = subprocess.run(

@@ -62,12 +62,18 @@ class TestTheReplanningModel:
 
 class TestTheSupervisorKeepsTheAnsweringOp:
     def test_an_answer_by_content_is_kept_with_its_op(self, tmp_path: Path) -> None:
-        """``ack s001b~2 s001a`` is an ``ok`` of ``s001b~2`` answered by ``s001a``; an answer
-        by its own id, and an invoke, carry no ``answered_by``; the ack event names the call."""
+        """``ack s001b~2 <digest> s001a`` is an ``ok`` of ``s001b~2``, handed a result of that
+        digest, answered by ``s001a``; an answer by its own id, and an invoke, carry no
+        ``answered_by``; the ack event names the call and the digest."""
         out, events = io.StringIO(), io.StringIO()
         history = History(out)
         ledger = LedgerWatch(tmp_path / "world.db")
-        for message in ("invoke s001b~2", "ack s001b~2 s001a", "invoke s002~2", "fail s002~2"):
+        for message in (
+            "invoke s001b~2",
+            "ack s001b~2 d1g35t s001a",
+            "invoke s002~2",
+            "fail s002~2",
+        ):
             history.note(message, 2, events, ledger)
         ledger.close()
         told = [json.loads(line) for line in out.getvalue().splitlines()]
@@ -78,4 +84,4 @@ class TestTheSupervisorKeepsTheAnsweringOp:
             ("fail", "s002~2", None),
         ]
         (ack,) = [json.loads(line) for line in events.getvalue().splitlines()]
-        assert (ack["event"], ack["op"]) == ("ack", "s001b~2")
+        assert (ack["event"], ack["op"], ack["result"]) == ("ack", "s001b~2", "d1g35t")
