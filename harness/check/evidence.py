@@ -291,7 +291,9 @@ class TrialEvidence:
         tail that no life has dropped yet: then the tail's valid end, where the
         life drops it and writes from. The cut after the life before leaves such a
         tail; so does an earlier one, when every life since died before touching
-        the journal (the same size and CRC at each of their spawns).
+        the journal (the same size and CRC at each of their spawns). A life that
+        kept less of the journal than it was handed (the supervisor saw at its end
+        how much) wrote from where it cut: the record holding that byte, if any.
         """
         starts = {}
         cut: int | None = None  # the valid end of a torn tail not dropped yet
@@ -306,7 +308,15 @@ class TrialEvidence:
             ):
                 cut = None  # a life since dropped the tail (or the journal changed)
             starts[life.life] = size if cut is None else min(size, cut)
+            if life.kept is not None and life.kept < size:
+                starts[life.life] = min(starts[life.life], self._first_write(life.kept))
         return starts
+
+    def _first_write(self, kept: int) -> int:
+        """Where a life that kept only the first ``kept`` bytes of its journal wrote from: the
+        record it wrote over them begins at or before ``kept`` (its first bytes, the frame's
+        magic, may be the same), or at ``kept`` when it wrote nothing."""
+        return next((e.offset for e in self.entries if e.offset <= kept < e.end), kept)
 
     def span_of(self, life: int) -> tuple[int, int]:
         start = self.life_starts.get(life, 0)

@@ -534,8 +534,8 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     return _verdict(
         "I9",
         problems,
-        f"{checked} injected tears, corruptions and skews handled; the journal {handed} "
-        "lives were handed kept but for torn tails",
+        f"{checked} injected tears, corruptions and skews handled; {handed} lives kept the "
+        "journal they were handed, but for torn tails",
     )
 
 
