@@ -18,6 +18,10 @@ user: from then on that success must never be undone), ``kill``, ``exit``, and
 ``lost-reply`` (a call's reply was lost inside the life: the agent said so),
 ``cancel`` (a call was cancelled inside the life: the agent said so),
 ``hint`` (the model read a VERIFY hint).
+A ``spawn`` carries the journal the life is handed (its size and CRC-32, and
+where the checkers' reader finds a torn tail), an ``exit`` the journal the life
+left before any after-death fault (its size, CRC-32, and how many bytes of the
+one it was handed are still in place): I9 judges whole lives by them.
 What the user saw of each step goes to ``history.jsonl`` (see ``History``).
 
 Contract: every process it starts is reaped before ``run`` returns, whatever

@@ -4,7 +4,8 @@ The evidence is what the trial left on disk, read with the checkers' own
 means: the journal through ``harness.check.journal`` (never the runtime's
 reader), the world's effect ledger and state, the supervisor's record of each
 life (``lives.json`` and the ``spawn`` events, which carry the journal's size
-when the life began and the tool table the supervisor handed it), what the
+when the life began and the tool table the supervisor handed it, and the
+``exit`` events, the journal as the life left it), what the
 user was told (``history.jsonl``, ``ack`` and ``hint`` events), the trial's
 spec (``trial.json``: its schedule), the compiled plan, and the golden world.
 
