@@ -686,6 +686,54 @@ class WrongResult(BrokenRuntime):
         return outcome
 
 
+class _CutsLastRecordWriter(JournalWriter):
+    def read(self, data: bytes) -> JournalScan:
+        scan = super().read(data)
+        if not scan.records:
+            return scan
+        # The mistake: the last whole record is taken for a write the crash may have torn,
+        # and cut (with any real torn tail after it) as a torn tail is, and reported so.
+        last = scan.records[-1]
+        torn = TornTail(last.offset, len(data) - last.offset, "last record may be torn")
+        return replace(scan, records=scan.records[:-1], valid_end=last.offset, torn=torn)
+
+
+class CutsLastRecord(BrokenRuntime):
+    mistake = "cuts the last whole record at every start, as if it were a torn tail"
+    caught_by = ("I9",)
+    _journal_class = _CutsLastRecordWriter
+
+
+class _TimeoutIsFailureExecutor(Executor):
+    def invoke(self, intent: IntentRecord, *, key_op: str | None = None) -> Steps[FinishRecord]:
+        finish = yield from super().invoke(intent, key_op=key_op)
+        if finish.transient and not intent.snapshot.retry_safe:
+            # The mistake: a timeout of a call that must not run twice is taken for a
+            # failure (journaled FAILED, told to the user), though its effect may be there.
+            return replace(finish, transient=False)
+        return finish
+
+
+class EffectReportedFailed(BrokenRuntime):
+    mistake = "journals a timed-out call of an unsafe tool FAILED and says so, effect or not"
+    caught_by = ("I10",)
+    needs_fault = "lost-reply"
+    _executor_class = _TimeoutIsFailureExecutor
+
+
+class RetryNeverRun(BrokenRuntime):
+    mistake = (
+        "decides RETRY for a safe op left RUNNING, then journals it succeeded without running it"
+    )
+    caught_by = ("I3",)
+
+    def _retry_steps(self, op: OpHistory) -> Steps[CallOutcome]:
+        # The mistake: the retry is answered from nothing; no intent, no tool, a success.
+        finish = FinishRecord(op.op_id, True, None, digest(None), op.attempt, self.incarnation)
+        yield Append((finish,))
+        return CallOutcome(op.op_id, "ok", executed=False)
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -714,6 +762,9 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "lost-reply-ok": LostReplyOk,
     "wrong-result": WrongResult,
     "content-by-tool": ContentByTool,
+    "cuts-last-record": CutsLastRecord,
+    "effect-reported-failed": EffectReportedFailed,
+    "retry-never-run": RetryNeverRun,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

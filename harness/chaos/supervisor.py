@@ -20,6 +20,10 @@ user: from then on that success must never be undone), ``kill``, ``exit``, and
 ``lost-request`` (a call's request was lost inside the life: the agent said so),
 ``hint`` (the model read a VERIFY hint), ``check`` (what the model's check of
 a hinted op was handed, and whether it found the effect).
+A ``spawn`` carries the journal the life is handed (its size and CRC-32, and
+where the checkers' reader finds a torn tail), an ``exit`` the journal the life
+left before any after-death fault (its size, CRC-32, and how many bytes of the
+one it was handed are still in place): I9 judges whole lives by them.
 What the user saw of each step goes to ``history.jsonl`` (see ``History``).
 
 Contract: every process it starts is reaped before ``run`` returns, whatever
@@ -50,6 +54,7 @@ from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.tables import BASE
+from harness.check.journal import read_journal_bytes
 from harness.failpoints import (
     AIM_ENV,
     AIMED_KILL_SIGNAL,
@@ -239,8 +244,9 @@ class Supervisor:
         history: History,
         module: str,
     ) -> LifeResult:
-        journal_size = _size(trial_dir / "journal")
-        journal_crc = _crc(trial_dir / "journal")
+        handed = _read(trial_dir / "journal")  # the journal this life starts with
+        journal_size = None if handed is None else len(handed)
+        journal_crc = None if handed is None else zlib.crc32(handed)
         read_fd, write_fd = os.pipe()
         env[CHANNEL_ENV] = str(write_fd)
         stderr_path = trial_dir / f"agent-{life_no}.stderr"
@@ -265,6 +271,7 @@ class Supervisor:
             journal_size=journal_size,
             journal_crc=journal_crc,
             table=env.get(TABLE_ENV),
+            **_torn_tail(handed),
         )
         killed: str | None = None
         reached: str | None = None
@@ -341,6 +348,7 @@ class Supervisor:
             pid=proc.pid,
             returncode=returncode,
             ms=round(duration_ms, 3),
+            **_journal_left(handed, _read(trial_dir / "journal")),
         )
         return LifeResult(
             life_no, proc.pid, returncode, killed, reached, ready_ms, duration_ms, stderr_text
@@ -439,19 +447,44 @@ class LedgerWatch:
             self._db = None
 
 
-def _size(path: Path) -> int | None:
+def _read(path: Path) -> bytes | None:
     try:
-        return path.stat().st_size
+        return path.read_bytes()
     except FileNotFoundError:
         return None
 
 
-def _crc(path: Path) -> int | None:
-    """The CRC-32 of the whole file: with its size, whether a life changed the journal."""
-    try:
-        return zlib.crc32(path.read_bytes())
-    except FileNotFoundError:
-        return None
+def _torn_tail(handed: bytes | None) -> dict[str, int | None]:
+    """Where the checkers' reader finds a torn tail in the journal a life is handed, and the
+    CRC-32 of the bytes before it: the one part of it the life may cut (I9)."""
+    torn = None if handed is None else read_journal_bytes(handed).torn
+    if handed is None or torn is None:
+        return {"journal_torn_at": None, "journal_valid_crc": None}
+    return {"journal_torn_at": torn[0], "journal_valid_crc": zlib.crc32(handed[: torn[0]])}
+
+
+def _journal_left(handed: bytes | None, left: bytes | None) -> dict[str, int | None]:
+    """The journal at a life's end (before any after-death fault): its size, CRC-32, and how
+    many bytes of the journal the life was handed are still in place (I9)."""
+    if left is None:
+        return {"journal_size": None, "journal_crc": None, "journal_kept": None}
+    kept = None if handed is None else _common_prefix(handed, left)
+    return {"journal_size": len(left), "journal_crc": zlib.crc32(left), "journal_kept": kept}
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix of ``a`` and ``b`` (slices compare in C)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    same, differs = 0, n  # a[:same] == b[:same]; a[:differs] != b[:differs]
+    while differs - same > 1:
+        mid = (same + differs) // 2
+        if a[:mid] == b[:mid]:
+            same = mid
+        else:
+            differs = mid
+    return same
 
 
 def _restart(result: LifeResult, life: Life) -> bool:

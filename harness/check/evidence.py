@@ -4,7 +4,8 @@ The evidence is what the trial left on disk, read with the checkers' own
 means: the journal through ``harness.check.journal`` (never the runtime's
 reader), the world's effect ledger and state, the supervisor's record of each
 life (``lives.json`` and the ``spawn`` events, which carry the journal's size
-when the life began and the tool table the supervisor handed it), what the
+when the life began and the tool table the supervisor handed it, and the
+``exit`` events, the journal as the life left it), what the
 user was told (``history.jsonl``, ``ack`` events with the digest of the result
 the model was handed, ``hint`` and ``check`` events, and the in-life faults the
 agent reported), the trial's
@@ -43,6 +44,7 @@ from harness.check.journal import (
     read_journal,
     retry_safe,
 )
+from harness.check.lives import JournalSeen, LifeJournal
 from harness.check.tables import CheckTable, read_table
 from harness.world.store import EffectRow, LedgerEntry, effect_rows, read_ledger
 
@@ -84,6 +86,17 @@ class LifeSeen:
     """The tool table file the supervisor handed this life (None: the default table)."""
     journal_crc: int | None = None
     """The CRC-32 of the whole journal at its spawn (None: no journal, or not recorded)."""
+    torn_at: int | None = None
+    """Where the checkers' reader found a torn tail in the journal at its spawn (None: none)."""
+    valid_crc: int | None = None
+    """The CRC-32 of that journal's bytes before its torn tail (None: no torn tail)."""
+    end_size: int | None = None
+    """The journal's size at the life's end, before any after-death fault (None: no journal,
+    or not recorded)."""
+    end_crc: int | None = None
+    """The CRC-32 of the whole journal at the life's end."""
+    kept: int | None = None
+    """How many bytes of the journal at its spawn were still in place at its end."""
 
 
 @dataclass
@@ -120,6 +133,7 @@ class TrialEvidence:
         path = self.trial_dir / "lives.json"
         data = json.loads(path.read_text("utf-8")) if path.exists() else []
         spawns = {int(e["life"]): e for e in self.events if e["event"] == "spawn"}
+        exits = {int(e["life"]): e for e in self.events if e["event"] == "exit"}
         return tuple(
             LifeSeen(
                 d["life"],
@@ -131,8 +145,31 @@ class TrialEvidence:
                 spawns.get(d["life"], {}).get("journal_size"),
                 spawns.get(d["life"], {}).get("table"),
                 spawns.get(d["life"], {}).get("journal_crc"),
+                spawns.get(d["life"], {}).get("journal_torn_at"),
+                spawns.get(d["life"], {}).get("journal_valid_crc"),
+                exits.get(d["life"], {}).get("journal_size"),
+                exits.get(d["life"], {}).get("journal_crc"),
+                exits.get(d["life"], {}).get("journal_kept"),
             )
             for d in data
+        )
+
+    @cached_property
+    def life_journals(self) -> tuple[LifeJournal, ...]:
+        """Each life's journal as the supervisor saw it at its spawn and its end, and what an
+        after-death fault did after it: for I9's judgment of whole lives."""
+        return tuple(
+            LifeJournal(
+                life.life,
+                _seen(life.journal_size, life.journal_crc),
+                _seen(life.end_size, life.end_crc),
+                life.kept,
+                life.torn_at,
+                life.valid_crc,
+                self.fault_after(life.life) is not None,
+                _changed_from(self.fault_after(life.life)),
+            )
+            for life in self.lives
         )
 
     @cached_property
@@ -182,6 +219,14 @@ class TrialEvidence:
         except FileNotFoundError:
             return None
         return len(data), zlib.crc32(data)
+
+    @cached_property
+    def journal_bytes(self) -> bytes | None:
+        """The journal file as the trial left it (None: there is none)."""
+        try:
+            return (self.trial_dir / "journal").read_bytes()
+        except FileNotFoundError:
+            return None
 
     @cached_property
     def plan(self) -> Plan:
@@ -253,7 +298,9 @@ class TrialEvidence:
         tail that no life has dropped yet: then the tail's valid end, where the
         life drops it and writes from. The cut after the life before leaves such a
         tail; so does an earlier one, when every life since died before touching
-        the journal (the same size and CRC at each of their spawns).
+        the journal (the same size and CRC at each of their spawns). A life that
+        kept less of the journal than it was handed (the supervisor saw at its end
+        how much) wrote from where it cut: the record holding that byte, if any.
         """
         starts = {}
         cut: int | None = None  # the valid end of a torn tail not dropped yet
@@ -268,7 +315,15 @@ class TrialEvidence:
             ):
                 cut = None  # a life since dropped the tail (or the journal changed)
             starts[life.life] = size if cut is None else min(size, cut)
+            if life.kept is not None and life.kept < size:
+                starts[life.life] = min(starts[life.life], self._first_write(life.kept))
         return starts
+
+    def _first_write(self, kept: int) -> int:
+        """Where a life that kept only the first ``kept`` bytes of its journal wrote from: the
+        record it wrote over them begins at or before ``kept`` (its first bytes, the frame's
+        magic, may be the same), or at ``kept`` when it wrote nothing."""
+        return next((e.offset for e in self.entries if e.offset <= kept < e.end), kept)
 
     def span_of(self, life: int) -> tuple[int, int]:
         start = self.life_starts.get(life, 0)
@@ -374,3 +429,22 @@ class TrialEvidence:
         for entry in self.ledger:
             out[entry.op_id, self.life_of_row(entry)].append(entry)
         return dict(out)
+
+
+def _seen(size: int | None, crc: int | None) -> JournalSeen | None:
+    return None if size is None or crc is None else JournalSeen(size, crc)
+
+
+def _changed_from(fault: dict[str, Any] | None) -> int | None:
+    """The first byte an after-death fault changed or cut (None: it changed none in place).
+
+    A power cut that lost bytes cut from what it kept; damage at rest changed bytes from
+    the first it touched; a newer frame, or a cut that lost nothing, only appended."""
+    if fault is None:
+        return None
+    if "kept" in fault:
+        return int(fault["kept"]) if int(fault.get("lost", 0)) > 0 else None
+    if fault.get("bytes"):
+        return int(fault["bytes"][0])
+    corrupted = fault.get("corrupted")
+    return None if corrupted is None else int(corrupted)

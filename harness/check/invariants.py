@@ -45,6 +45,7 @@ from typing import Literal
 from harness.agent.plan import plan_id
 from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
+from harness.check.lives import lives_changed
 from harness.world.store import OK, EffectRow, LedgerEntry, result_digest, step_of
 
 __all__ = ["INVARIANTS", "OUTCOMES", "TITLES", "Status", "Verdict", "check_trial", "trial_status"]
@@ -680,6 +681,12 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     and the file must be left byte for byte as the fault left it: a newer
     frame is no torn tail to cut. And the journal must never be corrupt when
     no corruption was injected.
+
+    Over whole lives (``harness.check.lives``): the journal each life was
+    handed is a prefix of the final journal (its whole records, when it had a
+    torn tail), unless an after-death fault changed bytes it held; each life
+    kept the journal it started with, but for a torn tail; and between two
+    lives only a fault changed it. A change names the life that made it.
     """
     problems = []
     checked = 0
@@ -704,11 +711,14 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     final = ev.final_reading
     if final.corrupt is not None and not ev.corrupted:
         problems.append(f"the journal is corrupt without injected corruption: {final.corrupt}")
+    problems += lives_changed(ev.life_journals, ev.journal_bytes)
+    handed = sum(1 for life in ev.life_journals if life.start is not None)
     return _verdict(
         "I9",
         problems,
-        f"{checked} injected tears, corruptions and skews handled",
-        applied=checked > 0,
+        f"{checked} injected tears, corruptions and skews handled; {handed} lives kept the "
+        "journal they were handed, but for torn tails",
+        applied=checked > 0 or handed > 0,
     )
 
 

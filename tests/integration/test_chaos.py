@@ -116,6 +116,9 @@ TARGETED = {
     "lost-reply-ok": '[{"failpoints":"op.after_effect@3=kill"}]',
     "wrong-result": '[{"failpoints":"op.after_finish@2=kill"}]',
     "content-by-tool": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "cuts-last-record": '[{"failpoints":"op.after_finish@3=kill"}]',
+    "effect-reported-failed": '[{"failpoints":"op.after_effect@2=kill"}]',
+    "retry-never-run": '[{"failpoints":"op.after_effect@1=kill"}]',
 }
 # The trial of mini_batch (a batch of three calls) that exposes each mistake of a batch.
 IN_A_BATCH = {
@@ -144,6 +147,7 @@ POWER_LOSS = {
         '[{"failpoints":"op.after_intent@3=kill","table":"unlisted"},{"table":"unlisted"}]'
     ),
     "lost-reply-ok": '[{"failpoints":"op.request@3=lost-request"}]',
+    "effect-reported-failed": '[{"failpoints":"op.reply@2=lost-reply"}]',
 }
 
 
@@ -269,3 +273,43 @@ class TestMutations:
         copy = mutation.copy_and_apply(result, tmp_path / "self-check")
         verdicts = check_trial(copy, mini_golden.directory, restart_budget=8)
         assert [v.status for v in verdicts if v.invariant == "I8"] == ["fail"]
+
+
+class TestBranchesShownAbleToFail:
+    """Each broken runtime below reaches one branch of one invariant, and on its targeted
+    trial nothing else fails: the checks as they were before that branch passed it."""
+
+    def test_a_life_that_cut_a_whole_record_is_named_by_i9(self, run_mini: TrialRunner) -> None:
+        """Killed after s003's finish, life 2 cuts that finish at its start (as a torn tail,
+        reported so), verifies s003 and finds its effect: every other check holds, and I9
+        names life 2, the life that cut the journal it was handed."""
+        result = run_mini(TARGETED["cuts-last-record"], runtime="cuts-last-record")
+        assert result.failed_invariants == ("I9",), _failed(result)
+        assert result.unknown_invariants == (), _failed(result)
+        i9 = next(v for v in result.verdicts if v.invariant == "I9")
+        assert len(i9.evidence) == 1, i9.evidence
+        assert i9.evidence[0].startswith("life 2 did not keep the journal it started with")
+        assert "no torn tail" in i9.evidence[0]
+        assert i9.evidence[0].endswith(
+            "the journal at the start of life 2 is no prefix of the final journal"
+        )
+
+    def test_a_step_reported_failed_that_left_its_effect_fails_i10(
+        self, run_mini: TrialRunner
+    ) -> None:
+        result = run_mini(POWER_LOSS["effect-reported-failed"], runtime="effect-reported-failed")
+        assert result.failed_invariants == ("I10",), _failed(result)
+        assert result.unknown_invariants == (), _failed(result)
+        i10 = next(v for v in result.verdicts if v.invariant == "I10")
+        assert i10.evidence[0].startswith("s002 was reported failed, yet left 1 row(s)")
+
+    def test_a_retry_decided_but_never_run_fails_i3(self, run_mini: TrialRunner) -> None:
+        """Killed after s001's effect, life 2 decides RETRY and journals a success it never
+        ran: the world is the golden run's, only I3 sees it."""
+        result = run_mini(TARGETED["retry-never-run"], runtime="retry-never-run")
+        assert result.failed_invariants == ("I3",), _failed(result)
+        assert result.unknown_invariants == (), _failed(result)
+        i3 = next(v for v in result.verdicts if v.invariant == "I3")
+        assert i3.evidence == (
+            "s001: decided RETRY in life 2 but never run again under its id there",
+        )
