@@ -17,7 +17,7 @@ A snapshot is the world's state rows (``effect_rows``; the ledger, which
 records every execution, is aside) and its ``world_digest``: which op wrote a
 row does not count. Rows of the tables that are not effects
 (``invariants.NOT_EFFECTS``, the question log: asking a person again is
-harmless by the seed's definition) are reported but judge nothing.
+harmless by the recovery table's definition) are reported but judge nothing.
 
 What makes a class unsafe is a table (``UNSAFE_FINDINGS``): the classes that
 recovery RETRIES after a crash (read_only, idempotent_write, the ask-user

@@ -38,7 +38,7 @@ says how to check it after a VERIFY hint::
   does so and also issues each batch's calls in another order after a
   restart (a seeded shuffle), as an LLM that re-plans does. ``identity``
   (optional) is how the agent's runtime knows a call it journaled: ``id``, the
-  default (the seed's), or ``content`` (``harness.runtime.identity``). A
+  default (by op id), or ``content`` (``harness.runtime.identity``). A
   runtime under test that names its identity (``real-content``) overrides it.
 - ``batch_driver`` (optional) is how the agent runs a batch's calls:
   ``async``, the default, as tasks on an ``AsyncRuntime``; ``threads``, each

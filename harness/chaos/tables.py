@@ -6,7 +6,7 @@ read-only. A runtime that decides from the intent's snapshot is unaffected
 for ops already journaled; one that reads today's table decides differently.
 
 ``unlisted`` leaves every writing tool out (reads and the ask-user family
-stay): the seed's rule makes a tool the table does not list UNKNOWN, so its
+stay): the runtime's rule makes a tool the table does not list UNKNOWN, so its
 calls are snapshotted UNKNOWN and recovery must VERIFY them.
 
 Both are made from a base table: the shipped one, or the one a scenario names

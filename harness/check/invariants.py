@@ -1,4 +1,4 @@
-"""The invariants of DESIGN.md §4 as checkers over a trial's files.
+"""The invariants (README's invariant table) as checkers over a trial's files.
 
 Each checker is a function of a ``TrialEvidence`` that returns a ``Verdict``
 with the evidence that decided it, in one of four outcomes:
@@ -56,7 +56,7 @@ EXIT_REFUSED = 2  # the agent's status when it refuses to start (harness.agent._
 EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (disk full)
 
 # World tables that are not effects: asking a person again is harmless by the
-# seed's definition, so the question log is left out of the end-state check.
+# recovery table's definition, so the question log is left out of the end-state check.
 NOT_EFFECTS = frozenset({"questions"})
 # Tables whose rows are a cost, not state (a second download of the same app,
 # a second identical git blob, a declared tool's call prepared again): compared

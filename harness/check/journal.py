@@ -4,7 +4,7 @@ A checker that judged a journal with the runtime's reader, fold and matrix
 would share their bugs: a fold that loses a record would be invisible to the
 invariants that fold the same way. So this module reads the bytes itself,
 from the format the journal documents (``harness/runtime/journal.py`` and
-DESIGN.md §3), and imports nothing of ``harness.runtime``:
+docs/runtime.md), and imports nothing of ``harness.runtime``:
 
     header  b"%HJOURNAL 1\\n"
     frame   magic b"HJ" | version u8 (1) | length u32 | crc32 u32 | payload
@@ -18,7 +18,7 @@ is the journal's identity (kind ``journal``), which names no op. Unlike the
 runtime's reader this one never raises on damage: it says what it found
 (``JournalReading.corrupt``), and the checkers decide.
 
-``fold_ops`` and ``expected_decision`` are the seed's semantics, written again
+``fold_ops`` and ``expected_decision`` are the recovery semantics, written again
 here: an intent makes an op RUNNING, a settling finish makes it SUCCEEDED or
 FAILED, a resolution closes it; a settled op is skipped, an op RUNNING at a
 restart is retried when its class is retry-safe and verified otherwise.
@@ -58,7 +58,7 @@ _VERSION = 1
 _MAX_PAYLOAD = 16 * 1024 * 1024
 
 SAFE_CLASSES = frozenset({"read_only", "idempotent_write"})
-"""Classes whose call may run again (with the ask-user family): DESIGN.md §1."""
+"""Classes whose call may run again (with the ask-user family), as docs/runtime.md lists them."""
 
 # Which fields each record kind must carry, and their JSON types: a provable
 # frame whose payload lacks one is damage the CRC did not catch (or a bug).
@@ -253,7 +253,7 @@ def _well_formed(value: Mapping[str, Any]) -> bool:
     return True
 
 
-# -- the seed's semantics, written again ---------------------------------------------------
+# -- the recovery semantics, written again ---------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -304,7 +304,7 @@ def retry_safe(cls: str, ask_user: bool) -> bool:
 
 
 def expected_decision(state: str, cls: str, ask_user: bool) -> str:
-    """The seed's decision for an op in ``state`` of class ``cls`` (DESIGN.md §1)."""
+    """The recovery decision for an op in ``state`` of class ``cls`` (docs/runtime.md)."""
     if state != "running":
         return "skip"
     return "retry" if retry_safe(cls, ask_user) else "verify"

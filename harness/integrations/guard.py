@@ -4,7 +4,7 @@ A framework (LangGraph, Pydantic AI) runs its model's tool calls, and after a
 crash resumes from its own checkpoint, running again a call that was in flight:
 at-least-once, whatever the tool does. A guard puts every call through an
 ``AsyncRuntime`` under the framework's own tool-call id, so that the journal,
-the class snapshot and the seed's decisions stand between the framework and
+the class snapshot and the recovery table's decisions stand between the framework and
 the tool::
 
     guard = await ToolGuard.open("agent.journal", execute, table=table)
@@ -15,7 +15,7 @@ the tool::
 What the model sees. A call the journal knows is answered from it, never run
 again: a durable success with its result. A call whose outcome is unknown (it
 was in flight at the crash and its class is not retry-safe, or its reply was
-lost) is not run: it answers with ``hint_message``, the seed's VERIFY hint and
+lost) is not run: it answers with ``hint_message``, the runtime's VERIFY hint and
 how to report back, which a framework hands its model as the tool's result::
 
     Operation s003 (ui_tap with arguments {"element": "pay"}) may already have run

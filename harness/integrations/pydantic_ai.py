@@ -18,7 +18,7 @@ life: the result as JSON (the tool's return made JSON as Pydantic AI would
 send it, ``to_jsonable_python``, and journaled so), or for a call of unknown
 outcome the VERIFY hint with how to report (``guard.hint_message``). A failure
 is raised as ``ToolFailed`` with the reply's text: a journaled failure is final
-for its op id (the seed's FAILED is SKIP), so the model is told the call failed
+for its op id (a FAILED op is skipped), so the model is told the call failed
 and re-decides, rather than being asked to retry the same call, and the
 tool's retry budget is not spent on it. A tool that raises ``ModelRetry``
 itself (its arguments need fixing) is journaled as failed and the model gets

@@ -1,6 +1,6 @@
 """Idempotency classes and the tool table: which tools may be run again.
 
-The seed sorts tools into four classes by what running one twice does, plus the
+The runtime sorts tools into four classes by what running one twice does, plus the
 ask-user family (asking a person again is harmless). The table is data, shipped
 as ``tools.toml`` beside this module; users load their own or override entries.
 A tool missing from the table is ``UNKNOWN``: the conservative side.
@@ -41,7 +41,7 @@ __all__ = [
 
 
 class IdempotencyClass(enum.Enum):
-    """What running a tool twice does (the seed's four classes)."""
+    """What running a tool twice does (four classes)."""
 
     READ_ONLY = "read_only"
     """A replay has no side effect."""

@@ -50,8 +50,8 @@ class ToolTableError(HarnessError):
 class DecisionKeyError(HarnessError, KeyError):
     """The decision matrix has no cell for a (state, class, ask_user) key.
 
-    Cause: a state or class value the seed's table does not know, for example a
-    record written by a newer version. Remedy: upgrade the runtime or repair
+    Cause: a state or class value the recovery table (docs/runtime.md) does not
+    know, for example a record written by a newer version. Remedy: upgrade the runtime or repair
     the journal; the runtime refuses to guess a decision.
     """
 

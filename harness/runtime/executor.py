@@ -1,4 +1,4 @@
-"""The executor: one tool call wrapped in the write-ahead protocol (DESIGN.md §3).
+"""The executor: one tool call wrapped in the write-ahead protocol (docs/runtime.md).
 
     failpoint op.before_intent
     journal STARTED (op id, tool, class snapshot, args digest, attempt)   durable

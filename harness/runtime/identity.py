@@ -1,6 +1,6 @@
 """How the runtime knows that a call is one it has journaled: by its id, or by its content.
 
-The seed knows an op by its id: a call whose id the journal holds is answered
+By default the runtime knows an op by its id: a call whose id the journal holds is answered
 from the journal, any other is new. A model that re-runs inference after a
 restart (an LLM re-issuing its tool calls) gives the same call a new id each
 time, and under identity by id every such call looks new: a durable success
@@ -41,7 +41,7 @@ class Identity(enum.Enum):
     """How a call is recognised as one the journal already holds."""
 
     ID = "id"
-    """By its op id alone (the seed's): a new id is a new call."""
+    """By its op id alone (the default): a new id is a new call."""
     CONTENT = "content"
     """By its id, or else by its tool, argument digest and position among the calls of
     the same content (a model that re-issues its calls under new ids)."""

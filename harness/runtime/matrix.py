@@ -1,6 +1,6 @@
-"""The seed's recovery decision matrix, as a lookup table.
+"""The recovery decision matrix, as a lookup table.
 
-Hold ``DECISION_MATRIX`` against the seed's table (DESIGN.md §1): a durable
+Hold ``DECISION_MATRIX`` against the recovery table (docs/runtime.md): a durable
 success, a failure and an op never started are skipped; an op that was running
 at the crash (its outcome UNKNOWN) is retried only when running it again is
 harmless (read-only, idempotent, or asking a person), and otherwise verified:
@@ -54,13 +54,13 @@ class Decision(enum.Enum):
     """Do not replay; tell the model to check the real effect first."""
 
 
-# The seed's first table: a settled state decides alone.
+# The first table: a settled state decides alone.
 _SETTLED = {
     OpState.SUCCEEDED: Decision.SKIP,  # never repeat a durable success
     OpState.FAILED: Decision.SKIP,  # a replay does not turn failure into success
     OpState.NOT_STARTED: Decision.SKIP,  # the normal flow issues it
 }
-# The seed's second table: an op RUNNING at the crash, by its class snapshot.
+# The second table: an op RUNNING at the crash, by its class snapshot.
 _UNKNOWN_OUTCOME = {
     IdempotencyClass.READ_ONLY: Decision.RETRY,
     IdempotencyClass.IDEMPOTENT_WRITE: Decision.RETRY,
@@ -98,7 +98,7 @@ def decide(state: OpState, snapshot: ToolClass) -> Decision:
 
 
 def verify_hint(op_id: str, tool: str, args: Mapping[str, Any]) -> str:
-    """The seed's VERIFY hint for the model, naming the tool, the op id and the arguments."""
+    """The VERIFY hint for the model, naming the tool, the op id and the arguments."""
     rendered = json.dumps(args, ensure_ascii=False, sort_keys=True)
     return (
         f"Operation {op_id} ({tool} with arguments {rendered}) may already have run before "

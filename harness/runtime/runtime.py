@@ -162,7 +162,7 @@ class Runtime:
         with each journal write and fsync (``harness.runtime.journal.Appended``,
         ``Synced``), for metrics.
         ``identity`` is how a call is known as one the journal holds: ``"id"``
-        (the seed's) or ``"content"`` (for a model that re-issues its calls
+        (the default) or ``"content"`` (for a model that re-issues its calls
         under new ids: ``harness.runtime.identity``); anything else is a
         ``ValueError`` before the journal is opened.
         """
