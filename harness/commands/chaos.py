@@ -286,19 +286,30 @@ def _self_check(
                 stop=caught_as_expected,
                 select=None if fault == "sigkill" else _with(fault),
             )
-        rows.append(
-            SelfCheckRow(
-                name,
-                runtime.mistake,
-                fault,
-                tuple(sorted(expected)),
-                len(results),
-                next((r for r in results if caught_as_expected(r)), None),
-                len(alone),
-                next((r for r in alone if caught_as_expected(r)), None),
-            )
-        )
+        rows.append(_ran_row(name, runtime, fault, results, alone, caught_as_expected))
     rows += _mutation_rows(config, passing)
+
+
+def _ran_row(
+    name: str,
+    runtime: type[BrokenRuntime],
+    fault: str,
+    results: list[TrialResult],
+    alone: list[TrialResult],
+    caught: Callable[[TrialResult], bool],
+) -> SelfCheckRow:
+    """The self-check's row of a broken runtime that ran: the trials that were to catch it
+    and the first that did, the trials it was to escape and the first that caught it."""
+    return SelfCheckRow(
+        name,
+        runtime.mistake,
+        fault,
+        tuple(sorted(runtime.caught_by)),
+        len(results),
+        next((r for r in results if caught(r)), None),
+        len(alone),
+        next((r for r in alone if caught(r)), None),
+    )
 
 
 def _threads_row(
@@ -344,16 +355,7 @@ def _threads_row(
         stop=caught_as_expected,
         select=None if fault == "sigkill" else _with(fault),
     )
-    return SelfCheckRow(
-        name,
-        runtime.mistake,
-        label,
-        tuple(sorted(expected)),
-        len(results),
-        next((r for r in results if caught_as_expected(r)), None),
-        len(alone),
-        next((r for r in alone if caught_as_expected(r)), None),
-    )
+    return _ran_row(name, runtime, label, results, alone, caught_as_expected)
 
 
 def _model_row(
@@ -394,16 +396,7 @@ def _model_row(
         completed=completed,
         stop=caught_as_expected,
     )
-    return SelfCheckRow(
-        name,
-        runtime.mistake,
-        label,
-        tuple(sorted(expected)),
-        len(results),
-        next((r for r in results if caught_as_expected(r)), None),
-        len(alone),
-        next((r for r in alone if caught_as_expected(r)), None),
-    )
+    return _ran_row(name, runtime, label, results, alone, caught_as_expected)
 
 
 def _has_threads(scenario: str, duplicates: bool) -> bool:
