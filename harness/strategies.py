@@ -593,14 +593,13 @@ def scenario_toml(scenario: Scenario) -> str:
     """The scenario as a file ``load_scenario`` reads back to an equal scenario."""
     lines = [f"name = {_toml_string(scenario.name)}"]
     lines.append(f"description = {_toml_string(scenario.description)}")
-    if scenario.model != "scripted":
-        lines.append(f"model = {_toml_string(scenario.model)}")
-    if scenario.identity != "id":
-        lines.append(f"identity = {_toml_string(scenario.identity)}")
-    for key in ("tools_file", "tool_table"):
-        path = getattr(scenario, key)
-        if path is not None:
-            lines.append(f"{key} = {_toml_string(path)}")
+    # Every plain setting that differs from its default, so a new one is never dropped.
+    settings = scenario.model_dump(exclude_defaults=True, exclude={"tools", "world", "steps"})
+    lines += [
+        f"{key} = {_toml_value(value)}"
+        for key, value in settings.items()
+        if key not in ("name", "description")
+    ]
     for record in scenario.world.records:
         lines += ["", "[[world.records]]", f"collection = {_toml_string(record.collection)}"]
         lines += [f"key = {_toml_string(record.key)}", f"value = {_toml_value(record.value)}"]

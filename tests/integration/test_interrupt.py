@@ -13,12 +13,15 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import psutil
+import pytest
 
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.workdir import SCRATCH_PREFIX, ram_folder
 
 ROOT = Path(__file__).parent.parent.parent
-MOMENTS = 20
+MOMENTS = 6
+"""Ctrl-C moments in ``make test``; ``make test-long`` tries ``LONG_MOMENTS`` more."""
+LONG_MOMENTS = 24
 
 
 def _start(reports: Path, seed: int, tmpdir: Path | None = None) -> subprocess.Popen[bytes]:
@@ -105,56 +108,66 @@ def _assert_reports_its_trials(run: Path, summary: dict[str, object]) -> None:
     assert {json.loads(line)["trial"] for line in lines} == listed
 
 
+def _sigint_at_random_moments(tmp_path: Path, moments: int, rng: random.Random) -> None:
+    """Ctrl-C at ``moments`` random moments kills everything; once a trial is checked, a
+    report stays.
+
+    The moments start at 0.2 s, after Python's own start-up: a signal while the
+    interpreter imports ``site`` comes before any line of the harness runs, and
+    Python answers it itself ("Fatal Python error: init_import_site", exit 1).
+    From the first line of ``python -m harness`` on, the signals wait until
+    the handlers are in, so the early moments (cold imports) are covered.
+    """
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    for moment in range(moments):
+        reports = tmp_path / f"run{moment}"
+        delay = rng.uniform(0.2, 4.0)
+        harness = _start(reports, seed=moment, tmpdir=tmpdir)
+        try:
+            time.sleep(delay)  # the random moment itself: what is tested, not a wait
+            checked = _checked_trials(reports)  # seen before the signal was sent
+            os.killpg(harness.pid, signal.SIGINT)
+            _, stderr = harness.communicate(timeout=60)
+        finally:
+            if harness.poll() is None:
+                os.killpg(harness.pid, signal.SIGKILL)
+                harness.wait()
+        assert harness.returncode in (130, 0), (delay, stderr.decode()[-2000:])
+        # No grace period: the harness SIGKILLs and waits for every process of its
+        # run before it exits (and a zombie, which has no command line, is not found).
+        survivors = _survivors(reports, harness.pid)
+        assert survivors == [], f"survivors after SIGINT at {delay:.2f}s: {survivors}"
+        assert _scratches(harness.pid) == [], f"left in RAM after SIGINT at {delay:.2f}s"
+        runs = list(reports.glob("*/summary.json"))
+        if checked or harness.returncode == 0:
+            # A trial was checked before the signal: the campaign was under way, so an
+            # interrupt must still leave a report (a finished run leaves one anyway).
+            assert len(runs) == 1, (
+                f"no report after SIGINT at {delay:.2f}s, with {len(checked)} trials "
+                f"checked before it: {stderr.decode()[-2000:]}"
+            )
+        if harness.returncode == 130 and runs:
+            summary = json.loads(runs[0].read_text())
+            assert summary["interrupted"] is True and summary["passed"] is False
+            _assert_reports_its_trials(runs[0].parent, summary)
+        elif runs:
+            summary = json.loads(runs[0].read_text())
+            assert summary["interrupted"] is False, f"finished before SIGINT at {delay:.2f}s"
+            _assert_reports_its_trials(runs[0].parent, summary)
+    stray = sorted(os.listdir(tmpdir))
+    assert stray == [], f"temporary entries left behind: {stray}"
+
+
 class TestInterrupt:
     def test_sigint_at_random_moments_leaves_nothing(self, tmp_path: Path) -> None:
-        """Ctrl-C at 20 random moments kills everything; once a trial is checked, a report stays.
+        """Ctrl-C at a few random moments kills everything; a checked trial leaves a report."""
+        _sigint_at_random_moments(tmp_path, MOMENTS, random.Random(20261203))
 
-        The moments start at 0.2 s, after Python's own start-up: a signal while the
-        interpreter imports ``site`` comes before any line of the harness runs, and
-        Python answers it itself ("Fatal Python error: init_import_site", exit 1).
-        From the first line of ``python -m harness`` on, the signals wait until
-        the handlers are in, so the early moments (cold imports) are covered.
-        """
-        rng = random.Random(20261203)
-        tmpdir = tmp_path / "tmp"
-        tmpdir.mkdir()
-        for moment in range(MOMENTS):
-            reports = tmp_path / f"run{moment}"
-            delay = rng.uniform(0.2, 4.0)
-            harness = _start(reports, seed=moment, tmpdir=tmpdir)
-            try:
-                time.sleep(delay)  # the random moment itself: what is tested, not a wait
-                checked = _checked_trials(reports)  # seen before the signal was sent
-                os.killpg(harness.pid, signal.SIGINT)
-                _, stderr = harness.communicate(timeout=60)
-            finally:
-                if harness.poll() is None:
-                    os.killpg(harness.pid, signal.SIGKILL)
-                    harness.wait()
-            assert harness.returncode in (130, 0), (delay, stderr.decode()[-2000:])
-            # No grace period: the harness SIGKILLs and waits for every process of its
-            # run before it exits (and a zombie, which has no command line, is not found).
-            survivors = _survivors(reports, harness.pid)
-            assert survivors == [], f"survivors after SIGINT at {delay:.2f}s: {survivors}"
-            assert _scratches(harness.pid) == [], f"left in RAM after SIGINT at {delay:.2f}s"
-            runs = list(reports.glob("*/summary.json"))
-            if checked or harness.returncode == 0:
-                # A trial was checked before the signal: the campaign was under way, so an
-                # interrupt must still leave a report (a finished run leaves one anyway).
-                assert len(runs) == 1, (
-                    f"no report after SIGINT at {delay:.2f}s, with {len(checked)} trials "
-                    f"checked before it: {stderr.decode()[-2000:]}"
-                )
-            if harness.returncode == 130 and runs:
-                summary = json.loads(runs[0].read_text())
-                assert summary["interrupted"] is True and summary["passed"] is False
-                _assert_reports_its_trials(runs[0].parent, summary)
-            elif runs:
-                summary = json.loads(runs[0].read_text())
-                assert summary["interrupted"] is False, f"finished before SIGINT at {delay:.2f}s"
-                _assert_reports_its_trials(runs[0].parent, summary)
-        stray = sorted(os.listdir(tmpdir))
-        assert stray == [], f"temporary entries left behind: {stray}"
+    @pytest.mark.long
+    def test_sigint_at_many_more_moments_leaves_nothing(self, tmp_path: Path) -> None:
+        """The same at other moments, drawn from another seed."""
+        _sigint_at_random_moments(tmp_path, LONG_MOMENTS, random.Random(20261205))
 
     def test_sigterm_exits_143_and_marks_the_run(self, tmp_path: Path) -> None:
         """SIGTERM to the harness alone in mid-campaign stops everything, exits 143, and reports."""

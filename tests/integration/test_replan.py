@@ -71,13 +71,16 @@ class TestContentByTool:
         tables: dict[str, Path],
     ) -> None:
         """One trial: every invariant holds ``content-by-tool`` under the re-issuing model;
-        under the re-planning one every invariant but I12 still holds, and I12 fails it,
-        naming a tap answered from another tap's op."""
+        under the re-planning one I12 fails it, naming a tap answered from another tap's
+        op, and I11 with it (the model was told a result its own tap never returned);
+        every other invariant still holds."""
         old = _trial(tmp_path, replan_golden, supervisor, tables, "content-by-tool", "reissue")
         assert old.status == "pass", _failed(old)
         assert _invoked(old, 2)[:3] == ["s001a~2", "s001b~2", "s001c~2"]
         new = _trial(tmp_path, replan_golden, supervisor, tables, "content-by-tool", None)
-        assert new.failed_invariants == ("I12",), _failed(new)
+        assert new.failed_invariants == ("I11", "I12"), _failed(new)
+        told = "\n".join(next(v for v in new.verdicts if v.invariant == "I11").evidence)
+        assert "which no execution of it returned" in told
         assert sorted(_invoked(new, 2)[:3]) == ["s001a~2", "s001b~2", "s001c~2"]
         assert _invoked(new, 2)[:3] != ["s001a~2", "s001b~2", "s001c~2"]
         evidence = "\n".join(next(v for v in new.verdicts if v.invariant == "I12").evidence)

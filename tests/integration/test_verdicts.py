@@ -145,6 +145,7 @@ class TestRuntimesWithoutOurJournal:
 
 
 class TestReadmeSelection:
+    @pytest.mark.long
     def test_only_phone_task_passes_listing_what_it_cannot_expose(self, tmp_path: Path) -> None:
         """The README's ``--only phone_task`` example exits 0; the self-check lists the broken
         runtime no phone_task step can expose as not applicable, with what it needs."""
