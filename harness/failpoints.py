@@ -119,7 +119,7 @@ FAILPOINTS: tuple[str, ...] = (
     "agent.before_exit",  # the harness's: an agent program's work is done
 )
 """Every failpoint an agent process hits, in protocol order: the runtime's crash points
-and the harness's own two."""
+(the compaction's four among them) and the harness's own."""
 
 EXIT_HOLD_POINT = "agent.before_exit"
 """An agent program's last point, after its work and before it exits: a supervisor

@@ -166,6 +166,22 @@ class JournalPump:
     async def close(self) -> None:
         await self.drain()
 
+    async def alone(self, work: Callable[[], T]) -> T:
+        """Run ``work`` on the pool once every queued append is written, with no write
+        under way meanwhile (appends made in the while wait for it, then go out)."""
+        while self._busy or self._queue:
+            await self.drain()
+        self._busy = True
+        self._idle.clear()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(_writer_pool(), work)
+        finally:
+            self._busy = False
+            if self._queue:
+                self._flush()
+            else:
+                self._idle.set()
+
 
 class AsyncRuntime:
     """A ``Runtime`` for asyncio code; one instance per process life, as the runtime.
@@ -256,6 +272,13 @@ class AsyncRuntime:
     async def deliver_hints(self) -> tuple[VerifyHint, ...]:
         """``Runtime.deliver_hints``."""
         return await self._drive(self.runtime._hint_steps(), no_tool)
+
+    async def compact(self) -> int:
+        """``Runtime.compact``, off the loop: calls may go on meanwhile, their appends wait
+        for it and go to the new file."""
+        if self._pump is None:
+            self._pump = JournalPump(self.runtime.journal, self.runtime._note)
+        return await self._pump.alone(self.runtime.compact)
 
     async def aclose(self) -> None:
         """Wait for the journal's writes; close the runtime if it is ours."""

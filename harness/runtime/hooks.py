@@ -3,7 +3,9 @@
 A crash point is a call ``failpoint("op.after_effect", op_id)`` at a fixed place
 of the runtime's write-ahead protocol: before and after an op's intent is made
 durable, in the middle of its effect, after its effect and its finish, between
-a recovery's decisions and its retries, around a journal append. ``CRASH_POINTS``
+a recovery's decisions and its retries, around a journal append, at each step
+of a compaction (before its new file is written, half way through, fsynced but
+not yet renamed, renamed but its directory not yet fsynced). ``CRASH_POINTS``
 names every one the runtime hits.
 
 Contract: nothing happens at a crash point unless a test installs a hook
@@ -30,6 +32,10 @@ CRASH_POINTS: tuple[str, ...] = (
     "recovery.after_hint",
     "journal.append",
     "journal.before_fsync",
+    "compact.before_write",
+    "compact.mid_write",
+    "compact.before_rename",
+    "compact.before_dir_fsync",
 )
 """Every crash point the runtime hits, in protocol order."""
 

@@ -366,9 +366,18 @@ class JournalWriter:
                 f"{self.path}: journal is held by another live process "
                 f"({holder}); run one agent per journal"
             ) from None
+        if _replaced(fd, self.path):
+            # A compaction renamed its new file over the one opened here, then let
+            # this one go: the journal is the new file, held by its compactor.
+            os.close(fd)
+            raise JournalLockedError(
+                f"{self.path}: journal is held by another live process (it was just "
+                "compacted); run one agent per journal"
+            )
         self._fd: int | None = fd
         self._deferred: list[Record] = []
         try:
+            _remove_leftovers(self.path)
             data = _read_fd(fd)
             if not data:  # an empty file (made by someone else): a new journal
                 self._write_header(fd)
@@ -500,6 +509,87 @@ class JournalWriter:
         except Exception as exc:  # a metrics hook must never fail the journal
             log.warning("%s: journal listener raised %r", self.path, exc)
 
+    def compact(self, build: Callable[[list[Record], int, int], list[Record]]) -> int:
+        """Replace the journal by ``build(records, size, crc)``: a new file, whole, renamed.
+
+        ``build`` is given every record of the file (the identity apart), the
+        file's size and its CRC-32, and returns the records of the new one,
+        which keeps the journal's identity. The new file is written and
+        fsynced under a temporary name, locked, renamed over the journal,
+        and the directory fsynced: a crash at any point leaves the old
+        journal or the new one (and at worst a leftover temporary file,
+        removed at the next open). Appends wait meanwhile. A failure before
+        the rename leaves the old journal in use (``JournalWriteError``; the
+        writer stays usable); after it, the writer is poisoned. Returns the
+        new file's size.
+        """
+        with self._lock:
+            fd = self._require_open()
+            data = _read_fd(fd)
+            scanned = self.read(data)
+            records = build([s.record for s in scanned.records], len(data), zlib.crc32(data))
+            temporary = self.path.with_name(f"{self.path.name}{_COMPACTING}{os.getpid()}")
+            head = FILE_HEADER + encode_frame(JournalIdRecord(self.journal_id))
+            frames = [encode_frame(r) for r in records]
+            for record, frame in zip(records, frames, strict=True):
+                if len(frame) - HEADER_SIZE > MAX_PAYLOAD:
+                    raise JournalWriteError(
+                        f"{self.path}: compaction refused: a {record.kind} record of "
+                        f"{len(frame) - HEADER_SIZE} bytes exceeds the journal's limit; "
+                        "the journal is unchanged"
+                    )
+            body = b"".join(frames)
+            half = len(body) // 2
+            new_fd: int | None = None
+            try:
+                failpoint("compact.before_write")
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
+                new_fd = os.open(
+                    temporary,
+                    os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
+                    0o600,
+                )
+                assert fcntl is not None
+                fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # locked before it is named
+                _write_all(new_fd, head + body[:half])
+                failpoint("compact.mid_write")
+                _write_all(new_fd, body[half:])
+                _fsync(new_fd)
+                failpoint("compact.before_rename")
+                os.rename(temporary, self.path)
+            except BaseException as exc:
+                if new_fd is not None:
+                    os.close(new_fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                if isinstance(exc, OSError):
+                    raise JournalWriteError(
+                        f"{self.path}: compaction failed ({exc.strerror}); the journal is "
+                        "unchanged and still in use"
+                    ) from exc
+                raise
+            os.close(fd)  # the replaced file, and its lock: the new file is locked already
+            self._fd = new_fd
+            self.size = self.synced_size = len(head) + len(body)
+            offset = len(head)
+            kept = []
+            for record, frame in zip(records, frames, strict=True):
+                kept.append(ScannedRecord(offset, offset + len(frame), record))
+                offset += len(frame)
+            self.scan = JournalScan(tuple(kept), self.size, None, self.journal_id)
+            try:
+                failpoint("compact.before_dir_fsync")
+                _fsync_dir(self.path.parent)
+            except BaseException as exc:
+                message = self._poison(self.size, exc)
+                if isinstance(exc, OSError):
+                    raise JournalWriteError(message) from exc
+                raise
+            if self._listener is not None:
+                self._tell(Opened(self.synced_size))
+            return self.size
+
     def check_writable(self) -> None:
         """Raise what an append would: ``JournalWriteError`` once poisoned, ``JournalError``
         once closed."""
@@ -567,6 +657,46 @@ def _fsync(fd: int) -> None:
         except OSError:
             pass  # a file system without it (a network share): fsync is all there is
     os.fsync(fd)
+
+
+_COMPACTING = ".compacting."
+"""A compaction's new file is written as ``<journal>.compacting.<pid>``, then renamed."""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    if written != len(data):
+        raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename or a link in ``directory`` durable."""
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _replaced(fd: int, path: Path) -> bool:
+    """Whether ``path`` no longer names the file open as ``fd`` (a compaction replaced it)."""
+    try:
+        return os.stat(path).st_ino != os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return True
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Remove what a compaction killed before its rename left: its journal's lock is held
+    here, so no live compaction owns it."""
+    prefix = path.name + _COMPACTING
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.unlink(path.parent / name)
 
 
 def _create(path: Path) -> None:

@@ -19,6 +19,7 @@ from harness.runtime.classes import ToolClass
 from harness.runtime.matrix import Decision, OpState
 
 __all__ = [
+    "CheckpointRecord",
     "DecisionRecord",
     "FinishRecord",
     "HintRecord",
@@ -29,6 +30,7 @@ __all__ = [
     "RecoveredRecord",
     "Resolution",
     "ResolvedRecord",
+    "SettledRecord",
     "TailDroppedRecord",
     "UnknownRecordKind",
     "digest",
@@ -173,6 +175,54 @@ class TailDroppedRecord:
     kind = "tail_dropped"
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """The head of a compacted journal: what the records it replaced came to.
+
+    Followed by one ``SettledRecord`` per settled op the compaction kept and
+    the whole records of every op still open, in the order of their first
+    intent. ``replaced_size`` and ``replaced_crc`` name the file it replaced
+    (its length and CRC-32), ``forgotten`` how many settled ops retention let
+    go of, ``incarnation`` the last life the replaced records knew."""
+
+    incarnation: int
+    settled: int
+    forgotten: int
+    replaced_size: int
+    replaced_crc: int
+    kind = "checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class SettledRecord:
+    """One settled op, folded: everything a call, ``outcome_of`` and recovery read of it.
+
+    Settled: SUCCEEDED, FAILED, or closed by a resolution (``state`` RUNNING).
+    Its arguments are gone (only their digest stays, for identity by content);
+    ``skipped`` says a SKIP for its state was journaled (not written again);
+    ``settled_at`` is when a compaction first folded it (seconds since the
+    epoch), which an age retention counts from."""
+
+    op_id: str
+    tool: str
+    snapshot: ToolClass
+    args_digest: str
+    state: OpState
+    attempt: int
+    result: JSON
+    result_digest: str
+    error: str | None
+    redo_of: str | None
+    fresh: bool
+    resolution: Resolution | None
+    redo_op: str | None
+    note: str
+    resolved_in: int
+    skipped: bool
+    settled_at: float
+    kind = "settled"
+
+
 Record: TypeAlias = (
     JournalIdRecord
     | IncarnationRecord
@@ -183,6 +233,8 @@ Record: TypeAlias = (
     | ResolvedRecord
     | RecoveredRecord
     | TailDroppedRecord
+    | CheckpointRecord
+    | SettledRecord
 )
 
 
@@ -236,6 +288,17 @@ def _snapshot(data: Mapping[str, JSON]) -> ToolClass:
     if not isinstance(value, dict):
         raise ValueError("field 'snapshot' must be an object")
     return ToolClass.from_json(value)
+
+
+def _float(data: Mapping[str, JSON], key: str) -> float:
+    value = data[key]
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"field {key!r} must be a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _resolution(data: Mapping[str, JSON]) -> Resolution | None:
+    return None if data["resolution"] is None else Resolution(data["resolution"])
 
 
 def _args(data: Mapping[str, JSON]) -> Mapping[str, JSON]:
@@ -292,6 +355,32 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _int(d, "length"),
         _str(d, "reason"),
         _int(d, "incarnation"),
+    ),
+    "checkpoint": lambda d: CheckpointRecord(
+        _int(d, "incarnation"),
+        _int(d, "settled"),
+        _int(d, "forgotten"),
+        _int(d, "replaced_size"),
+        _int(d, "replaced_crc"),
+    ),
+    "settled": lambda d: SettledRecord(
+        _str(d, "op_id"),
+        _str(d, "tool"),
+        _snapshot(d),
+        _str(d, "args_digest"),
+        OpState(d["state"]),
+        _int(d, "attempt"),
+        d["result"],
+        _str(d, "result_digest"),
+        _opt_str(d, "error"),
+        _opt_str(d, "redo_of"),
+        _bool(d, "fresh") if "fresh" in d else False,
+        _resolution(d),
+        _opt_str(d, "redo_op"),
+        _str(d, "note"),
+        _int(d, "resolved_in"),
+        _bool(d, "skipped"),
+        _float(d, "settled_at"),
     ),
 }
 

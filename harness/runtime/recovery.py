@@ -19,6 +19,7 @@ from harness.runtime.classes import UNLISTED, ToolClass
 from harness.runtime.journal import without_cyclic_gc
 from harness.runtime.matrix import OpState, RecoveryDecision, decide_for_operation
 from harness.runtime.records import (
+    CheckpointRecord,
     DecisionRecord,
     FinishRecord,
     HintRecord,
@@ -26,6 +27,7 @@ from harness.runtime.records import (
     IntentRecord,
     Record,
     ResolvedRecord,
+    SettledRecord,
 )
 
 __all__ = ["OpHistory", "apply_record", "fold", "last_incarnation", "plan_recovery"]
@@ -50,10 +52,17 @@ class OpHistory:
     decisions: list[DecisionRecord] = field(default_factory=list)
     hints: int = 0
     resolution: ResolvedRecord | None = None
+    settled_at: float | None = None
+    """When a compaction first folded the op (None: it never did)."""
 
     @property
     def resolved(self) -> bool:
         return self.resolution is not None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the op is closed for good: SUCCEEDED, FAILED, or resolved."""
+        return self.state is not OpState.RUNNING or self.resolution is not None
 
 
 def fold(records: Iterable[Record]) -> dict[str, OpHistory]:
@@ -83,6 +92,9 @@ def apply_record(ops: dict[str, OpHistory], record: Record) -> None:
         else:
             op.state, op.attempt = OpState.RUNNING, record.attempt
         return
+    if isinstance(record, SettledRecord):
+        ops[record.op_id] = _unfold(record)
+        return
     op = ops.get(getattr(record, "op_id", ""))
     if op is None:
         return
@@ -100,8 +112,38 @@ def apply_record(ops: dict[str, OpHistory], record: Record) -> None:
         op.resolution = record
 
 
+_NO_ARGS: Mapping[str, Any] = {}
+
+
+def _unfold(record: SettledRecord) -> OpHistory:
+    """The history of a settled op a compaction folded (its arguments are gone)."""
+    resolution = None
+    if record.resolution is not None:
+        resolution = ResolvedRecord(
+            record.op_id, record.resolved_in, record.resolution, record.redo_op, record.note
+        )
+    return OpHistory(
+        record.op_id,
+        record.tool,
+        record.snapshot,
+        _NO_ARGS,
+        record.redo_of,
+        record.args_digest,
+        record.fresh,
+        state=record.state,
+        attempt=record.attempt,
+        result=record.result,
+        error=record.error,
+        resolution=resolution,
+        settled_at=record.settled_at,
+    )
+
+
 def last_incarnation(records: Iterable[Record]) -> int:
-    return max((r.incarnation for r in records if isinstance(r, IncarnationRecord)), default=0)
+    return max(
+        (r.incarnation for r in records if isinstance(r, IncarnationRecord | CheckpointRecord)),
+        default=0,
+    )
 
 
 def plan_recovery(

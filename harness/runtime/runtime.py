@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,6 +43,7 @@ from typing import Any, ClassVar, TypeVar
 
 from harness.runtime import log
 from harness.runtime.classes import ToolTable
+from harness.runtime.compaction import Compaction, compacted, due
 from harness.runtime.errors import FailpointTriggered, JournalError
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.hooks import failpoint
@@ -58,6 +60,7 @@ from harness.runtime.records import (
     RecoveredRecord,
     Resolution,
     ResolvedRecord,
+    SettledRecord,
     TailDroppedRecord,
     digest,
 )
@@ -109,10 +112,12 @@ class Runtime:
         *,
         max_attempts: int = 3,
         identity: Identity | str = Identity.ID,
+        compaction: Compaction | None = None,
     ) -> None:
         self.identity = _identity(identity)
         self.journal = journal
         self.table = table
+        self.compaction = compaction if compaction is not None else Compaction()
         records = [s.record for s in journal.scan.records]
         self.incarnation = last_incarnation(records) + 1
         self.ops: dict[str, OpHistory] = fold(records)
@@ -133,6 +138,13 @@ class Runtime:
         # at its gate (a lock and how many calls hold or wait for it).
         self._lock = _thread.RLock()
         self._gates: dict[str, _Gate] = {}
+        why = due(self.compaction, journal.size, len(records), self.ops, time.time())
+        del records  # the journal's records, folded: not kept for the runtime's life
+        if why is not None:
+            # Before this life writes anything: its records (a torn tail's report first)
+            # go to the new file.
+            log.info("%s: compacting at open: %s", journal.path, why)
+            self._compact()
         incarnation = IncarnationRecord(self.incarnation, os.getpid())
         torn = journal.scan.torn
         if torn is None:
@@ -154,8 +166,13 @@ class Runtime:
         max_attempts: int = 3,
         identity: Identity | str = Identity.ID,
         listener: JournalListener | None = None,
+        compaction: Compaction | None = None,
     ) -> Runtime:
         """Lock and read the journal, start an incarnation.
+
+        ``compaction`` (``harness.runtime.compaction.Compaction``) says when the
+        journal is compacted at open and how long settled ops are kept; by
+        default at 64 MiB or at 4 records to 1 past 4 MiB, keeping every op.
 
         ``table`` classes the tools; without one every tool is UNKNOWN (calls run,
         and any left RUNNING by a crash goes to VERIFY). ``listener`` is called
@@ -174,6 +191,7 @@ class Runtime:
                 table if table is not None else ToolTable({}, source="<no table>"),
                 max_attempts=max_attempts,
                 identity=identity,
+                compaction=compaction,
             )
         except BaseException:
             journal.close()
@@ -508,6 +526,69 @@ class Runtime:
             redo_of = parent
         return redo_of
 
+    # -- compaction ------------------------------------------------------------------------
+
+    def compact(self) -> int:
+        """Fold the journal's settled ops into a checkpoint at the head of a new file.
+
+        Ops still open are carried whole; settled ops past the retention are
+        forgotten (a call under their id then runs as new). The journal keeps
+        its identity (so every idempotency key stays the same) and every answer
+        stays the same. The new file replaces the old one whole (written,
+        fsynced, renamed, the directory fsynced): a crash leaves one or the
+        other. Calls in other threads wait meanwhile; a tool running in one
+        goes on, and its finish goes to the new file. Returns the new size.
+        """
+        with self._lock:
+            return self._compact()
+
+    def _compact(self) -> int:
+        self.journal.check_writable()
+        now = time.time()
+        before = self.journal.size
+        forget: set[str] = set()
+
+        def build(records: list[Record], size: int, crc: int) -> list[Record]:
+            new = compacted(
+                records,
+                replaced_size=size,
+                replaced_crc=crc,
+                retention=self.compaction.retention,
+                now=now,
+            )
+            kept = {r.op_id for r in new if isinstance(r, SettledRecord | IntentRecord)}
+            forget.update(i for i, op in self.ops.items() if op.settled and i not in kept)
+            return new
+
+        size = self.journal.compact(build)
+        for op_id in forget:
+            if op_id in self.ops:
+                self._forget(op_id)
+        for op in self.ops.values():
+            if op.settled:
+                op.args = _NO_ARGS  # what a settled op answers never needs them
+                op.decisions.clear()
+                if op.settled_at is None:
+                    op.settled_at = now
+        if forget:
+            log.warning(
+                "%s: %d settled ops past retention forgotten: a call under their id runs as new",
+                self.journal.path,
+                len(forget),
+            )
+        log.info("%s: compacted from %d to %d bytes", self.journal.path, before, size)
+        return size
+
+    def _forget(self, op_id: str) -> None:
+        op = self.ops.pop(op_id)
+        same = self._by_content.get(ContentKey(op.tool, op.args_digest))
+        if same is not None and op_id in same:
+            same.remove(op_id)
+        self._skipped = {key for key in self._skipped if key[0] != op_id}
+        self._claimed.discard(op_id)
+        for alias in [a for a, known in self._aliases.items() if known == op_id]:
+            del self._aliases[alias]
+
     def close(self) -> None:
         self.journal.close()
 
@@ -552,9 +633,14 @@ class _Gate:
         self.users = 0
 
 
+_NO_ARGS: Mapping[str, Any] = {}
+
+
 def _skip_key(record: Record) -> tuple[str, OpState] | None:
     """``(op id, state)`` of a journaled SKIP decision, which later starts need not repeat."""
     if isinstance(record, DecisionRecord) and record.decision is Decision.SKIP:
+        return record.op_id, record.state
+    if isinstance(record, SettledRecord) and record.skipped:
         return record.op_id, record.state
     return None
 

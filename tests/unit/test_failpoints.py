@@ -404,6 +404,10 @@ class TestTheRuntimesHook:
             "recovery.after_hint",
             "journal.append",
             "journal.before_fsync",
+            "compact.before_write",
+            "compact.mid_write",
+            "compact.before_rename",
+            "compact.before_dir_fsync",
             "agent.before_exit",
         )
         assert [p for p in FAILPOINTS if p in CRASH_POINTS] == list(CRASH_POINTS)

@@ -391,9 +391,9 @@ class TestVersions:
         with open_runtime(journal_path):
             pass
         with journal_path.open("ab") as out:
-            out.write(_frame(b'{"kind":"checkpoint","ops":{}}', version=1))
+            out.write(_frame(b'{"kind":"rollup","ops":{}}', version=1))
         before = journal_path.read_bytes()
-        with pytest.raises(JournalVersionError, match="record kind 'checkpoint'"):
+        with pytest.raises(JournalVersionError, match="record kind 'rollup'"):
             JournalWriter(journal_path)
         assert journal_path.read_bytes() == before
 
