@@ -12,6 +12,7 @@ to handle any of them.
     ├── JournalError
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
+    │   ├── JournalRetiredError   the journal of a retired task: nothing runs on it
     │   ├── JournalVersionError   a header, frame or record of a format this runtime does not know
     │   └── JournalWriteError     an append failed (e.g. ENOSPC); the writer takes no more
     ├── McpServerError            an MCP server would not start, answer or list its tools
@@ -35,6 +36,7 @@ from harness.runtime.errors import (
     JournalCorruptError,
     JournalError,
     JournalLockedError,
+    JournalRetiredError,
     JournalVersionError,
     JournalWriteError,
     McpNotInstalledError,
@@ -52,6 +54,7 @@ __all__ = [
     "JournalCorruptError",
     "JournalError",
     "JournalLockedError",
+    "JournalRetiredError",
     "JournalVersionError",
     "JournalWriteError",
     "McpNotInstalledError",

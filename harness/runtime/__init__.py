@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
+from harness.runtime.compaction import Compaction, Retention
 from harness.runtime.errors import (
     DecisionKeyError,
     FailpointTriggered,
@@ -19,6 +20,7 @@ from harness.runtime.errors import (
     JournalCorruptError,
     JournalError,
     JournalLockedError,
+    JournalRetiredError,
     JournalVersionError,
     JournalWriteError,
     McpNotInstalledError,
@@ -40,6 +42,7 @@ __all__ = [
     "AsyncRuntime",
     "CallContext",
     "CallOutcome",
+    "Compaction",
     "Decision",
     "DecisionKeyError",
     "FailpointTriggered",
@@ -49,6 +52,7 @@ __all__ = [
     "JournalCorruptError",
     "JournalError",
     "JournalLockedError",
+    "JournalRetiredError",
     "JournalVersionError",
     "JournalWriteError",
     "McpNotInstalledError",
@@ -57,6 +61,7 @@ __all__ = [
     "RecoveryDecision",
     "RecoveryReport",
     "Resolution",
+    "Retention",
     "Runtime",
     "ToolClass",
     "ToolError",

@@ -105,6 +105,14 @@ class JournalLockedError(JournalError):
     """
 
 
+class JournalRetiredError(JournalError):
+    """The journal belongs to a task that was retired (``Runtime.retire``).
+
+    Cause: an agent was started on the journal of a finished task. Remedy:
+    give the new task a journal of its own; archive or delete the retired one.
+    """
+
+
 class JournalVersionError(JournalError):
     """The journal holds a header, frame or record of a format this runtime does not know.
 

@@ -74,6 +74,7 @@ from harness.runtime.errors import (
     JournalCorruptError,
     JournalError,
     JournalLockedError,
+    JournalRetiredError,
     JournalVersionError,
     JournalWriteError,
 )
@@ -81,6 +82,7 @@ from harness.runtime.hooks import failpoint
 from harness.runtime.records import (
     JournalIdRecord,
     Record,
+    RetiredRecord,
     UnknownRecordKind,
     record_from_json,
     record_to_json,
@@ -108,6 +110,7 @@ __all__ = [
     "Synced",
     "TornTail",
     "encode_frame",
+    "fsync_dir",
     "new_journal_id",
     "scan_bytes",
     "scan_journal",
@@ -383,6 +386,13 @@ class JournalWriter:
                 self._write_header(fd)
                 data = _read_fd(fd)
             self.scan = self.read(data)
+            retired = self.scan.records[-1].record if self.scan.records else None
+            if isinstance(retired, RetiredRecord):  # the last record a retired journal has
+                raise JournalRetiredError(
+                    f"{self.path}: journal of a retired task (retired by life "
+                    f"{retired.incarnation} at {time.ctime(retired.retired_at)}); nothing runs "
+                    "on it: give a new task a journal of its own"
+                )
             if self.scan.torn is not None:
                 # The one removal of bytes a writer makes: a tail it has just proved torn.
                 os.ftruncate(fd, self.scan.valid_end)
@@ -580,7 +590,7 @@ class JournalWriter:
             self.scan = JournalScan(tuple(kept), self.size, None, self.journal_id)
             try:
                 failpoint("compact.before_dir_fsync")
-                _fsync_dir(self.path.parent)
+                fsync_dir(self.path.parent)
             except BaseException as exc:
                 message = self._poison(self.size, exc)
                 if isinstance(exc, OSError):
@@ -669,7 +679,7 @@ def _write_all(fd: int, data: bytes) -> None:
         raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     """Make a rename or a link in ``directory`` durable."""
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -30,6 +30,7 @@ __all__ = [
     "RecoveredRecord",
     "Resolution",
     "ResolvedRecord",
+    "RetiredRecord",
     "SettledRecord",
     "TailDroppedRecord",
     "UnknownRecordKind",
@@ -223,6 +224,15 @@ class SettledRecord:
     kind = "settled"
 
 
+@dataclass(frozen=True, slots=True)
+class RetiredRecord:
+    """The task is over: the journal's last record. A runtime refuses to open it again."""
+
+    incarnation: int
+    retired_at: float
+    kind = "retired"
+
+
 Record: TypeAlias = (
     JournalIdRecord
     | IncarnationRecord
@@ -235,6 +245,7 @@ Record: TypeAlias = (
     | TailDroppedRecord
     | CheckpointRecord
     | SettledRecord
+    | RetiredRecord
 )
 
 
@@ -363,6 +374,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _int(d, "replaced_size"),
         _int(d, "replaced_crc"),
     ),
+    "retired": lambda d: RetiredRecord(_int(d, "incarnation"), _float(d, "retired_at")),
     "settled": lambda d: SettledRecord(
         _str(d, "op_id"),
         _str(d, "tool"),

@@ -48,7 +48,7 @@ from harness.runtime.errors import FailpointTriggered, JournalError
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.hooks import failpoint
 from harness.runtime.identity import ContentKey, Identity, match_by_content
-from harness.runtime.journal import JournalListener, JournalWriter
+from harness.runtime.journal import JournalListener, JournalWriter, fsync_dir
 from harness.runtime.matrix import Decision, OpState, RecoveryDecision, verify_hint
 from harness.runtime.records import (
     DecisionRecord,
@@ -60,6 +60,7 @@ from harness.runtime.records import (
     RecoveredRecord,
     Resolution,
     ResolvedRecord,
+    RetiredRecord,
     SettledRecord,
     TailDroppedRecord,
     digest,
@@ -578,6 +579,28 @@ class Runtime:
             )
         log.info("%s: compacted from %d to %d bytes", self.journal.path, before, size)
         return size
+
+    def retire(self, *, delete: bool = False) -> None:
+        """Close a finished task's journal for good, then close this runtime.
+
+        A last record says the task is retired, durably: any later
+        ``Runtime.open`` of the file refuses it (``JournalRetiredError``), so
+        a finished task's journal is never taken for a live one, wherever it
+        is moved to (archive it so, or ``delete=True`` removes it, its
+        directory fsynced). ``ValueError`` while an op is open (RUNNING and
+        not resolved: its outcome is unknown) or a call is in flight.
+        """
+        with self._lock:
+            open_ops = [op.op_id for op in self.ops.values() if not op.settled]
+            if open_ops or self._gates:
+                why = f"ops {', '.join(open_ops)} are open" if open_ops else "a call is in flight"
+                raise ValueError(f"retire(): {why}; settle or resolve them first")
+            self._write_many([RetiredRecord(self.incarnation, time.time())])
+            self.journal.close()
+            if delete:
+                os.unlink(self.journal.path)
+                fsync_dir(self.journal.path.parent)
+            log.info("%s: journal retired%s", self.journal.path, " and deleted" if delete else "")
 
     def _forget(self, op_id: str) -> None:
         op = self.ops.pop(op_id)

@@ -45,6 +45,7 @@ from harness.runtime.records import (
     RecoveredRecord,
     Resolution,
     ResolvedRecord,
+    RetiredRecord,
     SettledRecord,
     TailDroppedRecord,
     digest,
@@ -80,6 +81,7 @@ RECORDS: list[Record] = [
     RecoveredRecord(4, 3),
     TailDroppedRecord(120, 17, "partial payload (3 of 40 bytes)", 4),
     CheckpointRecord(4, 2, 1, 4096, 0xDEADBEEF),
+    RetiredRecord(5, 1700000000.25),
     SettledRecord(
         "op-6",
         "write_file",

@@ -1,0 +1,278 @@
+"""Compaction's file protocol, its policy at open, retention, and retiring a task's journal."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.runtime import (
+    AsyncRuntime,
+    Compaction,
+    JournalLockedError,
+    JournalRetiredError,
+    JournalVersionError,
+    Resolution,
+    Retention,
+    Runtime,
+    ToolError,
+    ToolTable,
+)
+from harness.runtime import records as records_module
+from harness.runtime.hooks import CRASH_POINTS
+from harness.runtime.journal import JournalScan, JournalWriter, scan_journal
+from harness.runtime.records import CheckpointRecord, Record, SettledRecord
+from tests.conftest import FakeTool
+
+TABLE = ToolTable.shipped()
+NEVER = Compaction.never()
+COMPACTION_POINTS = [p for p in CRASH_POINTS if p.startswith("compact.")]
+
+
+class Crash(Exception):
+    pass
+
+
+def _history(path: Path) -> None:
+    """Three lives: settled ops of each kind, an op left RUNNING, one awaiting verification,
+    one resolved, one redone."""
+    tool = FakeTool({"s3": [Crash()], "s4": [Crash()], "s5": [Crash()], "s2": [ToolError("no")]})
+    with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+        rt.recover(tool)
+        rt.call("s1", "write_file", {"path": "a"}, tool)
+        rt.call("s2", "send_email", {"to": "b"}, tool)
+        for op in ("s3", "s4", "s5"):
+            with pytest.raises(Crash):
+                rt.call(op, "send_email", {"to": op}, tool)
+    with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+        rt.recover(tool)
+        rt.resolve("s4", Resolution.EFFECT_PRESENT, note="found it")
+        rt.call("s5.redo", "send_email", {"to": "s5"}, tool, redo_of="s5")
+        rt.resolve("s5", Resolution.REDONE, redo_op="s5.redo")
+        rt.call("s6", "read_file", {"path": "c"}, tool)
+
+
+def _answers(path: Path) -> list[object]:
+    """Everything a restart answers, without running anything."""
+    with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+        ids = ["s1", "s2", "s3", "s4", "s5", "s5.redo", "s6"]
+        return [rt.incarnation, rt.plan(), [rt.outcome_of(i) for i in ids], rt.journal.journal_id]
+
+
+def _key(path: Path, op_id: str) -> str:
+    keys: list[str] = []
+
+    def tool(name: str, args: object, ctx: object) -> None:
+        keys.append(ctx.idempotency_key)  # type: ignore[attr-defined]
+
+    with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+        rt.call(op_id, "send_email", {}, tool)
+    return keys[0]
+
+
+COMPACT_IN_A_CHILD = """
+import sys
+from harness.failpoints import arm_from_environ
+from harness.runtime import Compaction, Runtime, ToolTable
+arm_from_environ()
+rt = Runtime.open(sys.argv[1], table=ToolTable.shipped(), compaction=Compaction.never())
+rt.compact()
+"""
+
+
+class TestCrashInsideCompaction:
+    @pytest.mark.parametrize("point", COMPACTION_POINTS)
+    def test_a_kill_at_each_point_leaves_the_old_journal_or_the_new(
+        self, tmp_path: Path, point: str
+    ) -> None:
+        """SIGKILLed at each compaction point, the journal is the old file (before the
+        rename) or the new one (after it), and either answers as the journal did."""
+        path = tmp_path / "agent.journal"
+        _history(path)
+        old = path.read_bytes()
+        reference = tmp_path / "reference.journal"
+        reference.write_bytes(old)
+        expected = _answers(reference)
+        env = {**os.environ, "HARNESS_FAILPOINTS": f"{point}@1=kill"}
+        env.pop("HARNESS_FAILPOINT_CHANNEL", None)
+        child = subprocess.run(
+            [sys.executable, "-c", COMPACT_IN_A_CHILD, str(path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert child.returncode == -signal.SIGKILL, child.stderr
+        renamed = point == "compact.before_dir_fsync"
+        kinds = {type(s.record) for s in scan_journal(path).records}
+        assert (CheckpointRecord in kinds) == renamed
+        if not renamed:
+            assert path.read_bytes() == old
+        leftovers = [p.name for p in tmp_path.iterdir() if ".compacting." in p.name]
+        assert bool(leftovers) == (point in ("compact.mid_write", "compact.before_rename"))
+        assert _answers(path) == expected
+        assert not [p for p in tmp_path.iterdir() if ".compacting." in p.name]
+
+
+class TestCompact:
+    def test_settled_ops_fold_open_ones_are_carried_whole(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        _history(path)
+        expected = _answers(path)
+        copy = tmp_path / "copy.journal"
+        copy.write_bytes(path.read_bytes())
+        key = _key(copy, "k1")
+        before = scan_journal(path)
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            size = rt.compact()
+            assert size == path.stat().st_size < before.valid_end
+        after = scan_journal(path)
+        assert after.journal_id == before.journal_id
+        settled = {s.record.op_id for s in after.records if isinstance(s.record, SettledRecord)}
+        assert settled == {"s1", "s2", "s4", "s5", "s5.redo", "s6"}
+
+        def of_s3(scan: JournalScan) -> list[Record]:
+            return [s.record for s in scan.records if getattr(s.record, "op_id", None) == "s3"]
+
+        assert of_s3(after) == of_s3(before)
+        assert _answers(path)[1:] == expected[1:]
+        assert _key(path, "k1") == key  # the same identity: the same idempotency key
+
+    def test_a_second_process_is_refused_after_the_rename(self, tmp_path: Path) -> None:
+        """The new file is locked before it is named: no other writer gets in between."""
+        path = tmp_path / "agent.journal"
+        _history(path)
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            rt.compact()
+            with pytest.raises(JournalLockedError):
+                JournalWriter(path)
+            rt.call("s7", "read_file", {"path": "d"}, FakeTool())
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            assert rt.outcome_of("s7").status == "ok"
+
+    def test_an_older_runtime_refuses_a_compacted_journal_and_changes_nothing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A runtime that knows no checkpoint (its decoders without the kind) refuses it as a
+        newer runtime's work, never as a torn tail."""
+        path = tmp_path / "agent.journal"
+        _history(path)
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            rt.compact()
+        data = path.read_bytes()
+        decoders = dict(records_module._DECODERS)
+        del decoders["checkpoint"], decoders["settled"]
+        monkeypatch.setattr(records_module, "_DECODERS", decoders)
+        with pytest.raises(JournalVersionError, match="record kind 'checkpoint'"):
+            JournalWriter(path)
+        assert path.read_bytes() == data
+
+    def test_the_async_runtime_compacts_while_calls_run(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        _history(path)
+
+        async def run() -> list[str]:
+            async with await AsyncRuntime.open(path, table=TABLE, compaction=NEVER) as rt:
+                tool = FakeTool()
+                calls = [rt.call(f"a{i}", "read_file", {"i": i}, tool) for i in range(4)]
+                compacting = asyncio.ensure_future(rt.compact())
+                results = await asyncio.gather(*calls)
+                assert await compacting > 0
+                return [r.status for r in results]
+
+        assert asyncio.run(run()) == ["ok"] * 4
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            assert [rt.outcome_of(f"a{i}").executed for i in range(4)] == [False] * 4
+            assert [rt.outcome_of(f"a{i}").status for i in range(4)] == ["ok"] * 4
+
+
+class TestPolicyAtOpen:
+    def test_a_journal_past_the_size_is_compacted_at_open(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        _history(path)
+        expected = _answers(path)
+        with Runtime.open(path, table=TABLE, compaction=Compaction(size=1)):
+            pass
+        first = scan_journal(path).records[0].record
+        assert isinstance(first, CheckpointRecord)
+        assert _answers(path)[1:] == expected[1:]
+
+    def test_by_ratio_and_never(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        _history(path)
+        with Runtime.open(
+            path, table=TABLE, compaction=Compaction(size=None, ratio=50, min_size=0)
+        ):
+            pass  # about 20 records folding into about 10: not due
+        assert not isinstance(scan_journal(path).records[0].record, CheckpointRecord)
+        with Runtime.open(path, table=TABLE, compaction=Compaction(size=None, ratio=1, min_size=0)):
+            pass
+        assert isinstance(scan_journal(path).records[0].record, CheckpointRecord)
+
+
+class TestRetention:
+    def test_a_count_forgets_the_oldest_settled_ops_and_they_run_as_new(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        path = tmp_path / "agent.journal"
+        _history(path)
+        keep = Compaction(size=None, ratio=None, retention=Retention(ops=2))
+        with (
+            caplog.at_level(logging.WARNING, "harness.runtime"),
+            Runtime.open(path, table=TABLE, compaction=keep) as rt,
+        ):
+            kept = set(rt.ops)
+            tool = FakeTool()
+            again = rt.call("s1", "write_file", {"path": "a"}, tool)
+        assert "past retention forgotten" in caplog.text
+        # The last two settled (s5.redo, s6), s5 which s5.redo redoes, and s3, still open.
+        assert kept == {"s3", "s5", "s5.redo", "s6"}
+        assert again.executed and tool.count("s1") == 1
+
+    def test_an_age_counts_from_the_first_compaction_that_folded_the_op(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "agent.journal"
+        _history(path)
+        with Runtime.open(path, table=TABLE, compaction=Compaction(size=1)) as rt:
+            assert "s1" in rt.ops  # folded now: its age starts
+        by_age = Compaction(size=None, ratio=None, retention=Retention(seconds=0))
+        with Runtime.open(path, table=TABLE, compaction=by_age) as rt:
+            assert set(rt.ops) == {"s3"}  # every settled op is 0 seconds old or more
+
+    def test_the_default_keeps_everything(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        _history(path)
+        with Runtime.open(path, table=TABLE, compaction=Compaction(size=1)) as rt:
+            assert len(rt.ops) == 7
+
+
+class TestRetire:
+    def test_a_retired_journal_is_refused_wherever_it_is(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        with Runtime.open(path, table=TABLE) as rt:
+            rt.call("s1", "read_file", {}, FakeTool())
+            rt.retire()
+        with pytest.raises(JournalRetiredError, match="retired task"):
+            Runtime.open(path, table=TABLE)
+        archived = tmp_path / "archive" / "task-1.journal"
+        archived.parent.mkdir()
+        path.rename(archived)
+        with pytest.raises(JournalRetiredError, match="retired task"):
+            Runtime.open(archived, table=TABLE)
+
+    def test_retiring_refuses_an_open_op_and_may_delete(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        _history(path)
+        with Runtime.open(path, table=TABLE) as rt:
+            with pytest.raises(ValueError, match="ops s3 are open"):
+                rt.retire()
+            rt.resolve("s3", Resolution.UNVERIFIABLE)
+            rt.retire(delete=True)
+        assert not path.exists()
