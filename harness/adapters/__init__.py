@@ -96,9 +96,14 @@ JOURNAL_POINTS = frozenset(
         "recovery.after_hint",
         "journal.append",
         "journal.before_fsync",
+        "compact.before_write",
+        "compact.mid_write",
+        "compact.before_rename",
+        "compact.before_dir_fsync",
     }
 )
-"""The failpoints of this project's runtime: its recovery and its journal's appends."""
+"""The failpoints of this project's runtime: its recovery, its journal's appends and its
+compaction (hit by an agent program that compacts: a scenario's ``compact_at``)."""
 
 
 @dataclass(frozen=True, slots=True)

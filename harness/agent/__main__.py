@@ -1,7 +1,8 @@
 """``python -m harness.agent TRIAL_DIR``: one incarnation of the simulated agent.
 
 Reads ``plan.json`` from the trial directory, opens the runtime on
-``journal`` (recovering from it first) and the world on ``world.db``, and runs
+``journal`` (compacting it first when the plan's ``compact_at`` says so:
+``harness.agent.compaction``; then recovering from it) and the world on ``world.db``, and runs
 the plan with the scripted model the plan names (``Plan.model``: the
 plan's ids in every life, or a new id for every call after each restart), on
 a runtime that knows calls by the identity the plan names (``Plan.identity``)
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.broken import RUNTIMES
+from harness.agent.compaction import compact_at_start
 from harness.agent.model import MODELS
 from harness.agent.plan import load_plan
 from harness.agent.shadow import shadow_listener
@@ -50,7 +52,13 @@ from harness.failpoints import (
     report_hit_counts,
     tell_supervisor,
 )
-from harness.runtime import HarnessError, JournalWriteError, ToolFunction, ToolTable
+from harness.runtime import (
+    Compaction,
+    HarnessError,
+    JournalWriteError,
+    ToolFunction,
+    ToolTable,
+)
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 
@@ -102,7 +110,11 @@ def main(
         identity = os.environ.get(IDENTITY_ENV) or plan.identity
         arm_from_environ()  # a bad spec is refused here, before the journal is opened
         runtime = runtime_class.open(
-            trial / "journal", table=table, identity=identity, listener=shadow_listener()
+            trial / "journal",
+            table=table,
+            identity=identity,
+            listener=shadow_listener(),
+            compaction=Compaction.never(),  # a scenario's compact_at decides, below
         )
     except JournalWriteError as exc:  # the disk filled up as the life began
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
@@ -111,6 +123,7 @@ def main(
         print(f"harness.agent: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     try:
+        compact_at_start(runtime, trial / "journal", plan.compact_at)
         with tools(trial) as execute:
             model_class(runtime, plan, execute).run()
     except JournalWriteError as exc:

@@ -153,6 +153,8 @@ class Plan:
     """How the agent runs a batch's calls: ``async`` (``harness.agent.batch``) or
     ``threads`` (``harness.agent.threads``)."""
     duplicate_delivery: bool = False
+    compact_at: int | None = None
+    """Each life whose journal is this many bytes or more compacts it as it starts."""
 
 
 def _verification(data: Mapping[str, Any] | None) -> Verification | None:
@@ -193,6 +195,7 @@ def load_plan(path: Path | str) -> Plan:
         data.get("identity", "id"),
         data.get("batch_driver", "async"),
         data.get("duplicate_delivery", False),
+        data.get("compact_at"),
     )
 
 
@@ -232,6 +235,8 @@ def plan_to_json(plan: Plan) -> str:
         data["batch_driver"] = plan.batch_driver
     if plan.duplicate_delivery:
         data["duplicate_delivery"] = True
+    if plan.compact_at is not None:
+        data["compact_at"] = plan.compact_at
     if plan.tools:
         data["tools"] = {name: tool.to_json() for name, tool in plan.tools.items()}
     if plan.world:

@@ -106,6 +106,7 @@ def exhaustive_specs(
         threads=threads,
         disk_full=_appends_in_batches(golden, plan) if threads else (),
         unsafe_call=_unsafe_call(golden),
+        compacts=plan.compact_at is not None,
     )
     return [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)

@@ -47,6 +47,10 @@ says how to check it after a VERIFY hint::
   ``duplicate_delivery = true`` (with ``threads`` only) issues every call of a
   batch whose tool is not read-only twice at once under one op id, as a
   webhook or a queue message delivered twice.
+- ``compact_at`` (optional) is a journal size in bytes: each life whose
+  journal is that big or bigger compacts it as it starts, before it recovers
+  (``Runtime.compact``), keeping a copy of the journal it replaced for the
+  checkers (``harness.check.stitch``). Without it, nothing is compacted.
 
 Contract:
 - ``load_scenario`` returns a fully validated ``Scenario`` or raises
@@ -241,6 +245,7 @@ _KEYS_TOP = (
     "identity",
     "batch_driver",
     "duplicate_delivery",
+    "compact_at",
     "tools",
     "tools_file",
     "tool_table",
@@ -594,6 +599,7 @@ class Scenario(BaseModel):
     identity: str = "id"
     batch_driver: str = "async"
     duplicate_delivery: StrictBool = False
+    compact_at: int | None = Field(default=None, ge=0, strict=True)
     tools: dict[str, ToolDeclaration] = Field(default_factory=dict)
     """Declared inline; ``parse_scenario`` validates them (and the tools file's) first."""
     tools_file: str | None = None
@@ -873,6 +879,7 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         scenario.identity,
         scenario.batch_driver,
         scenario.duplicate_delivery,
+        scenario.compact_at,
     )
 
 

@@ -25,6 +25,7 @@ from harness.errors import FailpointSpecError
 from harness.failpoints import parse_failpoints
 
 __all__ = [
+    "COMPACTION_FAILPOINTS",
     "JOURNAL_FAULTS",
     "OP_FAILPOINTS",
     "RECOVERY_FAILPOINTS",
@@ -44,6 +45,12 @@ OP_FAILPOINTS = (
     "op.after_finish",
 )
 RECOVERY_FAILPOINTS = ("recovery.after_decision", "recovery.before_retry", "recovery.after_hint")
+COMPACTION_FAILPOINTS = (
+    "compact.before_write",
+    "compact.mid_write",
+    "compact.before_rename",
+    "compact.before_dir_fsync",
+)
 
 DISK_FULL_HITS = (1, 2, 3, 5, 8, 13, 21, 34)
 """Which appends of a crash-free run meet a full disk: spread over the run."""
@@ -280,6 +287,7 @@ def exhaustive_schedules(
     threads: bool = False,
     disk_full: Sequence[int] = (),
     unsafe_call: UnsafeCall | None = None,
+    compacts: bool = False,
 ) -> Iterator[tuple[str, CrashSchedule]]:
     """Every op failpoint at every hit the crash-free run made, then recovery kills.
 
@@ -305,7 +313,14 @@ def exhaustive_schedules(
     reaches. ``disk_full`` adds appends that meet a full disk (for such a run, the
     ones made inside its batches: ``appends_in_batches``). A thread has no task to
     cancel: such a run is given no ``batch_call``.
+
+    ``compacts``: the agent compacts its journal as a restarted life starts (a
+    scenario's ``compact_at``). Each kill that leaves an op in flight (after its
+    intent or its effect) is then also followed by a kill inside the next life's
+    compaction, at each compaction point in turn, so that every point meets an
+    open op carried into the new file.
     """
+    compaction = 0
     for name in OP_FAILPOINTS:
         for hit in range(1, hits.get(name, 0) + 1):
             first = Life(f"{name}@{hit}=kill")
@@ -318,6 +333,10 @@ def exhaustive_schedules(
                         f"{name}@{hit}+{point}@1",
                         CrashSchedule((first, Life(f"{point}@1=kill"))),
                     )
+            if compacts and name in ("op.after_intent", "op.after_effect"):
+                point = COMPACTION_FAILPOINTS[compaction % len(COMPACTION_FAILPOINTS)]
+                compaction += 1
+                yield f"{name}@{hit}+{point}@1", CrashSchedule((first, Life(f"{point}@1=kill")))
             if name == "op.after_intent":
                 yield f"{name}@{hit}+table", CrashSchedule((first, Life(table="reclassified")))
                 unlisted = replace(first, table="unlisted")

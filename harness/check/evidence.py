@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -42,9 +42,11 @@ from harness.check.journal import (
     OpView,
     fold_ops,
     read_journal,
+    read_journal_bytes,
     retry_safe,
 )
 from harness.check.lives import JournalSeen, LifeJournal
+from harness.check.stitch import Epoch, Stitched, stitch
 from harness.check.tables import CheckTable, read_table
 from harness.world.store import EffectRow, LedgerEntry, effect_rows, read_ledger
 
@@ -130,6 +132,14 @@ class TrialEvidence:
 
     @cached_property
     def lives(self) -> tuple[LifeSeen, ...]:
+        """Each life as the supervisor saw it; the journal's sizes and CRCs as they stand in
+        the stitched journal when it was compacted (``harness.check.stitch``)."""
+        if self._stitched is None:
+            return self._lives_seen
+        return tuple(self._place_life(life) for life in self._lives_seen)
+
+    @cached_property
+    def _lives_seen(self) -> tuple[LifeSeen, ...]:
         path = self.trial_dir / "lives.json"
         data = json.loads(path.read_text("utf-8")) if path.exists() else []
         spawns = {int(e["life"]): e for e in self.events if e["event"] == "spawn"}
@@ -186,7 +196,10 @@ class TrialEvidence:
     @cached_property
     def faults(self) -> tuple[dict[str, Any], ...]:
         """After-death faults the supervisor applied (power loss, corruption, a newer frame)."""
-        return tuple(self.events_of("fault"))
+        faults = tuple(self.events_of("fault"))
+        if self._stitched is None:
+            return faults
+        return tuple(self._place_fault(f) for f in faults)
 
     def fault_after(self, life: int) -> dict[str, Any] | None:
         return next((f for f in self.faults if int(f["life"]) == life), None)
@@ -214,19 +227,105 @@ class TrialEvidence:
     @cached_property
     def journal_now(self) -> tuple[int, int] | None:
         """The journal file's size and CRC-32 as the trial left it (None: there is none)."""
-        try:
-            data = (self.trial_dir / "journal").read_bytes()
-        except FileNotFoundError:
-            return None
-        return len(data), zlib.crc32(data)
+        data = self.journal_bytes
+        return None if data is None else (len(data), zlib.crc32(data))
 
     @cached_property
     def journal_bytes(self) -> bytes | None:
-        """The journal file as the trial left it (None: there is none)."""
+        """The journal file as the trial left it (None: there is none), stitched when it was
+        compacted."""
+        return self._journal_file("journal")
+
+    def _journal_file(self, name: str) -> bytes | None:
         try:
-            return (self.trial_dir / "journal").read_bytes()
+            data = (self.trial_dir / name).read_bytes()
         except FileNotFoundError:
             return None
+        return data if self._stitched is None else self._stitched.join(data)
+
+    @cached_property
+    def _stitched(self) -> Stitched | None:
+        """The journal's files, when it was compacted and every copy it needs is there (else
+        the file as it is: I9 then finds the lives' journals changed)."""
+        name = PRISTINE_JOURNAL if self.corrupted else "journal"
+        try:
+            data = (self.trial_dir / name).read_bytes()
+        except FileNotFoundError:
+            return None
+        found = stitch(self.trial_dir, data)
+        return None if found is None or found.problems else found
+
+    @cached_property
+    def _life_epochs(self) -> dict[int, tuple[Epoch, Epoch]]:
+        """Life -> the file of the journal's history it was handed, and the one it left."""
+        assert self._stitched is not None
+        epochs = self._stitched.epochs
+        at = 0
+        out = {}
+        for life in self._lives_seen:
+            handed = (life.journal_size, life.journal_crc)
+            if life.torn_at is not None:
+                handed = (life.torn_at, life.valid_crc)
+            at = _epoch_holding(epochs, at, *handed)
+            spawned = epochs[at]
+            at = _epoch_holding(epochs, at, life.end_size, life.end_crc)
+            out[life.life] = (spawned, epochs[at])
+        return out
+
+    @cached_property
+    def _stitched_reading(self) -> bytes:
+        name = PRISTINE_JOURNAL if self.corrupted else "journal"
+        return self._journal_file(name) or b""
+
+    def _place_seen(self, epoch: Epoch, size: int | None, crc: int | None) -> tuple[Any, Any]:
+        """A size and CRC the supervisor saw of a file, as they stand in the stitched journal:
+        the CRC of the stitched bytes when the file's own bytes bear it out, else as seen."""
+        if size is None:
+            return None, crc
+        placed = epoch.place(size)
+        if crc is not None and epoch.holds(size, crc):
+            return placed, zlib.crc32(self._stitched_reading[:placed])
+        return placed, crc
+
+    def _place_life(self, life: LifeSeen) -> LifeSeen:
+        spawned, left = self._life_epochs[life.life]
+        size, crc = self._place_seen(spawned, life.journal_size, life.journal_crc)
+        torn_at, valid_crc = self._place_seen(spawned, life.torn_at, life.valid_crc)
+        end_size, end_crc = self._place_seen(left, life.end_size, life.end_crc)
+        kept = life.kept
+        if kept is not None and spawned is not left:
+            # Compacted in this life: the stitched journal keeps every record it was handed
+            # when the copy of the file it replaced begins with them.
+            whole = life.torn_at if life.torn_at is not None else life.journal_size
+            whole_crc = life.valid_crc if life.torn_at is not None else life.journal_crc
+            held = whole is not None and whole_crc is not None and spawned.holds(whole, whole_crc)
+            kept = spawned.place(whole) if held and whole is not None else 0
+        elif kept is not None:
+            kept = spawned.place(kept)
+        return replace(
+            life,
+            journal_size=size,
+            journal_crc=crc,
+            torn_at=torn_at,
+            valid_crc=valid_crc,
+            end_size=end_size,
+            end_crc=end_crc,
+            kept=kept,
+        )
+
+    def _place_fault(self, fault: dict[str, Any]) -> dict[str, Any]:
+        """An after-death fault's offsets, in the file the life before it left, placed."""
+        epoch = self._life_epochs.get(int(fault["life"]))
+        if epoch is None:
+            return fault
+        left = epoch[1]
+        placed = dict(fault)
+        for key in _FAULT_OFFSETS:
+            if isinstance(placed.get(key), int) and not isinstance(placed[key], bool):
+                placed[key] = left.place(placed[key])
+        if isinstance(placed.get("bytes"), list):
+            placed["bytes"] = [left.place(int(b)) for b in placed["bytes"]]
+        return placed
 
     @cached_property
     def plan(self) -> Plan:
@@ -244,7 +343,19 @@ class TrialEvidence:
 
     @cached_property
     def ledger(self) -> tuple[LedgerEntry, ...]:
-        return tuple(read_ledger(self.trial_dir / "world.db"))
+        """The world's executions; where the journal ended when each committed, placed in the
+        stitched journal when it was compacted (a life compacts before it runs any tool)."""
+        rows = tuple(read_ledger(self.trial_dir / "world.db"))
+        if self._stitched is None:
+            return rows
+        placed = []
+        for row in rows:
+            life = self.life_of_pid.get(row.pid)
+            epochs = None if life is None else self._life_epochs.get(life)
+            if epochs is not None and row.journal_pos is not None:
+                row = replace(row, journal_pos=epochs[1].place(row.journal_pos))
+            placed.append(row)
+        return tuple(placed)
 
     def ledger_of(self, op_id: str) -> list[LedgerEntry]:
         return [e for e in self.ledger if e.op_id == op_id]
@@ -279,11 +390,16 @@ class TrialEvidence:
     @cached_property
     def reading(self) -> JournalReading:
         name = PRISTINE_JOURNAL if self.corrupted else "journal"
+        if self._stitched is not None:
+            return read_journal_bytes(self._stitched_reading)
         return read_journal(self.trial_dir / name)
 
     @cached_property
     def final_reading(self) -> JournalReading:
-        """The journal file as the trial left it (after any injected corruption)."""
+        """The journal file as the trial left it (after any injected corruption), stitched
+        when it was compacted."""
+        if self._stitched is not None:
+            return read_journal_bytes(self.journal_bytes or b"")
         return read_journal(self.trial_dir / "journal")
 
     @cached_property
@@ -429,6 +545,28 @@ class TrialEvidence:
         for entry in self.ledger:
             out[entry.op_id, self.life_of_row(entry)].append(entry)
         return dict(out)
+
+
+_FAULT_OFFSETS = (
+    "valid_end",
+    "kept",
+    "size",
+    "offset",
+    "record_offset",
+    "corrupted",
+    "journal_size",
+)
+"""The fields of an after-death fault that are offsets in the journal file."""
+
+
+def _epoch_holding(epochs: tuple[Epoch, ...], at: int, size: int | None, crc: int | None) -> int:
+    """The file of the journal's history a size and CRC the supervisor saw belong to: the
+    one ``at``, or the next when a compaction replaced it (else ``at``: a change I9 judges)."""
+    if size is None or crc is None or epochs[at].holds(size, crc):
+        return at
+    if at + 1 < len(epochs) and epochs[at + 1].holds(size, crc):
+        return at + 1
+    return at
 
 
 def _seen(size: int | None, crc: int | None) -> JournalSeen | None:

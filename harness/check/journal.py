@@ -11,6 +11,10 @@ docs/runtime.md), and imports nothing of ``harness.runtime``:
             (big-endian; the CRC covers version, length and payload; the
             payload is a JSON object with a ``kind``)
 
+A compacted journal begins with a ``checkpoint`` (after the identity), then
+one ``settled`` record per settled op it folded and the whole records of the
+ops still open; a ``retired`` record closes a finished task's journal.
+
 A bad frame with no provable frame after it is a torn tail; a bad frame with
 one after it, a provable frame (its checksum holds) of another version, or one
 whose payload is not a record of a known kind, is corruption. The first record
@@ -97,6 +101,26 @@ _FIELDS: Mapping[str, Mapping[str, tuple[type, ...]]] = {
     "resolved": {"op_id": _STR, "incarnation": _INT, "resolution": _STR},
     "recovered": {"incarnation": _INT, "decisions": _INT},
     "tail_dropped": {"offset": _INT, "length": _INT, "reason": _STR, "incarnation": _INT},
+    "checkpoint": {
+        "incarnation": _INT,
+        "settled": _INT,
+        "carried": _INT,
+        "forgotten": _INT,
+        "replaced_size": _INT,
+        "replaced_crc": _INT,
+    },
+    "settled": {
+        "op_id": _STR,
+        "tool": _STR,
+        "snapshot": _OBJ,
+        "args_digest": _STR,
+        "state": _STR,
+        "attempt": _INT,
+        "result": _ANY,
+        "result_digest": _STR,
+        "skipped": _BOOL,
+    },
+    "retired": {"incarnation": _INT, "retired_at": (int, float)},
 }
 _STATES = frozenset({"not_started", "running", "succeeded", "failed"})
 _DECISIONS = frozenset({"skip", "retry", "verify"})
@@ -225,7 +249,7 @@ def _entry(offset: int, end: int, payload: bytes) -> JournalEntry | None:
 
 def _well_formed(value: Mapping[str, Any]) -> bool:
     kind = value["kind"]
-    if kind in ("intent", "decision"):
+    if kind in ("intent", "decision", "settled"):
         snap = value["snapshot"]
         cls = snap.get("class")
         if not isinstance(cls, str) or cls not in _CLASSES:
@@ -234,6 +258,8 @@ def _well_formed(value: Mapping[str, Any]) -> bool:
             return False
     if kind == "decision":
         return value["state"] in _STATES and value["decision"] in _DECISIONS
+    if kind == "settled":
+        return value["state"] in _STATES and value.get("resolution") in (None, *_RESOLUTIONS)
     if kind == "finish":
         return (
             isinstance(value.get("retrying", False), bool)
@@ -280,7 +306,11 @@ def fold_ops(entries: Iterable[JournalEntry]) -> dict[str, OpView]:
         if op_id is None:
             continue
         op = ops.get(op_id)
-        if entry.kind == "intent":
+        if entry.kind == "settled":  # a settled op a compaction folded: its end state
+            op = ops[op_id] = OpView(op_id, str(entry.payload["tool"]), entry)
+            op.state = str(entry.payload["state"])
+            op.resolved = entry.payload.get("resolution") is not None
+        elif entry.kind == "intent":
             if op is None:
                 op = ops[op_id] = OpView(op_id, str(entry.payload["tool"]), entry)
             op.state = "running"

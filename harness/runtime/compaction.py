@@ -138,7 +138,12 @@ def compacted(
         settled += 1
         body.append(_settled(op, (op.op_id, op.state) in skipped, now))
     checkpoint = CheckpointRecord(
-        last_incarnation(records), settled, len(forget), replaced_size, replaced_crc
+        last_incarnation(records),
+        settled,
+        len(body) - settled,
+        len(forget),
+        replaced_size,
+        replaced_crc,
     )
     return [checkpoint, *body]
 

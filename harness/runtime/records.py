@@ -180,14 +180,16 @@ class TailDroppedRecord:
 class CheckpointRecord:
     """The head of a compacted journal: what the records it replaced came to.
 
-    Followed by one ``SettledRecord`` per settled op the compaction kept and
-    the whole records of every op still open, in the order of their first
-    intent. ``replaced_size`` and ``replaced_crc`` name the file it replaced
-    (its length and CRC-32), ``forgotten`` how many settled ops retention let
-    go of, ``incarnation`` the last life the replaced records knew."""
+    Followed by one ``SettledRecord`` per settled op the compaction kept
+    (``settled`` of them) and the whole records of every op still open
+    (``carried`` records), in the order of their first intent.
+    ``replaced_size`` and ``replaced_crc`` name the file it replaced (its
+    length and CRC-32), ``forgotten`` how many settled ops retention let go
+    of, ``incarnation`` the last life the replaced records knew."""
 
     incarnation: int
     settled: int
+    carried: int
     forgotten: int
     replaced_size: int
     replaced_crc: int
@@ -370,6 +372,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
     "checkpoint": lambda d: CheckpointRecord(
         _int(d, "incarnation"),
         _int(d, "settled"),
+        _int(d, "carried"),
         _int(d, "forgotten"),
         _int(d, "replaced_size"),
         _int(d, "replaced_crc"),

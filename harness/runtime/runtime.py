@@ -96,7 +96,8 @@ class Runtime:
 
     Not a stable API, but the one surface for fault-injection subclasses (the
     harness's deliberately broken runtimes): ``_journal_class``,
-    ``_executor_class``, ``plan``, ``_hint_steps`` and ``_resolve_steps`` here,
+    ``_executor_class``, ``plan``, ``_hint_steps``, ``_resolve_steps`` and
+    ``_compacted`` here,
     and the executor's ``steps``, ``invoke``, ``_intent_append``,
     ``_finish_append`` and ``_may_retry``.
     """
@@ -550,13 +551,7 @@ class Runtime:
         forget: set[str] = set()
 
         def build(records: list[Record], size: int, crc: int) -> list[Record]:
-            new = compacted(
-                records,
-                replaced_size=size,
-                replaced_crc=crc,
-                retention=self.compaction.retention,
-                now=now,
-            )
+            new = self._compacted(records, size, crc, now)
             kept = {r.op_id for r in new if isinstance(r, SettledRecord | IntentRecord)}
             forget.update(i for i, op in self.ops.items() if op.settled and i not in kept)
             return new
@@ -601,6 +596,17 @@ class Runtime:
                 os.unlink(self.journal.path)
                 fsync_dir(self.journal.path.parent)
             log.info("%s: journal retired%s", self.journal.path, " and deleted" if delete else "")
+
+    def _compacted(self, records: list[Record], size: int, crc: int, now: float) -> list[Record]:
+        """The records of the compacted journal (a seam: the broken runtimes compact their
+        way)."""
+        return compacted(
+            records,
+            replaced_size=size,
+            replaced_crc=crc,
+            retention=self.compaction.retention,
+            now=now,
+        )
 
     def _forget(self, op_id: str) -> None:
         op = self.ops.pop(op_id)

@@ -80,7 +80,7 @@ RECORDS: list[Record] = [
     ResolvedRecord("op-5", 4, Resolution.EFFECT_PRESENT),
     RecoveredRecord(4, 3),
     TailDroppedRecord(120, 17, "partial payload (3 of 40 bytes)", 4),
-    CheckpointRecord(4, 2, 1, 4096, 0xDEADBEEF),
+    CheckpointRecord(4, 2, 3, 1, 4096, 0xDEADBEEF),
     RetiredRecord(5, 1700000000.25),
     SettledRecord(
         "op-6",
