@@ -46,7 +46,14 @@ from harness.runtime.journal import (
     TornTail,
 )
 from harness.runtime.matrix import decide_for_operation, verify_hint
-from harness.runtime.records import FinishRecord, IntentRecord, Record, digest, record_from_json
+from harness.runtime.records import (
+    FinishRecord,
+    IntentRecord,
+    Record,
+    SettledRecord,
+    digest,
+    record_from_json,
+)
 from harness.runtime.recovery import OpHistory
 from harness.runtime.steps import Append, Step, Steps
 
@@ -734,6 +741,44 @@ class RetryNeverRun(BrokenRuntime):
         return CallOutcome(op.op_id, "ok", executed=False)
 
 
+_COMPACTS = "a scenario that compacts its journal (scenarios/long_task.toml: compact_at)"
+
+
+class CompactionDropsRunning(BrokenRuntime):
+    mistake = "compacts the journal without the records of an op still RUNNING"
+    caught_by = ("I9",)
+    needs_step = _COMPACTS
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("compacts", True) in golden_kinds
+
+    def _compacted(self, records: list[Record], size: int, crc: int, now: float) -> list[Record]:
+        kept = super()._compacted(records, size, crc, now)
+        open_ops = {r.op_id for r in kept if isinstance(r, IntentRecord)}
+        # The mistake: only settled ops are folded into the new file; an op in flight is lost.
+        return [r for r in kept if getattr(r, "op_id", None) not in open_ops]
+
+
+class CompactionDropsResolution(BrokenRuntime):
+    mistake = "compacts a resolved op without its resolution (it is RUNNING again)"
+    caught_by = ("I9",)
+    needs_step = _COMPACTS
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("compacts", True) in golden_kinds
+
+    def _compacted(self, records: list[Record], size: int, crc: int, now: float) -> list[Record]:
+        # The mistake: the model's resolution is not carried into the settled op.
+        return [
+            replace(r, resolution=None, redo_op=None, note="")
+            if isinstance(r, SettledRecord) and r.resolution is not None
+            else r
+            for r in super()._compacted(records, size, crc, now)
+        ]
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -765,6 +810,8 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "cuts-last-record": CutsLastRecord,
     "effect-reported-failed": EffectReportedFailed,
     "retry-never-run": RetryNeverRun,
+    "compaction-drops-running": CompactionDropsRunning,
+    "compaction-drops-resolution": CompactionDropsResolution,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

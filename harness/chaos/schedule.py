@@ -318,7 +318,9 @@ def exhaustive_schedules(
     scenario's ``compact_at``). Each kill that leaves an op in flight (after its
     intent or its effect) is then also followed by a kill inside the next life's
     compaction, at each compaction point in turn, so that every point meets an
-    open op carried into the new file.
+    open op carried into the new file; and each kill after an intent by a kill
+    of the next life once its work is done, so that a third life compacts the
+    ops the second one recovered and resolved.
     """
     compaction = 0
     for name in OP_FAILPOINTS:
@@ -337,6 +339,10 @@ def exhaustive_schedules(
                 point = COMPACTION_FAILPOINTS[compaction % len(COMPACTION_FAILPOINTS)]
                 compaction += 1
                 yield f"{name}@{hit}+{point}@1", CrashSchedule((first, Life(f"{point}@1=kill")))
+                if name == "op.after_intent":
+                    # Done, then killed: the next life compacts what recovery resolved.
+                    done = Life("agent.before_exit@1=kill")
+                    yield f"{name}@{hit}+agent.before_exit@1", CrashSchedule((first, done))
             if name == "op.after_intent":
                 yield f"{name}@{hit}+table", CrashSchedule((first, Life(table="reclassified")))
                 unlisted = replace(first, table="unlisted")

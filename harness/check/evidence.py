@@ -26,6 +26,7 @@ by what the runtime's journal says it matched.
 
 from __future__ import annotations
 
+import itertools
 import json
 import zlib
 from collections import defaultdict
@@ -46,7 +47,7 @@ from harness.check.journal import (
     retry_safe,
 )
 from harness.check.lives import JournalSeen, LifeJournal
-from harness.check.stitch import Epoch, Stitched, stitch
+from harness.check.stitch import Epoch, Stitched, compaction_changes, stitch
 from harness.check.tables import CheckTable, read_table
 from harness.world.store import EffectRow, LedgerEntry, effect_rows, read_ledger
 
@@ -61,8 +62,9 @@ IN_LIFE_FAULTS = ("lost-reply", "lost-request", "cancel")
 """Faults that land inside a life, each reported by the agent (``fault <kind> ...``)."""
 
 
-_OPENING = frozenset({"incarnation", "tail_dropped"})
-"""What a life journals as it opens the journal, before it decides anything."""
+_OPENING = frozenset({"incarnation", "tail_dropped", "journal"})
+"""What a life journals as it opens the journal, before it decides anything (an identity
+is given to a journal that has none at its open)."""
 
 
 def read_jsonl(path: Path) -> tuple[dict[str, Any], ...]:
@@ -177,10 +179,20 @@ class TrialEvidence:
                 life.torn_at,
                 life.valid_crc,
                 self.fault_after(life.life) is not None,
-                _changed_from(self.fault_after(life.life)),
+                self._changed_from(life.life),
             )
             for life in self.lives
         )
+
+    def _changed_from(self, life: int) -> int | None:
+        """The first byte the fault after ``life`` changed, in the stitched journal when it
+        was compacted (damage at rest keeps the file's own offsets elsewhere)."""
+        fault = self.fault_after(life)
+        changed = _changed_from(fault)
+        epochs = None if self._stitched is None else self._life_epochs.get(life)
+        if changed is None or epochs is None or fault is None or "valid_end" in fault:
+            return changed  # a power cut's offsets are placed already
+        return epochs[1].place(changed)
 
     @cached_property
     def life_of_pid(self) -> dict[int, int]:
@@ -226,9 +238,13 @@ class TrialEvidence:
 
     @cached_property
     def journal_now(self) -> tuple[int, int] | None:
-        """The journal file's size and CRC-32 as the trial left it (None: there is none)."""
-        data = self.journal_bytes
-        return None if data is None else (len(data), zlib.crc32(data))
+        """The journal file's size and CRC-32 as the trial left it (None: there is none): the
+        file itself, as the fault that changed it at rest saw it."""
+        try:
+            data = (self.trial_dir / "journal").read_bytes()
+        except FileNotFoundError:
+            return None
+        return len(data), zlib.crc32(data)
 
     @cached_property
     def journal_bytes(self) -> bytes | None:
@@ -256,21 +272,47 @@ class TrialEvidence:
         return None if found is None or found.problems else found
 
     @cached_property
+    def compactions(self) -> list[tuple[int | None, list[str]]]:
+        """Each compaction of the journal: the life that made it (None: not known) and what
+        it changed of the ops of the journal it replaced (``stitch.compaction_changes``)."""
+        if self._stitched is None:
+            return []
+        epochs = self._stitched.epochs
+        made_by = {pair: life for life, pair in self._life_epochs.items()}
+        return [
+            (made_by.get((before, after)), compaction_changes(before.data, after))
+            for before, after in itertools.pairwise(epochs)
+        ]
+
+    @cached_property
     def _life_epochs(self) -> dict[int, tuple[Epoch, Epoch]]:
         """Life -> the file of the journal's history it was handed, and the one it left."""
         assert self._stitched is not None
         epochs = self._stitched.epochs
+        lives = self._lives_seen
+        handed = [
+            (x.torn_at, x.valid_crc) if x.torn_at is not None else (x.journal_size, x.journal_crc)
+            for x in lives
+        ]
         at = 0
         out = {}
-        for life in self._lives_seen:
-            handed = (life.journal_size, life.journal_crc)
-            if life.torn_at is not None:
-                handed = (life.torn_at, life.valid_crc)
-            at = _epoch_holding(epochs, at, *handed)
-            spawned = epochs[at]
-            at = _epoch_holding(epochs, at, life.end_size, life.end_crc)
-            out[life.life] = (spawned, epochs[at])
+        for n, life in enumerate(lives):
+            at = _epoch_holding(epochs, at, *handed[n]) or at
+            spawned = at
+            left = _epoch_holding(epochs, at, life.end_size, life.end_crc)
+            if left is None and n + 1 < len(lives):
+                # A power cut after it changed the file it left: the next life was handed
+                # what remained of that same file.
+                left = _epoch_holding(epochs, at, *handed[n + 1])
+            at = left or at
+            out[life.life] = (epochs[spawned], epochs[at])
         return out
+
+    def handed_offset(self, life: int, offset: int) -> int:
+        """An offset in the journal file ``life`` was handed (as its runtime names it: where a
+        torn tail was cut), in the stitched journal when it was compacted."""
+        epochs = None if self._stitched is None else self._life_epochs.get(life)
+        return offset if epochs is None else epochs[0].place(offset)
 
     @cached_property
     def _stitched_reading(self) -> bytes:
@@ -283,9 +325,24 @@ class TrialEvidence:
         if size is None:
             return None, crc
         placed = epoch.place(size)
-        if crc is not None and epoch.holds(size, crc):
+        if crc is None:
+            return placed, crc
+        if epoch.holds(size, crc):
             return placed, zlib.crc32(self._stitched_reading[:placed])
+        assert self._stitched is not None
+        final = self._final_file
+        # The last file after a fault changed it at rest: its bytes as the trial left them.
+        last = epoch is self._stitched.epochs[-1]
+        if last and final is not None and Epoch(final, 0, 0).holds(size, crc):
+            return placed, zlib.crc32((self.journal_bytes or b"")[:placed])
         return placed, crc
+
+    @cached_property
+    def _final_file(self) -> bytes | None:
+        try:
+            return (self.trial_dir / "journal").read_bytes()
+        except FileNotFoundError:
+            return None
 
     def _place_life(self, life: LifeSeen) -> LifeSeen:
         spawned, left = self._life_epochs[life.life]
@@ -314,9 +371,10 @@ class TrialEvidence:
         )
 
     def _place_fault(self, fault: dict[str, Any]) -> dict[str, Any]:
-        """An after-death fault's offsets, in the file the life before it left, placed."""
+        """A power cut's offsets, in the file the life before it left, placed. Damage at rest
+        ends the trial and is judged in the file itself (the refusal names its offsets)."""
         epoch = self._life_epochs.get(int(fault["life"]))
-        if epoch is None:
+        if epoch is None or "valid_end" not in fault:
             return fault
         left = epoch[1]
         placed = dict(fault)
@@ -559,14 +617,17 @@ _FAULT_OFFSETS = (
 """The fields of an after-death fault that are offsets in the journal file."""
 
 
-def _epoch_holding(epochs: tuple[Epoch, ...], at: int, size: int | None, crc: int | None) -> int:
+def _epoch_holding(
+    epochs: tuple[Epoch, ...], at: int, size: int | None, crc: int | None
+) -> int | None:
     """The file of the journal's history a size and CRC the supervisor saw belong to: the
-    one ``at``, or the next when a compaction replaced it (else ``at``: a change I9 judges)."""
+    one ``at``, or the next when a compaction replaced it (None: neither holds those bytes,
+    a change I9 judges; ``at`` when nothing was seen)."""
     if size is None or crc is None or epochs[at].holds(size, crc):
         return at
     if at + 1 < len(epochs) and epochs[at + 1].holds(size, crc):
         return at + 1
-    return at
+    return None
 
 
 def _seen(size: int | None, crc: int | None) -> JournalSeen | None:

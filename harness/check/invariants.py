@@ -686,7 +686,11 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     handed is a prefix of the final journal (its whole records, when it had a
     torn tail), unless an after-death fault changed bytes it held; each life
     kept the journal it started with, but for a torn tail; and between two
-    lives only a fault changed it. A change names the life that made it.
+    lives only a fault changed it. A change names the life that made it. A
+    compacted journal is judged stitched back together (``harness.check.stitch``),
+    and each compaction must keep every op of the journal it replaced in the same
+    state, resolved or not, an open op record for record (a settled one may go
+    only as one the checkpoint says retention forgot).
     """
     problems = []
     checked = 0
@@ -696,7 +700,7 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
         if wrote and pending is not None:
             checked += 1
             report = next((e for e in wrote if e.kind == "tail_dropped"), None)
-            problems += _tail_dropped(pending, report, life.life)
+            problems += _tail_dropped(pending, report, life.life, ev.handed_offset)
         if wrote or life.killed is not None:
             pending = None
         fault = ev.fault_after(life.life)
@@ -712,24 +716,33 @@ def check_journal_integrity(ev: TrialEvidence) -> Verdict:
     if final.corrupt is not None and not ev.corrupted:
         problems.append(f"the journal is corrupt without injected corruption: {final.corrupt}")
     problems += lives_changed(ev.life_journals, ev.journal_bytes)
+    for maker, changes in ev.compactions:
+        checked += 1
+        by = "a compaction" if maker is None else f"life {maker}'s compaction"
+        problems += [f"{by} changed the journal's ops: {change}" for change in changes]
     handed = sum(1 for life in ev.life_journals if life.start is not None)
     return _verdict(
         "I9",
         problems,
-        f"{checked} injected tears, corruptions and skews handled; {handed} lives kept the "
-        "journal they were handed, but for torn tails",
+        f"{checked} injected tears, corruptions, skews and compactions handled; {handed} lives "
+        "kept the journal they were handed, but for torn tails",
         applied=checked > 0 or handed > 0,
     )
 
 
-def _tail_dropped(fault: dict[str, object], report: JournalEntry | None, life: int) -> list[str]:
+def _tail_dropped(
+    fault: dict[str, object],
+    report: JournalEntry | None,
+    life: int,
+    placed: Callable[[int, int], int],
+) -> list[str]:
     at, torn = fault["valid_end"], fault["torn"]
     if report is None:
         return [
             f"life {life} opened the journal with a torn tail of {torn} bytes at byte "
             f"{at} ({fault['fault']}) and never reported it dropped"
         ]
-    got = (report.payload["offset"], report.payload["length"])
+    got = (placed(life, int(report.payload["offset"])), report.payload["length"])
     if got != (at, torn):
         return [
             f"life {life} dropped {got[1]} bytes at byte {got[0]}; "

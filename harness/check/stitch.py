@@ -23,9 +23,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.check.journal import read_journal_bytes
+from harness.check.journal import JournalEntry, OpView, fold_ops, read_journal_bytes
 
-__all__ = ["REPLACED_PREFIX", "Epoch", "Stitched", "stitch"]
+__all__ = ["REPLACED_PREFIX", "Epoch", "Stitched", "compaction_changes", "stitch"]
 
 REPLACED_PREFIX = "journal.replaced."
 
@@ -117,3 +117,43 @@ def stitch(directory: Path, data: bytes) -> Stitched | None:
         epochs.append(Epoch(file, block_end, length))
         length += len(file) - block_end
     return Stitched(tuple(epochs))
+
+
+def compaction_changes(replaced: bytes, compacted: Epoch) -> list[str]:
+    """What a compaction changed of the ops of the journal it replaced (none: it kept each
+    op, its state and whether it was resolved, as the checkers' own fold reads them).
+
+    A settled op may be missing only as one of the ``forgotten`` the checkpoint counts
+    (retention); an op still open must be carried whole, record for record.
+    """
+    before_entries = read_journal_bytes(replaced).entries
+    block = read_journal_bytes(compacted.data[: compacted.block_end]).entries
+    head = next(e for e in block if e.kind == "checkpoint")
+    before, after = fold_ops(before_entries), fold_ops(block)
+    forgotten = int(head.payload["forgotten"])
+    changes = []
+    for op_id, op in before.items():
+        kept = after.get(op_id)
+        if kept is None:
+            if _settled(op) and forgotten > 0:
+                forgotten -= 1
+                continue
+            changes.append(f"{op_id} ({op.tool}, {_state(op)}) is gone")
+        elif _state(kept) != _state(op):
+            changes.append(f"{op_id} ({op.tool}) was {_state(op)}, is {_state(kept)}")
+        elif not _settled(op) and _records(before_entries, op_id) != _records(block, op_id):
+            changes.append(f"{op_id} ({op.tool}, {_state(op)}) was not carried whole")
+    changes += [f"{op_id} ({op.tool}) is new" for op_id, op in after.items() if op_id not in before]
+    return changes
+
+
+def _settled(op: OpView) -> bool:
+    return op.state != "running" or op.resolved
+
+
+def _state(op: OpView) -> str:
+    return op.state.upper() + (" and resolved" if op.resolved else "")
+
+
+def _records(entries: tuple[JournalEntry, ...], op_id: str) -> list[object]:
+    return [dict(e.payload) for e in entries if e.op_id == op_id]

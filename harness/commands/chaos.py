@@ -40,6 +40,7 @@ from typing import Any
 
 from harness.adapters import get_adapter
 from harness.agent.broken import BROKEN_RUNTIMES, BrokenRuntime
+from harness.agent.plan import load_plan
 from harness.chaos.campaign import CampaignConfig, run_trials, scenario_seed
 from harness.chaos.mutations import MUTATIONS, Mutation
 from harness.chaos.pool import WorkerRefusal
@@ -185,13 +186,16 @@ def run_with_progress(
 
 
 def _golden_finishes(config: CampaignConfig) -> list[tuple[str, bool]]:
-    """Every settling finish of the selected scenarios' golden runs, as (kind, succeeded)."""
+    """Every settling finish of the selected scenarios' golden runs, as (kind, succeeded),
+    and ``("compacts", True)`` for each whose plan compacts the journal (``compact_at``)."""
     found = []
     for scenario in config.scenarios:
         journal = golden_dir(config.run_dir, scenario, scenario_seed(config.seed, scenario))
         for entry in read_journal(journal / "journal").entries:
             if entry.kind == "finish" and settles(entry):
                 found.append(("finish", bool(entry.payload["succeeded"])))
+        if load_plan(journal / "plan.json").compact_at is not None:
+            found.append(("compacts", True))
     return found
 
 

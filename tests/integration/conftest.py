@@ -17,6 +17,7 @@ from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, 
 MINI = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini.toml")
 MINI_SEED = 3
 MINI_BATCH = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini_batch.toml")
+MINI_COMPACT = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini_compact.toml")
 
 
 AGENT_PROGRAMS = (
@@ -68,6 +69,11 @@ def mini_batch_golden(tmp_path_factory: pytest.TempPathFactory, supervisor: Supe
 
 
 @pytest.fixture(scope="session")
+def mini_compact_golden(tmp_path_factory: pytest.TempPathFactory, supervisor: Supervisor) -> Golden:
+    return prepare_golden(MINI_COMPACT, MINI_SEED, tmp_path_factory.mktemp("golden"), supervisor)
+
+
+@pytest.fixture(scope="session")
 def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return write_table_variants(tmp_path_factory.mktemp("tables"))
 
@@ -109,3 +115,11 @@ def run_mini_batch(
 ) -> TrialRunner:
     """Trials of ``mini_batch``: a batch of three calls between two steps of one."""
     return TrialRunner(tmp_path / "batch", mini_batch_golden, supervisor, tables, MINI_BATCH)
+
+
+@pytest.fixture
+def run_mini_compact(
+    tmp_path: Path, mini_compact_golden: Golden, supervisor: Supervisor, tables: dict[str, Path]
+) -> TrialRunner:
+    """Trials of ``mini_compact``: mini, each restarted life compacting its journal first."""
+    return TrialRunner(tmp_path / "compact", mini_compact_golden, supervisor, tables, MINI_COMPACT)

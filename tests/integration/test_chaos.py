@@ -14,7 +14,7 @@ from harness import cli
 from harness.agent.broken import BROKEN_RUNTIMES
 from harness.chaos.campaign import CampaignConfig, random_picks, run_trials
 from harness.chaos.mutations import MUTATIONS
-from harness.chaos.schedule import OP_FAILPOINTS, RECOVERY_FAILPOINTS
+from harness.chaos.schedule import COMPACTION_FAILPOINTS, OP_FAILPOINTS, RECOVERY_FAILPOINTS
 from harness.chaos.trial import Golden, TrialResult
 from harness.check.invariants import check_trial
 from harness.runtime.journal import scan_journal
@@ -119,7 +119,22 @@ TARGETED = {
     "cuts-last-record": '[{"failpoints":"op.after_finish@3=kill"}]',
     "effect-reported-failed": '[{"failpoints":"op.after_effect@2=kill"}]',
     "retry-never-run": '[{"failpoints":"op.after_effect@1=kill"}]',
+    "compaction-drops-running": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "compaction-drops-resolution": (
+        '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"agent.before_exit@1=kill"}]'
+    ),
 }
+# The trial of mini_compact (mini, each restarted life compacting first) that exposes each
+# mistake of a compaction: the same schedule in mini, which never compacts, passes.
+COMPACTED = {
+    "compaction-drops-running": TARGETED["compaction-drops-running"],
+    "compaction-drops-resolution": TARGETED["compaction-drops-resolution"],
+}
+# A kill inside a restarted life's compaction, at each point, with the tap left in flight.
+IN_A_COMPACTION = [
+    f'[{{"failpoints":"op.after_intent@3=kill"}},{{"failpoints":"{point}@1=kill"}}]'
+    for point in COMPACTION_FAILPOINTS
+]
 # The trial of mini_batch (a batch of three calls) that exposes each mistake of a batch.
 IN_A_BATCH = {
     "unawaited-intent": '[{"failpoints":"op.after_effect@2=kill"}]',
@@ -158,7 +173,11 @@ class TestBrokenRuntimesAreCaught:
 
     @pytest.mark.parametrize("name", sorted(BROKEN_RUNTIMES))
     def test_caught_by_the_invariant_it_breaks(
-        self, name: str, run_mini: TrialRunner, run_mini_batch: TrialRunner
+        self,
+        name: str,
+        run_mini: TrialRunner,
+        run_mini_batch: TrialRunner,
+        run_mini_compact: TrialRunner,
     ) -> None:
         """Each broken runtime fails the invariant it breaks, under the fault it needs (or,
         for a mistake of calls at once, in a batch: the same kill without one passes)."""
@@ -172,7 +191,10 @@ class TestBrokenRuntimesAreCaught:
             # Caught under the model that re-orders its calls: tests/integration/test_replan.py.
             assert result.status == "pass", "the scripted model should not expose " + name
             return
-        if runtime.needs_batch:
+        if name in COMPACTED:
+            assert result.status == "pass", "a journal never compacted should not expose " + name
+            result = run_mini_compact(COMPACTED[name], runtime=name)
+        elif runtime.needs_batch:
             assert result.status == "pass", "steps of one call should not expose " + name
             result = run_mini_batch(IN_A_BATCH[name], runtime=name)
         elif runtime.needs_fault != "sigkill":
@@ -181,9 +203,12 @@ class TestBrokenRuntimesAreCaught:
         assert set(runtime.caught_by) & set(result.failed_invariants), _failed(result)
 
     def test_real_runtime_passes_the_same_trials(
-        self, run_mini: TrialRunner, run_mini_batch: TrialRunner
+        self, run_mini: TrialRunner, run_mini_batch: TrialRunner, run_mini_compact: TrialRunner
     ) -> None:
         """The real runtime holds every invariant on every targeted schedule."""
+        for schedule in {*COMPACTED.values(), *IN_A_COMPACTION}:
+            result = run_mini_compact(schedule)
+            assert result.status == "pass", _failed(result)
         for schedule in {*TARGETED.values(), *POWER_LOSS.values()}:
             result = run_mini(schedule)
             assert result.status == "pass", _failed(result)
@@ -278,6 +303,38 @@ class TestMutations:
 class TestBranchesShownAbleToFail:
     """Each broken runtime below reaches one branch of one invariant, and on its targeted
     trial nothing else fails: the checks as they were before that branch passed it."""
+
+    def test_a_compaction_that_drops_a_resolution_is_named_by_i9(
+        self, run_mini_compact: TrialRunner
+    ) -> None:
+        """Killed after s003's intent, life 2 verifies the tap and resolves it, then is killed
+        once done; life 3 compacts without the resolution, verifies s003 again and is
+        answered from the journal. Nothing runs twice and the user is told the same: every
+        other check holds, and I9 names life 3's compaction and the op it changed."""
+        name = "compaction-drops-resolution"
+        result = run_mini_compact(COMPACTED[name], runtime=name)
+        assert result.failed_invariants == ("I9",), _failed(result)
+        assert result.unknown_invariants == (), _failed(result)
+        i9 = next(v for v in result.verdicts if v.invariant == "I9")
+        assert i9.evidence == (
+            "life 3's compaction changed the journal's ops: s003 (ui_tap) was RUNNING and "
+            "resolved, is RUNNING",
+        )
+
+    def test_a_compaction_that_drops_an_open_op_is_named_by_i9(
+        self, run_mini_compact: TrialRunner
+    ) -> None:
+        """Killed after s003's intent, life 2 compacts the file without the tap, yet decides
+        and verifies it from what it read before: every other check holds (a later life
+        would find the tap unknown), and I9 names the op life 2's compaction lost."""
+        name = "compaction-drops-running"
+        result = run_mini_compact(COMPACTED[name], runtime=name)
+        assert result.failed_invariants == ("I9",), _failed(result)
+        assert result.unknown_invariants == (), _failed(result)
+        i9 = next(v for v in result.verdicts if v.invariant == "I9")
+        assert i9.evidence == (
+            "life 2's compaction changed the journal's ops: s003 (ui_tap, RUNNING) is gone",
+        )
 
     def test_a_life_that_cut_a_whole_record_is_named_by_i9(self, run_mini: TrialRunner) -> None:
         """Killed after s003's finish, life 2 cuts that finish at its start (as a torn tail,
