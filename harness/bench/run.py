@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.bench import calls, cycles, scaling, startup
+from harness.bench import calls, compaction, cycles, scaling, startup
 from harness.bench.figures import (
     BenchError,
     BenchReport,
@@ -30,14 +31,17 @@ from harness.bench.figures import (
     machine_info,
     median_of,
 )
+from harness.runtime.compaction import Retention
 
 __all__ = [
     "FULL",
     "QUICK",
+    "STEPS",
     "BenchSettings",
     "Measurements",
     "bench_batch",
     "bench_campaigns",
+    "bench_compaction",
     "bench_cycles",
     "bench_failpoint",
     "bench_journaled_call",
@@ -66,6 +70,10 @@ class BenchSettings:
     planning_sizes: tuple[int, ...] = (10, 100, 1_000, 10_000, 100_000)
     planning_records: int = 100_000
     planning_repeats: int = 5
+    history_ops: int = 100_000
+    """The long history compacted (figure 6); ``short_ops`` is the journal it is held to."""
+    short_ops: int = 1_000
+    start_repeats: int = 3
 
 
 FULL = BenchSettings()
@@ -82,6 +90,9 @@ QUICK = BenchSettings(
     planning_sizes=(10, 100, 1_000),
     planning_records=5_000,
     planning_repeats=1,
+    history_ops=5_000,
+    short_ops=500,
+    start_repeats=1,
 )
 
 
@@ -433,10 +444,140 @@ def bench_planning(settings: BenchSettings, out: Measurements) -> None:
         )
 
 
+def bench_compaction(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 6: a compacted long history starts as fast as a short journal, in as much
+    memory; compaction's time per settled op stays flat; a call costs what it did."""
+    big, small = settings.history_ops, settings.short_ops
+    with tempfile.TemporaryDirectory(dir=scratch) as directory:
+        root = Path(directory)
+        short, whole, kept = root / "short", root / "whole", root / "kept"
+        short.write_bytes(compaction.history_journal(small))
+        history = compaction.history_journal(big)
+        whole.write_bytes(history)
+        kept.write_bytes(history)
+        sizes = {"history": len(history)}
+        (root / "history").write_bytes(history)
+        del history
+        uncompacted = compaction.time_start(root / "history", root)
+        seconds = {
+            "whole": compaction.compact_journal(whole),
+            "kept": compaction.compact_journal(kept, Retention(ops=small)),
+        }
+        small_copy = root / "small-compacted"
+        shutil.copyfile(short, small_copy)
+        seconds["small"] = compaction.compact_journal(small_copy)
+        sizes |= {"whole": whole.stat().st_size, "kept": kept.stat().st_size}
+        starts: dict[str, list[compaction.StartSample]] = {"whole": [], "kept": [], "short": []}
+        for _ in range(settings.start_repeats):
+            for name, journal in (("whole", whole), ("kept", kept), ("short", short)):
+                starts[name].append(compaction.time_start(journal, root))
+        calls_on = {}
+        for name, given in (("compacted", whole), ("fresh", None)):
+            place = root / f"calls-{name}"
+            place.mkdir()
+            if given is not None:
+                shutil.copyfile(given, place / "journal")
+            calls_on[name] = calls.JournaledCalls(place)
+        try:
+            for journaled in calls_on.values():
+                journaled.warm_up()
+            samples = interleave(
+                {
+                    name: functools.partial(journaled.batch, settings.calls)
+                    for name, journaled in calls_on.items()
+                },
+                settings.call_repeats,
+            )
+        finally:
+            for journaled in calls_on.values():
+                journaled.close()
+
+    def start(name: str) -> float:
+        return median_of([s.seconds * 1e3 for s in starts[name]])
+
+    def rss(name: str) -> float:
+        return median_of([s.max_rss / 2**20 for s in starts[name]])
+
+    out.series["compaction"] = {
+        "bytes": sizes,
+        "compaction_s": seconds,
+        "start_ms": {name: [s.seconds * 1e3 for s in got] for name, got in starts.items()},
+        "start_rss_mib": {name: [s.max_rss / 2**20 for s in got] for name, got in starts.items()},
+        "call_us": samples,
+    }
+    out.notes.append(
+        f"the {big:,}-op history uncompacted ({sizes['history'] / 2**20:.1f} MiB): open+recover "
+        f"{uncompacted.seconds * 1e3:,.0f} ms, peak RSS {uncompacted.max_rss / 2**20:.1f} MiB"
+    )
+    short_one = f"{small:,}-op journal"
+    out.figures += [
+        Figure(
+            f"6 open+recover: {big:,}-op history compacted / {short_one}",
+            start("whole"),
+            start("short"),
+            "ms",
+            Target(high=2),
+            f"every op kept: {sizes['history'] / 2**20:.1f} MiB compacted to "
+            f"{sizes['whole'] / 2**20:.1f} MiB",
+        ),
+        Figure(
+            f"6 open+recover: {big:,}-op history, last {small:,} kept / {short_one}",
+            start("kept"),
+            start("short"),
+            "ms",
+            Target(high=2),
+            f"retention of {small:,} ops: {sizes['kept'] / 2**10:.0f} KiB",
+        ),
+        Figure(
+            f"6 peak RSS of a start: {big:,}-op history compacted / {short_one}",
+            rss("whole"),
+            rss("short"),
+            "MiB",
+            Target(high=2),
+            f"last {small:,} kept: {rss('kept'):.1f} MiB (VmHWM of a fresh process)",
+        ),
+        Figure(
+            f"6 compaction per settled op: {big:,} / {small:,} ops",
+            seconds["whole"] / big * 1e6,
+            seconds["small"] / small * 1e6,
+            "µs/op",
+            Target(high=1.5),
+            f"{seconds['whole']:.2f} s for {big:,} ops; linear is ≈ 1",
+        ),
+        Figure(
+            f"6 journaled call: on the compacted {big:,}-op history / on a fresh journal",
+            median_of(samples["compacted"]),
+            median_of(samples["fresh"]),
+            "µs/call",
+            Target(high=1.25),
+            "the call of figure 2; its cost must not grow with the ops the journal holds",
+        ),
+    ]
+
+
+STEPS = (
+    "cycle rate",
+    "journaled call cost",
+    "batch of calls",
+    "failpoint cost",
+    "agent start-up",
+    "recovery planning",
+    "campaigns",
+    "compaction",
+)
+"""The measurements, in the order they run (``only`` picks some by these names)."""
+
+
 def run_bench(
-    settings: BenchSettings, out_dir: Path, console: Console, *, run_id: str | None = None
+    settings: BenchSettings,
+    out_dir: Path,
+    console: Console,
+    *,
+    run_id: str | None = None,
+    only: frozenset[str] | None = None,
 ) -> BenchReport:
-    """Measure every figure (progress to ``console``); the report is not written here."""
+    """Measure every figure, or those of the steps ``only`` names (progress to ``console``);
+    the report is not written here."""
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     out_dir.mkdir(parents=True, exist_ok=True)
     collected = Measurements()
@@ -451,8 +592,12 @@ def run_bench(
             ("agent start-up", lambda: bench_startup(settings, scratch, collected)),
             ("recovery planning", lambda: bench_planning(settings, collected)),
             ("campaigns", lambda: bench_campaigns(settings, scratch, collected)),
+            ("compaction", lambda: bench_compaction(settings, scratch, collected)),
         ]
+        assert [name for name, _ in steps] == list(STEPS)
         for title, step in steps:
+            if only is not None and title not in only:
+                continue
             started = time.monotonic()
             console.print(f"[dim]measuring {title}...[/dim]", end="")
             try:

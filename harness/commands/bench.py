@@ -1,4 +1,5 @@
-"""``python -m harness bench [--quick] [--cycles N] [--out DIR]``: measure, print, write.
+"""``python -m harness bench [--quick] [--cycles N] [--only STEP] [--out DIR]``: measure,
+print, write.
 
 Also ``python -m harness.bench`` (``make bench``), the same options under its own name.
 The measurements are ``harness.bench`` (``run_bench``); this parses the
@@ -24,7 +25,7 @@ from rich.table import Table
 
 from harness.bench.figures import BenchReport, figures_table
 from harness.bench.plot import plot_scaling
-from harness.bench.run import FULL, QUICK, run_bench
+from harness.bench.run import FULL, QUICK, STEPS, run_bench
 
 __all__ = ["EXIT_BAD_ARGUMENTS", "add_parser", "main", "print_report", "run"]
 
@@ -62,6 +63,13 @@ def _add_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="small counts (smoke test, CI)")
     parser.add_argument(
         "--cycles", type=_positive, metavar="N", help="crash-restart cycles per cycle-rate sample"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=STEPS,
+        metavar="STEP",
+        help=f"measure only this step (repeatable): {', '.join(STEPS)}",
     )
     parser.add_argument(
         "--out",
@@ -108,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     # Under make the output is not a terminal and rich would wrap at 80 columns.
     console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 120)
     progress = Console(highlight=False, emoji=False, stderr=True)
-    report = run_bench(settings, out_dir, progress)
+    only = None if args.only is None else frozenset(args.only)
+    report = run_bench(settings, out_dir, progress, only=only)
     plot = out_dir / f"{report.run_id}.png"
     skipped = plot_scaling(report.series, plot)
     if skipped is not None:
