@@ -40,6 +40,15 @@ ratio of medians, timed with ``time.perf_counter_ns``.
    trials on disk, twice each, interleaved: ≥ 2x (the smallest campaign both
    ways is shown for information). The
    supervisor's (pool worker's) RSS, big against small: ≤ 1.15x.
+6. A start-up that stays flat (``harness.bench.compaction``). A long-lived
+   agent's history of 100,000 settled ops, compacted (``Runtime.compact``):
+   open plus recovery in a fresh process against a 1,000-op journal, ≤ 2x, the
+   history kept whole and with a retention of its last 1,000 ops; the peak RSS
+   of that start, kept whole, against the 1,000-op journal's, ≤ 2x;
+   compaction's time per settled op at 100,000 ops against 1,000, ≤ 1.5x
+   (linear is ≈ 1); a journaled call (figure 2's) on the compacted history
+   against one on a fresh journal, ≤ 1.25x. The history uncompacted is given
+   in a note. ``--only STEP`` measures only the named steps.
 """
 
 from harness.bench.figures import (

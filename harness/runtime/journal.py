@@ -33,6 +33,11 @@ never changes, a journal holding anything newer. An older runtime, which knew
 no identity record, refuses a journal this one wrote ("payload is not a
 record"), again without changing it.
 
+A compaction (``JournalWriter.compact``) writes a new file whole under a
+temporary name, fsyncs and locks it, renames it over the journal and fsyncs
+the directory: a crash leaves the old journal or the new one. A journal whose
+last record says it was retired is refused (``JournalRetiredError``).
+
 One writer at a time: a ``JournalWriter`` holds an ``flock`` on the file. The
 kernel drops it when the holder dies, so a SIGKILLed agent never blocks its
 successor, while a second live process is refused at once. Within a process
