@@ -118,7 +118,6 @@ _FIELDS: Mapping[str, Mapping[str, tuple[type, ...]]] = {
         "attempt": _INT,
         "result": _ANY,
         "result_digest": _STR,
-        "skipped": _BOOL,
     },
     "retired": {"incarnation": _INT, "retired_at": (int, float)},
 }
@@ -258,8 +257,12 @@ def _well_formed(value: Mapping[str, Any]) -> bool:
             return False
     if kind == "decision":
         return value["state"] in _STATES and value["decision"] in _DECISIONS
-    if kind == "settled":
-        return value["state"] in _STATES and value.get("resolution") in (None, *_RESOLUTIONS)
+    if kind == "settled":  # fields at their defaults are left out
+        return (
+            value["state"] in _STATES
+            and value.get("resolution") in (None, *_RESOLUTIONS)
+            and isinstance(value.get("skipped", False), bool)
+        )
     if kind == "finish":
         return (
             isinstance(value.get("retrying", False), bool)

@@ -68,10 +68,12 @@ class Compaction:
     ratio: float | None = 4.0
     min_size: int = 4 * 1024 * 1024
     retention: Retention = field(default_factory=Retention)
+    at_open: bool = True
+    """False: never at open, only on demand (the retention then applies there)."""
 
     @classmethod
     def never(cls, retention: Retention | None = None) -> Compaction:
-        return cls(size=None, ratio=None, retention=retention or Retention())
+        return cls(size=None, ratio=None, retention=retention or Retention(), at_open=False)
 
 
 def past_retention(
@@ -175,6 +177,8 @@ def due(
     policy: Compaction, size: int, records: int, ops: Mapping[str, OpHistory], now: float
 ) -> str | None:
     """Why the journal is to be compacted at open under ``policy`` (None: it is not)."""
+    if not policy.at_open:
+        return None
     if policy.size is not None and size >= policy.size:
         return f"it is {size} bytes (compaction at {policy.size})"
     if policy.ratio is not None and size >= policy.min_size:

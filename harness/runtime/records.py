@@ -254,6 +254,19 @@ Record: TypeAlias = (
 _WRITTEN_WHEN_TRUE = frozenset({"fresh"})
 """Flags added after the format's first records: left out when false."""
 
+_NO_DEFAULT = object()
+_SETTLED_DEFAULTS: dict[str, JSON] = {
+    "error": None,
+    "redo_of": None,
+    "resolution": None,
+    "redo_op": None,
+    "note": "",
+    "resolved_in": 0,
+    "skipped": False,
+}
+"""Fields of a ``settled`` record left out at these values (most ops have them): a
+compacted journal is read at every start."""
+
 
 def record_to_json(record: Record) -> dict[str, JSON]:
     data: dict[str, JSON] = {"kind": record.kind}
@@ -261,6 +274,11 @@ def record_to_json(record: Record) -> dict[str, JSON]:
         value = getattr(record, name)
         if name in _WRITTEN_WHEN_TRUE and value is False:
             continue
+        default = (
+            _SETTLED_DEFAULTS.get(name, _NO_DEFAULT) if record.kind == "settled" else _NO_DEFAULT
+        )
+        if default is not _NO_DEFAULT and value == default and type(value) is type(default):
+            continue  # (0 and False are not one another's default)
         if isinstance(value, ToolClass):
             value = value.to_json()
         elif isinstance(value, OpState | Decision | Resolution):
@@ -311,7 +329,8 @@ def _float(data: Mapping[str, JSON], key: str) -> float:
 
 
 def _resolution(data: Mapping[str, JSON]) -> Resolution | None:
-    return None if data["resolution"] is None else Resolution(data["resolution"])
+    value = data.get("resolution")
+    return None if value is None else Resolution(value)
 
 
 def _args(data: Mapping[str, JSON]) -> Mapping[str, JSON]:
@@ -392,9 +411,9 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _bool(d, "fresh") if "fresh" in d else False,
         _resolution(d),
         _opt_str(d, "redo_op"),
-        _str(d, "note"),
-        _int(d, "resolved_in"),
-        _bool(d, "skipped"),
+        _str(d, "note") if "note" in d else "",
+        _int(d, "resolved_in") if "resolved_in" in d else 0,
+        _bool(d, "skipped") if "skipped" in d else False,
         _float(d, "settled_at"),
     ),
 }

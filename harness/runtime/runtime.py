@@ -557,9 +557,7 @@ class Runtime:
             return new
 
         size = self.journal.compact(build)
-        for op_id in forget:
-            if op_id in self.ops:
-                self._forget(op_id)
+        self._forget(forget & self.ops.keys())
         for op in self.ops.values():
             if op.settled:
                 op.args = _NO_ARGS  # what a settled op answers never needs them
@@ -608,15 +606,18 @@ class Runtime:
             now=now,
         )
 
-    def _forget(self, op_id: str) -> None:
-        op = self.ops.pop(op_id)
-        same = self._by_content.get(ContentKey(op.tool, op.args_digest))
-        if same is not None and op_id in same:
-            same.remove(op_id)
-        self._skipped = {key for key in self._skipped if key[0] != op_id}
-        self._claimed.discard(op_id)
-        for alias in [a for a, known in self._aliases.items() if known == op_id]:
-            del self._aliases[alias]
+    def _forget(self, gone: set[str]) -> None:
+        """Let go of settled ops retention forgot (each set walked once, not once per op)."""
+        if not gone:
+            return
+        for op_id in gone:
+            del self.ops[op_id]
+        for key, same in self._by_content.items():
+            if not gone.isdisjoint(same):
+                self._by_content[key] = [op_id for op_id in same if op_id not in gone]
+        self._skipped = {key for key in self._skipped if key[0] not in gone}
+        self._claimed -= gone
+        self._aliases = {a: known for a, known in self._aliases.items() if known not in gone}
 
     def close(self) -> None:
         self.journal.close()
