@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import re
 import shutil
 import struct
@@ -55,14 +54,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.agent.shadow import read_shadow
+from harness.chaos import observer
+from harness.chaos.observer import TRACE_FOLDER
 from harness.check.journal import FILE_HEADER, PRISTINE_JOURNAL, JournalEntry, read_journal_bytes
 
 __all__ = [
     "AT_REST",
     "FAULT_KINDS",
     "PRISTINE_JOURNAL",
-    "SHADOW_FILE",
     "apply_after_death",
     "parse_after_death",
 ]
@@ -85,7 +84,6 @@ SECTOR = 512
 """The unit of damage of a disk: sector faults act on whole 512-byte blocks."""
 _FRAME_HEAD = 11  # magic, version, length, CRC: the payload starts this far into a frame
 _MAGIC = b"HJ"
-SHADOW_FILE = "journal.synced"
 AT_REST = frozenset({"corrupt", "corrupt-crc", "sector", "version-skew"})
 """After-death faults that change records at rest and keep ``PRISTINE_JOURNAL``."""
 NEWER_VERSION = 2
@@ -93,38 +91,30 @@ NEWER_VERSION = 2
 
 
 def _power_loss(trial_dir: Path, args: list[str]) -> dict[str, Any]:
-    journal = trial_dir / "journal"
-    if not journal.exists():
-        # The life died before it made a journal: a power cut takes nothing.
-        return {"landed": True, "journal": False, "lost": 0}
-    data = journal.read_bytes()
-    synced = read_shadow(trial_dir / SHADOW_FILE)
-    if synced is None:
-        if read_journal_bytes(data).entries:
-            return {"landed": False, "why": "no shadow file says what was fsynced", "lost": 0}
-        synced = len(data)  # a header, durable at creation, and nothing after it
-    synced = min(synced, len(data))
-    unsynced = len(data) - synced
-    if args == ["drop"]:
-        kept, garbage = synced, b""
-    elif args == ["tear-sector"]:
-        # The write reached the disk up to the first sector boundary past the synced end.
-        boundary = (synced // SECTOR + 1) * SECTOR
-        kept, garbage = (boundary if boundary < len(data) else synced), b""
-    else:
-        keep_fraction, garbage_len = float(args[1]), int(args[2])
-        kept = synced + int(unsynced * keep_fraction)
-        garbage = random.Random(f"{kept}:{garbage_len}").randbytes(garbage_len) if unsynced else b""
-    torn = data[:kept] + garbage
-    journal.write_bytes(torn)
+    if not (trial_dir / TRACE_FOLDER).is_dir():
+        why = observer.unavailable() or "this trial ran without it"
+        return {
+            "landed": False,
+            "why": f"power loss is rebuilt from the file-system observer's trace: {why}",
+            "lost": 0,
+        }
+    try:
+        cut = observer.power_cut(trial_dir, args, ":".join(["power-loss", *args]))
+    except observer.Refused as exc:
+        return {"landed": False, "why": f"the observer's trace cannot be replayed: {exc}"}
+    seen = cut["files"].get("journal")
+    if seen is None:
+        # The life died before it made a journal: a power cut takes nothing of it.
+        return {**cut, "journal": (trial_dir / "journal").exists(), "lost": 0}
+    torn = (trial_dir / "journal").read_bytes() if (trial_dir / "journal").exists() else b""
     reading = read_journal_bytes(torn)
     return {
-        "landed": True,
-        "synced": synced,
-        "size": len(data),
-        "kept": kept,
-        "garbage": len(garbage),
-        "lost": len(data) - kept,
+        **cut,
+        "synced": seen["synced"],
+        "size": seen["size"],
+        "kept": seen["kept"],
+        "garbage": seen.get("garbage", 0),
+        "lost": seen["lost"],
         "valid_end": reading.valid_end,
         "torn": 0 if reading.torn is None else reading.torn[1],
     }
