@@ -49,6 +49,8 @@ static char trace_dir[MAX_PATH];
 static int trace_fd = -1;
 static unsigned long image_seq;
 static char paths[MAX_FDS][MAX_PATH]; /* "" for a descriptor not tracked */
+static char world[MAX_FDS];           /* 1 for a descriptor of the world's database */
+static __thread int world_synced;     /* this thread's last sync was the world's */
 static int high_fd;                   /* one past the highest tracked descriptor */
 
 #define REAL(ret, name, ...)                                        \
@@ -142,6 +144,7 @@ static void emit(const char *fmt, ...) {
     if ((size_t)n >= sizeof line - 1) n = sizeof line - 2;
     line[n++] = '\n';
     raw_write(trace_fd, line, (size_t)n);
+    world_synced = 0;
 }
 
 /* "/a/./b//c/../d" -> "/a/b/d", in place. */
@@ -198,16 +201,21 @@ static int absolute(int dirfd, const char *path, char *out) {
     return 1;
 }
 
-/* Whether an absolute path lies under the root and is not the world's database. */
-static int watched(const char *abs) {
-    if (strncmp(abs, root, root_len) != 0) return 0;
-    if (abs[root_len] != '/' && abs[root_len] != 0) return 0;
-    const char *name = strrchr(abs, '/');
-    return !(name && strncmp(name + 1, "world.db", 8) == 0);
+static int under_root(const char *abs) {
+    return strncmp(abs, root, root_len) == 0 && (abs[root_len] == '/' || abs[root_len] == 0);
 }
+
+static int is_world(const char *abs) {
+    const char *name = strrchr(abs, '/');
+    return name && strncmp(name + 1, "world.db", 8) == 0;
+}
+
+/* Whether an absolute path lies under the root and is not the world's database. */
+static int watched(const char *abs) { return under_root(abs) && !is_world(abs); }
 
 /* The watched absolute path of (dirfd, path) in out, or 0. */
 static int resolve_watched(int dirfd, const char *path, char *out) {
+    out[0] = 0;
     if (!active()) return 0;
     return absolute(dirfd, path, out) && watched(out);
 }
@@ -267,7 +275,11 @@ static int opened(int (*real)(int, const char *, int, ...), int dirfd, const cha
                   int flags, mode_t mode) {
     char abs[MAX_PATH];
     if (!resolve_watched(dirfd, path, abs)) {
-        return real(dirfd, path, flags, mode);
+        int fd = real(dirfd, path, flags, mode);
+        /* The world's own descriptors are remembered only to tell its syncs (below). */
+        if (fd >= 0 && fd < MAX_FDS && trace_fd >= 0 && active_pid == getpid())
+            world[fd] = under_root(abs) && is_world(abs);
+        return fd;
     }
     struct stat before;
     int existed = (flags & O_CREAT) ? lstat(abs, &before) == 0 : 1;
@@ -368,6 +380,7 @@ int creat64(const char *path, mode_t mode) {
 int close(int fd) {
     resolve_close();
     untrack(fd);
+    if (fd >= 0 && fd < MAX_FDS) world[fd] = 0;
     return real_close(fd);
 }
 
@@ -548,12 +561,19 @@ static unsigned long snapshot(int fd) {
 
 static int synced(int fd, int (*call)(void *), void *arg) {
     char p[MAX_PATH];
-    if (!tracked(fd, p)) return call(arg);
+    if (!tracked(fd, p)) {
+        int got = call(arg);
+        if (got == 0 && fd >= 0 && fd < MAX_FDS && world[fd]) world_synced = 1;
+        return got;
+    }
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* SQLite syncs a new WAL or journal's folder right after the file: the world's
+         * durability, which lends none to the agent's files (the world is outside). */
+        int world_own = world_synced;
         int got = call(arg);
         int saved = errno;
-        if (got == 0) emit("dirfsync %d\t%s", getpid(), p);
+        if (got == 0) emit("%s %d\t%s", world_own ? "worlddirfsync" : "dirfsync", getpid(), p);
         errno = saved;
         return got;
     }
