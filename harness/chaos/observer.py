@@ -229,6 +229,8 @@ class _Model:
     volatile: dict[str, _Node] = field(default_factory=dict)
     durable: dict[str, _Node] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
+    touched: set[str] = field(default_factory=set)
+    """Paths a line other than a baseline named: the cut acts on these only."""
 
     def inside(self, path: str) -> bool:
         return path.startswith(self.root + "/") and not os.path.basename(path).startswith(
@@ -248,6 +250,8 @@ class _Model:
 
     def apply(self, line: TraceLine) -> None:
         kind, paths = line.kind, line.paths
+        if kind not in ("baseline", "rebuilt"):
+            self.touched.update(p for p in paths if self.inside(p))
         if kind in ("create", "mkdir"):
             # A name the call made: not there before, so not durable until its folder's fsync.
             self.volatile[paths[0]] = _Node(_EMPTY, directory=kind == "mkdir")
@@ -282,6 +286,7 @@ class _Model:
             self.volatile.clear()
             self.durable.clear()
             self.seen.clear()
+            self.touched.clear()
         elif kind == "sync":
             raise Refused(f"pid {line.pid} called sync(): no image of every file was taken")
         elif kind == "exchange":
@@ -304,6 +309,7 @@ class _Model:
             self.seen.add(new)
             for p, n in moved.items():
                 self.volatile[new + p[len(old) :]] = n
+                self.touched.update((p, new + p[len(old) :]))
 
     def _dir_synced(self, folder: str) -> None:
         names = {p for p in (*self.volatile, *self.durable) if os.path.dirname(p) == folder}
@@ -323,6 +329,15 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
     model = _Model(str(root))
     for line in lines:
         model.apply(line)
+    # Names no line but a baseline named (the supervisor's own files, made before the first
+    # life and rewritten by it since) are left alone, and so is the trace's own folder.
+    untouched = [
+        f"baseline 0 {n.image}\t{p}"
+        for p, n in sorted(model.durable.items())
+        if p not in model.touched and n.image not in (_EMPTY, _AS_FOUND)
+    ]
+    model.volatile = {p: n for p, n in model.volatile.items() if p in model.touched}
+    model.durable = {p: n for p, n in model.durable.items() if p in model.touched}
     # What each node holds now, read through the name it has now (before anything moves).
     current: dict[int, bytes | None] = {}
     for path, node in model.volatile.items():
@@ -353,7 +368,7 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(os.path.relpath(path, root))
     written: dict[int, str] = {}
-    baseline = ["rebuilt 0"]
+    baseline = ["rebuilt 0", *untouched]
     for n, (path, node) in enumerate(sorted(model.durable.items()), 1):
         target = Path(path)
         if node.directory:
