@@ -5,9 +5,12 @@
 | sigkill      | SIGKILL from outside at a failpoint hand-shake; at a random moment,    |
 |              | the agent's own timer (SIGALRM at its default action, which ends it    |
 |              | as SIGKILL does: ``harness.failpoints.AIM_ENV``)                        |
-| power-loss   | after the kill, the journal loses what it held past its last fsync:    |
-|              | ``drop`` cuts it off; ``tear:<keep>:<garbage>`` keeps a prefix of it   |
-|              | (``keep`` a fraction) followed by ``garbage`` random bytes             |
+| power-loss   | after the kill, the trial folder as a power cut leaves it, rebuilt     |
+|              | from the observer's trace of the agent's calls: names as their         |
+|              | folder's last fsync left them, files as their last fsync left them;    |
+|              | of the rest ``drop`` keeps nothing; ``tear:<keep>:<garbage>`` keeps a  |
+|              | prefix of it (``keep`` a fraction) followed by ``garbage`` random      |
+|              | bytes (a file rewritten in place: each changed sector old or new)      |
 | disk-full    | an append fails with ENOSPC (failpoint ``journal.append@N=enospc``)    |
 | corrupt      | after the kill, one byte inside an earlier record is flipped           |
 |              | (``corrupt:<where>``, a fraction of the records): the next start must  |
@@ -34,9 +37,13 @@
 |              | (failpoint ``op.request@N=lost-request``)                              |
 
 SIGKILL never loses data already written: the OS flushes it. Power loss does,
-and the journal's shadow file (``HARNESS_JOURNAL_SHADOW``) says how much was
-fsynced. The world database is the outside world: it keeps its own durability
-(SQLite WAL with ``synchronous=FULL``) and no fault here touches it.
+and what the agent made durable is told by what it asked the kernel, never by
+the runtime: ``harness.chaos.observer`` preloads a library into every life of a
+power-loss trial that traces its names, writes and fsyncs, and rebuilds the
+folder from that trace (it does not see direct system calls, io_uring, writes
+through a shared mapping of a data file, or static binaries). The world
+database is the outside world: it keeps its own durability (SQLite WAL with
+``synchronous=FULL``) and no fault here touches it.
 
 After-death faults are applied by ``apply_after_death`` between two lives;
 every parameter is in the spec string, so a schedule replays exactly.
@@ -68,7 +75,7 @@ __all__ = [
 
 FAULT_KINDS = {
     "sigkill": "SIGKILL at a failpoint; at a random moment, a kernel timer kills it alike",
-    "power-loss": "drop or tear what the journal held past its last fsync",
+    "power-loss": "names and files as their last fsync left them; drop or tear the rest",
     "disk-full": "an append fails with ENOSPC",
     "corrupt": "a byte inside an earlier journal record is flipped",
     "lost-reply": "a call's effect commits, then its reply is lost (a timeout)",
