@@ -106,28 +106,46 @@ static ssize_t raw_write(int fd, const void *buf, size_t len) {
 }
 static int raw_close(int fd) { return (int)syscall(SYS_close, fd); }
 
+/* After a real fork (atfork runs): the child keeps the descriptor table it inherited and
+ * reads its settings again (the fork server's child sets them after it starts). */
+static void forked_child(void) {
+    pthread_mutex_init(&lock, NULL);
+    if (active_pid > 0) active_pid = -1;
+}
+
+__attribute__((constructor)) static void install_fork_handler(void) {
+    pthread_atfork(NULL, NULL, forked_child);
+}
+
 /* Whether this process observes: reads the settings once per process while they are set,
- * and again while they are not (a forked child sets them after its first calls). */
+ * and again while they are not (a forked child sets them after its first calls). A child
+ * made by vfork (Python's subprocess) shares its parent's memory until it execs, and no
+ * atfork handler runs in it: it sees another process's pid here and must touch nothing. */
 static int active(void) {
     pid_t pid = getpid();
     if (active_pid == pid) return trace_fd >= 0;
+    if (active_pid > 0) return 0; /* a vfork child: the state is its parent's */
     const char *t = getenv("HARNESS_FS_TRACE");
     const char *r = getenv("HARNESS_FS_ROOT");
     if (!t || !r || !*t || !*r || strlen(t) + 16 >= MAX_PATH || strlen(r) + 2 >= MAX_PATH)
         return 0;
     pthread_mutex_lock(&lock);
-    if (active_pid != pid) {
-        if (trace_fd >= 0) raw_close(trace_fd); /* the parent's: each process opens its own */
-        for (int i = 0; i < high_fd; i++) paths[i][0] = 0; /* a parent's table means nothing */
-        high_fd = 0;
+    if (active_pid <= 0) {
+        int same = active_pid == -1 && trace_fd >= 0 && strcmp(trace_dir, t) == 0 &&
+                   strcmp(root, r) == 0;
+        if (!same) {
+            if (trace_fd >= 0) raw_close(trace_fd);
+            for (int i = 0; i < high_fd; i++) paths[i][0] = 0; /* another trial's table */
+            high_fd = 0;
+            strcpy(trace_dir, t);
+            strcpy(root, r);
+            root_len = strlen(root);
+            while (root_len > 1 && root[root_len - 1] == '/') root[--root_len] = 0;
+            char file[MAX_PATH];
+            snprintf(file, sizeof file, "%s/trace", trace_dir);
+            trace_fd = raw_open(file, O_WRONLY | O_APPEND | O_CREAT, 0600);
+        }
         image_seq = 0;
-        strcpy(trace_dir, t);
-        strcpy(root, r);
-        root_len = strlen(root);
-        while (root_len > 1 && root[root_len - 1] == '/') root[--root_len] = 0;
-        char file[MAX_PATH];
-        snprintf(file, sizeof file, "%s/trace", trace_dir);
-        trace_fd = raw_open(file, O_WRONLY | O_APPEND | O_CREAT, 0600);
         active_pid = pid;
     }
     pthread_mutex_unlock(&lock);
