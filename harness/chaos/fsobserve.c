@@ -397,8 +397,11 @@ int creat64(const char *path, mode_t mode) {
 
 int close(int fd) {
     resolve_close();
-    untrack(fd);
-    if (fd >= 0 && fd < MAX_FDS) world[fd] = 0;
+    /* A vfork child closing descriptors before it execs must not untrack its parent's. */
+    if (active_pid <= 0 || active_pid == getpid()) {
+        untrack(fd);
+        if (fd >= 0 && fd < MAX_FDS) world[fd] = 0;
+    }
     return real_close(fd);
 }
 
