@@ -42,7 +42,6 @@ from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.broken import RUNTIMES
 from harness.agent.model import MODELS
 from harness.agent.plan import load_plan
-from harness.agent.shadow import shadow_listener
 from harness.failpoints import (
     EXIT_HOLD_POINT,
     arm_from_environ,
@@ -101,9 +100,7 @@ def main(
             raise ValueError(f"plan.json: unknown model {plan.model!r} (known: {known})")
         identity = os.environ.get(IDENTITY_ENV) or plan.identity
         arm_from_environ()  # a bad spec is refused here, before the journal is opened
-        runtime = runtime_class.open(
-            trial / "journal", table=table, identity=identity, listener=shadow_listener()
-        )
+        runtime = runtime_class.open(trial / "journal", table=table, identity=identity)
     except JournalWriteError as exc:  # the disk filled up as the life began
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
         return EXIT_WRITE_FAILED

@@ -48,8 +48,8 @@ from typing import IO, Any
 
 from harness.adapters import Adapter, get_adapter
 from harness.agent.model import PROOF_ENV
-from harness.agent.shadow import SHADOW_ENV
-from harness.chaos.faults import SHADOW_FILE, apply_after_death
+from harness.chaos import observer
+from harness.chaos.faults import apply_after_death
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
@@ -180,6 +180,12 @@ class Supervisor:
         adapter = get_adapter(runtime)
         deadline = time.monotonic() + self.timeout_s
         results: list[LifeResult] = []
+        # A power cut is rebuilt from what each life asked the kernel (harness.chaos.observer):
+        # every life of such a trial runs observed, from a baseline of the folder as made.
+        lib = observer.library() if "power-loss" in schedule.fault_kinds else None
+        observed = {} if lib is None else observer.observer_env(trial_dir, lib)
+        if observed:
+            observer.start_trace(trial_dir)
         with (
             open(trial_dir / "events.jsonl", "a", encoding="utf-8") as events,
             open(trial_dir / "history.jsonl", "a", encoding="utf-8") as history_file,
@@ -188,6 +194,7 @@ class Supervisor:
             for life_no in range(1, self.restart_budget + 1):
                 life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
                 env = self._env(trial_dir, life, adapter, tables or {}, counts_file)
+                env.update(observed)
                 if proof_file is not None:
                     env[PROOF_ENV] = str(proof_file)
                 result = self._run_life(
@@ -225,7 +232,6 @@ class Supervisor:
             # at its last point, before it exits, instead of never (see _run_life).
             env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
             env[AIM_ENV] = f"{life.kill_since}@{life.kill_after_ms / 1000:.6f}"
-        env[SHADOW_ENV] = str(trial_dir / SHADOW_FILE)
         table = life.table if life.table is not None else BASE if BASE in tables else None
         if table is not None:
             env[TABLE_ENV] = str(tables[table])
@@ -255,8 +261,10 @@ class Supervisor:
         # leave it unknown to kill_all, so it waits until the agent is on the list.
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
         try:
+            # Observed, it is handed the trial folder's real path: the one its trace names.
+            where = Path(os.path.realpath(trial_dir)) if observer.ENV_ROOT in env else trial_dir
             proc = launch(
-                self.launch, self.python, trial_dir, env, write_fd, stderr_path, module=module
+                self.launch, self.python, where, env, write_fd, stderr_path, module=module
             )
             _LIVE[proc.pid] = proc
         finally:

@@ -119,6 +119,8 @@ TARGETED = {
     "cuts-last-record": '[{"failpoints":"op.after_finish@3=kill"}]',
     "effect-reported-failed": '[{"failpoints":"op.after_effect@2=kill"}]',
     "retry-never-run": '[{"failpoints":"op.after_effect@1=kill"}]',
+    "fsync-wrong-fd": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "no-dir-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
 }
 # The trial of mini_batch (a batch of three calls) that exposes each mistake of a batch.
 IN_A_BATCH = {
@@ -148,6 +150,12 @@ POWER_LOSS = {
     ),
     "lost-reply-ok": '[{"failpoints":"op.request@3=lost-request"}]',
     "effect-reported-failed": '[{"failpoints":"op.reply@2=lost-reply"}]',
+    "fsync-wrong-fd": (
+        '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
+    ),
+    "no-dir-fsync": (
+        '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
+    ),
 }
 
 
