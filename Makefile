@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-long chaos lint audit bench clean
+.PHONY: venv observer test test-long chaos lint audit bench clean
 
 venv: $(STAMP)
 
@@ -14,19 +14,24 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# The file-system observer that power-loss trials preload, built from its C source
+# (harness/chaos/fsobserve.c) into build/fsobserve, named by the source's hash.
+observer: $(STAMP)
+	$(PY) -m harness.chaos.observer
+
 # `make test` stays under 10 minutes on 2 cores; tests over a minute are `make test-long`.
-test: $(STAMP)
+test: $(STAMP) observer
 	$(PY) -m pytest -q -m "not long"
 
-test-long: $(STAMP)
+test-long: $(STAMP) observer
 	$(PY) -m pytest -q -m long
 
-chaos: $(STAMP)
+chaos: $(STAMP) observer
 	$(PY) -m harness chaos $(CHAOS_ARGS)
 
 # A campaign for a time budget, then Hypothesis; JUnit XML and HTML in the run folder.
 AUDIT_MINUTES ?= 20
-audit: $(STAMP)
+audit: $(STAMP) observer
 	$(PY) -m harness audit --minutes $(AUDIT_MINUTES) $(AUDIT_ARGS)
 
 bench: $(STAMP)

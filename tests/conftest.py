@@ -127,7 +127,8 @@ def armed() -> Iterator[Callable[[str], None]]:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """The test's environment without any harness settings (failpoints, shadow), plus ``extra``."""
+    """The test's environment without any harness settings (failpoints, observer), plus
+    ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
     env.update(extra)
     return env

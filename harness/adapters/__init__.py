@@ -100,6 +100,7 @@ JOURNAL_POINTS = frozenset(
         "compact.mid_write",
         "compact.before_rename",
         "compact.before_dir_fsync",
+        "compact.after_dir_fsync",
     }
 )
 """The failpoints of this project's runtime: its recovery, its journal's appends and its

@@ -125,7 +125,6 @@ from pydantic import InstanceOf
 from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES, REDO_SUFFIX
 from harness.agent.plan import Plan, PlanStep, batches, load_plan
-from harness.agent.shadow import shadow_listener
 from harness.errors import FailpointSpecError
 from harness.failpoints import (
     arm_from_environ,
@@ -549,9 +548,7 @@ async def _open_guard(trial: Path, tools: Sequence[BaseTool]) -> LangGraphGuard:
     try:
         table_path = os.environ.get("HARNESS_TOOL_TABLE")
         table = ToolTable.load(table_path) if table_path else ToolTable.shipped()
-        return await LangGraphGuard.open(
-            trial / "journal", tools, table=table, listener=shadow_listener()
-        )
+        return await LangGraphGuard.open(trial / "journal", tools, table=table)
     except JournalWriteError:
         raise  # the disk filled up as the life began: exit status 3
     except HarnessError as exc:  # a corrupt or locked journal, a bad table

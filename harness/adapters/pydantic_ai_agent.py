@@ -115,7 +115,6 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES
 from harness.agent.plan import Plan, PlanStep, batches, load_plan, plan_id
-from harness.agent.shadow import shadow_listener
 from harness.failpoints import (
     arm_from_environ,
     failpoint,
@@ -565,9 +564,7 @@ def main(argv: list[str]) -> int:
         _Life.journal = trial / "journal"
         # Known by id, whatever the scenario's identity: the ids do not change from life
         # to life (see the module docstring).
-        _Life.guarded = GuardedToolset(
-            world_toolset(plan), _Life.journal, table=table, listener=shadow_listener()
-        )
+        _Life.guarded = GuardedToolset(world_toolset(plan), _Life.journal, table=table)
     else:
         _Life.incarnation = next_incarnation(trial, INCARNATION_FILE)
     # Creates the world's schema now; tools open their own connections (see _Life.execute).

@@ -44,7 +44,6 @@ from harness.agent.broken import RUNTIMES
 from harness.agent.compaction import compact_at_start
 from harness.agent.model import MODELS
 from harness.agent.plan import load_plan
-from harness.agent.shadow import shadow_listener
 from harness.failpoints import (
     EXIT_HOLD_POINT,
     arm_from_environ,
@@ -113,7 +112,6 @@ def main(
             trial / "journal",
             table=table,
             identity=identity,
-            listener=shadow_listener(),
             compaction=Compaction.never(),  # a scenario's compact_at decides, below
         )
     except JournalWriteError as exc:  # the disk filled up as the life began

@@ -12,6 +12,7 @@ either of two).
 from __future__ import annotations
 
 import _thread
+import contextlib
 import json
 import os
 import zlib
@@ -32,6 +33,7 @@ from harness.runtime import (
     VerifyHint,
     log,
 )
+from harness.runtime import journal as journal_module
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.errors import JournalCorruptError, JournalVersionError
 from harness.runtime.executor import Executor
@@ -44,11 +46,14 @@ from harness.runtime.journal import (
     JournalWriter,
     ScannedRecord,
     TornTail,
+    encode_frame,
+    new_journal_id,
 )
 from harness.runtime.matrix import decide_for_operation, verify_hint
 from harness.runtime.records import (
     FinishRecord,
     IntentRecord,
+    JournalIdRecord,
     Record,
     SettledRecord,
     digest,
@@ -741,6 +746,74 @@ class RetryNeverRun(BrokenRuntime):
         return CallOutcome(op.op_id, "ok", executed=False)
 
 
+class _WrongFdWriter(JournalWriter):
+    """Every fsync of its appends goes to the descriptor of the journal's folder."""
+
+    def __init__(self, path: Path | str, **kwargs: Any) -> None:
+        self._elsewhere = os.open(Path(path).parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        super().__init__(path, **kwargs)
+
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
+        with self._fsync_elsewhere():
+            return super()._append(records, sync=sync)
+
+    def sync(self) -> None:
+        with self._fsync_elsewhere():
+            super().sync()
+
+    @contextlib.contextmanager
+    def _fsync_elsewhere(self) -> Any:
+        # The mistake: the fsync is given another open descriptor than the one written to
+        # (it succeeds, and the journal's own bytes stay in the page cache).
+        real = journal_module._fsync
+        journal_module._fsync = lambda fd: real(self._elsewhere)
+        try:
+            yield
+        finally:
+            journal_module._fsync = real
+
+    def _release(self) -> None:
+        super()._release()
+        with contextlib.suppress(OSError):
+            os.close(self._elsewhere)
+
+
+class FsyncWrongFd(BrokenRuntime):
+    mistake = "fsyncs another descriptor (the journal's folder) instead of the journal's"
+    caught_by = ("I1", "I6")
+    needs_fault = "power-loss"
+    _journal_class = _WrongFdWriter
+
+
+class _NoDirFsyncWriter(JournalWriter):
+    def __init__(self, path: Path | str, **kwargs: Any) -> None:
+        if not Path(path).exists():
+            _create_without_dir_fsync(Path(path))
+        super().__init__(path, **kwargs)
+
+
+def _create_without_dir_fsync(path: Path) -> None:
+    """The journal's creation (header and identity fsynced in a file of their own, linked
+    into place) with the mistake: its folder is never fsynced, so its name is not durable."""
+    temporary = path.with_name(f"{path.name}.creating.{os.getpid()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, FILE_HEADER + encode_frame(JournalIdRecord(new_journal_id())))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(FileExistsError):
+        os.link(temporary, path)
+    os.unlink(temporary)
+
+
+class NoDirFsync(BrokenRuntime):
+    mistake = "creates the journal and links it into place without fsyncing its folder"
+    caught_by = ("I1", "I6")
+    needs_fault = "power-loss"
+    _journal_class = _NoDirFsyncWriter
+
+
 _COMPACTS = "a scenario that compacts its journal (scenarios/long_task.toml: compact_at)"
 
 
@@ -779,6 +852,31 @@ class CompactionDropsResolution(BrokenRuntime):
         ]
 
 
+class _UnsyncedCompactionWriter(JournalWriter):
+    def compact(self, build: Any) -> int:
+        # The mistake: the compacted file is renamed into place (and its folder fsynced)
+        # unsynced, on the theory that the next append's fsync covers it; a power cut
+        # before that append leaves the journal's name on an empty file.
+        real = journal_module._fsync
+        journal_module._fsync = lambda fd: None
+        try:
+            return super().compact(build)
+        finally:
+            journal_module._fsync = real
+
+
+class CompactionUnsynced(BrokenRuntime):
+    mistake = "renames its compacted file into place before fsyncing it"
+    caught_by = ("I1", "I6")
+    needs_fault = "power-loss"
+    needs_step = _COMPACTS
+    _journal_class = _UnsyncedCompactionWriter
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("compacts", True) in golden_kinds
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -810,8 +908,11 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "cuts-last-record": CutsLastRecord,
     "effect-reported-failed": EffectReportedFailed,
     "retry-never-run": RetryNeverRun,
+    "fsync-wrong-fd": FsyncWrongFd,
+    "no-dir-fsync": NoDirFsync,
     "compaction-drops-running": CompactionDropsRunning,
     "compaction-drops-resolution": CompactionDropsResolution,
+    "compaction-unsynced": CompactionUnsynced,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -8,8 +8,10 @@ the file it is about to replace, named by its length and CRC-32
 (``journal.replaced.<size>.<crc as 8 hex digits>``), the two numbers the new
 file's checkpoint names: the checkers stitch the lives' journals back together
 from the copies (``harness.check.stitch``) and prove each copy by them. The
-copy is written whole or not at all (a temporary file, then a rename), so a
-kill while copying never leaves a partial copy under its name.
+copy is written whole or not at all (a temporary file, fsynced, then a rename
+and a fsync of the folder), so neither a kill nor a power cut while copying
+leaves a partial copy under its name, and a copy outlives a power cut after
+the compaction it stands for.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import zlib
 from pathlib import Path
 
 from harness.runtime import Runtime
+from harness.runtime.journal import fsync_dir
 
 __all__ = ["REPLACED_PREFIX", "compact_at_start", "replaced_name"]
 
@@ -38,7 +41,11 @@ def compact_at_start(runtime: Runtime, journal: Path, compact_at: int | None) ->
     copy = journal.with_name(replaced_name(len(data), zlib.crc32(data)))
     if not copy.exists():
         partial = copy.with_name(copy.name + ".partial")
-        partial.write_bytes(data)
+        with partial.open("wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
         os.replace(partial, copy)
+        fsync_dir(journal.parent)  # the copy outlives a power cut, as the journal may
     runtime.compact()
     return True

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from harness.adapters import Adapter, get_adapter
 from harness.agent.plan import Plan, load_plan
+from harness.chaos import observer
 from harness.chaos.keep import keeps_folder
 from harness.chaos.pool import WorkerPool
 from harness.chaos.schedule import (
@@ -116,8 +117,11 @@ def exhaustive_specs(
 
 
 def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
-    """Whether every fault of ``schedule`` has something to act on in ``adapter``'s runtime."""
+    """Whether every fault of ``schedule`` has something to act on in ``adapter``'s runtime
+    (and, for a power loss, whether the file-system observer it is rebuilt from is here)."""
     if schedule.needs_journal and not adapter.journal:
+        return False
+    if "power-loss" in schedule.fault_kinds and observer.unavailable() is not None:
         return False
     return schedule.failpoint_names <= adapter.failpoints
 

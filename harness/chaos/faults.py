@@ -5,9 +5,12 @@
 | sigkill      | SIGKILL from outside at a failpoint hand-shake; at a random moment,    |
 |              | the agent's own timer (SIGALRM at its default action, which ends it    |
 |              | as SIGKILL does: ``harness.failpoints.AIM_ENV``)                        |
-| power-loss   | after the kill, the journal loses what it held past its last fsync:    |
-|              | ``drop`` cuts it off; ``tear:<keep>:<garbage>`` keeps a prefix of it   |
-|              | (``keep`` a fraction) followed by ``garbage`` random bytes             |
+| power-loss   | after the kill, the trial folder as a power cut leaves it, rebuilt     |
+|              | from the observer's trace of the agent's calls: names as their         |
+|              | folder's last fsync left them, files as their last fsync left them;    |
+|              | of the rest ``drop`` keeps nothing; ``tear:<keep>:<garbage>`` keeps a  |
+|              | prefix of it (``keep`` a fraction) followed by ``garbage`` random      |
+|              | bytes (a file rewritten in place: each changed sector old or new)      |
 | disk-full    | an append fails with ENOSPC (failpoint ``journal.append@N=enospc``)    |
 | corrupt      | after the kill, one byte inside an earlier record is flipped           |
 |              | (``corrupt:<where>``, a fraction of the records): the next start must  |
@@ -34,9 +37,13 @@
 |              | (failpoint ``op.request@N=lost-request``)                              |
 
 SIGKILL never loses data already written: the OS flushes it. Power loss does,
-and the journal's shadow file (``HARNESS_JOURNAL_SHADOW``) says how much was
-fsynced. The world database is the outside world: it keeps its own durability
-(SQLite WAL with ``synchronous=FULL``) and no fault here touches it.
+and what the agent made durable is told by what it asked the kernel, never by
+the runtime: ``harness.chaos.observer`` preloads a library into every life of a
+power-loss trial that traces its names, writes and fsyncs, and rebuilds the
+folder from that trace (it does not see direct system calls, io_uring, writes
+through a shared mapping of a data file, or static binaries). The world
+database is the outside world: it keeps its own durability (SQLite WAL with
+``synchronous=FULL``) and no fault here touches it.
 
 After-death faults are applied by ``apply_after_death`` between two lives;
 every parameter is in the spec string, so a schedule replays exactly.
@@ -46,7 +53,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import re
 import shutil
 import struct
@@ -55,21 +61,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.agent.shadow import read_shadow
+from harness.chaos import observer
+from harness.chaos.observer import TRACE_FOLDER
 from harness.check.journal import FILE_HEADER, PRISTINE_JOURNAL, JournalEntry, read_journal_bytes
 
 __all__ = [
     "AT_REST",
     "FAULT_KINDS",
     "PRISTINE_JOURNAL",
-    "SHADOW_FILE",
     "apply_after_death",
     "parse_after_death",
 ]
 
 FAULT_KINDS = {
     "sigkill": "SIGKILL at a failpoint; at a random moment, a kernel timer kills it alike",
-    "power-loss": "drop or tear what the journal held past its last fsync",
+    "power-loss": "names and files as their last fsync left them; drop or tear the rest",
     "disk-full": "an append fails with ENOSPC",
     "corrupt": "a byte inside an earlier journal record is flipped",
     "lost-reply": "a call's effect commits, then its reply is lost (a timeout)",
@@ -85,7 +91,6 @@ SECTOR = 512
 """The unit of damage of a disk: sector faults act on whole 512-byte blocks."""
 _FRAME_HEAD = 11  # magic, version, length, CRC: the payload starts this far into a frame
 _MAGIC = b"HJ"
-SHADOW_FILE = "journal.synced"
 AT_REST = frozenset({"corrupt", "corrupt-crc", "sector", "version-skew"})
 """After-death faults that change records at rest and keep ``PRISTINE_JOURNAL``."""
 NEWER_VERSION = 2
@@ -93,38 +98,30 @@ NEWER_VERSION = 2
 
 
 def _power_loss(trial_dir: Path, args: list[str]) -> dict[str, Any]:
-    journal = trial_dir / "journal"
-    if not journal.exists():
-        # The life died before it made a journal: a power cut takes nothing.
-        return {"landed": True, "journal": False, "lost": 0}
-    data = journal.read_bytes()
-    synced = read_shadow(trial_dir / SHADOW_FILE)
-    if synced is None:
-        if read_journal_bytes(data).entries:
-            return {"landed": False, "why": "no shadow file says what was fsynced", "lost": 0}
-        synced = len(data)  # a header, durable at creation, and nothing after it
-    synced = min(synced, len(data))
-    unsynced = len(data) - synced
-    if args == ["drop"]:
-        kept, garbage = synced, b""
-    elif args == ["tear-sector"]:
-        # The write reached the disk up to the first sector boundary past the synced end.
-        boundary = (synced // SECTOR + 1) * SECTOR
-        kept, garbage = (boundary if boundary < len(data) else synced), b""
-    else:
-        keep_fraction, garbage_len = float(args[1]), int(args[2])
-        kept = synced + int(unsynced * keep_fraction)
-        garbage = random.Random(f"{kept}:{garbage_len}").randbytes(garbage_len) if unsynced else b""
-    torn = data[:kept] + garbage
-    journal.write_bytes(torn)
+    if not (trial_dir / TRACE_FOLDER).is_dir():
+        why = observer.unavailable() or "this trial ran without it"
+        return {
+            "landed": False,
+            "why": f"power loss is rebuilt from the file-system observer's trace: {why}",
+            "lost": 0,
+        }
+    try:
+        cut = observer.power_cut(trial_dir, args, ":".join(["power-loss", *args]))
+    except observer.Refused as exc:
+        return {"landed": False, "why": f"the observer's trace cannot be replayed: {exc}"}
+    seen = cut["files"].get("journal")
+    if seen is None:
+        # The life died before it made a journal: a power cut takes nothing of it.
+        return {**cut, "journal": (trial_dir / "journal").exists(), "lost": 0}
+    torn = (trial_dir / "journal").read_bytes() if (trial_dir / "journal").exists() else b""
     reading = read_journal_bytes(torn)
     return {
-        "landed": True,
-        "synced": synced,
-        "size": len(data),
-        "kept": kept,
-        "garbage": len(garbage),
-        "lost": len(data) - kept,
+        **cut,
+        "synced": seen["synced"],
+        "size": seen["size"],
+        "kept": seen["kept"],
+        "garbage": seen.get("garbage", 0),
+        "lost": seen["lost"],
         "valid_end": reading.valid_end,
         "torn": 0 if reading.torn is None else reading.torn[1],
     }

@@ -78,8 +78,9 @@ class ForkServer:
 
     _mine: ForkServer | None = None
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, preload: str | None = None) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = None if preload is None else {**os.environ, "LD_PRELOAD": preload}
         try:
             self.process = subprocess.Popen(
                 # The owner and its parent name it for sweep_agents after a crash.
@@ -96,6 +97,7 @@ class ForkServer:
                 stdout=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,  # a Ctrl-C at the terminal is the harness's to handle
+                env=env,
             )
         except BaseException:
             ours.close()
@@ -103,22 +105,30 @@ class ForkServer:
         finally:
             theirs.close()
         self.python = python
+        self.ld_preload = preload
         self.owner = os.getpid()
         self._sock = ours
 
     @classmethod
-    def get(cls, python: str) -> ForkServer:
-        """This process's server (a forked pool worker starts its own, not its parent's)."""
+    def get(cls, python: str, preload: str | None = None) -> ForkServer:
+        """This process's server (a forked pool worker starts its own, not its parent's).
+
+        ``preload``: the ``LD_PRELOAD`` its children need (an observed life's: the library
+        must be in the server before it forks them). A server started with it serves lives
+        without it too (the observer stays idle without its variables); one started
+        without it is replaced.
+        """
         server = cls._mine
         if (
             server is None
             or server.owner != os.getpid()
             or server.python != python
+            or (preload is not None and server.ld_preload != preload)
             or server.process.poll() is not None  # killed (a sweep, an OOM kill): start anew
         ):
             if server is not None and server.owner == os.getpid():
                 server.close()  # another interpreter, or a dead server: let it go first
-            server = cls._mine = cls(python)
+            server = cls._mine = cls(python, preload)
             atexit.register(server.close)
         return server
 
@@ -223,6 +233,7 @@ def launch(
         raise ValueError(f"unknown launcher {how!r} (known: {', '.join(LAUNCHERS)})")
     stderr_fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        return ForkServer.get(python).spawn(module, trial_dir, env, channel_fd, stderr_fd)
+        server = ForkServer.get(python, env.get("LD_PRELOAD"))
+        return server.spawn(module, trial_dir, env, channel_fd, stderr_fd)
     finally:
         os.close(stderr_fd)

@@ -50,6 +50,7 @@ COMPACTION_FAILPOINTS = (
     "compact.mid_write",
     "compact.before_rename",
     "compact.before_dir_fsync",
+    "compact.after_dir_fsync",
 )
 
 DISK_FULL_HITS = (1, 2, 3, 5, 8, 13, 21, 34)
@@ -318,9 +319,10 @@ def exhaustive_schedules(
     scenario's ``compact_at``). Each kill that leaves an op in flight (after its
     intent or its effect) is then also followed by a kill inside the next life's
     compaction, at each compaction point in turn, so that every point meets an
-    open op carried into the new file; and each kill after an intent by a kill
-    of the next life once its work is done, so that a third life compacts the
-    ops the second one recovered and resolved.
+    open op carried into the new file, once as it is and once followed by a
+    power cut (the file is as the compaction's fsyncs left it); and each kill
+    after an intent by a kill of the next life once its work is done, so that a
+    third life compacts the ops the second one recovered and resolved.
     """
     compaction = 0
     for name in OP_FAILPOINTS:
@@ -339,6 +341,9 @@ def exhaustive_schedules(
                 point = COMPACTION_FAILPOINTS[compaction % len(COMPACTION_FAILPOINTS)]
                 compaction += 1
                 yield f"{name}@{hit}+{point}@1", CrashSchedule((first, Life(f"{point}@1=kill")))
+                # The same kill, then a power cut: what the compaction made durable stays.
+                cut = Life(f"{point}@1=kill", after_death="power-loss:drop")
+                yield f"{name}@{hit}+{point}@1+power-loss", CrashSchedule((first, cut))
                 if name == "op.after_intent":
                     # Done, then killed: the next life compacts what recovery resolved.
                     done = Life("agent.before_exit@1=kill")

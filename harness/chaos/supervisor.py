@@ -48,13 +48,14 @@ from typing import IO, Any
 
 from harness.adapters import Adapter, get_adapter
 from harness.agent.model import PROOF_ENV
-from harness.agent.shadow import SHADOW_ENV
-from harness.chaos.faults import SHADOW_FILE, apply_after_death
+from harness.chaos import observer
+from harness.chaos.faults import apply_after_death
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.tables import BASE
 from harness.check.journal import read_journal_bytes
+from harness.check.stitch import checkpoint_of
 from harness.failpoints import (
     AIM_ENV,
     AIMED_KILL_SIGNAL,
@@ -180,6 +181,12 @@ class Supervisor:
         adapter = get_adapter(runtime)
         deadline = time.monotonic() + self.timeout_s
         results: list[LifeResult] = []
+        # A power cut is rebuilt from what each life asked the kernel (harness.chaos.observer):
+        # every life of such a trial runs observed, from a baseline of the folder as made.
+        lib = observer.library() if "power-loss" in schedule.fault_kinds else None
+        observed = {} if lib is None else observer.observer_env(trial_dir, lib)
+        if observed:
+            observer.start_trace(trial_dir)
         with (
             open(trial_dir / "events.jsonl", "a", encoding="utf-8") as events,
             open(trial_dir / "history.jsonl", "a", encoding="utf-8") as history_file,
@@ -188,6 +195,7 @@ class Supervisor:
             for life_no in range(1, self.restart_budget + 1):
                 life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
                 env = self._env(trial_dir, life, adapter, tables or {}, counts_file)
+                env.update(observed)
                 if proof_file is not None:
                     env[PROOF_ENV] = str(proof_file)
                 result = self._run_life(
@@ -225,7 +233,6 @@ class Supervisor:
             # at its last point, before it exits, instead of never (see _run_life).
             env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
             env[AIM_ENV] = f"{life.kill_since}@{life.kill_after_ms / 1000:.6f}"
-        env[SHADOW_ENV] = str(trial_dir / SHADOW_FILE)
         table = life.table if life.table is not None else BASE if BASE in tables else None
         if table is not None:
             env[TABLE_ENV] = str(tables[table])
@@ -255,8 +262,10 @@ class Supervisor:
         # leave it unknown to kill_all, so it waits until the agent is on the list.
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
         try:
+            # Observed, it is handed the trial folder's real path: the one its trace names.
+            where = Path(os.path.realpath(trial_dir)) if observer.ENV_ROOT in env else trial_dir
             proc = launch(
-                self.launch, self.python, trial_dir, env, write_fd, stderr_path, module=module
+                self.launch, self.python, where, env, write_fd, stderr_path, module=module
             )
             _LIVE[proc.pid] = proc
         finally:
@@ -463,13 +472,25 @@ def _torn_tail(handed: bytes | None) -> dict[str, int | None]:
     return {"journal_torn_at": torn[0], "journal_valid_crc": zlib.crc32(handed[: torn[0]])}
 
 
-def _journal_left(handed: bytes | None, left: bytes | None) -> dict[str, int | None]:
-    """The journal at a life's end (before any after-death fault): its size, CRC-32, and how
-    many bytes of the journal the life was handed are still in place (I9)."""
+def _journal_left(handed: bytes | None, left: bytes | None) -> dict[str, Any]:
+    """The journal at a life's end (before any after-death fault): its size, CRC-32, how many
+    bytes of the journal the life was handed are still in place (I9) and, when the life
+    compacted it, the size and CRC-32 of the file the compaction replaced."""
     if left is None:
         return {"journal_size": None, "journal_crc": None, "journal_kept": None}
     kept = None if handed is None else _common_prefix(handed, left)
-    return {"journal_size": len(left), "journal_crc": zlib.crc32(left), "journal_kept": kept}
+    seen: dict[str, Any] = {
+        "journal_size": len(left),
+        "journal_crc": zlib.crc32(left),
+        "journal_kept": kept,
+    }
+    if kept is not None and kept < len(handed or b""):
+        # A compaction in this life: the file it replaced, as the new file's checkpoint names
+        # it (a power cut may yet undo the rename; the checkers then need to know).
+        checkpoint = checkpoint_of(left)
+        if checkpoint is not None:
+            seen["journal_compacted_from"] = list(checkpoint[:2])
+    return seen
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:

@@ -1,15 +1,15 @@
 """Where trials run: a scratch folder in RAM, from which each finished trial moves to
 the run folder.
 
-Power loss is simulated through the journal's shadow file, so inside a trial
-folder a real fsync only costs time and proves nothing more: on a tmpfs it
-returns at once. A campaign given a work folder (``--workdir ram``, the
-commands' default, for ``/dev/shm`` when it is a tmpfs, or ``--workdir DIR``)
-makes one scratch folder under it, runs every trial in a subfolder of it,
-moves the trial to the run folder once it is checked (or removes it, when
-``harness.chaos.keep`` does not keep it), and removes the scratch folder when
-the campaign ends, however it ends. Without one (``--workdir disk``), trials
-run in the run folder.
+Power loss is rebuilt from the calls the agent made (``harness.chaos.observer``
+traces them), not from what a disk kept, so inside a trial folder a real fsync
+only costs time and proves nothing more: on a tmpfs it returns at once. A
+campaign given a work folder (``--workdir ram``, the commands' default, for
+``/dev/shm`` when it is a tmpfs, or ``--workdir DIR``) makes one scratch folder
+under it, runs every trial in a subfolder of it, moves the trial to the run
+folder once it is checked (or removes it, when ``harness.chaos.keep`` does not
+keep it), and removes the scratch folder when the campaign ends, however it
+ends. Without one (``--workdir disk``), trials run in the run folder.
 """
 
 from __future__ import annotations

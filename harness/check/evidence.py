@@ -101,6 +101,9 @@ class LifeSeen:
     """The CRC-32 of the whole journal at the life's end."""
     kept: int | None = None
     """How many bytes of the journal at its spawn were still in place at its end."""
+    compacted_from: tuple[int, int] | None = None
+    """The size and CRC-32 of the file a compaction in this life replaced, as the checkpoint
+    of the journal at its end names them (None: it ended with no compaction of its own)."""
 
 
 @dataclass
@@ -162,6 +165,7 @@ class TrialEvidence:
                 exits.get(d["life"], {}).get("journal_size"),
                 exits.get(d["life"], {}).get("journal_crc"),
                 exits.get(d["life"], {}).get("journal_kept"),
+                _pair(exits.get(d["life"], {}).get("journal_compacted_from")),
             )
             for d in data
         )
@@ -294,9 +298,13 @@ class TrialEvidence:
             (x.torn_at, x.valid_crc) if x.torn_at is not None else (x.journal_size, x.journal_crc)
             for x in lives
         ]
-        at = 0
+        at = spawned = 0
         out = {}
         for n, life in enumerate(lives):
+            if n and self._power_cut_after(lives[n - 1].life):
+                # A power cut can undo the last life's compaction (its rename not yet
+                # durable): this life may have been handed the file that one was.
+                at = spawned
             at = _epoch_holding(epochs, at, *handed[n]) or at
             spawned = at
             left = _epoch_holding(epochs, at, life.end_size, life.end_crc)
@@ -344,18 +352,30 @@ class TrialEvidence:
         except FileNotFoundError:
             return None
 
+    def _power_cut_after(self, life: int) -> bool:
+        """Whether a power cut followed ``life`` (as the supervisor logged it, unplaced)."""
+        return any(str(f["fault"]).startswith("power-loss") for f in self.events_of("fault", life))
+
     def _place_life(self, life: LifeSeen) -> LifeSeen:
         spawned, left = self._life_epochs[life.life]
         size, crc = self._place_seen(spawned, life.journal_size, life.journal_crc)
         torn_at, valid_crc = self._place_seen(spawned, life.torn_at, life.valid_crc)
         end_size, end_crc = self._place_seen(left, life.end_size, life.end_crc)
         kept = life.kept
-        if kept is not None and spawned is not left:
+        undone = spawned is left and life.compacted_from is not None
+        undone = undone and self._power_cut_after(life.life)
+        if kept is not None and (spawned is not left or undone):
             # Compacted in this life: the stitched journal keeps every record it was handed
             # when the copy of the file it replaced begins with them.
             whole = life.torn_at if life.torn_at is not None else life.journal_size
             whole_crc = life.valid_crc if life.torn_at is not None else life.journal_crc
             held = whole is not None and whole_crc is not None and spawned.holds(whole, whole_crc)
+            if undone and held:
+                # Its compaction, undone by the power cut after it: it replaced the file this
+                # life was handed (or that file with this life's appends), never less of it.
+                assert life.compacted_from is not None and whole is not None
+                replaced_size, replaced_crc = life.compacted_from
+                held = replaced_size >= whole and spawned.holds(replaced_size, replaced_crc)
             kept = spawned.place(whole) if held and whole is not None else 0
         elif kept is not None:
             kept = spawned.place(kept)
@@ -628,6 +648,10 @@ def _epoch_holding(
     if at + 1 < len(epochs) and epochs[at + 1].holds(size, crc):
         return at + 1
     return None
+
+
+def _pair(value: Any) -> tuple[int, int] | None:
+    return None if value is None else (int(value[0]), int(value[1]))
 
 
 def _seen(size: int | None, crc: int | None) -> JournalSeen | None:

@@ -926,8 +926,8 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     A kill at a failpoint was delivered there (the victim reached that hit);
     a lost reply, and a cancellation, was reported by the life at that hit; a
     random-time kill was delivered; a full disk made the life stop on its
-    failed append; a power loss found a journal and its shadow (and, after a
-    kill between a write and its fsync, bytes the shadow did not cover); a
+    failed append; a power loss was rebuilt from the observer's trace (and, after
+    a kill between a write and its fsync, the observer saw bytes no fsync covered); a
     corruption changed a record. A fault that did not land leaves the trial
     ``unknown``: it did not test what its schedule says.
     """
@@ -1017,8 +1017,8 @@ def _after_death_landed(ev: TrialEvidence, life: LifeSeen, spec: str) -> list[st
     nothing_unsynced = int(fault.get("synced", 0)) >= int(fault.get("size", 0))
     if spec.startswith("power-loss") and between_write_and_fsync and nothing_unsynced:
         return [
-            f"life {number}: killed between a write and its fsync, yet the shadow says "
-            "every byte was synced: the power loss had nothing to take"
+            f"life {number}: killed between a write and its fsync, yet the observer saw "
+            "every byte of the journal fsynced: the power loss had nothing to take"
         ]
     return []
 

@@ -25,7 +25,14 @@ from pathlib import Path
 
 from harness.check.journal import JournalEntry, OpView, fold_ops, read_journal_bytes
 
-__all__ = ["REPLACED_PREFIX", "Epoch", "Stitched", "compaction_changes", "stitch"]
+__all__ = [
+    "REPLACED_PREFIX",
+    "Epoch",
+    "Stitched",
+    "checkpoint_of",
+    "compaction_changes",
+    "stitch",
+]
 
 REPLACED_PREFIX = "journal.replaced."
 
@@ -68,7 +75,7 @@ class Stitched:
         return first.data + middle + last[self.epochs[-1].block_end :]
 
 
-def _checkpoint(data: bytes) -> tuple[int, int, int] | None:
+def checkpoint_of(data: bytes) -> tuple[int, int, int] | None:
     """``(replaced size, replaced CRC, block end)`` of a compacted file (None: not one)."""
     entries = read_journal_bytes(data).entries
     records = [e for e in entries if e.kind != "journal"]
@@ -82,7 +89,7 @@ def _checkpoint(data: bytes) -> tuple[int, int, int] | None:
 def stitch(directory: Path, data: bytes) -> Stitched | None:
     """The history of the journal ``data`` (its copies in ``directory``); None when it was
     never compacted."""
-    found = _checkpoint(data)
+    found = checkpoint_of(data)
     if found is None:
         return None
     later: list[tuple[bytes, int]] = []
@@ -110,7 +117,7 @@ def stitch(directory: Path, data: bytes) -> Stitched | None:
                 ),
             )
         current = before
-        found = _checkpoint(current)
+        found = checkpoint_of(current)
     epochs = [Epoch(current, 0, 0)]
     length = len(current)
     for file, block_end in reversed(later):

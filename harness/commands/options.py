@@ -96,8 +96,9 @@ def check_model(runtime: str, model: str | None) -> None:
 def workdir(args: argparse.Namespace) -> Path | None:
     """The folder trials run under: ``--workdir`` (``ram``, the default: a RAM folder, or
     on disk with a line on stderr when there is none), or None for ``disk``: in the run
-    folder. A power loss is simulated through the journal's shadow file, so a real fsync
-    in a trial folder only costs time; random-time kills are timed by the agent from
+    folder. A power loss is rebuilt from the calls the agent made (the file-system
+    observer's trace, ``harness.chaos.observer``), so a real fsync in a trial folder only
+    costs time; random-time kills are timed by the agent from
     inside the call they aim at, so they land in its windows in RAM as on disk."""
     from harness.chaos.workdir import ram_folder
 

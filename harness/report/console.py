@@ -28,6 +28,7 @@ from rich.progress import (
 from rich.table import Table
 
 from harness.adapters import get_adapter
+from harness.chaos import observer
 from harness.chaos.faults import FAULT_KINDS
 from harness.chaos.schedule import JOURNAL_FAULTS
 from harness.chaos.trial import TrialResult
@@ -233,6 +234,9 @@ def _print_faults(summary: CampaignSummary, runtime: str) -> None:
     for kind, description in FAULT_KINDS.items():
         if kind in JOURNAL_FAULTS and not keeps_journal:
             table.add_row(kind, description, "not applicable", "", f"{runtime} keeps no journal")
+            continue
+        if kind == "power-loss" and (why := observer.unavailable()) is not None:
+            table.add_row(kind, description, "not applicable", "", why)
             continue
         hit = [r for r in summary.results if kind in r.spec.schedule.fault_kinds]
         by_kind = Counter(r.spec.kind for r in hit)

@@ -36,6 +36,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "compact.mid_write",
     "compact.before_rename",
     "compact.before_dir_fsync",
+    "compact.after_dir_fsync",
 )
 """Every crash point the runtime hits, in protocol order."""
 

@@ -601,6 +601,7 @@ class JournalWriter:
                 if isinstance(exc, OSError):
                     raise JournalWriteError(message) from exc
                 raise
+            failpoint("compact.after_dir_fsync")  # done: the new file is the journal, durably
             if self._listener is not None:
                 self._tell(Opened(self.synced_size))
             return self.size

@@ -119,21 +119,31 @@ TARGETED = {
     "cuts-last-record": '[{"failpoints":"op.after_finish@3=kill"}]',
     "effect-reported-failed": '[{"failpoints":"op.after_effect@2=kill"}]',
     "retry-never-run": '[{"failpoints":"op.after_effect@1=kill"}]',
+    "fsync-wrong-fd": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "no-dir-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
     "compaction-drops-running": '[{"failpoints":"op.after_intent@3=kill"}]',
     "compaction-drops-resolution": (
         '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"agent.before_exit@1=kill"}]'
     ),
+    "compaction-unsynced": '[{"failpoints":"op.after_intent@3=kill"}]',
 }
+# Killed once a restarted life's compaction is done (renamed, its folder fsynced).
+_AFTER_COMPACTION = (
+    '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"compact.after_dir_fsync@1=kill"%s}]'
+)
 # The trial of mini_compact (mini, each restarted life compacting first) that exposes each
 # mistake of a compaction: the same schedule in mini, which never compacts, passes.
 COMPACTED = {
     "compaction-drops-running": TARGETED["compaction-drops-running"],
     "compaction-drops-resolution": TARGETED["compaction-drops-resolution"],
+    "compaction-unsynced": _AFTER_COMPACTION % ',"after_death":"power-loss:drop"',
 }
-# A kill inside a restarted life's compaction, at each point, with the tap left in flight.
+# A kill inside a restarted life's compaction, at each point, with the tap left in flight,
+# alone and followed by a power cut.
 IN_A_COMPACTION = [
-    f'[{{"failpoints":"op.after_intent@3=kill"}},{{"failpoints":"{point}@1=kill"}}]'
+    f'[{{"failpoints":"op.after_intent@3=kill"}},{{"failpoints":"{point}@1=kill"{cut}}}]'
     for point in COMPACTION_FAILPOINTS
+    for cut in ("", ',"after_death":"power-loss:drop"')
 ]
 # The trial of mini_batch (a batch of three calls) that exposes each mistake of a batch.
 IN_A_BATCH = {
@@ -163,6 +173,10 @@ POWER_LOSS = {
     ),
     "lost-reply-ok": '[{"failpoints":"op.request@3=lost-request"}]',
     "effect-reported-failed": '[{"failpoints":"op.reply@2=lost-reply"}]',
+    "fsync-wrong-fd": (
+        '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
+    ),
+    "no-dir-fsync": ('[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'),
 }
 
 
@@ -193,6 +207,9 @@ class TestBrokenRuntimesAreCaught:
             return
         if name in COMPACTED:
             assert result.status == "pass", "a journal never compacted should not expose " + name
+            if runtime.needs_fault != "sigkill":
+                result = run_mini_compact(_AFTER_COMPACTION % "", runtime=name)
+                assert result.status == "pass", "SIGKILL alone should not expose " + name
             result = run_mini_compact(COMPACTED[name], runtime=name)
         elif runtime.needs_batch:
             assert result.status == "pass", "steps of one call should not expose " + name

@@ -408,6 +408,7 @@ class TestTheRuntimesHook:
             "compact.mid_write",
             "compact.before_rename",
             "compact.before_dir_fsync",
+            "compact.after_dir_fsync",
             "agent.before_exit",
         )
         assert [p for p in FAILPOINTS if p in CRASH_POINTS] == list(CRASH_POINTS)

@@ -22,10 +22,10 @@ from harness.agent.broken import BROKEN_RUNTIMES, NewerFrameCut
 from harness.chaos.faults import (
     PRISTINE_JOURNAL,
     SECTOR,
-    SHADOW_FILE,
     apply_after_death,
     parse_after_death,
 )
+from harness.chaos.observer import TRACE_FOLDER, start_trace
 from harness.check.journal import read_journal_bytes
 from harness.runtime import JournalCorruptError, JournalVersionError, Runtime
 from harness.runtime.journal import HEADER_SIZE, JournalWriter, scan_bytes, scan_journal
@@ -102,9 +102,11 @@ class TestSectorDamage:
         """power-loss:tear-sector keeps an unsynced write up to its first sector edge."""
         tmp_path.mkdir(exist_ok=True)
         synced = _journal(tmp_path, calls=3)
-        (tmp_path / SHADOW_FILE).write_bytes(len(synced).to_bytes(8, "big"))
+        start_trace(tmp_path)  # the journal as it is, durable: the observer's baseline
         with open(tmp_path / "journal", "ab") as journal:  # an append never fsynced
             journal.write(b"x" * (2 * SECTOR))
+        with open(tmp_path / TRACE_FOLDER / "trace", "a") as trace:  # as the observer saw it
+            trace.write(f"write 1 {len(synced)} {2 * SECTOR}\t{tmp_path / 'journal'}\n")
         done = apply_after_death(tmp_path, "power-loss:tear-sector")
         assert done["landed"] and done["kept"] == (len(synced) // SECTOR + 1) * SECTOR
         assert done["kept"] % SECTOR == 0 and done["torn"] == done["kept"] - len(synced)

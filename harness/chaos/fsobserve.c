@@ -1,0 +1,766 @@
+/* fsobserve: what an agent process asked the kernel to do to its trial folder.
+ *
+ * Loaded with LD_PRELOAD into every life of a power-loss trial. Active only while
+ * HARNESS_FS_TRACE (the trace folder) and HARNESS_FS_ROOT (the trial folder, a real
+ * path) are set; it reads them lazily, and again in a forked child (the fork server's
+ * children get their environment through os.environ after the fork). It tracks
+ * descriptor -> absolute path for files under the root and appends one line per call
+ * that changes a name or makes something durable to the trace file (opened O_APPEND,
+ * one write(2) a line, so lines of threads and processes never interleave):
+ *
+ *   create|trunc|mkdir|rmdir|unlink|dirfsync|mmap|overflow PID \t PATH
+ *   rename|link PID \t FROM \t TO
+ *   write PID OFFSET LENGTH \t PATH        ftruncate PID LENGTH \t PATH
+ *   fsync PID IMAGE \t PATH                 sync PID
+ *
+ * An fsync (fdatasync, sync_file_range) of a file first copies the file's whole content
+ * to the image file IMAGE in the trace folder, then calls the real one, and writes its
+ * line only when that returned 0: exactly the writes that completed before the program
+ * asked are durable. Its own files are written through the real functions, never traced.
+ * The world's database (world.db*) is never tracked. Not seen: direct system calls,
+ * io_uring, writes through a shared mapping (reported as an mmap line), static binaries.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define MAX_FDS 1024
+#define MAX_PATH 1024
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t active_pid;  /* the process the settings below were read in; 0: not active */
+static char root[MAX_PATH];
+static size_t root_len;
+static char trace_dir[MAX_PATH];
+static int trace_fd = -1;
+static unsigned long image_seq;
+static char paths[MAX_FDS][MAX_PATH]; /* "" for a descriptor not tracked */
+static char world[MAX_FDS];           /* 1 for a descriptor of the world's database */
+static __thread int world_synced;     /* this thread's last sync was the world's */
+static int high_fd;                   /* one past the highest tracked descriptor */
+
+#define REAL(ret, name, ...)                                        \
+    static ret (*real_##name)(__VA_ARGS__);                         \
+    static void resolve_##name(void) {                              \
+        if (!real_##name) *(void **)&real_##name = dlsym(RTLD_NEXT, #name); \
+    }
+
+REAL(int, open, const char *, int, ...)
+REAL(int, open64, const char *, int, ...)
+REAL(int, openat, int, const char *, int, ...)
+REAL(int, openat64, int, const char *, int, ...)
+REAL(int, close, int)
+REAL(int, dup, int)
+REAL(int, dup2, int, int)
+REAL(int, dup3, int, int, int)
+REAL(int, fcntl, int, int, ...)
+REAL(int, fcntl64, int, int, ...)
+REAL(ssize_t, write, int, const void *, size_t)
+REAL(ssize_t, pwrite, int, const void *, size_t, off_t)
+REAL(ssize_t, pwrite64, int, const void *, size_t, off64_t)
+REAL(ssize_t, writev, int, const struct iovec *, int)
+REAL(ssize_t, pwritev, int, const struct iovec *, int, off_t)
+REAL(ssize_t, pwritev64, int, const struct iovec *, int, off64_t)
+REAL(int, fsync, int)
+REAL(int, fdatasync, int)
+REAL(int, sync_file_range, int, off64_t, off64_t, unsigned int)
+REAL(void, sync, void)
+REAL(int, syncfs, int)
+REAL(int, ftruncate, int, off_t)
+REAL(int, ftruncate64, int, off64_t)
+REAL(int, truncate, const char *, off_t)
+REAL(int, truncate64, const char *, off64_t)
+REAL(int, mkdir, const char *, mode_t)
+REAL(int, mkdirat, int, const char *, mode_t)
+REAL(int, rmdir, const char *)
+REAL(int, unlink, const char *)
+REAL(int, unlinkat, int, const char *, int)
+REAL(int, rename, const char *, const char *)
+REAL(int, renameat, int, const char *, int, const char *)
+REAL(int, renameat2, int, const char *, int, const char *, unsigned int)
+REAL(int, link, const char *, const char *)
+REAL(int, linkat, int, const char *, int, const char *, int)
+REAL(void *, mmap, void *, size_t, int, int, int, off_t)
+REAL(void *, mmap64, void *, size_t, int, int, int, off64_t)
+
+/* Raw system calls for the library's own files: never traced, never recursing. */
+static int raw_open(const char *path, int flags, mode_t mode) {
+    return (int)syscall(SYS_openat, AT_FDCWD, path, flags | O_CLOEXEC, mode);
+}
+static ssize_t raw_write(int fd, const void *buf, size_t len) {
+    return (ssize_t)syscall(SYS_write, fd, buf, len);
+}
+static int raw_close(int fd) { return (int)syscall(SYS_close, fd); }
+
+/* After a real fork (atfork runs): the child keeps the descriptor table it inherited and
+ * reads its settings again (the fork server's child sets them after it starts). */
+static void forked_child(void) {
+    pthread_mutex_init(&lock, NULL);
+    if (active_pid > 0) active_pid = -1;
+}
+
+__attribute__((constructor)) static void install_fork_handler(void) {
+    pthread_atfork(NULL, NULL, forked_child);
+}
+
+/* Whether this process observes: reads the settings once per process while they are set,
+ * and again while they are not (a forked child sets them after its first calls). A child
+ * made by vfork (Python's subprocess) shares its parent's memory until it execs, and no
+ * atfork handler runs in it: it sees another process's pid here and must touch nothing. */
+static int active(void) {
+    pid_t pid = getpid();
+    if (active_pid == pid) return trace_fd >= 0;
+    if (active_pid > 0) return 0; /* a vfork child: the state is its parent's */
+    const char *t = getenv("HARNESS_FS_TRACE");
+    const char *r = getenv("HARNESS_FS_ROOT");
+    if (!t || !r || !*t || !*r || strlen(t) + 16 >= MAX_PATH || strlen(r) + 2 >= MAX_PATH)
+        return 0;
+    pthread_mutex_lock(&lock);
+    if (active_pid <= 0) {
+        int same = active_pid == -1 && trace_fd >= 0 && strcmp(trace_dir, t) == 0 &&
+                   strcmp(root, r) == 0;
+        if (!same) {
+            if (trace_fd >= 0) raw_close(trace_fd);
+            for (int i = 0; i < high_fd; i++) paths[i][0] = 0; /* another trial's table */
+            high_fd = 0;
+            strcpy(trace_dir, t);
+            strcpy(root, r);
+            root_len = strlen(root);
+            while (root_len > 1 && root[root_len - 1] == '/') root[--root_len] = 0;
+            char file[MAX_PATH];
+            snprintf(file, sizeof file, "%s/trace", trace_dir);
+            trace_fd = raw_open(file, O_WRONLY | O_APPEND | O_CREAT, 0600);
+        }
+        image_seq = 0;
+        active_pid = pid;
+    }
+    pthread_mutex_unlock(&lock);
+    return trace_fd >= 0;
+}
+
+static void emit(const char *fmt, ...) {
+    char line[3 * MAX_PATH + 128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof line - 1) n = sizeof line - 2;
+    line[n++] = '\n';
+    raw_write(trace_fd, line, (size_t)n);
+    world_synced = 0;
+}
+
+/* "/a/./b//c/../d" -> "/a/b/d", in place. */
+static void normalize(char *p) {
+    char out[MAX_PATH];
+    size_t o = 0;
+    const char *s = p;
+    while (*s) {
+        while (*s == '/') s++;
+        if (!*s) break;
+        const char *e = strchr(s, '/');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == 1 && s[0] == '.') {
+        } else if (n == 2 && s[0] == '.' && s[1] == '.') {
+            while (o > 0 && out[o - 1] != '/') o--;
+            if (o > 0) o--;
+        } else if (o + n + 2 < MAX_PATH) {
+            out[o++] = '/';
+            memcpy(out + o, s, n);
+            o += n;
+        }
+        s += n;
+    }
+    if (o == 0) out[o++] = '/';
+    out[o] = 0;
+    strcpy(p, out);
+}
+
+/* The absolute path of `path` relative to `dirfd`, in out; 0 if it cannot be told. */
+static int absolute(int dirfd, const char *path, char *out) {
+    if (!path) return 0;
+    if (path[0] == '/') {
+        if (strlen(path) >= MAX_PATH) return 0;
+        strcpy(out, path);
+    } else {
+        char base[MAX_PATH];
+        if (dirfd == AT_FDCWD) {
+            if (!getcwd(base, sizeof base)) return 0;
+        } else if (dirfd >= 0 && dirfd < MAX_FDS && paths[dirfd][0]) {
+            strcpy(base, paths[dirfd]);
+        } else {
+            char link[64];
+            snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
+            ssize_t n = readlink(link, base, sizeof base - 1);
+            if (n <= 0) return 0;
+            base[n] = 0;
+        }
+        char joined[2 * MAX_PATH + 2];
+        snprintf(joined, sizeof joined, "%s/%s", base, path);
+        if (strlen(joined) >= MAX_PATH) return 0;
+        strcpy(out, joined);
+    }
+    normalize(out);
+    return 1;
+}
+
+static int under_root(const char *abs) {
+    return strncmp(abs, root, root_len) == 0 && (abs[root_len] == '/' || abs[root_len] == 0);
+}
+
+static int is_world(const char *abs) {
+    const char *name = strrchr(abs, '/');
+    return name && strncmp(name + 1, "world.db", 8) == 0;
+}
+
+/* Whether an absolute path lies under the root and is not the world's database. */
+static int watched(const char *abs) { return under_root(abs) && !is_world(abs); }
+
+/* The watched absolute path of (dirfd, path) in out, or 0. */
+static int resolve_watched(int dirfd, const char *path, char *out) {
+    out[0] = 0;
+    if (!active()) return 0;
+    return absolute(dirfd, path, out) && watched(out);
+}
+
+static void track(int fd, const char *abs) {
+    if (fd < 0) return;
+    if (fd >= MAX_FDS) {
+        emit("overflow %d\t%s", getpid(), abs);
+        return;
+    }
+    pthread_mutex_lock(&lock);
+    strcpy(paths[fd], abs);
+    if (fd >= high_fd) high_fd = fd + 1;
+    pthread_mutex_unlock(&lock);
+}
+
+static void untrack(int fd) {
+    if (fd >= 0 && fd < MAX_FDS && paths[fd][0]) {
+        pthread_mutex_lock(&lock);
+        paths[fd][0] = 0;
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+/* The tracked path of fd copied to out, or 0. */
+static int tracked(int fd, char *out) {
+    if (fd < 0 || fd >= MAX_FDS || !active() || !paths[fd][0]) return 0;
+    pthread_mutex_lock(&lock);
+    strcpy(out, paths[fd]);
+    pthread_mutex_unlock(&lock);
+    return out[0] != 0;
+}
+
+static void copy_fd(int from, int to) {
+    char p[MAX_PATH];
+    if (tracked(from, p)) track(to, p);
+    else untrack(to);
+}
+
+/* A rename moves the paths of open descriptors with it (a file, or a folder's files). */
+static void renamed(const char *from, const char *to) {
+    size_t n = strlen(from);
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < high_fd; i++) {
+        if (strncmp(paths[i], from, n) == 0 && (paths[i][n] == 0 || paths[i][n] == '/')) {
+            char moved[2 * MAX_PATH];
+            snprintf(moved, sizeof moved, "%s%s", to, paths[i] + n);
+            if (strlen(moved) < MAX_PATH) strcpy(paths[i], moved);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* -- opening and closing ------------------------------------------------------------ */
+
+static int opened(int (*real)(int, const char *, int, ...), int dirfd, const char *path,
+                  int flags, mode_t mode) {
+    char abs[MAX_PATH];
+    if (!resolve_watched(dirfd, path, abs)) {
+        int fd = real(dirfd, path, flags, mode);
+        /* The world's own descriptors are remembered only to tell its syncs (below). */
+        if (fd >= 0 && fd < MAX_FDS && trace_fd >= 0 && active_pid == getpid())
+            world[fd] = under_root(abs) && is_world(abs);
+        return fd;
+    }
+    struct stat before;
+    int existed = (flags & O_CREAT) ? lstat(abs, &before) == 0 : 1;
+    int fd = real(dirfd, path, flags, mode);
+    if (fd < 0) return fd;
+    int saved = errno;
+    track(fd, abs);
+    if (!existed) emit("create %d\t%s", getpid(), abs);
+    else if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY) emit("trunc %d\t%s", getpid(), abs);
+    errno = saved;
+    return fd;
+}
+
+static int via_open(int dirfd, const char *path, int flags, ...) {
+    (void)dirfd;
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (mode_t)va_arg(ap, int);
+    va_end(ap);
+    resolve_open();
+    return real_open(path, flags, mode);
+}
+static int via_open64(int dirfd, const char *path, int flags, ...) {
+    (void)dirfd;
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (mode_t)va_arg(ap, int);
+    va_end(ap);
+    resolve_open64();
+    return real_open64(path, flags, mode);
+}
+static int via_openat(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (mode_t)va_arg(ap, int);
+    va_end(ap);
+    resolve_openat();
+    return real_openat(dirfd, path, flags, mode);
+}
+static int via_openat64(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (mode_t)va_arg(ap, int);
+    va_end(ap);
+    resolve_openat64();
+    return real_openat64(dirfd, path, flags, mode);
+}
+
+static mode_t mode_arg(int flags, va_list ap) {
+    return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
+}
+
+int open(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
+    return opened(via_open, AT_FDCWD, path, flags, mode);
+}
+int open64(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
+    return opened(via_open64, AT_FDCWD, path, flags, mode);
+}
+int openat(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
+    return opened(via_openat, dirfd, path, flags, mode);
+}
+int openat64(int dirfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
+    return opened(via_openat64, dirfd, path, flags, mode);
+}
+int __open_2(const char *path, int flags) { return opened(via_open, AT_FDCWD, path, flags, 0); }
+int __open64_2(const char *path, int flags) {
+    return opened(via_open64, AT_FDCWD, path, flags, 0);
+}
+int __openat_2(int dirfd, const char *path, int flags) {
+    return opened(via_openat, dirfd, path, flags, 0);
+}
+int __openat64_2(int dirfd, const char *path, int flags) {
+    return opened(via_openat64, dirfd, path, flags, 0);
+}
+int creat(const char *path, mode_t mode) {
+    return opened(via_open, AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+int creat64(const char *path, mode_t mode) {
+    return opened(via_open64, AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode);
+}
+
+int close(int fd) {
+    resolve_close();
+    /* A vfork child closing descriptors before it execs must not untrack its parent's. */
+    if (active_pid <= 0 || active_pid == getpid()) {
+        untrack(fd);
+        if (fd >= 0 && fd < MAX_FDS) world[fd] = 0;
+    }
+    return real_close(fd);
+}
+
+int dup(int fd) {
+    resolve_dup();
+    int got = real_dup(fd);
+    if (got >= 0 && active()) copy_fd(fd, got);
+    return got;
+}
+int dup2(int fd, int to) {
+    resolve_dup2();
+    int got = real_dup2(fd, to);
+    if (got >= 0 && active() && fd != to) copy_fd(fd, got);
+    return got;
+}
+int dup3(int fd, int to, int flags) {
+    resolve_dup3();
+    int got = real_dup3(fd, to, flags);
+    if (got >= 0 && active()) copy_fd(fd, got);
+    return got;
+}
+
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, va_list ap) {
+    switch (cmd) {
+    /* Commands whose third argument is a pointer. */
+    case F_GETLK: case F_SETLK: case F_SETLKW: case F_OFD_GETLK: case F_OFD_SETLK:
+    case F_OFD_SETLKW: case F_GETOWN_EX: case F_SETOWN_EX:
+        return real(fd, cmd, va_arg(ap, void *));
+    default: {
+        long arg = va_arg(ap, long);
+        int got = real(fd, cmd, arg);
+        if (got >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && active()) copy_fd(fd, got);
+        return got;
+    }
+    }
+}
+int fcntl(int fd, int cmd, ...) {
+    resolve_fcntl();
+    va_list ap;
+    va_start(ap, cmd);
+    int got = fcntl_common(real_fcntl, fd, cmd, ap);
+    va_end(ap);
+    return got;
+}
+int fcntl64(int fd, int cmd, ...) {
+    resolve_fcntl64();
+    if (!real_fcntl64) resolve_fcntl(), real_fcntl64 = real_fcntl;
+    va_list ap;
+    va_start(ap, cmd);
+    int got = fcntl_common(real_fcntl64, fd, cmd, ap);
+    va_end(ap);
+    return got;
+}
+
+/* -- writing -------------------------------------------------------------------------- */
+
+static void wrote(int fd, long long offset, ssize_t n) {
+    char p[MAX_PATH];
+    if (n > 0 && tracked(fd, p)) emit("write %d %lld %zd\t%s", getpid(), offset, n, p);
+}
+
+/* Where a write at the descriptor's own position began: its position now less n. */
+static long long began(int fd, ssize_t n) {
+    if (n <= 0 || fd < 0 || fd >= MAX_FDS || !paths[fd][0]) return 0;
+    return (long long)lseek(fd, 0, SEEK_CUR) - n;
+}
+
+ssize_t write(int fd, const void *buf, size_t len) {
+    resolve_write();
+    ssize_t n = real_write(fd, buf, len);
+    int saved = errno;
+    wrote(fd, began(fd, n), n);
+    errno = saved;
+    return n;
+}
+ssize_t pwrite(int fd, const void *buf, size_t len, off_t at) {
+    resolve_pwrite();
+    ssize_t n = real_pwrite(fd, buf, len, at);
+    int saved = errno;
+    wrote(fd, at, n);
+    errno = saved;
+    return n;
+}
+ssize_t pwrite64(int fd, const void *buf, size_t len, off64_t at) {
+    resolve_pwrite64();
+    ssize_t n = real_pwrite64(fd, buf, len, at);
+    int saved = errno;
+    wrote(fd, at, n);
+    errno = saved;
+    return n;
+}
+ssize_t writev(int fd, const struct iovec *iov, int count) {
+    resolve_writev();
+    ssize_t n = real_writev(fd, iov, count);
+    int saved = errno;
+    wrote(fd, began(fd, n), n);
+    errno = saved;
+    return n;
+}
+ssize_t pwritev(int fd, const struct iovec *iov, int count, off_t at) {
+    resolve_pwritev();
+    ssize_t n = real_pwritev(fd, iov, count, at);
+    int saved = errno;
+    wrote(fd, at, n);
+    errno = saved;
+    return n;
+}
+ssize_t pwritev64(int fd, const struct iovec *iov, int count, off64_t at) {
+    resolve_pwritev64();
+    ssize_t n = real_pwritev64(fd, iov, count, at);
+    int saved = errno;
+    wrote(fd, at, n);
+    errno = saved;
+    return n;
+}
+
+static int truncated(int fd, long long length, int got) {
+    char p[MAX_PATH];
+    int saved = errno;
+    if (got == 0 && tracked(fd, p)) emit("ftruncate %d %lld\t%s", getpid(), length, p);
+    errno = saved;
+    return got;
+}
+int ftruncate(int fd, off_t length) {
+    resolve_ftruncate();
+    return truncated(fd, length, real_ftruncate(fd, length));
+}
+int ftruncate64(int fd, off64_t length) {
+    resolve_ftruncate64();
+    return truncated(fd, length, real_ftruncate64(fd, length));
+}
+static int path_truncated(const char *path, long long length, int got) {
+    char abs[MAX_PATH];
+    int saved = errno;
+    if (got == 0 && resolve_watched(AT_FDCWD, path, abs))
+        emit("ftruncate %d %lld\t%s", getpid(), length, abs);
+    errno = saved;
+    return got;
+}
+int truncate(const char *path, off_t length) {
+    resolve_truncate();
+    return path_truncated(path, length, real_truncate(path, length));
+}
+int truncate64(const char *path, off64_t length) {
+    resolve_truncate64();
+    return path_truncated(path, length, real_truncate64(path, length));
+}
+
+/* -- making durable ------------------------------------------------------------------- */
+
+/* Copy the file behind fd, as it is now, to a new image file; its number, or 0. */
+static unsigned long snapshot(int fd) {
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    int in = raw_open(link, O_RDONLY, 0); /* the same file, even renamed or write-only */
+    if (in < 0) return 0;
+    char image[MAX_PATH + 64];
+    int out = -1;
+    unsigned long seq = 0;
+    for (int tries = 0; tries < 1000 && out < 0; tries++) {
+        seq = __atomic_add_fetch(&image_seq, 1, __ATOMIC_SEQ_CST);
+        snprintf(image, sizeof image, "%s/img-%d-%lu", trace_dir, getpid(), seq);
+        out = raw_open(image, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (out < 0 && errno != EEXIST) break;
+    }
+    if (out < 0) {
+        raw_close(in);
+        return 0;
+    }
+    off_t offset = 0;
+    ssize_t n;
+    while ((n = sendfile(out, in, &offset, 1 << 20)) > 0) {
+    }
+    raw_close(in);
+    raw_close(out);
+    return n < 0 ? 0 : seq;
+}
+
+static int synced(int fd, int (*call)(void *), void *arg) {
+    char p[MAX_PATH];
+    if (!tracked(fd, p)) {
+        int got = call(arg);
+        if (got == 0 && fd >= 0 && fd < MAX_FDS && world[fd]) world_synced = 1;
+        return got;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* SQLite syncs a new WAL or journal's folder right after the file: the world's
+         * durability, which lends none to the agent's files (the world is outside). */
+        int world_own = world_synced;
+        int got = call(arg);
+        int saved = errno;
+        if (got == 0) emit("%s %d\t%s", world_own ? "worlddirfsync" : "dirfsync", getpid(), p);
+        errno = saved;
+        return got;
+    }
+    unsigned long seq = snapshot(fd);
+    int got = call(arg);
+    int saved = errno;
+    if (got == 0 && seq) emit("fsync %d img-%d-%lu\t%s", getpid(), getpid(), seq, p);
+    else if (got == 0) emit("overflow %d\t%s", getpid(), p); /* synced, but no image of it */
+    errno = saved;
+    return got;
+}
+
+struct range_args { int fd; off64_t at, n; unsigned int flags; };
+static int call_fsync(void *a) { resolve_fsync(); return real_fsync(*(int *)a); }
+static int call_fdatasync(void *a) { resolve_fdatasync(); return real_fdatasync(*(int *)a); }
+static int call_range(void *a) {
+    struct range_args *r = a;
+    resolve_sync_file_range();
+    return real_sync_file_range(r->fd, r->at, r->n, r->flags);
+}
+int fsync(int fd) { return synced(fd, call_fsync, &fd); }
+int fdatasync(int fd) { return synced(fd, call_fdatasync, &fd); }
+int sync_file_range(int fd, off64_t at, off64_t n, unsigned int flags) {
+    struct range_args r = {fd, at, n, flags};
+    if (!(flags & SYNC_FILE_RANGE_WRITE)) return call_range(&r); /* waits only: no data */
+    return synced(fd, call_range, &r);
+}
+
+void sync(void) {
+    resolve_sync();
+    real_sync();
+    if (active()) emit("sync %d", getpid());
+}
+int syncfs(int fd) {
+    resolve_syncfs();
+    int got = real_syncfs(fd);
+    int saved = errno;
+    if (got == 0 && active()) emit("sync %d", getpid());
+    errno = saved;
+    return got;
+}
+
+static void mapped(int fd, int prot, int flags) {
+    char p[MAX_PATH];
+    if ((prot & PROT_WRITE) && (flags & MAP_SHARED) && tracked(fd, p)) emit("mmap %d\t%s", getpid(), p);
+}
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t at) {
+    resolve_mmap();
+    void *got = real_mmap(addr, len, prot, flags, fd, at);
+    int saved = errno;
+    if (got != MAP_FAILED) mapped(fd, prot, flags);
+    errno = saved;
+    return got;
+}
+void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t at) {
+    resolve_mmap64();
+    void *got = real_mmap64(addr, len, prot, flags, fd, at);
+    int saved = errno;
+    if (got != MAP_FAILED) mapped(fd, prot, flags);
+    errno = saved;
+    return got;
+}
+
+/* -- names ---------------------------------------------------------------------------- */
+
+static int named(int got, const char *kind, int dirfd, const char *path) {
+    char abs[MAX_PATH];
+    int saved = errno;
+    if (got == 0 && resolve_watched(dirfd, path, abs)) emit("%s %d\t%s", kind, getpid(), abs);
+    errno = saved;
+    return got;
+}
+
+/* Paths of a two-name call, told before it runs (a relative path may depend on names it
+ * changes); 1 when either lies under the root. */
+static int two_names(int fd1, const char *p1, int fd2, const char *p2, char *a1, char *a2) {
+    if (!active()) return 0;
+    int ok1 = absolute(fd1, p1, a1), ok2 = absolute(fd2, p2, a2);
+    if (!ok1) a1[0] = 0;
+    if (!ok2) a2[0] = 0;
+    return (ok1 && watched(a1)) || (ok2 && watched(a2));
+}
+
+static int moved(int got, const char *kind, int watch, const char *a1, const char *a2) {
+    int saved = errno;
+    if (got == 0 && watch) {
+        emit("%s %d\t%s\t%s", kind, getpid(), a1, a2);
+        if (kind[0] == 'r') renamed(a1, a2);
+    }
+    errno = saved;
+    return got;
+}
+
+int mkdir(const char *path, mode_t mode) {
+    resolve_mkdir();
+    return named(real_mkdir(path, mode), "mkdir", AT_FDCWD, path);
+}
+int mkdirat(int dirfd, const char *path, mode_t mode) {
+    resolve_mkdirat();
+    char abs[MAX_PATH];
+    int watch = resolve_watched(dirfd, path, abs);
+    int got = real_mkdirat(dirfd, path, mode);
+    int saved = errno;
+    if (got == 0 && watch) emit("mkdir %d\t%s", getpid(), abs);
+    errno = saved;
+    return got;
+}
+int rmdir(const char *path) {
+    resolve_rmdir();
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, path, abs);
+    int got = real_rmdir(path);
+    int saved = errno;
+    if (got == 0 && watch) emit("rmdir %d\t%s", getpid(), abs);
+    errno = saved;
+    return got;
+}
+int unlink(const char *path) {
+    resolve_unlink();
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, path, abs);
+    int got = real_unlink(path);
+    int saved = errno;
+    if (got == 0 && watch) emit("unlink %d\t%s", getpid(), abs);
+    errno = saved;
+    return got;
+}
+int unlinkat(int dirfd, const char *path, int flags) {
+    resolve_unlinkat();
+    char abs[MAX_PATH];
+    int watch = resolve_watched(dirfd, path, abs);
+    int got = real_unlinkat(dirfd, path, flags);
+    int saved = errno;
+    if (got == 0 && watch) emit("%s %d\t%s", (flags & AT_REMOVEDIR) ? "rmdir" : "unlink", getpid(), abs);
+    errno = saved;
+    return got;
+}
+int rename(const char *from, const char *to) {
+    resolve_rename();
+    char a1[MAX_PATH], a2[MAX_PATH];
+    int watch = two_names(AT_FDCWD, from, AT_FDCWD, to, a1, a2);
+    return moved(real_rename(from, to), "rename", watch, a1, a2);
+}
+int renameat(int fd1, const char *from, int fd2, const char *to) {
+    resolve_renameat();
+    char a1[MAX_PATH], a2[MAX_PATH];
+    int watch = two_names(fd1, from, fd2, to, a1, a2);
+    return moved(real_renameat(fd1, from, fd2, to), "rename", watch, a1, a2);
+}
+int renameat2(int fd1, const char *from, int fd2, const char *to, unsigned int flags) {
+    resolve_renameat2();
+    char a1[MAX_PATH], a2[MAX_PATH];
+    int watch = two_names(fd1, from, fd2, to, a1, a2);
+    /* RENAME_EXCHANGE swaps two names: told as such, the replay refuses it. */
+    const char *kind = (flags & 2) ? "exchange" : "rename";
+    return moved(real_renameat2(fd1, from, fd2, to, flags), kind, watch, a1, a2);
+}
+int link(const char *from, const char *to) {
+    resolve_link();
+    char a1[MAX_PATH], a2[MAX_PATH];
+    int watch = two_names(AT_FDCWD, from, AT_FDCWD, to, a1, a2);
+    return moved(real_link(from, to), "link", watch, a1, a2);
+}
+int linkat(int fd1, const char *from, int fd2, const char *to, int flags) {
+    resolve_linkat();
+    char a1[MAX_PATH], a2[MAX_PATH];
+    int watch = two_names(fd1, from, fd2, to, a1, a2);
+    return moved(real_linkat(fd1, from, fd2, to, flags), "link", watch, a1, a2);
+}

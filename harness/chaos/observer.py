@@ -1,0 +1,502 @@
+"""Power loss rebuilt from what the agent process asked the kernel, not from what it says.
+
+Every life of a power-loss trial runs with ``fsobserve.c`` preloaded (``LD_PRELOAD``):
+it appends to ``fs-trace/trace`` in the trial folder one line per call that creates,
+truncates, renames, links or removes a name under the trial folder, per write, and per
+fsync (with an image of the file's whole content taken just before it) or fsync of a
+folder. After a kill, ``power_cut`` replays the trace over a model of the file system:
+
+- each folder's names as they are (volatile) and as its last fsync left them (durable);
+- each file's durable content: its image at its last fsync; a file created since has
+  none (it comes back empty); a file that was there before the first life is durable as
+  the harness made it (``start_trace`` takes an image of each: a ``baseline`` line).
+
+and puts back what survives a cut: every name the trace touched as its folder's last
+fsync left it (names made since removed, names renamed or removed since back), each
+file with its durable content and, past it, what the fault's mode keeps of the rest
+(``drop``: nothing; ``tear:<keep>:<garbage>`` and ``tear-sector``, for a file whose
+durable content is a prefix of what it holds (an append-only file: the journal), as
+before; for a file rewritten in place (a SQLite database), each 512-byte sector that
+differs keeps its old or new content, chosen by a random generator seeded by the spec).
+A file the agent mapped shared and writable (SQLite's ``-shm`` index) comes back empty:
+it never holds durable data, and SQLite rebuilds it. The rebuild is appended to the
+trace as a new baseline, so the whole trace always replays from its first line.
+
+Not seen: system calls made directly (not through the C library), io_uring, writes
+through a shared mapping of a data file, statically linked programs, ``sync()``
+(refused: no image of every file was taken). The world's database (``world.db*``) is
+never tracked: the world keeps its own durability and no fault touches it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ENV_ROOT",
+    "ENV_TRACE",
+    "SOURCE",
+    "TRACE_FOLDER",
+    "Refused",
+    "build_library",
+    "library",
+    "observer_env",
+    "power_cut",
+    "read_trace",
+    "start_trace",
+    "unavailable",
+]
+
+SOURCE = Path(__file__).with_name("fsobserve.c")
+ENV_TRACE = "HARNESS_FS_TRACE"
+ENV_ROOT = "HARNESS_FS_ROOT"
+ENV_LIBRARY_DIR = "HARNESS_FS_LIBRARY_DIR"
+"""Where the built library is kept (default: ``build/fsobserve`` of the checkout, which
+git ignores); read by the supervisor's process only."""
+TRACE_FOLDER = "fs-trace"
+SECTOR = 512
+_CFLAGS = ("-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror")
+
+
+class Refused(Exception):
+    """The trace holds something the replay cannot rebuild a power cut from."""
+
+
+# -- the library ---------------------------------------------------------------------------
+
+
+def _library_dir() -> Path:
+    configured = os.environ.get(ENV_LIBRARY_DIR)
+    if configured:
+        return Path(configured)
+    return Path(__file__).resolve().parents[2] / "build" / "fsobserve"
+
+
+def build_library(folder: Path, compiler: str | None = None) -> Path:
+    """Build the library from ``SOURCE`` into ``folder`` (named by the source's hash) unless
+    it is there; its path. ``OSError`` says why it cannot be built."""
+    if not sys.platform.startswith("linux"):
+        raise OSError(f"the observer interposes the C library of Linux, not {sys.platform}")
+    source = SOURCE.read_bytes()
+    target = folder / f"fsobserve-{hashlib.sha256(source).hexdigest()[:16]}.so"
+    if target.exists():
+        return target
+    cc = compiler or shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        raise OSError("no C compiler (cc) on PATH to build the observer")
+    folder.mkdir(parents=True, exist_ok=True)
+    # Built under a temporary name and renamed: workers building at once never see half.
+    fd, partial = tempfile.mkstemp(prefix=".fsobserve-", suffix=".so", dir=folder)
+    os.close(fd)
+    try:
+        done = subprocess.run(
+            [cc, *_CFLAGS, "-o", partial, str(SOURCE), "-ldl"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise OSError(f"building the observer failed: {done.stderr.strip()[-800:]}")
+        os.replace(partial, target)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+    return target
+
+
+@functools.cache
+def _located(folder: Path, path_var: str) -> Path | str:
+    del path_var  # a key only: another PATH may find another compiler
+    try:
+        return build_library(folder)
+    except OSError as exc:
+        return str(exc)
+
+
+def library() -> Path | None:
+    """The built library (built now when missing), or None when it cannot be had."""
+    found = _located(_library_dir(), os.environ.get("PATH", ""))
+    return found if isinstance(found, Path) else None
+
+
+def unavailable() -> str | None:
+    """Why power loss cannot be observed here, or None when it can."""
+    found = _located(_library_dir(), os.environ.get("PATH", ""))
+    return found if isinstance(found, str) else None
+
+
+def observer_env(trial_dir: Path, lib: Path) -> dict[str, str]:
+    """What a life's environment needs to be observed."""
+    preload = os.environ.get("LD_PRELOAD", "")
+    return {
+        "LD_PRELOAD": f"{lib} {preload}".strip(),
+        ENV_TRACE: str(Path(os.path.realpath(trial_dir)) / TRACE_FOLDER),
+        ENV_ROOT: os.path.realpath(trial_dir),
+    }
+
+
+# -- the trace -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TraceLine:
+    """One line of the trace: its kind, the process, its numbers, its paths."""
+
+    kind: str
+    pid: int
+    numbers: tuple[str, ...]
+    paths: tuple[str, ...]
+
+
+def read_trace(folder: Path) -> list[TraceLine]:
+    """The trace's whole lines, in order (a line cut by a kill mid-write is left out)."""
+    try:
+        data = (folder / "trace").read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = []
+    for raw in data.split(b"\n")[:-1]:  # the last piece has no newline: not a whole line
+        head, *paths = raw.decode("utf-8", "surrogateescape").split("\t")
+        kind, pid, *numbers = head.split(" ")
+        lines.append(TraceLine(kind, int(pid), tuple(numbers), tuple(paths)))
+    return lines
+
+
+def _append(folder: Path, lines: list[str]) -> None:
+    with open(folder / "trace", "a", encoding="utf-8", errors="surrogateescape") as out:
+        out.write("".join(line + "\n" for line in lines))
+
+
+def _image(folder: Path, source: Path, name: str) -> str:
+    shutil.copyfile(source, folder / name)
+    return name
+
+
+def start_trace(trial_dir: Path) -> Path:
+    """Make the trial's trace folder, with a baseline: each file already in the trial folder
+    (the harness made it) durable as it is now. Its path."""
+    root = Path(os.path.realpath(trial_dir))
+    folder = root / TRACE_FOLDER
+    folder.mkdir(exist_ok=True)
+    if (folder / "trace").exists():
+        return folder  # a trial run again in place keeps its history
+    lines = []
+    for n, path in enumerate(sorted(_files(root)), 1):
+        lines.append(f"baseline 0 {_image(folder, path, f'base-0-{n}')}\t{path}")
+    _append(folder, lines)
+    return folder
+
+
+def _files(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if Path(dirpath, d) != root / TRACE_FOLDER]
+        for name in filenames:
+            path = Path(dirpath, name)
+            if not name.startswith("world.db") and path.is_file() and not path.is_symlink():
+                yield path
+
+
+# -- the replay ----------------------------------------------------------------------------
+
+_EMPTY = ""
+"""A node's durable image when it has none: created since, never fsynced: empty."""
+_AS_FOUND = "?"
+"""A node the trace first met without making it (made by the harness after the baseline):
+its durable content is what it holds."""
+
+
+@dataclass(eq=False, slots=True)
+class _Node:
+    image: str
+    directory: bool = False
+    mapped: bool = False
+    unsynced_writes: int = 0
+
+
+@dataclass(slots=True)
+class _Model:
+    root: str
+    volatile: dict[str, _Node] = field(default_factory=dict)
+    durable: dict[str, _Node] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    touched: set[str] = field(default_factory=set)
+    """Paths a line other than a baseline named: the cut acts on these only."""
+
+    def inside(self, path: str) -> bool:
+        return path.startswith(self.root + "/") and not os.path.basename(path).startswith(
+            "world.db"
+        )
+
+    def known(self, path: str, *, directory: bool = False) -> _Node:
+        """The node at ``path``; one durable as found the first time the trace names it
+        (the harness made it: every file of the first life's start has a baseline)."""
+        node = self.volatile.get(path)
+        if node is None:
+            node = self.volatile[path] = _Node(_AS_FOUND, directory)
+            if path not in self.seen:
+                self.durable[path] = node
+            self.seen.add(path)
+        return node
+
+    def apply(self, line: TraceLine) -> None:
+        kind, paths = line.kind, line.paths
+        if kind not in ("baseline", "rebuilt"):
+            self.touched.update(p for p in paths if self.inside(p))
+        if kind in ("create", "mkdir"):
+            # A name the call made: not there before, so not durable until its folder's fsync.
+            self.volatile[paths[0]] = _Node(_EMPTY, directory=kind == "mkdir")
+            self.seen.add(paths[0])
+        elif kind in ("unlink", "rmdir"):
+            self.known(paths[0], directory=kind == "rmdir")
+            self._forget(paths[0])
+        elif kind == "rename":
+            self._rename(paths[0], paths[1])
+        elif kind == "link":
+            node = self.known(paths[0]) if self.inside(paths[0]) else _Node(_EMPTY)
+            self.volatile[paths[1]] = node
+            self.seen.add(paths[1])
+        elif kind == "fsync":
+            synced = self.volatile.get(paths[0])
+            if synced is not None:  # else the file was removed since: its image matters no more
+                synced.image = line.numbers[0]
+                synced.unsynced_writes = 0
+        elif kind == "dirfsync":
+            self._dir_synced(paths[0])
+        elif kind == "write":
+            self.known(paths[0]).unsynced_writes += 1
+        elif kind in ("trunc", "ftruncate"):
+            self.known(paths[0])
+        elif kind == "mmap":
+            self.known(paths[0]).mapped = True
+        elif kind == "baseline":
+            node = _Node(line.numbers[0])
+            self.volatile[paths[0]] = self.durable[paths[0]] = node
+            self.seen.add(paths[0])
+        elif kind == "rebuilt":
+            self.volatile.clear()
+            self.durable.clear()
+            self.seen.clear()
+            self.touched.clear()
+        elif kind == "sync":
+            raise Refused(f"pid {line.pid} called sync(): no image of every file was taken")
+        elif kind == "exchange":
+            raise Refused(f"pid {line.pid} exchanged two names (RENAME_EXCHANGE)")
+        elif kind == "overflow":
+            raise Refused(f"pid {line.pid}: {paths[0]} was not tracked to its fsync")
+
+    def _forget(self, path: str) -> None:
+        for name in [p for p in self.volatile if p == path or p.startswith(path + "/")]:
+            del self.volatile[name]
+
+    def _rename(self, old: str, new: str) -> None:
+        # From outside the root: a name made here, as a create makes it.
+        node = self.known(old) if self.inside(old) else _Node(_EMPTY)
+        moved = {p: n for p, n in self.volatile.items() if p.startswith(old + "/")}
+        self._forget(old)
+        if self.inside(new):
+            self._forget(new)
+            self.volatile[new] = node
+            self.seen.add(new)
+            for p, n in moved.items():
+                self.volatile[new + p[len(old) :]] = n
+                self.touched.update((p, new + p[len(old) :]))
+
+    def _dir_synced(self, folder: str) -> None:
+        names = {p for p in (*self.volatile, *self.durable) if os.path.dirname(p) == folder}
+        for path in names:
+            if path in self.volatile:
+                self.durable[path] = self.volatile[path]
+            else:
+                self.durable.pop(path, None)
+
+
+def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
+    """Rebuild the trial folder as a power cut leaves it (``args``: the fault's mode);
+    what it did, by file (paths relative to the trial folder)."""
+    root = Path(os.path.realpath(trial_dir))
+    folder = root / TRACE_FOLDER
+    lines = read_trace(folder)
+    model = _Model(str(root))
+    for line in lines:
+        model.apply(line)
+    # Names no line but a baseline named (the supervisor's own files, made before the first
+    # life and rewritten by it since) are left alone, and so is the trace's own folder.
+    untouched = [
+        f"baseline 0 {n.image}\t{p}"
+        for p, n in sorted(model.durable.items())
+        if p not in model.touched and n.image not in (_EMPTY, _AS_FOUND)
+    ]
+    model.volatile = {p: n for p, n in model.volatile.items() if p in model.touched}
+    model.durable = {p: n for p, n in model.durable.items() if p in model.touched}
+    # What each node holds now, read through the name it has now (before anything moves).
+    current: dict[int, bytes | None] = {}
+    for path, node in model.volatile.items():
+        if id(node) not in current and not node.directory:
+            current[id(node)] = _read(Path(path))
+    files: dict[str, dict[str, Any]] = {}
+    contents: dict[int, bytes | None] = {}
+    for path, node in sorted(model.durable.items()):
+        if node.directory or id(node) in contents:
+            continue
+        rel = os.path.relpath(path, root)
+        result, figures = _rebuilt(node, current.get(id(node)), folder, args, f"{spec}:{rel}")
+        contents[id(node)] = result
+        if figures is not None:
+            files[rel] = figures
+    removed, restored = [], []
+    for path, node in model.volatile.items():
+        if not node.directory and model.durable.get(path) is not node:
+            Path(path).unlink(missing_ok=True)
+            if path not in model.durable:
+                rel = os.path.relpath(path, root)
+                removed.append(rel)
+                size = len(current.get(id(node)) or b"")
+                files.setdefault(rel, {"synced": 0, "size": size, "kept": 0, "lost": size})
+                files[rel]["removed"] = True
+    for path, node in model.volatile.items():
+        if node.directory and path not in model.durable:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(os.path.relpath(path, root))
+    written: dict[int, str] = {}
+    baseline = ["rebuilt 0", *untouched]
+    for n, (path, node) in enumerate(sorted(model.durable.items()), 1):
+        target = Path(path)
+        if node.directory:
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        data = contents.get(id(node))
+        if data is None or not _folder_survives(path, model):
+            continue
+        if model.volatile.get(path) is not node:
+            restored.append(os.path.relpath(path, root))
+        elif data == current.get(id(node)) and id(node) not in written:
+            written[id(node)] = path  # as it is: left alone
+            baseline.append(_baseline_line(folder, path, data, len(lines), n))
+            continue
+        target.unlink(missing_ok=True)
+        if id(node) in written:
+            os.link(written[id(node)], target)  # one file under two names, as before
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            written[id(node)] = path
+        baseline.append(_baseline_line(folder, path, data, len(lines), n))
+    _append(folder, baseline)
+    return {
+        "landed": True,
+        "files": files,
+        "removed": sorted(removed),
+        "restored": sorted(restored),
+        "mapped": sorted(os.path.relpath(p, root) for p, n in model.volatile.items() if n.mapped),
+    }
+
+
+def _baseline_line(folder: Path, path: str, data: bytes, cut: int, n: int) -> str:
+    """The line saying ``path`` is durable as rebuilt, with its image (``cut``: where in the
+    trace the rebuild happened, which names its images)."""
+    image = f"base-{cut}-{n}"
+    (folder / image).write_bytes(data)
+    return f"baseline 0 {image}\t{path}"
+
+
+def _folder_survives(path: str, model: _Model) -> bool:
+    parent = os.path.dirname(path)
+    node = model.volatile.get(parent)
+    return node is None or not node.directory or model.durable.get(parent) is node
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def _rebuilt(
+    node: _Node, now: bytes | None, folder: Path, args: list[str], seed: str
+) -> tuple[bytes | None, dict[str, Any] | None]:
+    """A file's content after the cut, and the figures of what it kept and lost."""
+    if node.image == _AS_FOUND:
+        if now is None:
+            return None, None  # a name the trace met that held nothing: nothing to put back
+        durable = now
+    elif node.image == _EMPTY:
+        durable = b""
+    else:
+        durable = (folder / node.image).read_bytes()
+    data = durable if now is None else now
+    figures: dict[str, Any] = {"synced": len(durable), "size": len(data)}
+    if node.mapped:
+        return b"", {**figures, "kept": 0, "lost": len(data), "garbage": 0, "mapped": True}
+    if args == ["drop"] or data == durable:
+        kept, result = len(durable), durable
+        figures.update(kept=kept, lost=len(data) - kept, garbage=0)
+    elif data.startswith(durable):
+        result, kept, garbage = _tear_tail(data, len(durable), args)
+        figures.update(kept=kept, lost=len(data) - kept, garbage=garbage)
+    else:
+        result, new_sectors, old_sectors = _tear_sectors(durable, data, random.Random(seed))
+        figures.update(
+            kept=len(result), lost=0, garbage=0, sectors_new=new_sectors, sectors_old=old_sectors
+        )
+    figures["unsynced_writes"] = node.unsynced_writes
+    return result, figures
+
+
+def _tear_tail(data: bytes, synced: int, args: list[str]) -> tuple[bytes, int, int]:
+    """An append-only file past its durable prefix: what ``tear`` and ``tear-sector`` keep."""
+    unsynced = len(data) - synced
+    if args == ["tear-sector"]:
+        # The write reached the disk up to the first sector boundary past the synced end.
+        boundary = (synced // SECTOR + 1) * SECTOR
+        kept, garbage = (boundary if boundary < len(data) else synced), b""
+    else:
+        keep_fraction, garbage_len = float(args[1]), int(args[2])
+        kept = synced + int(unsynced * keep_fraction)
+        garbage = random.Random(f"{kept}:{garbage_len}").randbytes(garbage_len) if unsynced else b""
+    return data[:kept] + garbage, kept, len(garbage)
+
+
+def _tear_sectors(old: bytes, new: bytes, rng: random.Random) -> tuple[bytes, int, int]:
+    """A file rewritten in place: each sector that differs is old or new, by ``rng``; a
+    file that grew keeps the new sectors up to the first one lost."""
+    result = bytearray()
+    new_sectors = old_sectors = 0
+    for start in range(0, max(len(old), len(new)), SECTOR):
+        before, after = old[start : start + SECTOR], new[start : start + SECTOR]
+        if before == after:
+            result += before
+            continue
+        take_new = rng.random() < 0.5
+        new_sectors += take_new
+        old_sectors += not take_new
+        if start >= len(old) and not take_new:
+            break  # past the durable end: the file ends where the writes stopped landing
+        result += after if take_new else before
+    if len(new) < len(old) and rng.random() < 0.5:
+        del result[len(new) :]  # the cut to a shorter length reached the disk
+    return bytes(result), new_sectors, old_sectors
+
+
+def main() -> int:
+    """``python -m harness.chaos.observer``: build the library now (``make`` does)."""
+    lib = library()
+    if lib is None:
+        print(f"harness.chaos.observer: {unavailable()}", file=sys.stderr)
+        return 1
+    print(lib)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
