@@ -877,6 +877,30 @@ class CompactionUnsynced(BrokenRuntime):
         return ("compacts", True) in golden_kinds
 
 
+class _CompactionNoDirFsyncWriter(JournalWriter):
+    def compact(self, build: Any) -> int:
+        # The mistake: the rename is never made durable; the appends that follow go to the
+        # new file, fsynced, under a name a power cut gives back to the old one.
+        real = journal_module.fsync_dir
+        journal_module.fsync_dir = lambda directory: None
+        try:
+            return super().compact(build)
+        finally:
+            journal_module.fsync_dir = real
+
+
+class CompactionNoDirFsync(BrokenRuntime):
+    mistake = "renames its compacted file into place without fsyncing the folder"
+    caught_by = ("I1", "I6")
+    needs_fault = "power-loss"
+    needs_step = _COMPACTS
+    _journal_class = _CompactionNoDirFsyncWriter
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("compacts", True) in golden_kinds
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -913,6 +937,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "compaction-drops-running": CompactionDropsRunning,
     "compaction-drops-resolution": CompactionDropsResolution,
     "compaction-unsynced": CompactionUnsynced,
+    "compaction-no-dir-fsync": CompactionNoDirFsync,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -126,6 +126,7 @@ TARGETED = {
         '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"agent.before_exit@1=kill"}]'
     ),
     "compaction-unsynced": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "compaction-no-dir-fsync": '[{"failpoints":"op.after_intent@3=kill"}]',
 }
 # Killed once a restarted life's compaction is done (renamed, its folder fsynced).
 _AFTER_COMPACTION = (
@@ -137,6 +138,10 @@ COMPACTED = {
     "compaction-drops-running": TARGETED["compaction-drops-running"],
     "compaction-drops-resolution": TARGETED["compaction-drops-resolution"],
     "compaction-unsynced": _AFTER_COMPACTION % ',"after_death":"power-loss:drop"',
+    "compaction-no-dir-fsync": (
+        '[{"failpoints":"op.after_intent@3=kill"},'
+        '{"failpoints":"op.after_finish@1=kill","after_death":"power-loss:drop"}]'
+    ),
 }
 # A kill inside a restarted life's compaction, at each point, with the tap left in flight,
 # alone and followed by a power cut.
