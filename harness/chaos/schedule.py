@@ -322,8 +322,8 @@ def exhaustive_schedules(
     open op carried into the new file, once as it is and once followed by a
     power cut (the file is as the compaction's fsyncs left it); and each kill
     after an intent by a kill of the next life once its work is done, so that a
-    third life compacts the ops the second one recovered and resolved, and by a
-    power cut once the next life has finished a call after its compaction.
+    third life compacts the ops the second one recovered and resolved, once
+    alone and once followed by a power cut.
     """
     compaction = 0
     for name in OP_FAILPOINTS:
@@ -349,10 +349,11 @@ def exhaustive_schedules(
                     # Done, then killed: the next life compacts what recovery resolved.
                     done = Life("agent.before_exit@1=kill")
                     yield f"{name}@{hit}+agent.before_exit@1", CrashSchedule((first, done))
-                    # A call finished after the compaction, then a power cut: the journal
-                    # holding it must be the one under the journal's name.
-                    cut = Life("op.after_finish@1=kill", after_death="power-loss:drop")
-                    yield f"{name}@{hit}+op.after_finish@1+power-loss", CrashSchedule((first, cut))
+                    # The same, then a power cut: the journal that holds what the life did
+                    # after its compaction must be the one under the journal's name.
+                    cut = Life("agent.before_exit@1=kill", after_death="power-loss:drop")
+                    label = f"{name}@{hit}+agent.before_exit@1+power-loss"
+                    yield label, CrashSchedule((first, cut))
             if name == "op.after_intent":
                 yield f"{name}@{hit}+table", CrashSchedule((first, Life(table="reclassified")))
                 unlisted = replace(first, table="unlisted")

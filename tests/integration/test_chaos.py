@@ -140,7 +140,7 @@ COMPACTED = {
     "compaction-unsynced": _AFTER_COMPACTION % ',"after_death":"power-loss:drop"',
     "compaction-no-dir-fsync": (
         '[{"failpoints":"op.after_intent@3=kill"},'
-        '{"failpoints":"op.after_finish@1=kill","after_death":"power-loss:drop"}]'
+        '{"failpoints":"agent.before_exit@1=kill","after_death":"power-loss:drop"}]'
     ),
 }
 # A kill inside a restarted life's compaction, at each point, with the tap left in flight,
