@@ -48,7 +48,17 @@ ratio of medians, timed with ``time.perf_counter_ns``.
    compaction's time per settled op at 100,000 ops against 1,000, ≤ 1.5x
    (linear is ≈ 1); a journaled call (figure 2's) on the compacted history
    against one on a fresh journal, ≤ 1.25x. The history uncompacted is given
-   in a note. ``--only STEP`` measures only the named steps.
+   in a note.
+7. The power-loss observer's cost (``harness.bench.observed``): a journaled
+   call in a process under the observer against the same call not observed,
+   ≤ 2x; a crash-restart cycle (fork launcher) cut after every kill, its
+   folder rebuilt from the trace, against a plain cycle, ≥ 0.5x; the mean
+   time of the default campaign's exhaustive trials that are not power
+   losses with the observer on against off (``HARNESS_FS_OBSERVER=off``),
+   ≤ 1.1x: only power-loss trials may pay for it (their mean against the
+   rest's is given for information).
+
+``--only STEP`` measures only the named steps.
 """
 
 from harness.bench.figures import (

@@ -85,9 +85,16 @@ def prepare_cycle_trials(root: Path, cycles: int) -> list[tuple[Path, int]]:
 
 
 def harness_cycles(
-    root: Path, cycles: int, launch: str, phases: dict[str, list[float]] | None = None
+    root: Path,
+    cycles: int,
+    launch: str,
+    phases: dict[str, list[float]] | None = None,
+    after_death: str | None = None,
 ) -> float:
     """Cycles per second of the real supervisor with launcher ``launch``.
+
+    ``after_death``: a fault after each kill (``power-loss:drop``: every life then runs
+    under the file-system observer, and the folder is rebuilt from its trace).
 
     ``phases``, when given, collects the milliseconds between consecutive
     supervisor events of every trial (``spawn->ready``, ``ready->ack``, ...),
@@ -101,7 +108,7 @@ def harness_cycles(
         (
             directory,
             Supervisor(launch=launch, restart_budget=lives, timeout_s=60.0),
-            CrashSchedule(tuple(Life(_KILL_AT) for _ in range(lives))),
+            CrashSchedule(tuple(Life(_KILL_AT, after_death=after_death) for _ in range(lives))),
         )
         for directory, lives in trials
     ]

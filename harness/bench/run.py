@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.bench import calls, compaction, cycles, scaling, startup
+from harness.bench import calls, compaction, cycles, observed, scaling, startup
 from harness.bench.figures import (
     BenchError,
     BenchReport,
@@ -31,6 +31,7 @@ from harness.bench.figures import (
     machine_info,
     median_of,
 )
+from harness.chaos import observer
 from harness.runtime.compaction import Retention
 
 __all__ = [
@@ -74,6 +75,8 @@ class BenchSettings:
     """The long history compacted (figure 6); ``short_ops`` is the journal it is held to."""
     short_ops: int = 1_000
     start_repeats: int = 3
+    observer_campaign_runs: int = 1
+    """How often the default campaign runs with the observer and with it off, interleaved."""
 
 
 FULL = BenchSettings()
@@ -93,6 +96,7 @@ QUICK = BenchSettings(
     history_ops=5_000,
     short_ops=500,
     start_repeats=1,
+    observer_campaign_runs=0,
 )
 
 
@@ -555,6 +559,101 @@ def bench_compaction(settings: BenchSettings, scratch: Path, out: Measurements) 
     ]
 
 
+def bench_observer(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 7: the file-system observer's cost to a call, to a life, to the campaign."""
+    from harness.chaos.workdir import ram_folder
+
+    if observer.unavailable() is not None:
+        raise BenchError(f"no observer: {observer.unavailable()}")
+    n = settings.calls
+    calls_samples = interleave(
+        {
+            "observed": _in_scratch(
+                scratch, lambda d: observed.journaled_calls(d, n, observed=True)
+            ),
+            "plain": _in_scratch(scratch, lambda d: observed.journaled_calls(d, n, observed=False)),
+        },
+        settings.call_repeats,
+    )
+    lives = settings.cycles
+    cycle_samples = interleave(
+        {
+            "cut": _in_scratch(
+                scratch,
+                lambda d: cycles.harness_cycles(d, lives, "fork", after_death="power-loss:drop"),
+            ),
+            "plain": _in_scratch(scratch, lambda d: cycles.harness_cycles(d, lives, "fork")),
+        },
+        settings.cycle_repeats,
+    )
+    out.series["observer_call_us"] = calls_samples
+    out.series["observer_cycles_per_s"] = cycle_samples
+    out.figures += [
+        Figure(
+            "7 journaled call: observed / not",
+            median_of(calls_samples["observed"]),
+            median_of(calls_samples["plain"]),
+            "µs/call",
+            Target(high=2.0),
+            f"{n} calls on a fresh journal in a process of its own; each fsync copies the file",
+        ),
+        Figure(
+            "7 cycles: each life observed and cut / plain",
+            median_of(cycle_samples["cut"]),
+            median_of(cycle_samples["plain"]),
+            "cycles/s",
+            Target(low=0.5),
+            "fork launcher; a power cut rebuilt from the trace after every kill",
+        ),
+    ]
+    if not settings.observer_campaign_runs:
+        return
+    ram = ram_folder()
+    runs = [
+        observed.observed_campaign(scratch, ram, observed=on)
+        for _ in range(settings.observer_campaign_runs)
+        for on in (True, False)
+    ]
+    out.notes += [
+        f"campaign with the observer: did not pass: {t}" for r in runs for t in r.not_passed
+    ]
+    on = [r for r in runs if r.observed]
+    off = [r for r in runs if not r.observed]
+    mean = observed.ObservedCampaign.mean
+    other_on = mean([ms for r in on for ms in r.other_ms])
+    other_off = mean([ms for r in off for ms in r.other_ms])
+    cut = mean([ms for r in on for ms in r.power_loss_ms])
+    out.series["observer_campaign"] = [
+        {
+            "observed": r.observed,
+            "other_trials": len(r.other_ms),
+            "other_mean_ms": mean(r.other_ms),
+            "power_loss_trials": len(r.power_loss_ms),
+            "power_loss_mean_ms": mean(r.power_loss_ms),
+        }
+        for r in runs
+    ]
+    out.figures += [
+        Figure(
+            "7 trial time, not power loss: observer on / off",
+            other_on,
+            other_off,
+            "ms/trial",
+            Target(high=1.1),
+            f"the default campaign's {len(on[0].other_ms)} exhaustive trials that are not power "
+            "losses, 2 workers",
+        ),
+        Figure(
+            "7 trial time: power loss / the rest",
+            cut,
+            other_on,
+            "ms/trial",
+            None,
+            f"its {len(on[0].power_loss_ms)} power-loss trials, observed; for information",
+        ),
+    ]
+
+
 STEPS = (
     "cycle rate",
     "journaled call cost",
@@ -564,6 +663,7 @@ STEPS = (
     "recovery planning",
     "campaigns",
     "compaction",
+    "observer",
 )
 """The measurements, in the order they run (``only`` picks some by these names)."""
 
@@ -593,6 +693,7 @@ def run_bench(
             ("recovery planning", lambda: bench_planning(settings, collected)),
             ("campaigns", lambda: bench_campaigns(settings, scratch, collected)),
             ("compaction", lambda: bench_compaction(settings, scratch, collected)),
+            ("observer", lambda: bench_observer(settings, scratch, collected)),
         ]
         assert [name for name, _ in steps] == list(STEPS)
         for title, step in steps:

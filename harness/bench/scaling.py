@@ -47,7 +47,7 @@ __all__ = [
 
 MINI_SCENARIO = Path(__file__).resolve().parents[2] / "tests" / "data" / "scenarios" / "mini.toml"
 SHIPPED_SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
-_CAMPAIGN_SEED = 20261203
+CAMPAIGN_SEED = 20261203
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +112,7 @@ def run_campaign(
         config = CampaignConfig(
             Path(run_dir),
             (str(MINI_SCENARIO),),
-            _CAMPAIGN_SEED,
+            CAMPAIGN_SEED,
             random_trials=trials,
             workers=workers,
             workdir=workdir,
@@ -138,7 +138,7 @@ def run_default_campaign(scratch: Path, workdir: Path | None) -> CampaignRun:
     results: list[TrialResult] = []
     with tempfile.TemporaryDirectory(dir=scratch, prefix="default-") as run_dir:
         config = CampaignConfig(
-            Path(run_dir), scenarios, _CAMPAIGN_SEED, 0, 2, workdir=workdir, keep="sample"
+            Path(run_dir), scenarios, CAMPAIGN_SEED, 0, 2, workdir=workdir, keep="sample"
         )
         cpu_before = _cpu_seconds()
         started = time.perf_counter_ns()

@@ -45,6 +45,7 @@ from typing import Any
 
 __all__ = [
     "ENV_ROOT",
+    "ENV_SWITCH",
     "ENV_TRACE",
     "SOURCE",
     "TRACE_FOLDER",
@@ -62,6 +63,8 @@ SOURCE = Path(__file__).with_name("fsobserve.c")
 ENV_TRACE = "HARNESS_FS_TRACE"
 ENV_ROOT = "HARNESS_FS_ROOT"
 ENV_LIBRARY_DIR = "HARNESS_FS_LIBRARY_DIR"
+ENV_SWITCH = "HARNESS_FS_OBSERVER"
+"""Set to ``off``: no observer, so no power-loss trial (each is not applicable, saying so)."""
 """Where the built library is kept (default: ``build/fsobserve`` of the checkout, which
 git ignores); read by the supervisor's process only."""
 TRACE_FOLDER = "fs-trace"
@@ -123,15 +126,21 @@ def _located(folder: Path, path_var: str) -> Path | str:
         return str(exc)
 
 
+def _found() -> Path | str:
+    if os.environ.get(ENV_SWITCH) == "off":
+        return f"the observer is turned off ({ENV_SWITCH}=off)"
+    return _located(_library_dir(), os.environ.get("PATH", ""))
+
+
 def library() -> Path | None:
     """The built library (built now when missing), or None when it cannot be had."""
-    found = _located(_library_dir(), os.environ.get("PATH", ""))
+    found = _found()
     return found if isinstance(found, Path) else None
 
 
 def unavailable() -> str | None:
     """Why power loss cannot be observed here, or None when it can."""
-    found = _located(_library_dir(), os.environ.get("PATH", ""))
+    found = _found()
     return found if isinstance(found, str) else None
 
 

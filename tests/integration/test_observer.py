@@ -93,6 +93,35 @@ def test_a_program_under_the_library_is_rebuilt_as_a_cut_leaves_it(
     assert done["removed"] == ["b", "new"] and done["restored"] == ["a", "a.tmp"]
 
 
+_SPAWNS = """
+import os, subprocess, sys
+root = sys.argv[1]
+fd = os.open(f"{root}/log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+os.fsync(folder)
+os.write(fd, b"before ")
+# Python starts a program by vfork: the child shares this process's memory, and closes
+# the pipes' other ends before its exec (as an agent starts its MCP tool server).
+child = subprocess.Popen(["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+child.communicate(b"tool call")
+os.write(fd, b"after")
+os.fsync(fd)
+"""
+
+
+def test_a_child_started_by_vfork_leaves_its_parents_descriptors_observed(
+    lib: Path, tmp_path: Path
+) -> None:
+    """A vfork child's close() before its exec must not untrack the parent's descriptors: the
+    parent's later write and fsync are in the trace, with an image of both writes."""
+    root = Path(os.path.realpath(tmp_path))
+    _run(lib, root, _SPAWNS)
+    lines = read_trace(root / TRACE_FOLDER)
+    assert [line.kind for line in lines] == ["create", "dirfsync", "write", "write", "fsync"]
+    power_cut(root, ["drop"], "power-loss:drop")
+    assert (root / "log").read_bytes() == b"before after"
+
+
 _SQLITE = """
 import os, signal, sqlite3, sys
 root, mode = sys.argv[1], sys.argv[2]

@@ -232,3 +232,14 @@ def test_without_a_compiler_the_library_is_unavailable(
         assert "compiler" in (observer.unavailable() or "")
     finally:
         observer._located.cache_clear()
+
+
+def test_turned_off_the_library_is_unavailable_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HARNESS_FS_OBSERVER=off: no library whatever is built, and the reason names the switch."""
+    monkeypatch.setenv(observer.ENV_SWITCH, "off")
+    assert observer.library() is None
+    assert f"{observer.ENV_SWITCH}=off" in (observer.unavailable() or "")
+    monkeypatch.delenv(observer.ENV_SWITCH)
+    assert observer.ENV_SWITCH not in (observer.unavailable() or "")
