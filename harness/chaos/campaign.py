@@ -32,6 +32,7 @@ from harness.agent.plan import Plan, load_plan
 from harness.chaos import observer
 from harness.chaos.keep import keeps_folder
 from harness.chaos.pool import WorkerPool
+from harness.chaos.scenario import load_scenario
 from harness.chaos.schedule import (
     CrashSchedule,
     appends_in_batches,
@@ -85,6 +86,8 @@ class CampaignConfig:
     that did not pass and a sample of the others; the rest go once checked)."""
     model: str | None = None
     """The scripted model of every trial (``--model``); None: each scenario's own."""
+    whole: bool = False
+    """Every exhaustive trial of a scenario that caps them (its ``sample``), not a sample."""
 
 
 def scenario_seed(campaign_seed: int, scenario: str) -> int:
@@ -93,10 +96,16 @@ def scenario_seed(campaign_seed: int, scenario: str) -> int:
 
 
 def exhaustive_specs(
-    scenario: str, seed: int, golden: Golden, runtime: str = "real", model: str | None = None
+    scenario: str,
+    seed: int,
+    golden: Golden,
+    runtime: str = "real",
+    model: str | None = None,
+    sample: int | None = None,
 ) -> list[TrialSpec]:
     """Every exhaustive trial the runtime can host: its failpoints, and journal faults only
-    for a runtime that keeps the journal (the others are not applicable)."""
+    for a runtime that keeps the journal (the others are not applicable); ``sample`` of
+    them, drawn from ``seed``, when given."""
     adapter = get_adapter(runtime)
     plan = load_plan(golden.directory / "plan.json")
     threads = plan.batch_driver == "threads"
@@ -109,11 +118,15 @@ def exhaustive_specs(
         unsafe_call=_unsafe_call(golden),
         compacts=plan.compact_at is not None,
     )
-    return [
+    specs = [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
         for label, schedule in schedules
         if applicable(schedule, adapter)
     ]
+    if sample is None or len(specs) <= sample:
+        return specs
+    kept = sorted(random.Random(f"{seed}:sample").sample(range(len(specs)), sample))
+    return [specs[n] for n in kept]
 
 
 def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
@@ -346,7 +359,9 @@ def _run_trials(
         specs: list[TrialSpec] = []
         for s in config.scenarios:
             seed = scenario_seed(config.seed, s)
-            specs += exhaustive_specs(s, seed, goldens[s, seed], config.runtime, config.model)
+            sample = None if config.whole else load_scenario(s).sample
+            golden = goldens[s, seed]
+            specs += exhaustive_specs(s, seed, golden, config.runtime, config.model, sample)
         specs += random_specs(picks, goldens, config.runtime, config.model)
         if config.shard is not None:
             specs = [spec for spec in specs if config.shard.keeps(spec)]

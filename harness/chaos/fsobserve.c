@@ -11,12 +11,16 @@
  *   create|trunc|mkdir|rmdir|unlink|dirfsync|mmap|overflow PID \t PATH
  *   rename|link PID \t FROM \t TO
  *   write PID OFFSET LENGTH \t PATH        ftruncate PID LENGTH \t PATH
- *   fsync PID IMAGE \t PATH                 sync PID
+ *   fsync PID IMAGE SIZE \t PATH            sync PID
  *
- * An fsync (fdatasync, sync_file_range) of a file first copies the file's whole content
- * to the image file IMAGE in the trace folder, then calls the real one, and writes its
- * line only when that returned 0: exactly the writes that completed before the program
- * asked are durable. Its own files are written through the real functions, never traced.
+ * An fsync (fdatasync, sync_file_range) of a file first copies the file's content to the
+ * image file IMAGE in the trace folder (the file's durable content is IMAGE's first SIZE
+ * bytes), then calls the real one, and writes its line only when that returned 0: exactly
+ * the writes that completed before the program asked are durable. A file that only grew
+ * since this process's last image of it (no write, truncation or O_TRUNC below that
+ * image's size: an append-only journal) has its new bytes appended to that image instead
+ * of a whole copy, so that a journal's images cost its size, not its size times its
+ * fsyncs; an earlier line's SIZE still names its own prefix. Its own files are written through the real functions, never traced.
  * The world's database (world.db*) is never tracked. Not seen: direct system calls,
  * io_uring, writes through a shared mapping (reported as an mmap line), static binaries.
  */
@@ -52,6 +56,13 @@ static char paths[MAX_FDS][MAX_PATH]; /* "" for a descriptor not tracked */
 static char world[MAX_FDS];           /* 1 for a descriptor of the world's database */
 static __thread int world_synced;     /* this thread's last sync was the world's */
 static int high_fd;                   /* one past the highest tracked descriptor */
+
+/* This process's last image of each file it fsynced, by inode: what a later fsync of a
+ * file that only grew may extend. `dirty`: written or truncated below `size` since. */
+#define MAX_IMAGES 64
+struct image_of { dev_t dev; ino_t ino; unsigned long seq; off_t size; int dirty, used; };
+static struct image_of images[MAX_IMAGES];
+static int image_next; /* the slot reused when all are taken (round robin) */
 
 #define REAL(ret, name, ...)                                        \
     static ret (*real_##name)(__VA_ARGS__);                         \
@@ -146,6 +157,8 @@ static int active(void) {
             trace_fd = raw_open(file, O_WRONLY | O_APPEND | O_CREAT, 0600);
         }
         image_seq = 0;
+        memset(images, 0, sizeof images); /* another process's images are not this one's */
+        image_next = 0;
         active_pid = pid;
     }
     pthread_mutex_unlock(&lock);
@@ -287,6 +300,34 @@ static void renamed(const char *from, const char *to) {
     pthread_mutex_unlock(&lock);
 }
 
+static struct image_of *image_for(dev_t dev, ino_t ino) { /* under lock */
+    for (int i = 0; i < MAX_IMAGES; i++)
+        if (images[i].used && images[i].dev == dev && images[i].ino == ino) return &images[i];
+    return NULL;
+}
+
+/* A change below `offset` of the file behind st: its image can no longer be extended. */
+static void changed_below(const struct stat *st, long long offset) {
+    pthread_mutex_lock(&lock);
+    struct image_of *img = image_for(st->st_dev, st->st_ino);
+    if (img && offset < (long long)img->size) img->dirty = 1;
+    pthread_mutex_unlock(&lock);
+}
+
+static void fd_changed_below(int fd, long long offset) {
+    struct stat st;
+    if (fstat(fd, &st) == 0) changed_below(&st, offset);
+}
+
+static void forget_image(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return;
+    pthread_mutex_lock(&lock);
+    struct image_of *img = image_for(st.st_dev, st.st_ino);
+    if (img) img->used = 0;
+    pthread_mutex_unlock(&lock);
+}
+
 /* -- opening and closing ------------------------------------------------------------ */
 
 static int opened(int (*real)(int, const char *, int, ...), int dirfd, const char *path,
@@ -305,8 +346,14 @@ static int opened(int (*real)(int, const char *, int, ...), int dirfd, const cha
     if (fd < 0) return fd;
     int saved = errno;
     track(fd, abs);
-    if (!existed) emit("create %d\t%s", getpid(), abs);
-    else if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY) emit("trunc %d\t%s", getpid(), abs);
+    if (!existed) {
+        forget_image(fd); /* a new file: an image of an old one with its inode is not its */
+        emit("create %d\t%s", getpid(), abs);
+    }
+    else if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY) {
+        fd_changed_below(fd, 0);
+        emit("trunc %d\t%s", getpid(), abs);
+    }
     errno = saved;
     return fd;
 }
@@ -460,7 +507,10 @@ int fcntl64(int fd, int cmd, ...) {
 
 static void wrote(int fd, long long offset, ssize_t n) {
     char p[MAX_PATH];
-    if (n > 0 && tracked(fd, p)) emit("write %d %lld %zd\t%s", getpid(), offset, n, p);
+    if (n > 0 && tracked(fd, p)) {
+        fd_changed_below(fd, offset);
+        emit("write %d %lld %zd\t%s", getpid(), offset, n, p);
+    }
 }
 
 /* Where a write at the descriptor's own position began: its position now less n. */
@@ -521,7 +571,10 @@ ssize_t pwritev64(int fd, const struct iovec *iov, int count, off64_t at) {
 static int truncated(int fd, long long length, int got) {
     char p[MAX_PATH];
     int saved = errno;
-    if (got == 0 && tracked(fd, p)) emit("ftruncate %d %lld\t%s", getpid(), length, p);
+    if (got == 0 && tracked(fd, p)) {
+        fd_changed_below(fd, length);
+        emit("ftruncate %d %lld\t%s", getpid(), length, p);
+    }
     errno = saved;
     return got;
 }
@@ -536,8 +589,11 @@ int ftruncate64(int fd, off64_t length) {
 static int path_truncated(const char *path, long long length, int got) {
     char abs[MAX_PATH];
     int saved = errno;
-    if (got == 0 && resolve_watched(AT_FDCWD, path, abs))
+    if (got == 0 && resolve_watched(AT_FDCWD, path, abs)) {
+        struct stat st;
+        if (stat(abs, &st) == 0) changed_below(&st, length);
         emit("ftruncate %d %lld\t%s", getpid(), length, abs);
+    }
     errno = saved;
     return got;
 }
@@ -552,32 +608,68 @@ int truncate64(const char *path, off64_t length) {
 
 /* -- making durable ------------------------------------------------------------------- */
 
-/* Copy the file behind fd, as it is now, to a new image file; its number, or 0. */
-static unsigned long snapshot(int fd) {
-    char link[64];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    int in = raw_open(link, O_RDONLY, 0); /* the same file, even renamed or write-only */
-    if (in < 0) return 0;
-    char image[MAX_PATH + 64];
-    int out = -1;
-    unsigned long seq = 0;
-    for (int tries = 0; tries < 1000 && out < 0; tries++) {
-        seq = __atomic_add_fetch(&image_seq, 1, __ATOMIC_SEQ_CST);
-        snprintf(image, sizeof image, "%s/img-%d-%lu", trace_dir, getpid(), seq);
-        out = raw_open(image, O_WRONLY | O_CREAT | O_EXCL, 0600);
-        if (out < 0 && errno != EEXIST) break;
-    }
-    if (out < 0) {
-        raw_close(in);
-        return 0;
-    }
-    off_t offset = 0;
+/* Copy from `in` (from byte `from`) to `out` (at the same place) until its end; the end
+ * reached, or -1. */
+static off_t copy_from(int in, int out, off_t from) {
+    if (lseek(out, from, SEEK_SET) != from) return -1;
+    off_t offset = from;
     ssize_t n;
     while ((n = sendfile(out, in, &offset, 1 << 20)) > 0) {
     }
+    return n < 0 ? -1 : offset;
+}
+
+/* The file behind fd, as it is now, in an image file: the last one of this file extended
+ * when the file only grew since, else a new one. Its number and the image's size in
+ * *size, or 0. */
+static unsigned long snapshot(int fd, off_t *size) {
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    int in = raw_open(link, O_RDONLY, 0); /* the same file, even renamed or write-only */
+    struct stat st;
+    if (in < 0) return 0;
+    if (fstat(in, &st) != 0) {
+        raw_close(in);
+        return 0;
+    }
+    char image[MAX_PATH + 64];
+    unsigned long seq = 0;
+    pthread_mutex_lock(&lock);
+    struct image_of *img = image_for(st.st_dev, st.st_ino);
+    if (img && !img->dirty && st.st_size >= img->size) {
+        snprintf(image, sizeof image, "%s/img-%d-%lu", trace_dir, getpid(), img->seq);
+        int out = raw_open(image, O_WRONLY, 0);
+        off_t end = out < 0 ? -1 : copy_from(in, out, img->size);
+        if (out >= 0) raw_close(out);
+        if (end >= 0) {
+            img->size = *size = end;
+            seq = img->seq;
+        }
+    }
+    if (!seq) {
+        int out = -1;
+        for (int tries = 0; tries < 1000 && out < 0; tries++) {
+            seq = __atomic_add_fetch(&image_seq, 1, __ATOMIC_SEQ_CST);
+            snprintf(image, sizeof image, "%s/img-%d-%lu", trace_dir, getpid(), seq);
+            out = raw_open(image, O_WRONLY | O_CREAT | O_EXCL, 0600);
+            if (out < 0 && errno != EEXIST) break;
+        }
+        off_t end = out < 0 ? -1 : copy_from(in, out, 0);
+        if (out >= 0) raw_close(out);
+        if (end < 0) {
+            seq = 0;
+        } else {
+            if (!img) {
+                img = &images[image_next];
+                image_next = (image_next + 1) % MAX_IMAGES;
+            }
+            *img = (struct image_of){st.st_dev, st.st_ino, seq, end, 0, 1};
+            *size = end;
+        }
+    }
+    pthread_mutex_unlock(&lock);
     raw_close(in);
-    raw_close(out);
-    return n < 0 ? 0 : seq;
+    return seq;
 }
 
 static int synced(int fd, int (*call)(void *), void *arg) {
@@ -598,10 +690,12 @@ static int synced(int fd, int (*call)(void *), void *arg) {
         errno = saved;
         return got;
     }
-    unsigned long seq = snapshot(fd);
+    off_t size = 0;
+    unsigned long seq = snapshot(fd, &size);
     int got = call(arg);
     int saved = errno;
-    if (got == 0 && seq) emit("fsync %d img-%d-%lu\t%s", getpid(), getpid(), seq, p);
+    if (got == 0 && seq)
+        emit("fsync %d img-%d-%lu %lld\t%s", getpid(), getpid(), seq, (long long)size, p);
     else if (got == 0) emit("overflow %d\t%s", getpid(), p); /* synced, but no image of it */
     errno = saved;
     return got;

@@ -3,8 +3,8 @@
 Every life of a power-loss trial runs with ``fsobserve.c`` preloaded (``LD_PRELOAD``):
 it appends to ``fs-trace/trace`` in the trial folder one line per call that creates,
 truncates, renames, links or removes a name under the trial folder, per write, and per
-fsync (with an image of the file's whole content taken just before it) or fsync of a
-folder. After a kill, ``power_cut`` replays the trace over a model of the file system:
+fsync (with an image of the file's content taken just before it, and its size: a file
+that only grew extends its last image) or fsync of a folder. After a kill, ``power_cut`` replays the trace over a model of the file system:
 
 - each folder's names as they are (volatile) and as its last fsync left them (durable);
 - each file's durable content: its image at its last fsync; a file created since has
@@ -186,6 +186,13 @@ def _append(folder: Path, lines: list[str]) -> None:
         out.write("".join(line + "\n" for line in lines))
 
 
+def image_bytes(folder: Path, image: str) -> bytes:
+    """A durable content: image ``name`` whole, or ``name:size``, its first ``size`` bytes."""
+    name, _, size = image.partition(":")
+    data = (folder / name).read_bytes()
+    return data if not size else data[: int(size)]
+
+
 def _image(folder: Path, source: Path, name: str) -> str:
     shutil.copyfile(source, folder / name)
     return name
@@ -277,7 +284,8 @@ class _Model:
         elif kind == "fsync":
             synced = self.volatile.get(paths[0])
             if synced is not None:  # else the file was removed since: its image matters no more
-                synced.image = line.numbers[0]
+                # The image's first SIZE bytes: later fsyncs may have extended the file.
+                synced.image = ":".join(line.numbers[:2])
                 synced.unsynced_writes = 0
         elif kind == "dirfsync":
             self._dir_synced(paths[0])
@@ -442,7 +450,7 @@ def _rebuilt(
     elif node.image == _EMPTY:
         durable = b""
     else:
-        durable = (folder / node.image).read_bytes()
+        durable = image_bytes(folder, node.image)
     data = durable if now is None else now
     figures: dict[str, Any] = {"synced": len(durable), "size": len(data)}
     if node.mapped:

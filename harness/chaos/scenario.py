@@ -51,6 +51,12 @@ says how to check it after a VERIFY hint::
   journal is that big or bigger compacts it as it starts, before it recovers
   (``Runtime.compact``), keeping a copy of the journal it replaced for the
   checkers (``harness.check.stitch``). Without it, nothing is compacted.
+- ``repeat`` (optional, default 1) runs the steps that many times in a row, as
+  an agent that works for weeks: each round's steps are numbered on from the
+  last round's, and Faker draws each round's values afresh.
+- ``sample`` (optional) caps the scenario's exhaustive trials in a campaign: a
+  sample of that many, drawn from the scenario's seed (a scenario of thousands
+  of ops has tens of thousands); ``chaos --whole`` and ``audit`` run them all.
 
 Contract:
 - ``load_scenario`` returns a fully validated ``Scenario`` or raises
@@ -246,6 +252,8 @@ _KEYS_TOP = (
     "batch_driver",
     "duplicate_delivery",
     "compact_at",
+    "repeat",
+    "sample",
     "tools",
     "tools_file",
     "tool_table",
@@ -600,6 +608,8 @@ class Scenario(BaseModel):
     batch_driver: str = "async"
     duplicate_delivery: StrictBool = False
     compact_at: int | None = Field(default=None, ge=0, strict=True)
+    repeat: int = Field(default=1, ge=1, le=10_000, strict=True)
+    sample: int | None = Field(default=None, ge=1, strict=True)
     tools: dict[str, ToolDeclaration] = Field(default_factory=dict)
     """Declared inline; ``parse_scenario`` validates them (and the tools file's) first."""
     tools_file: str | None = None
@@ -628,9 +638,12 @@ class Scenario(BaseModel):
 
     @property
     def calls(self) -> tuple[StepCall, ...]:
-        """Every call of its steps in order, a batch's calls in their order."""
+        """Every call of its steps in order, a batch's calls in their order, round after
+        round (``repeat``)."""
+        per_round = len(self.steps)
         return tuple(
-            StepCall(index, number, call)
+            StepCall(done * per_round + index, number, call)
+            for done in range(self.repeat)
             for index, step in enumerate(self.steps, start=1)
             for number, call in (
                 enumerate(step.batch, start=1) if isinstance(step, BatchStep) else ((None, step),)
@@ -716,6 +729,15 @@ class Scenario(BaseModel):
                 continue
             if check in seen:
                 earlier = seen[check]
+                per_round = len(self.steps)
+                if call.step > per_round:  # a later round of a repeated step
+                    problem = (
+                        f"checks in round {(call.step - 1) // per_round + 1} exactly what it "
+                        f"checked in an earlier round, so it cannot tell their effects apart; "
+                        "draw a value from Faker for it (repeat gives each round its own)"
+                    )
+                    at = (call.step - 1) % per_round + 1
+                    raise _problem("verify", problem, step=at, call=call.call)
                 what = f"step {earlier.step}" + (
                     "" if earlier.call is None else f", call {earlier.call}"
                 )

@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from harness.chaos import observer
-from harness.chaos.observer import TRACE_FOLDER, build_library, power_cut, read_trace, start_trace
+from harness.chaos.observer import (
+    TRACE_FOLDER,
+    build_library,
+    image_bytes,
+    power_cut,
+    read_trace,
+    start_trace,
+)
 from harness.chaos.trial import TrialResult
 from tests.conftest import subprocess_env
 from tests.integration.conftest import TrialRunner
@@ -120,6 +127,43 @@ def test_a_child_started_by_vfork_leaves_its_parents_descriptors_observed(
     assert [line.kind for line in lines] == ["create", "dirfsync", "write", "write", "fsync"]
     power_cut(root, ["drop"], "power-loss:drop")
     assert (root / "log").read_bytes() == b"before after"
+
+
+_GROWS = """
+import os, sys
+root = sys.argv[1]
+fd = os.open(f"{root}/j", os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+os.fsync(folder)
+for piece in (b"one ", b"two "):
+    os.write(fd, piece)
+    os.fsync(fd)
+other = os.open(f"{root}/j", os.O_WRONLY)
+os.pwrite(other, b"ONE", 0)  # in place, below the end of the image
+os.fsync(other)
+os.write(fd, b"lost")
+"""
+
+
+def test_a_file_that_only_grew_has_its_image_extended_one_rewritten_gets_a_new_one(
+    lib: Path, tmp_path: Path
+) -> None:
+    """An append-only file's fsyncs extend one image (each line names its own prefix); a
+    write below the image's end makes the next fsync copy the file anew."""
+    root = Path(os.path.realpath(tmp_path))
+    _run(lib, root, _GROWS)
+    folder = root / TRACE_FOLDER
+    fsyncs = [line for line in read_trace(folder) if line.kind == "fsync"]
+    images = [line.numbers for line in fsyncs]
+    first, second, third = images
+    assert first[0] == second[0] != third[0]
+    assert [image_bytes(folder, ":".join(n)) for n in images] == [
+        b"one ",
+        b"one two ",
+        b"ONE two ",
+    ]
+    power_cut(root, ["drop"], "power-loss:drop")
+    assert (root / "j").read_bytes() == b"ONE two "
 
 
 _SQLITE = """
