@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from harness.adapters import Adapter, get_adapter
 from harness.agent.plan import Plan, load_plan
@@ -60,6 +61,7 @@ __all__ = [
     "exhaustive_specs",
     "random_specs",
     "run_trials",
+    "sampled",
     "scenario_seed",
 ]
 
@@ -88,6 +90,9 @@ class CampaignConfig:
     """The scripted model of every trial (``--model``); None: each scenario's own."""
     whole: bool = False
     """Every exhaustive trial of a scenario that caps them (its ``sample``), not a sample."""
+
+
+T = TypeVar("T")
 
 
 def scenario_seed(campaign_seed: int, scenario: str) -> int:
@@ -123,6 +128,11 @@ def exhaustive_specs(
         for label, schedule in schedules
         if applicable(schedule, adapter)
     ]
+    return sampled(specs, sample, seed)
+
+
+def sampled(specs: list[T], sample: int | None, seed: int) -> list[T]:
+    """``sample`` of ``specs`` drawn from ``seed``, in their order (all when None or fewer)."""
     if sample is None or len(specs) <= sample:
         return specs
     kept = sorted(random.Random(f"{seed}:sample").sample(range(len(specs)), sample))

@@ -4,7 +4,8 @@ Every life of a power-loss trial runs with ``fsobserve.c`` preloaded (``LD_PRELO
 it appends to ``fs-trace/trace`` in the trial folder one line per call that creates,
 truncates, renames, links or removes a name under the trial folder, per write, and per
 fsync (with an image of the file's content taken just before it, and its size: a file
-that only grew extends its last image) or fsync of a folder. After a kill, ``power_cut`` replays the trace over a model of the file system:
+that only grew extends its last image) or fsync of a folder. After a kill,
+``power_cut`` replays the trace over a model of the file system:
 
 - each folder's names as they are (volatile) and as its last fsync left them (durable);
 - each file's durable content: its image at its last fsync; a file created since has

@@ -436,13 +436,39 @@ class TrialEvidence:
         return tuple(placed)
 
     def ledger_of(self, op_id: str) -> list[LedgerEntry]:
-        return [e for e in self.ledger if e.op_id == op_id]
+        return list(self._ledger_index[0].get(op_id, ()))
 
     def runs_of_call(self, op_id: str) -> list[LedgerEntry]:
         """Executions of the plan call ``op_id`` stands for, under any id it was issued as
         (``s003``, ``s003~2``, ...; a redo, ``s003.redo``, is a call of its own)."""
-        call = plan_id(op_id)
-        return [e for e in self.ledger if plan_id(e.op_id) == call]
+        return list(self._ledger_index[1].get(plan_id(op_id), ()))
+
+    def step_chain(self, op_id: str) -> list[LedgerEntry]:
+        """Executions of an op's call and of the redoes that stand for it (``s003``,
+        ``s003~2``, ``s003.redo``...), in ledger order."""
+        return list(self._ledger_index[2].get(plan_id(op_id), ()))
+
+    @cached_property
+    def _ledger_index(
+        self,
+    ) -> tuple[
+        dict[str, list[LedgerEntry]], dict[str, list[LedgerEntry]], dict[str, list[LedgerEntry]]
+    ]:
+        """The ledger by op id, by plan call, and by the call each row stands for (itself,
+        or the call whose ``.redo`` it is): each looked up per op, so built once, in order."""
+        by_id: dict[str, list[LedgerEntry]] = defaultdict(list)
+        by_call: dict[str, list[LedgerEntry]] = defaultdict(list)
+        chains: dict[str, list[LedgerEntry]] = defaultdict(list)
+        for entry in self.ledger:
+            call = plan_id(entry.op_id)
+            by_id[entry.op_id].append(entry)
+            by_call[call].append(entry)
+            chains[call].append(entry)
+            at = call.find(".redo")
+            while at >= 0:  # a redo of call[:at] (of a redo of it, ...)
+                chains[call[:at]].append(entry)
+                at = call.find(".redo", at + 1)
+        return by_id, by_call, chains
 
     def life_of_row(self, entry: LedgerEntry) -> int | None:
         """The life whose process ran this execution, by the pid the world recorded."""
@@ -526,8 +552,17 @@ class TrialEvidence:
 
     def entries_of(self, life: int) -> list[JournalEntry]:
         """The journal records the life wrote: those inside its span of the file."""
-        start, end = self.span_of(life)
-        return [e for e in self.entries if start <= e.offset < end]
+        found = self._entries_by_life.get(life)
+        if found is None:
+            start, end = self.span_of(life)
+            found = self._entries_by_life[life] = [
+                e for e in self.entries if start <= e.offset < end
+            ]
+        return list(found)
+
+    @cached_property
+    def _entries_by_life(self) -> dict[int, list[JournalEntry]]:
+        return {}
 
     def life_of_offset(self, offset: int) -> int | None:
         for life in self.lives:

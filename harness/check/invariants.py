@@ -36,7 +36,7 @@ execution, and each ``info`` against a cause the supervisor saw.
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,12 +142,7 @@ def _settling_finishes(ev: TrialEvidence) -> Iterable[JournalEntry]:
 def _step_chain(ev: TrialEvidence, op_id: str) -> list[LedgerEntry]:
     """Executions of an op's call and of the redoes that stand for it (``s003``, ``s003~2``,
     ``s003.redo``...)."""
-    call = plan_id(op_id)
-    return [
-        e
-        for e in ev.ledger
-        if plan_id(e.op_id) == call or plan_id(e.op_id).startswith(call + ".redo")
-    ]
+    return ev.step_chain(op_id)
 
 
 def check_success_not_rerun(ev: TrialEvidence) -> Verdict:
@@ -449,6 +444,11 @@ def check_write_ahead(ev: TrialEvidence) -> Verdict:
     """
     problems = []
     unknown = 0
+    intents_of: dict[tuple[str | None, int], list[JournalEntry]] = defaultdict(list)
+    for life_seen in ev.lives:
+        for entry in ev.entries_of(life_seen.life):
+            if entry.kind == "intent":
+                intents_of[entry.op_id, life_seen.life].append(entry)
     for (op_id, life), rows in sorted(
         ev.rows_by_op_and_life.items(), key=lambda item: item[1][0].seq
     ):
@@ -458,7 +458,7 @@ def check_write_ahead(ev: TrialEvidence) -> Verdict:
                 "supervisor never started"
             )
             continue
-        intents = [e for e in ev.entries_of(life) if e.kind == "intent" and e.op_id == op_id]
+        intents = intents_of.get((op_id, life), [])
         for row in rows:
             if row.journal_pos is None:
                 unknown += 1

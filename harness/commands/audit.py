@@ -4,8 +4,9 @@ A campaign for a time budget, then Hypothesis.
 
 Within ``--minutes`` (``AUDIT_MINUTES``, default 20), in this order:
 
-1. the exhaustive trials of every scenario (those ``python -m harness chaos``
-   runs with the same seed);
+1. the exhaustive trials of every scenario (those ``python -m harness chaos
+   --whole`` runs with the same seed: all of them, where ``chaos`` runs a sample of a
+   scenario that caps them);
 2. random-time trials in numbered batches of ``--batch``, batch ``b`` with its
    own seed drawn from the campaign seed, until the campaign's share of the
    budget is spent (or ``--batches`` batches ran). The clock is checked as
@@ -484,6 +485,7 @@ def _config(args: argparse.Namespace) -> AuditConfig:
         shard=shard,
         workdir=workdir(args),
         keep=args.keep,
+        whole=True,  # a scenario's sample caps its exhaustive trials in chaos, not here
     )
     tests = () if args.no_hypothesis else tuple(args.hypothesis_tests)
     return AuditConfig(campaign, args.minutes, args.batches, tests, args.hypothesis_share)

@@ -96,6 +96,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     chaos.add_argument("--reports", default="reports", help="where run folders go")
     chaos.add_argument("--no-self-check", action="store_true")
     chaos.add_argument(
+        "--whole",
+        action="store_true",
+        help="every exhaustive trial of a scenario that caps them (its 'sample'), as audit runs",
+    )
+    chaos.add_argument(
         "--launch",
         choices=("fork", "exec"),
         default="fork",

@@ -210,6 +210,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
         workdir=workdir(args),
         keep=args.keep,
         model=getattr(args, "model", None),
+        whole=getattr(args, "whole", False),
     )
 
 

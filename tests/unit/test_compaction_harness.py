@@ -77,4 +77,9 @@ class TestCompactionSchedules:
         second = {s.lives[1].failpoints.split("@")[0] for s in added.values()}
         assert second == {*COMPACTION_FAILPOINTS, "agent.before_exit"}
         assert all(len(s.lives) == 2 and s.kills == 2 for s in added.values())
-        assert len(added) == 3 + 2 + 3  # one compaction kill per in-flight kill, one exit each
+        # One compaction kill per in-flight kill and one exit per intent, each alone and then
+        # followed by a power cut.
+        assert len(added) == 2 * (3 + 2 + 3)
+        cut = [s for s in added.values() if s.lives[1].after_death == "power-loss:drop"]
+        assert len(cut) == len(added) // 2
+        assert all(s.lives[1].after_death is None for s in added.values() if s not in cut)

@@ -67,11 +67,13 @@ def uses_faker(scenario: Scenario) -> bool:
 class TestShippedScenarios:
     @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
     def test_loads_and_compiles(self, path: Path) -> None:
-        """Every shipped scenario loads, compiles, and has 5 to 12 steps."""
+        """Every shipped scenario loads, compiles, and has 5 to 12 steps (a round of them,
+        for one that repeats them: its plan has them that many times)."""
         scenario = load_scenario(path)
         plan = compile_plan(scenario, seed=1, source=str(path))
         assert scenario.name == path.stem
-        assert 5 <= len(plan.steps) <= 12
+        assert 5 <= len(plan.steps) // scenario.repeat <= 12
+        assert len(plan.steps) == len(scenario.calls)
 
     def test_at_least_six(self) -> None:
         """At least six scenarios ship, including the phone task and the browser form."""
@@ -622,3 +624,43 @@ class TestScenarioError:
             "assert not {'pydantic', 'faker'} & set(sys.modules), sorted(sys.modules)\n"
         )
         subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+class TestRepeat:
+    TEXT = """
+name = "rounds"
+description = "Two steps, three rounds"
+repeat = 3
+
+[[steps]]
+tool = "ui_tap"
+args = { element = { faker = "uuid4" } }
+verify = { tool = "ui_dump", path = "taps", contains = "{element}" }
+
+[[steps]]
+tool = "ui_dump"
+args = {}
+"""
+
+    def test_rounds_number_on_and_draw_afresh(self) -> None:
+        scenario = parse_scenario(self.TEXT, source="rounds.toml")
+        plan = compile_plan(scenario, seed=3, source="rounds.toml")
+        assert [s.op_id for s in plan.steps] == ["s001", "s002", "s003", "s004", "s005", "s006"]
+        taps = [s.args["element"] for s in plan.steps if s.tool == "ui_tap"]
+        assert len(set(taps)) == 3
+
+    def test_a_literal_check_repeated_is_refused_naming_the_round(self) -> None:
+        text = self.TEXT.replace('{ faker = "uuid4" }', '"submit"')
+        with pytest.raises(ScenarioError, match=r"step 1.*round 2.*Faker"):
+            parse_scenario(text, source="rounds.toml")
+
+
+def test_a_sample_is_drawn_from_the_seed_in_order() -> None:
+    from harness.chaos.campaign import sampled
+
+    specs = list(range(100))
+    first = sampled(specs, 12, 7)
+    assert first == sorted(first) and len(first) == 12
+    assert sampled(specs, 12, 7) == first
+    assert sampled(specs, 12, 8) != first
+    assert sampled(specs, None, 7) == specs == sampled(specs, 100, 7)
