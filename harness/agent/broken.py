@@ -96,7 +96,9 @@ class BrokenRuntime(Runtime):
         return True
 
 
-def _rewrite(plan: list[RecoveryDecision], state: OpState, to: Decision) -> list[RecoveryDecision]:
+def _rewrite(
+    plan: Sequence[RecoveryDecision], state: OpState, to: Decision
+) -> list[RecoveryDecision]:
     return [replace(d, decision=to) if d.state is state else d for d in plan]
 
 
@@ -345,7 +347,7 @@ class RunningAsNotStarted(BrokenRuntime):
     mistake = "reads an op left RUNNING as NOT_STARTED, so the normal flow issues it again"
     caught_by = ("I2",)
 
-    def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
+    def plan(self, not_started: Mapping[str, str] | None = None) -> Sequence[RecoveryDecision]:
         running = {
             op_id
             for op_id, op in self.ops.items()

@@ -12,8 +12,10 @@ docs/runtime.md), and imports nothing of ``harness.runtime``:
             payload is a JSON object with a ``kind``)
 
 A compacted journal begins with a ``checkpoint`` (after the identity), then
+(written since compactions index their block) a ``settled_index`` record, then
 one ``settled`` record per settled op it folded and the whole records of the
-ops still open; a ``retired`` record closes a finished task's journal.
+ops still open; a ``retired`` record closes a finished task's journal. This
+reader reads every record of the block, the settled ones included.
 
 A bad frame with no provable frame after it is a torn tail; a bad frame with
 one after it, a provable frame (its checksum holds) of another version, or one
@@ -118,6 +120,19 @@ _FIELDS: Mapping[str, Mapping[str, tuple[type, ...]]] = {
         "attempt": _INT,
         "result": _ANY,
         "result_digest": _STR,
+    },
+    "settled_index": {
+        "size": _INT,
+        "crc": _INT,
+        "records": _INT,
+        "ids": _STR,
+        "id_offsets": _STR,
+        "contents": _STR,
+        "content_offsets": _STR,
+        "unskipped": _STR,
+        "resolved": _STR,
+        "carried": _STR,
+        "oldest": (int, float, type(None)),
     },
     "retired": {"incarnation": _INT, "retired_at": (int, float)},
 }

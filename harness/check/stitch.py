@@ -1,8 +1,10 @@
 """A compacted journal, stitched back into the journal its lives wrote, for the checkers.
 
 A compaction replaces the journal by a new file: a ``checkpoint`` record (after
-the identity), one ``settled`` record per settled op and the whole records of
-the ops still open (its block), then whatever lives append after it. The
+the identity), a ``settled_index`` record (where the runtime finds its settled
+ops; absent from the files of older runtimes), one ``settled`` record per settled
+op and the whole records of the ops still open (its block), then whatever lives
+append after it. The
 checkers judge each life by the records it wrote and where they lie, so they
 need the records the compaction folded away. The agent program keeps a copy of
 each journal it replaces, named by its length and CRC-32
@@ -82,7 +84,8 @@ def checkpoint_of(data: bytes) -> tuple[int, int, int] | None:
     if not records or records[0].kind != "checkpoint":
         return None
     head = records[0].payload
-    block = records[: 1 + int(head["settled"]) + int(head["carried"])]
+    indexed = len(records) > 1 and records[1].kind == "settled_index"
+    block = records[: 1 + indexed + int(head["settled"]) + int(head["carried"])]
     return int(head["replaced_size"]), int(head["replaced_crc"]), block[-1].end
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -218,7 +218,7 @@ class AsyncRuntime:
         """How many writes this runtime's appends took so far."""
         return 0 if self._pump is None else self._pump.writes
 
-    def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
+    def plan(self, not_started: Mapping[str, str] | None = None) -> Sequence[RecoveryDecision]:
         """This start's decisions, from the journal alone (``Runtime.plan``)."""
         return self.runtime.plan(not_started)
 

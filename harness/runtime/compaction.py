@@ -29,7 +29,7 @@ from harness.runtime.records import (
     SettledRecord,
     digest,
 )
-from harness.runtime.recovery import OpHistory, fold, last_incarnation
+from harness.runtime.recovery import OpHistory, OpTable, fold, last_incarnation
 
 __all__ = ["Compaction", "Retention", "compacted", "due", "past_retention"]
 
@@ -82,6 +82,13 @@ def past_retention(
     """The settled ops ``retention`` lets go of (none of those a kept op links to)."""
     if retention.ops is None and retention.seconds is None:
         return frozenset()
+    if isinstance(ops, OpTable) and ops.settled is not None:
+        # A compacted journal's start: nothing to forget, told without reading its ops.
+        oldest = ops.oldest_settled()
+        if (retention.ops is None or ops.settled_count() <= retention.ops) and (
+            retention.seconds is None or oldest is None or now - oldest < retention.seconds
+        ):
+            return frozenset()
     settled = [op for op in ops.values() if op.settled]
     gone: set[str] = set()
     if retention.ops is not None:
@@ -182,7 +189,7 @@ def due(
     if policy.size is not None and size >= policy.size:
         return f"it is {size} bytes (compaction at {policy.size})"
     if policy.ratio is not None and size >= policy.min_size:
-        after = 1 + sum(1 if op.settled else 2 for op in ops.values())  # at least
+        after = 1 + len(ops) + _unsettled(ops)  # at least
         if records >= policy.ratio * after:
             return (
                 f"its {records} records fold into about {after} "
@@ -192,3 +199,9 @@ def due(
     if gone:
         return f"{len(gone)} settled ops are past retention"
     return None
+
+
+def _unsettled(ops: Mapping[str, OpHistory]) -> int:
+    if isinstance(ops, OpTable):
+        return len(ops.unsettled())  # without reading the settled ops a compaction folded
+    return sum(not op.settled for op in ops.values())

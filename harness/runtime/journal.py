@@ -62,6 +62,7 @@ from __future__ import annotations
 import _thread
 import contextlib
 import errno
+import functools
 import gc
 import json
 import os
@@ -85,13 +86,17 @@ from harness.runtime.errors import (
 )
 from harness.runtime.hooks import failpoint
 from harness.runtime.records import (
+    CheckpointRecord,
     JournalIdRecord,
     Record,
     RetiredRecord,
+    SettledIndexRecord,
+    SettledRecord,
     UnknownRecordKind,
     record_from_json,
     record_to_json,
 )
+from harness.runtime.settled import SettledOps, settled_index
 
 fcntl: ModuleType | None
 try:
@@ -160,12 +165,16 @@ class TornTail:
 @dataclass(frozen=True, slots=True)
 class JournalScan:
     """What a read proved: the records (the identity record apart), where they end, the
-    torn tail cut after them, and the journal's identity (None before it was given one)."""
+    torn tail cut after them, and the journal's identity (None before it was given one).
+
+    ``settled``: a compacted journal's settled ops, when they were left in the file
+    (a writer's start, ``JournalWriter``): their records are then not in ``records``."""
 
     records: tuple[ScannedRecord, ...]
     valid_end: int
     torn: TornTail | None
     journal_id: str | None = None
+    settled: SettledOps | None = None
 
 
 def new_journal_id() -> str:
@@ -252,10 +261,19 @@ def _header_version(data: bytes) -> str | None:
     return version.decode() if line[1] and word + b" " == _HEADER_WORD and newer else None
 
 
-def _scan(data: bytes, source: str, start: int) -> JournalScan:
+def _scan(
+    data: bytes,
+    source: str,
+    start: int,
+    *,
+    base: int = 0,
+    frames: int = 0,
+    journal_id: str | None = None,
+) -> JournalScan:
+    """Prove the frames of ``data`` from ``start``; ``data`` is the file from byte ``base``
+    on, after ``frames`` frames (offsets and record numbers are the file's)."""
     records: list[ScannedRecord] = []
-    journal_id: str | None = None
-    frames = 0  # records are numbered as they stand in the file, the identity included
+    # records are numbered as they stand in the file, the identity included
     pos = start
     while pos < len(data):
         checked = _check_frame(data, pos)
@@ -264,30 +282,150 @@ def _scan(data: bytes, source: str, start: int) -> JournalScan:
             if later is not None:
                 raise JournalCorruptError(
                     source,
-                    pos,
+                    base + pos,
                     frames + 1,
-                    f"{checked}, with a valid record at byte {later} after it",
+                    f"{checked}, with a valid record at byte {base + later} after it",
                 )
-            torn = TornTail(pos, len(data) - pos, checked)
-            return JournalScan(tuple(records), pos, torn, journal_id)
+            torn = TornTail(base + pos, len(data) - pos, checked)
+            return JournalScan(tuple(records), base + pos, torn, journal_id)
         end, payload, version = checked
         if version != FORMAT_VERSION:
-            raise JournalVersionError(source, pos, f"a frame of format {version}")
+            raise JournalVersionError(source, base + pos, f"a frame of format {version}")
         try:
             record = record_from_json(json.loads(payload))
         except UnknownRecordKind as exc:
-            raise JournalVersionError(source, pos, f"a {exc}") from None
+            raise JournalVersionError(source, base + pos, f"a {exc}") from None
         except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             raise JournalCorruptError(
-                source, pos, frames + 1, f"checksum holds but payload is not a record: {exc}"
+                source,
+                base + pos,
+                frames + 1,
+                f"checksum holds but payload is not a record: {exc}",
             ) from None
         frames += 1
         if isinstance(record, JournalIdRecord):
             journal_id = journal_id or record.journal_id  # the first one given is the one
         else:
-            records.append(ScannedRecord(pos, end, record))
+            records.append(ScannedRecord(base + pos, base + end, record))
         pos = end
-    return JournalScan(tuple(records), pos, None, journal_id)
+    return JournalScan(tuple(records), base + pos, None, journal_id)
+
+
+def _pread_all(fd: int, length: int, offset: int) -> bytes:
+    chunks = []
+    got = 0
+    while got < length:
+        chunk = os.pread(fd, min(length - got, 1 << 24), offset + got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _record_at(fd: int, pos: int, size: int) -> tuple[int, Record] | None:
+    """The end and record of a provable frame of this format at ``pos`` (else None)."""
+    header = os.pread(fd, HEADER_SIZE, pos)
+    if len(header) < HEADER_SIZE:
+        return None
+    magic, version, length, crc = _HEADER.unpack(header)
+    end = pos + HEADER_SIZE + length
+    if magic != MAGIC or version != FORMAT_VERSION or length > MAX_PAYLOAD or end > size:
+        return None
+    payload = _pread_all(fd, length, pos + HEADER_SIZE)
+    if len(payload) != length or zlib.crc32(payload, zlib.crc32(header[2:7])) != crc:
+        return None
+    try:
+        return end, record_from_json(json.loads(payload))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _crc_of(fd: int, start: int, end: int) -> int | None:
+    """The CRC-32 of bytes ``start`` to ``end`` of the file, read a MiB at a time (None if
+    the file ends first): the block is proved without ever being held whole."""
+    buffer = bytearray(1 << 20)
+    view = memoryview(buffer)
+    crc = 0
+    pos = start
+    while pos < end:
+        got = os.preadv(fd, [view[: min(len(buffer), end - pos)]], pos)
+        if got <= 0:
+            return None
+        crc = zlib.crc32(view[:got], crc)
+        pos += got
+    return crc
+
+
+def _loader(fd: int, start: int, end: int, source: str) -> Callable[[int], Record]:
+    """Decode the record at an offset of the block from byte ``start`` to ``end``."""
+
+    def load(offset: int) -> Record:
+        pos = start + offset
+        found = _record_at(fd, pos, end)
+        if found is None:  # proved at open: the file changed under its lock since
+            raise JournalCorruptError(
+                source, pos, 0, "the settled record the index names there does not prove"
+            )
+        return found[1]
+
+    return load
+
+
+def _scan_compacted(fd: int, source: str) -> JournalScan | None:
+    """Read a compacted journal without its settled records (``harness.runtime.settled``):
+    the identity, checkpoint and index, one CRC over the block, the carried records, then
+    the records after the block as ``_scan`` reads them. None when the file is not such a
+    journal or its block does not prove as a whole: it is then read record by record,
+    which finds and names any damage as before."""
+    size = os.fstat(fd).st_size
+    if os.pread(fd, len(FILE_HEADER), 0) != FILE_HEADER:
+        return None
+    head: list[ScannedRecord] = []
+    pos = len(FILE_HEADER)
+    for _ in range(3):
+        found = _record_at(fd, pos, size)
+        if found is None:
+            return None
+        head.append(ScannedRecord(pos, found[0], found[1]))
+        pos = found[0]
+    identity, checkpoint, index = (s.record for s in head)
+    if not (
+        isinstance(identity, JournalIdRecord)
+        and isinstance(checkpoint, CheckpointRecord)
+        and isinstance(index, SettledIndexRecord)
+    ):
+        return None
+    start, end = pos, pos + index.size
+    if end > size or _crc_of(fd, start, end) != index.crc:
+        return None
+    try:
+        settled = SettledOps(index, _loader(fd, start, end, source), lambda: os.close(fd))
+    except ValueError:
+        return None
+    if settled.count + len(settled.carried) != index.records:
+        return None
+    carried: list[ScannedRecord] = []
+    for offset in settled.carried:
+        found = _record_at(fd, start + offset, end)
+        if found is None:
+            return None
+        carried.append(ScannedRecord(start + offset, found[0], found[1]))
+    tail = _scan(
+        _pread_all(fd, size - end, end),
+        source,
+        0,
+        base=end,
+        frames=3 + index.records,
+        journal_id=identity.journal_id,
+    )
+    return JournalScan(
+        (*head[1:], *carried, *tail.records),
+        tail.valid_end,
+        tail.torn,
+        tail.journal_id,
+        settled,
+    )
 
 
 def scan_journal(path: Path | str) -> JournalScan:
@@ -386,11 +524,7 @@ class JournalWriter:
         self._deferred: list[Record] = []
         try:
             _remove_leftovers(self.path)
-            data = _read_fd(fd)
-            if not data:  # an empty file (made by someone else): a new journal
-                self._write_header(fd)
-                data = _read_fd(fd)
-            self.scan = self.read(data)
+            self.scan = self._read_file(fd)
             retired = self.scan.records[-1].record if self.scan.records else None
             if isinstance(retired, RetiredRecord):  # the last record a retired journal has
                 raise JournalRetiredError(
@@ -428,6 +562,41 @@ class JournalWriter:
     def read(self, data: bytes) -> JournalScan:
         """Prove the file's records (``scan_bytes``): the one place a writer reads them."""
         return scan_bytes(data, source=str(self.path))
+
+    def _read_file(self, fd: int) -> JournalScan:
+        """The scan of the journal open as ``fd``: a compacted journal's settled ops left
+        in the file (``_scan_compacted``), or every record read (``read``).
+
+        A writer that reads its own way (a subclass's ``read``) is given the whole file.
+        """
+        if type(self).read is JournalWriter.read:
+            scan = self._scan_settled_apart()
+            if scan is not None:
+                return scan
+        data = _read_fd(fd)
+        if not data:  # an empty file (made by someone else): a new journal
+            self._write_header(fd)
+            data = _read_fd(fd)
+        return self.read(data)
+
+    def _scan_settled_apart(self) -> JournalScan | None:
+        """``_scan_compacted`` on a descriptor of its own, which the settled ops keep to
+        read from for as long as they live, after the writer closes too (it holds no
+        lock: closing it never lets go of the journal's)."""
+        try:
+            reader = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        scan = None
+        try:
+            assert self._fd is not None
+            if os.fstat(reader).st_ino == os.fstat(self._fd).st_ino:
+                with without_cyclic_gc():
+                    scan = _scan_compacted(reader, str(self.path))
+        finally:
+            if scan is None:
+                os.close(reader)
+        return scan
 
     def append(self, record: Record, *, sync: bool = True) -> int:
         """Append one record durably; returns its offset."""
@@ -553,9 +722,15 @@ class JournalWriter:
                         f"{len(frame) - HEADER_SIZE} bytes exceeds the journal's limit; "
                         "the journal is unchanged"
                     )
+            indexed = _index_of(records, frames)
+            index = None if indexed is None else indexed[0]
+            if indexed is not None:  # right after the checkpoint, before the block it names
+                records = [records[0], indexed[0], *records[1:]]
+                frames = [frames[0], indexed[1], *frames[1:]]
             body = b"".join(frames)
             half = len(body) // 2
             new_fd: int | None = None
+            reader: int | None = None
             try:
                 failpoint("compact.before_write")
                 with contextlib.suppress(FileNotFoundError):
@@ -567,6 +742,8 @@ class JournalWriter:
                 )
                 assert fcntl is not None
                 fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # locked before it is named
+                if index is not None:  # what the settled ops read from (no lock of its own)
+                    reader = os.open(temporary, os.O_RDONLY | os.O_CLOEXEC)
                 _write_all(new_fd, head + body[:half])
                 failpoint("compact.mid_write")
                 _write_all(new_fd, body[half:])
@@ -574,8 +751,9 @@ class JournalWriter:
                 failpoint("compact.before_rename")
                 os.rename(temporary, self.path)
             except BaseException as exc:
-                if new_fd is not None:
-                    os.close(new_fd)
+                for opened in (new_fd, reader):
+                    if opened is not None:
+                        os.close(opened)
                 with contextlib.suppress(OSError):
                     os.unlink(temporary)
                 if isinstance(exc, OSError):
@@ -592,7 +770,13 @@ class JournalWriter:
             for record, frame in zip(records, frames, strict=True):
                 kept.append(ScannedRecord(offset, offset + len(frame), record))
                 offset += len(frame)
-            self.scan = JournalScan(tuple(kept), self.size, None, self.journal_id)
+            settled = None
+            if index is not None and reader is not None:
+                start = kept[1].end
+                load = _loader(reader, start, start + index.size, str(self.path))
+                settled = SettledOps(index, load, functools.partial(os.close, reader))
+                kept = [k for k in kept if not isinstance(k.record, SettledRecord)]
+            self.scan = JournalScan(tuple(kept), self.size, None, self.journal_id, settled)
             try:
                 failpoint("compact.before_dir_fsync")
                 fsync_dir(self.path.parent)
@@ -677,6 +861,26 @@ def _fsync(fd: int) -> None:
 
 _COMPACTING = ".compacting."
 """A compaction's new file is written as ``<journal>.compacting.<pid>``, then renamed."""
+
+
+def _index_of(
+    records: list[Record], frames: list[bytes]
+) -> tuple[SettledIndexRecord, bytes] | None:
+    """The index of a compaction's block (its records after the checkpoint), or None when
+    there is no checkpoint first or the index would not fit in a frame (the settled
+    records are then read one by one at every start, as the journal's reader reads any)."""
+    if not records or not isinstance(records[0], CheckpointRecord):
+        return None
+    placed = []
+    offset = 0
+    crc = 0
+    for record, frame in zip(records[1:], frames[1:], strict=True):
+        placed.append((offset, record))
+        offset += len(frame)
+        crc = zlib.crc32(frame, crc)
+    index = settled_index(placed, offset, crc)
+    frame = encode_frame(index)
+    return (index, frame) if len(frame) - HEADER_SIZE <= MAX_PAYLOAD else None
 
 
 def _write_all(fd: int, data: bytes) -> None:

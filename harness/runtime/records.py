@@ -31,6 +31,7 @@ __all__ = [
     "Resolution",
     "ResolvedRecord",
     "RetiredRecord",
+    "SettledIndexRecord",
     "SettledRecord",
     "TailDroppedRecord",
     "UnknownRecordKind",
@@ -227,6 +228,36 @@ class SettledRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SettledIndexRecord:
+    """Right after a compaction's checkpoint: the block of records that follows it, proved
+    whole by its length and CRC-32, and where its settled records lie, so that a start
+    reads none of them (``harness.runtime.settled``).
+
+    ``records`` frames of ``size`` bytes follow (the checkpoint's settled and carried
+    records, in their order), their CRC-32 ``crc``. The other fields are little-endian
+    arrays of unsigned 64-bit integers in base64; an offset counts from the block's first
+    byte. ``ids``: a hash of each settled op's id, sorted, and ``id_offsets`` where its
+    record lies; ``contents`` and ``content_offsets`` the same by a hash of tool and
+    argument digest (ops identity by content may match), in the order of the records
+    within one hash; ``unskipped`` the settled records (not resolved) whose SKIP is not journaled,
+    ``resolved`` those a resolution closed, ``carried`` every carried record, each in
+    block order. ``oldest``: the earliest ``settled_at`` (None: no settled op)."""
+
+    size: int
+    crc: int
+    records: int
+    ids: str
+    id_offsets: str
+    contents: str
+    content_offsets: str
+    unskipped: str
+    resolved: str
+    carried: str
+    oldest: float | None
+    kind = "settled_index"
+
+
+@dataclass(frozen=True, slots=True)
 class RetiredRecord:
     """The task is over: the journal's last record. A runtime refuses to open it again."""
 
@@ -247,6 +278,7 @@ Record: TypeAlias = (
     | TailDroppedRecord
     | CheckpointRecord
     | SettledRecord
+    | SettledIndexRecord
     | RetiredRecord
 )
 
@@ -395,6 +427,19 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _int(d, "forgotten"),
         _int(d, "replaced_size"),
         _int(d, "replaced_crc"),
+    ),
+    "settled_index": lambda d: SettledIndexRecord(
+        _int(d, "size"),
+        _int(d, "crc"),
+        _int(d, "records"),
+        _str(d, "ids"),
+        _str(d, "id_offsets"),
+        _str(d, "contents"),
+        _str(d, "content_offsets"),
+        _str(d, "unskipped"),
+        _str(d, "resolved"),
+        _str(d, "carried"),
+        None if d["oldest"] is None else _float(d, "oldest"),
     ),
     "retired": lambda d: RetiredRecord(_int(d, "incarnation"), _float(d, "retired_at")),
     "settled": lambda d: SettledRecord(

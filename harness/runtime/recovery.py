@@ -7,16 +7,22 @@ An op the model resolved after a VERIFY is closed and not planned again.
 ``plan_recovery`` decides from the class *snapshot* in each op's intent, never
 from today's tool table, and is a pure function of the folded journal: planning
 twice, or again after a kill during recovery, gives the same decisions.
+
+A compacted journal's settled ops are not read at a start (``harness.runtime.settled``):
+``OpTable`` holds the ops folded from records and decodes a settled op the first time
+it is asked for, and ``plan_recovery`` then answers with a ``Plan`` whose SKIPs for
+those ops are made when the plan is read, not when it is made.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import heapq
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from harness.runtime.classes import UNLISTED, ToolClass
-from harness.runtime.journal import without_cyclic_gc
+from harness.runtime.journal import JournalScan, without_cyclic_gc
 from harness.runtime.matrix import OpState, RecoveryDecision, decide_for_operation
 from harness.runtime.records import (
     CheckpointRecord,
@@ -27,10 +33,21 @@ from harness.runtime.records import (
     IntentRecord,
     Record,
     ResolvedRecord,
+    SettledIndexRecord,
     SettledRecord,
 )
+from harness.runtime.settled import SettledOps
 
-__all__ = ["OpHistory", "apply_record", "fold", "last_incarnation", "plan_recovery"]
+__all__ = [
+    "OpHistory",
+    "OpTable",
+    "Plan",
+    "apply_record",
+    "fold",
+    "fold_scan",
+    "last_incarnation",
+    "plan_recovery",
+]
 
 
 @dataclass(slots=True)
@@ -74,7 +91,7 @@ def fold(records: Iterable[Record]) -> dict[str, OpHistory]:
     return ops
 
 
-def apply_record(ops: dict[str, OpHistory], record: Record) -> None:
+def apply_record(ops: MutableMapping[str, OpHistory], record: Record) -> None:
     """Fold one more record into ``ops`` (the runtime keeps its view current this way)."""
     if isinstance(record, IntentRecord):
         op = ops.get(record.op_id)
@@ -139,6 +156,262 @@ def _unfold(record: SettledRecord) -> OpHistory:
     )
 
 
+OrderKey = tuple[int, int]
+"""Where an op stands in first-intent order: ``(0, its offset in a compaction's block)``,
+or ``(1, n)`` for the n-th op whose first intent came after the block."""
+
+
+class OpTable(MutableMapping[str, OpHistory]):
+    """Each op's history in the order of its first intent, as ``fold`` gives it: the ops
+    folded from records, and a compacted journal's settled ops (``SettledOps``), each
+    decoded the first time it is asked for and kept from then on.
+
+    Iterating over it decodes every settled op: a start never does."""
+
+    def __init__(self, settled: SettledOps | None = None) -> None:
+        self.settled = settled
+        self._live: dict[str, OpHistory] = {}
+        """Ops folded from records: the carried ones first (block order), then the later."""
+        self._carried_at: dict[str, int] = {}
+        self._later: dict[str, int] = {}
+        self._loaded: dict[str, tuple[int, OpHistory]] = {}
+        self._gone: set[str] = set()
+        self._by_content: dict[tuple[str, str], list[tuple[int, str]]] = {}
+
+    def _find(self, op_id: str) -> OpHistory | None:
+        op = self._live.get(op_id)
+        if op is not None:
+            return op
+        loaded = self._loaded.get(op_id)
+        if loaded is not None:
+            return loaded[1]
+        if self.settled is None or op_id in self._gone:
+            return None
+        found = self.settled.find(op_id)
+        if found is None:
+            return None
+        op = _unfold(found[1])
+        self._loaded[op_id] = (found[0], op)
+        return op
+
+    def __getitem__(self, op_id: str) -> OpHistory:
+        op = self._find(op_id) if isinstance(op_id, str) else None
+        if op is None:
+            raise KeyError(op_id)
+        return op
+
+    def __contains__(self, op_id: object) -> bool:
+        return isinstance(op_id, str) and self._find(op_id) is not None
+
+    def __setitem__(self, op_id: str, op: OpHistory) -> None:
+        if op_id not in self._live and self._find(op_id) is not None:  # the block's
+            self._loaded[op_id] = (self._loaded[op_id][0], op)
+        else:
+            self._live[op_id] = op
+            if op_id not in self._carried_at and op_id not in self._later:
+                self._later[op_id] = len(self._later)
+
+    def keep(self, op: OpHistory) -> None:
+        """Hold ``op`` as it is in place of the op of its id folded from records (an open op
+        a compaction carried), or as a later op if the table has none (nor a settled one)."""
+        if op.op_id in self._live:
+            self._live[op.op_id] = op
+        elif op.op_id not in self:
+            self[op.op_id] = op
+
+    def carry(self, op: OpHistory, position: int) -> None:
+        """Hold an op the block carries whole (its first record at ``position``)."""
+        self._live[op.op_id] = op
+        self._carried_at[op.op_id] = position
+
+    def __delitem__(self, op_id: str) -> None:
+        if op_id in self._live:
+            del self._live[op_id]
+            self._carried_at.pop(op_id, None)
+            self._later.pop(op_id, None)
+        elif self._find(op_id) is not None:  # a settled op of the block
+            del self._loaded[op_id]
+            self._gone.add(op_id)
+        else:
+            raise KeyError(op_id)
+
+    def __len__(self) -> int:
+        held = 0 if self.settled is None else self.settled.count - len(self._gone)
+        return len(self._live) + held
+
+    def __iter__(self) -> Iterator[str]:
+        if self.settled is None:
+            yield from self._live
+            return
+        carried = sorted(
+            (at, op_id) for op_id, at in self._carried_at.items() if op_id in self._live
+        )
+        block = (
+            (at, record.op_id) for at, record in self.settled if record.op_id not in self._gone
+        )
+        for _, op_id in heapq.merge(block, carried):
+            yield op_id
+        yield from (op_id for op_id in self._live if op_id not in self._carried_at)
+
+    def order_key(self, op_id: str) -> OrderKey:
+        """Where a held op stands in first-intent order (``KeyError`` if it is not held)."""
+        if op_id in self._carried_at:
+            return (0, self._carried_at[op_id])
+        if op_id in self._later:
+            return (1, self._later[op_id])
+        return (0, self._loaded[op_id][0])
+
+    def in_memory(self) -> list[OpHistory]:
+        """The ops folded from records, in first-intent order (no settled op of the block)."""
+        return list(self._live.values())
+
+    def moving(self) -> list[tuple[OrderKey, OpHistory]]:
+        """Every op whose state may still change (held in memory, or a settled op of the
+        block some record reopened), by first-intent order."""
+        held = [(self.order_key(op_id), op) for op_id, op in self._live.items()]
+        reopened = [(key, op) for key, op in self._loaded.values() if not op.settled]
+        held += [((0, key), op) for key, op in reopened]
+        return sorted(held, key=lambda placed: placed[0])
+
+    def unsettled(self) -> list[OpHistory]:
+        """The ops not settled (RUNNING and not resolved), by first-intent order."""
+        if self.settled is None:
+            return [op for op in self._live.values() if not op.settled]
+        return [op for _, op in self.moving() if not op.settled]
+
+    def settled_count(self) -> int:
+        """How many ops are settled (the block's without decoding them)."""
+        reopened = sum(not op.settled for _, op in self._loaded.values())
+        held = 0 if self.settled is None else self.settled.count - len(self._gone) - reopened
+        return held + sum(op.settled for op in self._live.values())
+
+    def oldest_settled(self) -> float | None:
+        """The earliest time a compaction folded a settled op (None: none was)."""
+        times = [op.settled_at for op in self._live.values() if op.settled_at is not None]
+        if self.settled is not None and self.settled.oldest is not None:
+            times.append(self.settled.oldest)
+        return min(times, default=None)
+
+    def by_content(self, tool: str, args_digest: str) -> list[tuple[int, str]]:
+        """``(position, op id)`` of the block's settled ops of this content that identity
+        by content may match (no redo, no fresh call), in first-intent order."""
+        if self.settled is None:
+            return []
+        key = (tool, args_digest)
+        found = self._by_content.get(key)
+        if found is None:
+            placed = self.settled.by_content(tool, args_digest)
+            found = self._by_content[key] = [(at, record.op_id) for at, record in placed]
+        return [(at, op_id) for at, op_id in found if op_id not in self._gone]
+
+    def skip_journaled(self, op_id: str, state: OpState) -> bool:
+        """Whether the block says a SKIP of this settled op in ``state`` is journaled."""
+        if self.settled is None or op_id in self._live or op_id in self._gone:
+            return False
+        found = self.settled.find(op_id)
+        return found is not None and found[1].skipped and found[1].state is state
+
+    def unskipped(self) -> list[tuple[OrderKey, OpHistory]]:
+        """The block's settled ops still settled whose SKIP is not journaled, by position."""
+        if self.settled is None:
+            return []
+        found = []
+        for at, record in self.settled.unskipped():
+            op = self._find(record.op_id) if record.op_id not in self._gone else None
+            if op is not None and op.settled and not op.resolved and record.op_id not in self._live:
+                found.append(((0, at), op))
+        return found
+
+
+def fold_scan(scan: JournalScan) -> OpTable:
+    """``fold`` of a writer's scan: its records, and the settled ops it left in the file."""
+    table = OpTable(scan.settled)
+    if scan.settled is None:
+        table._live = fold(s.record for s in scan.records)
+        return table
+    block: tuple[int, int] | None = None
+    with without_cyclic_gc():
+        for scanned in scan.records:
+            record = scanned.record
+            if isinstance(record, SettledIndexRecord):
+                block = (scanned.end, scanned.end + record.size)
+            elif (
+                block is not None
+                and scanned.offset < block[1]
+                and isinstance(record, IntentRecord)
+                and record.op_id not in table
+            ):
+                first: dict[str, OpHistory] = {}
+                apply_record(first, record)
+                table.carry(first[record.op_id], scanned.offset - block[0])
+                continue
+            apply_record(table, record)
+    return table
+
+
+class Plan(Sequence[RecoveryDecision]):
+    """A start's decisions, in the order ``plan_recovery`` gives them, on a compacted
+    journal: those of the ops in memory (``live``, made now) and a SKIP for each settled
+    op of the block, made when the plan is read (a start reads only ``live``)."""
+
+    def __init__(
+        self,
+        table: OpTable,
+        live: list[tuple[OrderKey, RecoveryDecision]],
+        extra: list[RecoveryDecision],
+    ) -> None:
+        self.table = table
+        self.live = live
+        """The decisions of the ops held in memory, with their place in op order."""
+        self.extra = extra
+        """The decisions of the plan's ops the journal does not know (after every op)."""
+        self._held = {d.op_id for _, d in live}
+        self._gone = set(table._gone)
+        self._all: tuple[RecoveryDecision, ...] | None = None
+
+    def _decisions(self) -> tuple[RecoveryDecision, ...]:
+        if self._all is None:
+            settled = self.table.settled
+            block = (
+                ((0, at), _decide(_unfold(record)))
+                for at, record in (settled if settled is not None else ())
+                if record.resolution is None
+                and record.op_id not in self._held
+                and record.op_id not in self._gone
+            )
+            merged = heapq.merge(block, self.live, key=lambda placed: placed[0])
+            self._all = (*(d for _, d in merged), *self.extra)
+        return self._all
+
+    @overload
+    def __getitem__(self, index: int) -> RecoveryDecision: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RecoveryDecision]: ...
+    def __getitem__(self, index: int | slice) -> RecoveryDecision | Sequence[RecoveryDecision]:
+        return self._decisions()[index]
+
+    def __len__(self) -> int:
+        return len(self._decisions())
+
+    def __iter__(self) -> Iterator[RecoveryDecision]:
+        return iter(self._decisions())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return list(self) == list(other)
+
+    def __hash__(self) -> int:
+        return hash(self._decisions())
+
+    def __repr__(self) -> str:
+        return repr(self._decisions())
+
+
+def _decide(op: OpHistory) -> RecoveryDecision:
+    return decide_for_operation(op.op_id, op.tool, op.state, op.snapshot, op.args)
+
+
 def last_incarnation(records: Iterable[Record]) -> int:
     return max(
         (r.incarnation for r in records if isinstance(r, IncarnationRecord | CheckpointRecord)),
@@ -148,21 +421,19 @@ def last_incarnation(records: Iterable[Record]) -> int:
 
 def plan_recovery(
     ops: Mapping[str, OpHistory], *, not_started: Mapping[str, str] | None = None
-) -> list[RecoveryDecision]:
+) -> Sequence[RecoveryDecision]:
     """Decide for every op the journal knows (from its snapshot) and for plan ops it does not.
 
     ``not_started`` maps the op ids the caller will issue to their tools.
     """
     not_started = not_started or {}
-    plan = [
-        decide_for_operation(op.op_id, op.tool, op.state, op.snapshot, op.args)
-        for op in ops.values()
-        if not op.resolved
-    ]
     # An op without an intent has no snapshot; its class cannot matter (always SKIP).
-    plan.extend(
+    extra = [
         decide_for_operation(op_id, tool, OpState.NOT_STARTED, UNLISTED, {})
         for op_id, tool in not_started.items()
         if op_id not in ops
-    )
-    return plan
+    ]
+    if isinstance(ops, OpTable) and ops.settled is not None:
+        live = [(key, _decide(op)) for key, op in ops.moving() if not op.resolved]
+        return Plan(ops, live, extra)
+    return [*(_decide(op) for op in ops.values() if not op.resolved), *extra]

@@ -34,9 +34,10 @@ Contract:
 from __future__ import annotations
 
 import _thread
+import heapq
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -49,7 +50,13 @@ from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.hooks import failpoint
 from harness.runtime.identity import ContentKey, Identity, match_by_content
 from harness.runtime.journal import JournalListener, JournalWriter, fsync_dir
-from harness.runtime.matrix import Decision, OpState, RecoveryDecision, verify_hint
+from harness.runtime.matrix import (
+    Decision,
+    OpState,
+    RecoveryDecision,
+    decide_for_operation,
+    verify_hint,
+)
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,
@@ -65,7 +72,15 @@ from harness.runtime.records import (
     TailDroppedRecord,
     digest,
 )
-from harness.runtime.recovery import OpHistory, apply_record, fold, last_incarnation, plan_recovery
+from harness.runtime.recovery import (
+    OpHistory,
+    OpTable,
+    Plan,
+    apply_record,
+    fold_scan,
+    last_incarnation,
+    plan_recovery,
+)
 from harness.runtime.steps import Append, Steps, no_tool, run_steps
 
 __all__ = ["RecoveryReport", "Runtime", "VerifyHint"]
@@ -86,7 +101,9 @@ class VerifyHint:
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
     incarnation: int
-    decisions: tuple[RecoveryDecision, ...]
+    decisions: Sequence[RecoveryDecision]
+    """Every op's decision, in op order (on a compacted journal, its settled ops' SKIPs are
+    made when first read: ``harness.runtime.recovery.Plan``)."""
     hints: tuple[VerifyHint, ...]
     retried: tuple[CallOutcome, ...]
 
@@ -122,11 +139,13 @@ class Runtime:
         self.compaction = compaction if compaction is not None else Compaction()
         records = [s.record for s in journal.scan.records]
         self.incarnation = last_incarnation(records) + 1
-        self.ops: dict[str, OpHistory] = fold(records)
-        # Identity by content: each content's ops in first-intent order, the ops this
-        # life's calls have claimed, and the calls answered by another op's id.
+        # A compacted journal's settled ops stay in the file until asked for.
+        self.ops: OpTable = fold_scan(journal.scan)
+        # Identity by content: each content's ops in first-intent order (those held in
+        # memory: the table finds the block's), the ops this life's calls have claimed,
+        # and the calls answered by another op's id.
         self._by_content: dict[ContentKey, list[str]] = {}
-        for op in self.ops.values():
+        for op in self.ops.in_memory():
             self._index(op)
         self._claimed: set[str] = set()
         self._aliases: dict[str, str] = {}
@@ -140,7 +159,8 @@ class Runtime:
         # at its gate (a lock and how many calls hold or wait for it).
         self._lock = _thread.RLock()
         self._gates: dict[str, _Gate] = {}
-        why = due(self.compaction, journal.size, len(records), self.ops, time.time())
+        held = 0 if journal.scan.settled is None else journal.scan.settled.count
+        why = due(self.compaction, journal.size, len(records) + held, self.ops, time.time())
         del records  # the journal's records, folded: not kept for the runtime's life
         if why is not None:
             # Before this life writes anything: its records (a torn tail's report first)
@@ -201,8 +221,9 @@ class Runtime:
 
     # -- recovery --------------------------------------------------------------------------
 
-    def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
-        """This start's decisions, from the journal alone; acts on nothing."""
+    def plan(self, not_started: Mapping[str, str] | None = None) -> Sequence[RecoveryDecision]:
+        """This start's decisions, from the journal alone; acts on nothing (a ``Plan`` on a
+        compacted journal: its settled ops' SKIPs are made when it is read)."""
         return plan_recovery(self.ops, not_started=not_started)
 
     def recover(
@@ -232,23 +253,21 @@ class Runtime:
         # of the restarts. Every RETRY and VERIFY is written, every life.
         batch: list[Record] = [
             DecisionRecord(d.op_id, d.state, d.snapshot, d.decision, self.incarnation)
-            for d in decisions
-            if d.decision is not Decision.SKIP or (d.op_id, d.state) not in self._skipped
+            for d in self._to_journal(decisions)
         ]
-        if all(d.decision is Decision.SKIP for d in decisions):
+        acting = self._acting(decisions)
+        report = decisions if isinstance(decisions, Plan) else tuple(decisions)
+        if not acting:
             # Nothing to act on: the decisions and the end of recovery in one
             # append, one fsync (the common start, after a clean step or none).
             yield Append((*batch, RecoveredRecord(self.incarnation, len(batch))))
-            return RecoveryReport(self.incarnation, tuple(decisions), (), ())
+            return RecoveryReport(self.incarnation, report, (), ())
         if batch:
             yield Append(tuple(batch))
-        for d in decisions:
-            if d.decision is not Decision.SKIP:
-                log.info("%s (%s) left %s: %s", d.op_id, d.tool, d.state.value, d.decision.value)
+        for d in acting:
+            log.info("%s (%s) left %s: %s", d.op_id, d.tool, d.state.value, d.decision.value)
         retried: list[CallOutcome] = []
-        for decision in decisions:
-            if decision.decision is Decision.SKIP:
-                continue
+        for decision in acting:
             failpoint("recovery.after_decision", decision.op_id)
             op = self.ops[decision.op_id]
             if decision.decision is Decision.RETRY:
@@ -260,7 +279,41 @@ class Runtime:
                 )
         hints = yield from self._hint_steps()
         yield Append((RecoveredRecord(self.incarnation, len(batch)),))
-        return RecoveryReport(self.incarnation, tuple(decisions), hints, tuple(retried))
+        return RecoveryReport(self.incarnation, report, hints, tuple(retried))
+
+    def _to_journal(self, decisions: Sequence[RecoveryDecision]) -> list[RecoveryDecision]:
+        """The decisions a start journals, in op order: every RETRY and VERIFY, and each SKIP
+        the journal does not hold yet. Of a ``Plan``, the block's settled ops are read only
+        where the index says their SKIP is not journaled."""
+        if not isinstance(decisions, Plan):
+            return [
+                d
+                for d in decisions
+                if d.decision is not Decision.SKIP or not self._skip_journaled(d.op_id, d.state)
+            ]
+        live = [
+            (key, d)
+            for key, d in decisions.live
+            if d.decision is not Decision.SKIP or (d.op_id, d.state) not in self._skipped
+        ]
+        block = [
+            (key, decide_for_operation(op.op_id, op.tool, op.state, op.snapshot, op.args))
+            for key, op in self.ops.unskipped()
+            if (op.op_id, op.state) not in self._skipped
+        ]
+        merged = heapq.merge(block, live, key=lambda placed: placed[0])
+        extra = [d for d in decisions.extra if (d.op_id, d.state) not in self._skipped]
+        return [*(d for _, d in merged), *extra]
+
+    @staticmethod
+    def _acting(decisions: Sequence[RecoveryDecision]) -> list[RecoveryDecision]:
+        """The decisions a start acts on (RETRY, VERIFY), in op order: of a ``Plan``, only
+        its ops held in memory can have one (a settled op is skipped)."""
+        held = [d for _, d in decisions.live] if isinstance(decisions, Plan) else decisions
+        return [d for d in held if d.decision is not Decision.SKIP]
+
+    def _skip_journaled(self, op_id: str, state: OpState) -> bool:
+        return (op_id, state) in self._skipped or self.ops.skip_journaled(op_id, state)
 
     def retry(self, op: OpHistory, execute: ToolFunction) -> CallOutcome:
         """Run an op again under its own id, with its original snapshot and arguments."""
@@ -509,8 +562,19 @@ class Runtime:
             wanted = ContentKey(tool, digest(args))
         except (TypeError, ValueError):
             return None  # not JSON: the executor refuses it with its reason
-        candidates = ((op_id, wanted) for op_id in self._by_content.get(wanted, ()))
+        candidates = ((op_id, wanted) for op_id in self._of_content(wanted))
         return match_by_content(candidates, wanted, self._claimed)
+
+    def _of_content(self, wanted: ContentKey) -> list[str]:
+        """The ops of a content, in first-intent order: the block's settled ones (found by
+        the table) merged with those held in memory (the carried ones first, then later)."""
+        held = self._by_content.get(wanted, [])
+        block = self.ops.by_content(wanted.tool, wanted.args_digest)
+        if not block:
+            return held
+        carried = [(self.ops.order_key(op_id), op_id) for op_id in held]
+        placed = [((0, at), op_id) for at, op_id in block]
+        return [op_id for _, op_id in heapq.merge(placed, carried)]
 
     def _index(self, op: OpHistory) -> None:
         """Make a new op a candidate for identity by content, unless it never may be."""
@@ -548,22 +612,27 @@ class Runtime:
         self.journal.check_writable()
         now = time.time()
         before = self.journal.size
-        forget: set[str] = set()
+        dropped: set[str] = set()
 
         def build(records: list[Record], size: int, crc: int) -> list[Record]:
             new = self._compacted(records, size, crc, now)
             kept = {r.op_id for r in new if isinstance(r, SettledRecord | IntentRecord)}
-            forget.update(i for i, op in self.ops.items() if op.settled and i not in kept)
+            known = {r.op_id for r in records if isinstance(r, SettledRecord | IntentRecord)}
+            dropped.update(known - kept)
             return new
 
         size = self.journal.compact(build)
-        self._forget(forget & self.ops.keys())
-        for op in self.ops.values():
-            if op.settled:
-                op.args = _NO_ARGS  # what a settled op answers never needs them
-                op.decisions.clear()
-                if op.settled_at is None:
-                    op.settled_at = now
+        # The ops as the new file has them (its settled ops left in it), the open ones
+        # still the objects they were.
+        still_open = self.ops.unsettled()
+        self.ops = fold_scan(self.journal.scan)
+        for op in still_open:
+            self.ops.keep(op)
+        forget = dropped - {op.op_id for op in still_open}
+        self._by_content = {}
+        for op in self.ops.in_memory():
+            self._index(op)
+        self._forget(forget)
         if forget:
             log.warning(
                 "%s: %d settled ops past retention forgotten: a call under their id runs as new",
@@ -584,7 +653,7 @@ class Runtime:
         not resolved: its outcome is unknown) or a call is in flight.
         """
         with self._lock:
-            open_ops = [op.op_id for op in self.ops.values() if not op.settled]
+            open_ops = [op.op_id for op in self.ops.unsettled()]
             if open_ops or self._gates:
                 why = f"ops {', '.join(open_ops)} are open" if open_ops else "a call is in flight"
                 raise ValueError(f"retire(): {why}; settle or resolve them first")
@@ -610,8 +679,6 @@ class Runtime:
         """Let go of settled ops retention forgot (each set walked once, not once per op)."""
         if not gone:
             return
-        for op_id in gone:
-            del self.ops[op_id]
         for key, same in self._by_content.items():
             if not gone.isdisjoint(same):
                 self._by_content[key] = [op_id for op_id in same if op_id not in gone]
@@ -661,9 +728,6 @@ class _Gate:
     def __init__(self) -> None:
         self.lock = _thread.allocate_lock()
         self.users = 0
-
-
-_NO_ARGS: Mapping[str, Any] = {}
 
 
 def _skip_key(record: Record) -> tuple[str, OpState] | None:

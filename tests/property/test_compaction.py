@@ -6,7 +6,8 @@ of the ops left unknown) on two journals side by side, with two fake tools
 scripted alike. One journal is compacted at a random moment of a random life;
 from then on, every answer must be the same on both: each call's outcome, each
 exception, each recovery report (decisions, hints, retries), each executions
-count, and at the end ``outcome_of`` and ``plan`` of every op, after a restart.
+count, and at the end ``outcome_of`` and ``plan`` of every op, after a restart
+(which reads the compacted journal's settled ops only as they are asked for).
 """
 
 from __future__ import annotations
@@ -144,6 +145,9 @@ class TestCompactionChangesNoAnswer:
                 with Runtime.open(
                     path, table=TABLE, identity=identity, compaction=Compaction.never()
                 ) as rt:
+                    # The compacted journal's settled ops stay in the file: every op the
+                    # final answers name is looked up in it, one at a time.
+                    assert (rt.journal.scan.settled is not None) == (path == compact)
                     finals.append(_final(rt))
             assert finals[0] == finals[1]
             records = scan_journal(compact).records

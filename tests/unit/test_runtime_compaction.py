@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.check.journal import read_journal_bytes
+from harness.check.stitch import checkpoint_of
 from harness.runtime import (
     AsyncRuntime,
     Compaction,
@@ -25,9 +28,24 @@ from harness.runtime import (
     ToolTable,
 )
 from harness.runtime import records as records_module
+from harness.runtime.errors import JournalCorruptError
 from harness.runtime.hooks import CRASH_POINTS
-from harness.runtime.journal import JournalScan, JournalWriter, scan_journal
-from harness.runtime.records import CheckpointRecord, Record, SettledRecord
+from harness.runtime.journal import (
+    HEADER_SIZE,
+    JournalScan,
+    JournalWriter,
+    encode_frame,
+    scan_journal,
+)
+from harness.runtime.records import (
+    CheckpointRecord,
+    DecisionRecord,
+    IncarnationRecord,
+    Record,
+    SettledIndexRecord,
+    SettledRecord,
+)
+from harness.runtime.recovery import fold_scan
 from tests.conftest import FakeTool
 
 TABLE = ToolTable.shipped()
@@ -276,3 +294,128 @@ class TestRetire:
             rt.resolve("s3", Resolution.UNVERIFIABLE)
             rt.retire(delete=True)
         assert not path.exists()
+
+
+def _compacted_history(path: Path, identity: str = "id") -> None:
+    _history(path)
+    with Runtime.open(path, table=TABLE, identity=identity, compaction=NEVER) as rt:
+        rt.compact()
+
+
+class TestSettledOpsLeftInTheFile:
+    """A start on a compacted journal proves its block with one CRC and decodes no settled
+    op until one is asked for; every answer is the one a full read gives."""
+
+    def test_a_start_reads_no_settled_op_and_a_lookup_reads_one(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        _compacted_history(path)
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            rt.recover(FakeTool())  # journals the SKIPs of the ops settled in the last life
+            assert set(rt.ops._loaded) == {"s5.redo", "s6"}  # (s4 and s5 are resolved)
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            assert rt.journal.scan.settled is not None
+            assert rt.journal.scan.settled.count == 6
+            assert not any(isinstance(s.record, SettledRecord) for s in rt.journal.scan.records)
+            planned = rt.plan()
+            report = rt.recover(FakeTool())
+            # Recovery decoded only the ops the index says have no SKIP in the block (their
+            # SKIPs are journaled after it now, and not written again).
+            assert set(rt.ops._loaded) == {"s5.redo", "s6"}
+            skips = [r for r in _records(path) if isinstance(r, DecisionRecord) and r.op_id == "s6"]
+            assert len(skips) == 1  # journaled by the first start only
+            assert report.decisions == planned and len(planned) == 5  # all but s4 and s5
+            assert rt.outcome_of("s2").status == "fail"
+            assert set(rt.ops._loaded) == {"s2", "s5.redo", "s6"}
+            assert "s3" in rt.ops and "nowhere" not in rt.ops
+        # Every answer as the same journal read record by record gives it.
+        answers = []
+        for eager in (False, True):
+            with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+                if eager:
+                    rt.ops = fold_scan(rt.journal.read(path.read_bytes()))
+                assert (rt.ops.settled is None) == eager
+                answers.append([list(rt.ops), rt.plan(), [rt.outcome_of(i) for i in rt.ops]])
+        assert answers[0] == answers[1]
+
+    def test_a_flipped_byte_in_the_block_is_refused_as_the_full_read_refuses_it(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "agent.journal"
+        _compacted_history(path)
+        data = bytearray(path.read_bytes())
+        settled = next(s for s in scan_journal(path).records if isinstance(s.record, SettledRecord))
+        data[settled.offset + HEADER_SIZE + 20] ^= 0x01  # inside the first settled record
+        path.write_bytes(bytes(data))
+        with pytest.raises(JournalCorruptError) as from_scan:
+            scan_journal(path)
+        with pytest.raises(JournalCorruptError) as at_open:
+            Runtime.open(path, table=TABLE, compaction=NEVER)
+        assert at_open.value.offset == from_scan.value.offset == settled.offset
+        assert at_open.value.record_number == from_scan.value.record_number
+
+    def test_an_index_whose_crc_does_not_hold_is_read_record_by_record(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "agent.journal"
+        _compacted_history(path)
+        expected = _answers(path)
+        data = path.read_bytes()
+        index = next(
+            s for s in scan_journal(path).records if isinstance(s.record, SettledIndexRecord)
+        )
+        record = index.record
+        assert isinstance(record, SettledIndexRecord)
+        wrong = encode_frame(dataclasses.replace(record, crc=record.crc ^ 1))
+        path.write_bytes(data[: index.offset] + wrong + data[index.end :])
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            assert rt.journal.scan.settled is None  # every record read, as before indexes
+        assert _answers(path)[1:] == expected[1:]
+
+    def test_retention_still_forgets_and_a_start_within_it_reads_nothing(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "agent.journal"
+        _compacted_history(path)
+        within = Compaction(size=None, ratio=None, retention=Retention(ops=6))
+        with Runtime.open(path, table=TABLE, compaction=within) as rt:
+            assert rt.journal.scan.settled is not None and rt.ops._loaded == {}
+        past = Compaction(size=None, ratio=None, retention=Retention(ops=2))
+        with Runtime.open(path, table=TABLE, compaction=past) as rt:
+            assert set(rt.ops) == {"s3", "s5", "s5.redo", "s6"}
+            tool = FakeTool()
+            assert rt.call("s1", "write_file", {"path": "a"}, tool).executed
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            assert rt.journal.scan.settled is not None
+            assert "s2" not in rt.ops and rt.outcome_of("s6").status == "ok"
+
+    def test_identity_by_content_finds_a_settled_op_in_the_block(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        _compacted_history(path, identity="content")
+        with Runtime.open(path, table=TABLE, identity="content", compaction=NEVER) as rt:
+            tool = FakeTool()
+            again = rt.call("new-id", "write_file", {"path": "a"}, tool)
+            assert again.matched == "s1" and not again.executed and tool.count("new-id") == 0
+            assert rt.call("other", "send_email", {"to": "s5"}, tool).matched == "s5"
+            # s5.redo has that content too, but a redo is never matched: this one runs.
+            assert rt.call("third", "send_email", {"to": "s5"}, tool).executed
+
+    def test_the_checkers_read_the_index_and_find_the_block_end(self, tmp_path: Path) -> None:
+        path = tmp_path / "agent.journal"
+        _compacted_history(path)
+        with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+            rt.call("s7", "read_file", {"path": "d"}, FakeTool())
+        data = path.read_bytes()
+        reading = read_journal_bytes(data)
+        assert reading.corrupt is None
+        assert "settled_index" in {e.kind for e in reading.entries}
+        found = checkpoint_of(data)
+        assert found is not None
+        last_of_block = [
+            s for s in scan_journal(path).records if not isinstance(s.record, IncarnationRecord)
+        ]
+        block_end = max(s.end for s in last_of_block if s.offset < found[2])
+        assert found[2] == block_end
+
+
+def _records(path: Path) -> list[Record]:
+    return [s.record for s in scan_journal(path).records]

@@ -52,6 +52,7 @@ from harness.runtime.records import (
     record_from_json,
     record_to_json,
 )
+from harness.runtime.settled import settled_index
 from tests.conftest import open_runtime
 
 ARGS = {"path": "/tmp/ü.txt", "content": "line\n", "n": [1, 2, {"deep": None}]}
@@ -121,6 +122,8 @@ RECORDS: list[Record] = [
         1700000000.0,
     ),
 ]
+# A compaction's index of a block: the two settled records above and a carried one.
+RECORDS.append(settled_index([(0, RECORDS[-2]), (420, RECORDS[-1]), (900, RECORDS[0])], 960, 77))
 
 
 JOURNAL_ID = "0123456789abcdef0123456789abcdef"
