@@ -29,13 +29,13 @@ from pathlib import Path
 
 from harness.adapters import Adapter, get_adapter
 from harness.agent.plan import Plan, load_plan
-from harness.chaos import observer
 from harness.chaos.keep import keeps_folder
 from harness.chaos.pool import WorkerPool
 from harness.chaos.schedule import (
     CrashSchedule,
     appends_in_batches,
     exhaustive_schedules,
+    not_applicable,
     random_schedule,
 )
 from harness.chaos.shard import Shard
@@ -57,6 +57,7 @@ __all__ = [
     "CampaignConfig",
     "applicable",
     "exhaustive_specs",
+    "not_applicable",
     "random_specs",
     "run_trials",
     "scenario_seed",
@@ -95,8 +96,9 @@ def scenario_seed(campaign_seed: int, scenario: str) -> int:
 def exhaustive_specs(
     scenario: str, seed: int, golden: Golden, runtime: str = "real", model: str | None = None
 ) -> list[TrialSpec]:
-    """Every exhaustive trial the runtime can host: its failpoints, and journal faults only
-    for a runtime that keeps the journal (the others are not applicable)."""
+    """Every exhaustive trial the runtime can host: its failpoints, journal faults only for
+    a runtime that keeps the journal, power loss for one that keeps files (the others are
+    not applicable)."""
     adapter = get_adapter(runtime)
     plan = load_plan(golden.directory / "plan.json")
     threads = plan.batch_driver == "threads"
@@ -118,9 +120,9 @@ def exhaustive_specs(
 def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
     """Whether every fault of ``schedule`` has something to act on in ``adapter``'s runtime
     (and, for a power loss, whether the file-system observer it is rebuilt from is here)."""
-    if schedule.needs_journal and not adapter.journal:
+    if any(not_applicable(kind, adapter) is not None for kind in schedule.fault_kinds):
         return False
-    if "power-loss" in schedule.fault_kinds and observer.unavailable() is not None:
+    if schedule.needs_journal and not adapter.journal:
         return False
     return schedule.failpoint_names <= adapter.failpoints
 
@@ -198,7 +200,11 @@ def random_specs(
     model: str | None = None,
 ) -> list[TrialSpec]:
     specs = []
-    journal = get_adapter(runtime).journal
+    adapter = get_adapter(runtime)
+    journal = adapter.journal
+    # Kills followed by a power cut for any runtime that keeps files, drawn the same on
+    # every machine: where the observer cannot be had, F says so (it did not land).
+    power_loss = adapter.keeps_files
     for n, (scenario, seed, rng) in enumerate(picks, 1):
         golden = goldens[scenario, seed]
         schedule = random_schedule(
@@ -207,6 +213,7 @@ def random_specs(
             journal=journal,
             hits=golden.hits,
             calls=golden.calls,
+            power_loss=power_loss,
         )
         label = f"random{n:04d}"
         specs.append(TrialSpec(scenario, seed, schedule, runtime, label, "random", model))

@@ -153,9 +153,7 @@ POWER_LOSS = {
     "fsync-wrong-fd": (
         '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
     ),
-    "no-dir-fsync": (
-        '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
-    ),
+    "no-dir-fsync": ('[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'),
 }
 
 
