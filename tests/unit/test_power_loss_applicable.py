@@ -89,3 +89,12 @@ def test_a_runtime_that_keeps_no_files_has_nothing_to_cut(observer_here: None) -
     adapter = get_adapter("naive")
     assert not applicable(CUT, adapter)
     assert not_applicable("power-loss", adapter) == "naive keeps no files in the trial folder"
+
+
+def test_the_files_named_are_those_the_agent_programs_open() -> None:
+    """``Adapter.files`` names the database each agent program opens in the trial folder."""
+    from harness.adapters import dbos_agent, langgraph_agent, pydantic_ai_agent
+
+    assert get_adapter("dbos").files == (dbos_agent.SYSTEM_DB,)
+    assert get_adapter("pydantic-ai").files == (pydantic_ai_agent.SYSTEM_DB,)
+    assert get_adapter("langgraph-exit").files == (langgraph_agent.CHECKPOINTS,)
