@@ -34,9 +34,12 @@ Adapters that keep the project's journal (``journal=True``) are held to every
 invariant; the others to those the ledger, the supervisor's history and the
 world can judge (I1 by what the user was told, I2 by the ledger, I7, I8), and
 the journal invariants are ``not-judged`` for them: a trial holds when every
-verdict is ``pass`` or ``not-judged``. Faults that act on the journal (power
-loss, corruption, a full disk, a changed tool table) and the runtime's own
-failpoints are not scheduled for them (``Adapter.failpoints``).
+verdict is ``pass`` or ``not-judged``. Faults that act on the journal (corruption,
+a full disk, a changed tool table) and the runtime's own failpoints are not
+scheduled for them (``Adapter.failpoints``). A power loss is, for an adapter whose
+framework keeps its state in files of ``TRIAL_DIR`` (``Adapter.files``: DBOS's and
+LangGraph's SQLite databases): it is rebuilt from what the agent asked the kernel,
+whoever's files they are.
 
 Registered adapters: ``real`` (this project's runtime, knowing calls by the identity
 the scenario asks for: by id unless it says ``identity = "content"``),
@@ -105,6 +108,10 @@ JOURNAL_POINTS = frozenset(
 )
 """The failpoints of this project's runtime: its recovery, its journal's appends and its
 compaction (hit by an agent program that compacts: a scenario's ``compact_at``)."""
+DBOS_DATABASE = "dbos.sqlite"
+"""DBOS's SQLite system database in the trial folder (the dbos and pydantic-ai adapters)."""
+LANGGRAPH_CHECKPOINTS = "langgraph.sqlite"
+"""LangGraph's SQLite checkpoints in the trial folder (the langgraph adapters)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +123,15 @@ class Adapter:
     """Whether it keeps this project's write-ahead journal in ``TRIAL_DIR/journal``."""
     description: str
     env: Mapping[str, str] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    """The files of ``TRIAL_DIR`` its framework keeps its durable state in, besides our
+    journal (a framework's SQLite database): a power loss has them to act on."""
+
+    @property
+    def keeps_files(self) -> bool:
+        """Whether it keeps durable state in files of ``TRIAL_DIR`` (our journal or its
+        framework's): a power loss, rebuilt from what it asked the kernel, applies."""
+        return self.journal or bool(self.files)
 
     @property
     def failpoints(self) -> frozenset[str]:
@@ -168,6 +184,7 @@ def _registry() -> dict[str, Adapter]:
             "harness.adapters.dbos_agent",
             False,
             "DBOS Transact 3.4: each tool call one step of a workflow",
+            files=(DBOS_DATABASE,),
         ),
         # Pydantic AI, bare and guarded (harness/adapters/pydantic_ai_agent.py)
         "pydantic-ai": Adapter(
@@ -176,6 +193,7 @@ def _registry() -> dict[str, Adapter]:
             False,
             "Pydantic AI 2.78 on its DBOS integration: each tool call a DBOS step",
             {"HARNESS_PYDANTIC_AI": "bare"},
+            files=(DBOS_DATABASE,),
         ),
         "pydantic-ai-guarded": Adapter(
             "pydantic-ai-guarded",
@@ -183,6 +201,7 @@ def _registry() -> dict[str, Adapter]:
             True,
             "the pydantic-ai agent with this project's runtime guarding its tools",
             {"HARNESS_PYDANTIC_AI": "guarded"},
+            files=(DBOS_DATABASE,),
         ),
         "naive": Adapter(
             "naive",
@@ -201,6 +220,7 @@ def _registry() -> dict[str, Adapter]:
             False,
             f"LangGraph 1.2: a StateGraph with ToolNode, SQLite checkpoints, durability={mode}",
             {"HARNESS_LANGGRAPH_DURABILITY": mode},
+            files=(LANGGRAPH_CHECKPOINTS,),
         )
     adapters["langgraph-guarded"] = Adapter(
         "langgraph-guarded",
@@ -208,6 +228,7 @@ def _registry() -> dict[str, Adapter]:
         True,
         "the langgraph agent with this project's runtime guarding its tools",
         {"HARNESS_LANGGRAPH_DURABILITY": "sync", "HARNESS_LANGGRAPH_GUARD": "1"},
+        files=(LANGGRAPH_CHECKPOINTS,),
     )
     for name, runtime in BROKEN_RUNTIMES.items():
         adapters[name] = Adapter(

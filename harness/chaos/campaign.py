@@ -30,7 +30,6 @@ from typing import TypeVar
 
 from harness.adapters import Adapter, get_adapter
 from harness.agent.plan import Plan, load_plan
-from harness.chaos import observer
 from harness.chaos.keep import keeps_folder
 from harness.chaos.pool import WorkerPool
 from harness.chaos.scenario import load_scenario
@@ -38,6 +37,7 @@ from harness.chaos.schedule import (
     CrashSchedule,
     appends_in_batches,
     exhaustive_schedules,
+    not_applicable,
     random_schedule,
 )
 from harness.chaos.shard import Shard
@@ -59,6 +59,7 @@ __all__ = [
     "CampaignConfig",
     "applicable",
     "exhaustive_specs",
+    "not_applicable",
     "random_specs",
     "run_trials",
     "sampled",
@@ -108,9 +109,9 @@ def exhaustive_specs(
     model: str | None = None,
     sample: int | None = None,
 ) -> list[TrialSpec]:
-    """Every exhaustive trial the runtime can host: its failpoints, and journal faults only
-    for a runtime that keeps the journal (the others are not applicable); ``sample`` of
-    them, drawn from ``seed``, when given."""
+    """Every exhaustive trial the runtime can host: its failpoints, journal faults only for
+    a runtime that keeps the journal, power loss for one that keeps files (the others are
+    not applicable); ``sample`` of them, drawn from ``seed``, when given."""
     adapter = get_adapter(runtime)
     plan = load_plan(golden.directory / "plan.json")
     threads = plan.batch_driver == "threads"
@@ -142,9 +143,9 @@ def sampled(specs: list[T], sample: int | None, seed: int) -> list[T]:
 def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
     """Whether every fault of ``schedule`` has something to act on in ``adapter``'s runtime
     (and, for a power loss, whether the file-system observer it is rebuilt from is here)."""
-    if schedule.needs_journal and not adapter.journal:
+    if any(not_applicable(kind, adapter) is not None for kind in schedule.fault_kinds):
         return False
-    if "power-loss" in schedule.fault_kinds and observer.unavailable() is not None:
+    if schedule.needs_journal and not adapter.journal:
         return False
     return schedule.failpoint_names <= adapter.failpoints
 
@@ -222,7 +223,11 @@ def random_specs(
     model: str | None = None,
 ) -> list[TrialSpec]:
     specs = []
-    journal = get_adapter(runtime).journal
+    adapter = get_adapter(runtime)
+    journal = adapter.journal
+    # Kills followed by a power cut for any runtime that keeps files, drawn the same on
+    # every machine: where the observer cannot be had, F says so (it did not land).
+    power_loss = adapter.keeps_files
     for n, (scenario, seed, rng) in enumerate(picks, 1):
         golden = goldens[scenario, seed]
         schedule = random_schedule(
@@ -231,6 +236,7 @@ def random_specs(
             journal=journal,
             hits=golden.hits,
             calls=golden.calls,
+            power_loss=power_loss,
         )
         label = f"random{n:04d}"
         specs.append(TrialSpec(scenario, seed, schedule, runtime, label, "random", model))

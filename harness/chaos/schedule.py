@@ -18,14 +18,19 @@ import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from harness.chaos import observer
 from harness.chaos.faults import parse_after_death
 from harness.errors import FailpointSpecError
 from harness.failpoints import parse_failpoints
 
+if TYPE_CHECKING:
+    from harness.adapters import Adapter
+
 __all__ = [
     "COMPACTION_FAILPOINTS",
+    "FILE_FAULTS",
     "JOURNAL_FAULTS",
     "OP_FAILPOINTS",
     "RECOVERY_FAILPOINTS",
@@ -34,6 +39,7 @@ __all__ = [
     "Life",
     "appends_in_batches",
     "exhaustive_schedules",
+    "not_applicable",
     "random_schedule",
 ]
 
@@ -71,9 +77,30 @@ def appends_in_batches(
 
 
 JOURNAL_FAULTS = frozenset(
-    {"power-loss", "corrupt", "corrupt-crc", "sector", "disk-full", "unlisted", "version-skew"}
+    {"corrupt", "corrupt-crc", "sector", "disk-full", "unlisted", "version-skew"}
 )
 """Fault kinds that act on this project's journal."""
+
+FILE_FAULTS = frozenset({"power-loss"})
+"""Fault kinds that act on whatever files the runtime keeps in the trial folder (our
+journal, a framework's database): rebuilt from what the agent asked the kernel."""
+
+
+def not_applicable(kind: str, adapter: Adapter) -> str | None:
+    """Why a fault of ``kind`` has nothing to act on in ``adapter``'s runtime, or None.
+
+    Damage at rest, a full disk and a changed table act on this project's journal and
+    table; a power loss on any files the runtime keeps in the trial folder (our
+    journal, a framework's database), and only where the observer it is rebuilt
+    from can be had."""
+    if kind in JOURNAL_FAULTS and not adapter.journal:
+        return f"{adapter.name} keeps no journal"
+    if kind in FILE_FAULTS:
+        if not adapter.keeps_files:
+            return f"{adapter.name} keeps no files in the trial folder"
+        return observer.unavailable()
+    return None
+
 
 TABLE_VARIANTS = ("reclassified", "unlisted")
 """Tool-table variants a life may run with (built by ``harness.chaos.tables``)."""
@@ -225,9 +252,15 @@ class CrashSchedule:
 
     @property
     def needs_journal(self) -> bool:
-        """Whether it acts on this project's journal or tool table (power loss, corruption,
-        a full disk, a changed table): faults with nothing to act on in another runtime."""
+        """Whether it acts on this project's journal or tool table (corruption, a full disk,
+        a changed table): faults with nothing to act on in another runtime."""
         return bool(self.fault_kinds & JOURNAL_FAULTS) or any(life.table for life in self.lives)
+
+    @property
+    def needs_files(self) -> bool:
+        """Whether it acts on the files the runtime keeps in the trial folder (a power loss):
+        nothing to act on in a runtime that keeps none."""
+        return bool(self.fault_kinds & FILE_FAULTS)
 
     def describe(self) -> str:
         return " | ".join(life.describe() for life in self.lives) or "no faults"
@@ -500,6 +533,7 @@ def random_schedule(
     journal: bool = True,
     hits: Mapping[str, int] | None = None,
     calls: Sequence[Call] = (),
+    power_loss: bool | None = None,
 ) -> CrashSchedule:
     """One to three kills at random moments of a crash-free run's working time.
 
@@ -513,8 +547,10 @@ def random_schedule(
     (``RECOVERY_SHARE``); a kill whose moment comes after the life's work (or
     whose call never comes) lands at its last point (the supervisor holds it there).
 
-    For a runtime that keeps a journal (``journal``): a third of the kills are
-    followed by a power loss (drop or tear); ``DAMAGE_SHARE`` of the trials
+    For a runtime that keeps its state in files (``power_loss``, by default
+    ``journal``: our journal, or a framework's database), a third of the kills are
+    followed by a power loss (drop or tear). For one that keeps a journal
+    (``journal``): ``DAMAGE_SHARE`` of the trials
     instead kill after a random finish and damage the journal at rest (a
     flipped byte, a changed digit only the CRC sees, a zeroed or stale sector,
     at a random record), and ``UNLISTED_SHARE`` run every life with the
@@ -523,6 +559,7 @@ def random_schedule(
     golden run's failpoint hits, says how many there are).
     """
     hits = hits or {}
+    cut = journal if power_loss is None else power_loss
     finishes, replies = hits.get("op.after_finish", 0), hits.get("op.reply", 0)
     if journal and finishes >= 2 and rng.random() < DAMAGE_SHARE:
         where = f"{rng.random():.3f}"
@@ -546,9 +583,7 @@ def random_schedule(
         lost = rng.randrange(1, replies)
         killed = rng.randrange(lost + 1, replies + 1)
         failpoints = f"op.reply@{lost}=lost-reply,op.reply@{killed}=kill"
-        lives.append(
-            Life(failpoints, table=table, after_death=_after_a_kill(rng) if journal else None)
-        )
+        lives.append(Life(failpoints, table=table, after_death=_after_a_kill(rng) if cut else None))
         done = min(killed, len(calls))
         kills -= 1
     for _ in range(kills):
@@ -556,7 +591,7 @@ def random_schedule(
         if drawn is None:
             break
         moment, aim, done = drawn
-        fault = _after_a_kill(rng) if journal else None
+        fault = _after_a_kill(rng) if cut else None
         lives.append(
             Life(
                 kill_after_ms=round(moment, 3),

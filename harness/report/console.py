@@ -28,9 +28,8 @@ from rich.progress import (
 from rich.table import Table
 
 from harness.adapters import get_adapter
-from harness.chaos import observer
 from harness.chaos.faults import FAULT_KINDS
-from harness.chaos.schedule import JOURNAL_FAULTS
+from harness.chaos.schedule import not_applicable
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES
 from harness.check.windows import WINDOWS
@@ -230,12 +229,9 @@ def _print_faults(summary: CampaignSummary, runtime: str) -> None:
     counted = ("exhaustive", "random", "failed")
     for column in ("fault", "what it does", *counted):
         table.add_column(column, justify="right" if column in counted else "left")
-    keeps_journal = get_adapter(runtime).journal
+    adapter = get_adapter(runtime)
     for kind, description in FAULT_KINDS.items():
-        if kind in JOURNAL_FAULTS and not keeps_journal:
-            table.add_row(kind, description, "not applicable", "", f"{runtime} keeps no journal")
-            continue
-        if kind == "power-loss" and (why := observer.unavailable()) is not None:
+        if (why := not_applicable(kind, adapter)) is not None:
             table.add_row(kind, description, "not applicable", "", why)
             continue
         hit = [r for r in summary.results if kind in r.spec.schedule.fault_kinds]

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.chaos.schedule import (
+    FILE_FAULTS,
     JOURNAL_FAULTS,
     NEAR_WINDOWS,
     RECOVERY_SHARE,
@@ -76,7 +77,7 @@ def test_every_drawn_fault_can_land(seed: int, journal: bool) -> None:
                 _, opened, closed = next(w for w in windows if w[0] == point)
                 assert life.kill_after_ms <= closed - opened + 1e-3  # rounded to a µs
     if not journal:
-        assert not schedule.fault_kinds & JOURNAL_FAULTS
+        assert not schedule.fault_kinds & (JOURNAL_FAULTS | FILE_FAULTS)
         assert not any(life.table for life in schedule.lives)
     tables = {life.table for life in schedule.lives}
     assert len(tables) == 1, "a table variant holds for every life of the trial"
@@ -128,3 +129,28 @@ def test_later_lives_aim_at_the_next_calls_left() -> None:
         aimed = [life.aim.split(" ")[1] for life in _draw(seed).lives if life.aim]
         order = [next(n for n, call in enumerate(CALLS) if call[0] == op) for op in aimed]
         assert order == sorted(set(order)), "each kill aims past the one before it"
+
+
+def test_a_runtime_that_keeps_files_but_no_journal_meets_power_cuts_only() -> None:
+    """A framework's database in the trial folder (``power_loss``, no journal): a third of
+    the kills are followed by a power cut, and no journal fault nor table comes up."""
+    kinds: Counter[str] = Counter()
+    cuts = kills = 0
+    for seed in range(2000):
+        schedule = random_schedule(
+            random.Random(seed),
+            WORKING_MS,
+            journal=False,
+            hits=HITS,
+            calls=CALLS,
+            power_loss=True,
+        )
+        assert not schedule.fault_kinds & JOURNAL_FAULTS
+        assert not any(life.table for life in schedule.lives)
+        kinds.update(schedule.fault_kinds)
+        kills += schedule.kills
+        cuts += sum(1 for life in schedule.lives if life.after_death)
+        for life in schedule.lives:
+            assert life.after_death is None or life.after_death.startswith("power-loss:")
+    assert kinds["power-loss"] >= 200, kinds
+    assert 0.25 < cuts / kills < 0.42, (cuts, kills)

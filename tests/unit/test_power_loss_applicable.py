@@ -1,0 +1,100 @@
+"""Which runtimes a power loss applies to: any that keeps files in the trial folder.
+
+A power cut is rebuilt from what the agent asked the kernel, whoever's files they are
+(this project's journal, DBOS's or LangGraph's SQLite database), so it needs files
+and the observer, not our journal; damage at rest still needs our journal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.adapters import get_adapter
+from harness.chaos import observer
+from harness.chaos.campaign import applicable
+from harness.chaos.schedule import CrashSchedule, Life, not_applicable
+
+CUT = CrashSchedule((Life("op.after_effect@3=kill", after_death="power-loss:drop"),))
+CORRUPT = CrashSchedule((Life("op.after_finish@2=kill", after_death="corrupt:0.5"),))
+TORN = CrashSchedule((Life("journal.before_fsync@4=kill", after_death="power-loss:tear-sector"),))
+FRAMEWORKS = ("dbos", "langgraph", "langgraph-async", "langgraph-exit", "pydantic-ai")
+GUARDED = ("langgraph-guarded", "pydantic-ai-guarded")
+
+
+@pytest.fixture
+def observer_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A library folder holding the library as ``build_library`` names it: found, not built."""
+    digest = hashlib.sha256(observer.SOURCE.read_bytes()).hexdigest()[:16]
+    (tmp_path / f"fsobserve-{digest}.so").write_bytes(b"")
+    monkeypatch.setenv(observer.ENV_LIBRARY_DIR, str(tmp_path))
+    observer._located.cache_clear()
+    yield
+    observer._located.cache_clear()
+
+
+@pytest.fixture
+def observer_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No library and no compiler to build one."""
+    monkeypatch.setenv(observer.ENV_LIBRARY_DIR, str(tmp_path / "lib"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("CC", raising=False)
+    observer._located.cache_clear()
+    yield
+    observer._located.cache_clear()
+
+
+@pytest.mark.parametrize("runtime", FRAMEWORKS)
+def test_a_power_cut_applies_to_a_framework_without_our_journal(
+    observer_here: None, runtime: str
+) -> None:
+    adapter = get_adapter(runtime)
+    assert not adapter.journal and adapter.keeps_files
+    assert applicable(CUT, adapter)
+    assert not_applicable("power-loss", adapter) is None
+
+
+@pytest.mark.parametrize("runtime", FRAMEWORKS)
+def test_without_the_observer_it_is_not_applicable_and_says_why(
+    observer_missing: None, runtime: str
+) -> None:
+    adapter = get_adapter(runtime)
+    assert not applicable(CUT, adapter)
+    assert "compiler" in (not_applicable("power-loss", adapter) or "")
+
+
+@pytest.mark.parametrize("runtime", FRAMEWORKS)
+def test_damage_at_rest_and_our_journal_s_points_stay_ours(
+    observer_here: None, runtime: str
+) -> None:
+    """Corruption needs our journal; a kill between our journal's write and its fsync needs
+    our journal's failpoint, which no framework hits."""
+    adapter = get_adapter(runtime)
+    assert not applicable(CORRUPT, adapter)
+    assert not_applicable("corrupt", adapter) == f"{runtime} keeps no journal"
+    assert not applicable(TORN, adapter)
+
+
+@pytest.mark.parametrize("runtime", GUARDED)
+def test_a_guard_keeps_both_and_meets_every_file_fault(observer_here: None, runtime: str) -> None:
+    adapter = get_adapter(runtime)
+    assert adapter.journal and adapter.files
+    assert applicable(CUT, adapter) and applicable(CORRUPT, adapter) and applicable(TORN, adapter)
+
+
+def test_a_runtime_that_keeps_no_files_has_nothing_to_cut(observer_here: None) -> None:
+    adapter = get_adapter("naive")
+    assert not applicable(CUT, adapter)
+    assert not_applicable("power-loss", adapter) == "naive keeps no files in the trial folder"
+
+
+def test_the_files_named_are_those_the_agent_programs_open() -> None:
+    """``Adapter.files`` names the database each agent program opens in the trial folder."""
+    from harness.adapters import dbos_agent, langgraph_agent, pydantic_ai_agent
+
+    assert get_adapter("dbos").files == (dbos_agent.SYSTEM_DB,)
+    assert get_adapter("pydantic-ai").files == (pydantic_ai_agent.SYSTEM_DB,)
+    assert get_adapter("langgraph-exit").files == (langgraph_agent.CHECKPOINTS,)
