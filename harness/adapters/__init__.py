@@ -110,11 +110,21 @@ class Adapter:
     """Whether it keeps this project's write-ahead journal in ``TRIAL_DIR/journal``."""
     description: str
     env: Mapping[str, str] = field(default_factory=dict)
+    points: frozenset[str] | None = None
+    """The failpoints its life hits, when not the adapter contract's (a black box's are
+    in the harness's servers: ``harness.blackbox.BLACKBOX_POINTS``)."""
 
     @property
     def failpoints(self) -> frozenset[str]:
         """The failpoints its agent program hits: a schedule that names another is not run."""
+        if self.points is not None:
+            return self.points
         return OP_POINTS | JOURNAL_POINTS if self.journal else OP_POINTS
+
+    @property
+    def black_box(self) -> bool:
+        """Whether it is an agent program run as a black box (``cmd:``)."""
+        return self.module == BLACKBOX_HOST
 
     @property
     def takes_model(self) -> bool:
@@ -129,7 +139,8 @@ class Adapter:
         the digest of each result its model acked (``harness.agent``'s model reports it)."""
         kept = {"ledger", "history", "world"}
         kept |= {"journal"} if self.journal else set()
-        return frozenset(kept | {"results"} if self.takes_model else kept)
+        # A black box's model is the harness's: it reports the digest of each result shown.
+        return frozenset(kept | {"results"} if self.takes_model or self.black_box else kept)
 
 
 class UnknownAdapterError(ValueError):
@@ -213,8 +224,30 @@ def _registry() -> dict[str, Adapter]:
 ADAPTERS: Mapping[str, Adapter] = MappingProxyType(_registry())
 
 
+BLACKBOX_HOST = "harness.blackbox.host"
+"""The program the supervisor starts for a ``cmd:`` runtime: it serves the model and the
+tools and starts the agent's command (``harness.blackbox.host``)."""
+
+
+def black_box(name: str) -> Adapter:
+    """The adapter of ``cmd:<command line>``: an agent program run as a black box."""
+    import os
+
+    from harness.blackbox import AGENT_COMMAND_ENV, AGENT_HOME_ENV, BLACKBOX_POINTS
+
+    command = name.removeprefix("cmd:").strip()
+    if not command:
+        raise UnknownAdapterError(f"{name!r}: cmd:<command line> expected, e.g. cmd:'python a.py'")
+    env = {AGENT_COMMAND_ENV: command, AGENT_HOME_ENV: os.getcwd()}
+    description = f"agent program {command}, as a black box"
+    return Adapter(name, BLACKBOX_HOST, False, description, env, BLACKBOX_POINTS)
+
+
 def get_adapter(name: str) -> Adapter:
-    """The adapter called ``name``; ``module:<dotted.module>`` names a user's agent program."""
+    """The adapter called ``name``; ``module:<dotted.module>`` names a user's agent program,
+    ``cmd:<command line>`` one run as a black box (``harness.blackbox``)."""
+    if name.startswith("cmd:"):
+        return black_box(name)
     if name.startswith("module:"):
         module = name.removeprefix("module:")
         if not module or not all(part.isidentifier() for part in module.split(".")):

@@ -35,6 +35,7 @@ from harness.chaos.pool import WorkerPool
 from harness.chaos.schedule import (
     CrashSchedule,
     appends_in_batches,
+    black_box_schedules,
     exhaustive_schedules,
     random_schedule,
 )
@@ -98,6 +99,12 @@ def exhaustive_specs(
     """Every exhaustive trial the runtime can host: its failpoints, and journal faults only
     for a runtime that keeps the journal (the others are not applicable)."""
     adapter = get_adapter(runtime)
+    if adapter.black_box:
+        return [
+            TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
+            for label, schedule in black_box_schedules(golden.hits)
+            if applicable(schedule, adapter)
+        ]
     plan = load_plan(golden.directory / "plan.json")
     threads = plan.batch_driver == "threads"
     schedules = exhaustive_schedules(
@@ -225,10 +232,12 @@ def _init_worker(restart_budget: int, timeout_s: float, launch: str) -> None:
     )
 
 
-def _golden_task(args: tuple[str, int, Path, dict[str, Path]]) -> tuple[str, int, Golden]:
-    scenario, seed, directory, tables = args
+def _golden_task(args: tuple[str, int, Path, dict[str, Path], str]) -> tuple[str, int, Golden]:
+    scenario, seed, directory, tables, runtime = args
     assert _worker_supervisor is not None
-    golden = prepare_golden(scenario, seed, directory, _worker_supervisor, tables=tables)
+    golden = prepare_golden(
+        scenario, seed, directory, _worker_supervisor, tables=tables, runtime=runtime
+    )
     return scenario, seed, golden
 
 
@@ -340,7 +349,9 @@ def _run_trials(
         homes = {(s, seed): _golden_home(config.run_dir, scratch, s, seed) for s, seed in wanted}
         # A golden run made now that only one random trial uses goes with its folder.
         made_now = {key for key, home in homes.items() if not (home / "golden.json").exists()}
-        golden_tasks = [(s, seed, homes[s, seed], tables[s]) for s, seed in sorted(homes)]
+        golden_tasks = [
+            (s, seed, homes[s, seed], tables[s], config.runtime) for s, seed in sorted(homes)
+        ]
         goldens = {(s, seed): g for s, seed, g in pool.map(_golden_task, golden_tasks)}
         specs: list[TrialSpec] = []
         for s in config.scenarios:

@@ -77,7 +77,9 @@ def run_one_trial(
     label = "-".join(life.describe() for life in schedule.lives) or "no-faults"
     spec = TrialSpec(scenario, seed, schedule, runtime, label, "custom", model)
     tables = scenario_tables(run_dir / "tables", scenario)
-    golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor, tables=tables)
+    golden = prepare_golden(
+        scenario, seed, run_dir / "golden", supervisor, tables=tables, runtime=runtime
+    )
     result = run_trial(spec, run_dir / "trial", golden.directory, supervisor, tables=tables)
     print_trial(result)
     return exit_status([result.status])
