@@ -51,7 +51,10 @@ from harness.failpoints import (
     report_hit_counts,
     tell_supervisor,
 )
+from harness.runtime.classes import ToolTable
 from harness.world.store import WorldStore
+
+TABLE_ENV = "HARNESS_TOOL_TABLE"  # the supervisor's (harness.chaos.supervisor.TABLE_ENV)
 
 __all__ = ["EXIT_CANNOT_START", "main", "resolve_command"]
 
@@ -141,7 +144,17 @@ def serve(trial: Path, world: WorldStore) -> _Server:
     tools = ToolEndpoint(
         plan, world, trial / TOOL_RECORD, failpoint, issued_calls(trial / MODEL_RECORD)
     )
-    model = ModelEndpoint(plan, trial / MODEL_RECORD, tell_supervisor, failpoint, tools.note_issued)
+    table = (
+        ToolTable.load(os.environ[TABLE_ENV]) if TABLE_ENV in os.environ else ToolTable.shipped()
+    )
+    model = ModelEndpoint(
+        plan,
+        trial / MODEL_RECORD,
+        tell_supervisor,
+        failpoint,
+        tools.note_issued,
+        lambda tool: table.classify(tool).retry_safe,
+    )
     server = _Server(model, tools)
     threading.Thread(target=server.serve_forever, name="blackbox-server", daemon=True).start()
     return server

@@ -14,8 +14,9 @@ How it reads a tool result (the text the agent put in the conversation):
   (at most ``MAX_RETRIES`` times);
 - ``{"error": ..., "message": ...}`` of any other class, or text that is not JSON: failed;
 - empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``
-  or ``no reply``: the outcome is unknown. As ``harness.agent.model`` does with a VERIFY
-  hint, it then asks for the step's read-only check (op ``s003.check``), and for a
+  or ``no reply``: the outcome is unknown. A call of a retry-safe tool (by the tool
+  table) is then asked again; for any other, as ``harness.agent.model`` does with a
+  VERIFY hint, it asks for the step's read-only check (op ``s003.check``), and for a
   redo (``s003.redo``) only when the check shows the effect absent; a step no check
   can tell is left unknown.
 
@@ -126,8 +127,19 @@ def _step_op(op_id: str) -> str:
     return op_id.split(".", 1)[0]
 
 
-def decide(plan: Plan, items: Sequence[Item]) -> Answer:
-    """The answer to a conversation: a function of the plan and ``items`` alone."""
+def _shipped_retry_safe(tool: str) -> bool:
+    from harness.runtime.classes import ToolTable
+
+    return ToolTable.shipped().classify(tool).retry_safe
+
+
+def decide(
+    plan: Plan, items: Sequence[Item], retry_safe: Callable[[str], bool] = _shipped_retry_safe
+) -> Answer:
+    """The answer to a conversation: a function of the plan and ``items`` alone.
+
+    ``retry_safe`` says which tools may simply be asked again when their outcome is
+    unknown (the tool table's retry-safe classes); any other is verified."""
     steps = {s.op_id: s for s in plan.steps}
     answer = Answer()
     issued: dict[str, str] = {}
@@ -154,6 +166,8 @@ def decide(plan: Plan, items: Sequence[Item]) -> Answer:
             {"call": call, "op": op, "shown": kind}
             | ({"digest": result_digest(value)} if kind == "ok" else {})
         )
+        if kind == "unknown" and retry_safe(step.tool) and not op.endswith(CHECK_SUFFIX):
+            kind = "transient"  # a retry-safe call is asked again, as the executor retries
         _settle(step, op, call, kind, value, state, retries, answer)
     for batch in batches(plan.steps):
         wanted = [want for s in batch if (want := _wanted(s, state.get(s.op_id))) is not None]
@@ -300,12 +314,14 @@ class ModelEndpoint:
         tell: Callable[[str], object],
         hit: Callable[[str, str], None],
         issued: Callable[[str, str, Mapping[str, Any]], None] = lambda op, tool, args: None,
+        retry_safe: Callable[[str], bool] = _shipped_retry_safe,
     ) -> None:
         self.plan = plan
         self.record = record
         self.tell = tell
         self.hit = hit
         self.issued = issued
+        self.retry_safe = retry_safe
         self._told: set[str] = set()
         self._served = 0
 
@@ -335,7 +351,7 @@ class ModelEndpoint:
         else:
             return _error(404, f"{path}: not served (chat/completions, responses, models)")
         stream = bool(request.get("stream")) and api == "chat"
-        answer = decide(self.plan, items)
+        answer = decide(self.plan, items, self.retry_safe)
         self._served += 1
         self._write_record(api, stream, answer)
         new = [(key, line) for key, line in answer.told if key not in self._told]
