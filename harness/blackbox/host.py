@@ -77,7 +77,7 @@ def resolve_command(command: str, home: str | None) -> list[str]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+    server: BlackBoxServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: the record says it all
@@ -117,7 +117,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class _Server(ThreadingHTTPServer):
+class BlackBoxServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, model: ModelEndpoint, tools: ToolEndpoint) -> None:
@@ -138,7 +138,7 @@ class _Server(ThreadingHTTPServer):
         return Reply(404, "application/json", (b'{"error": "not served: /v1/... or /mcp"}',))
 
 
-def serve(trial: Path, world: WorldStore) -> _Server:
+def serve(trial: Path, world: WorldStore) -> BlackBoxServer:
     """The model and the tools of one life, on a free port of 127.0.0.1, served from a thread."""
     plan = load_plan(trial / "plan.json")
     tools = ToolEndpoint(
@@ -155,7 +155,7 @@ def serve(trial: Path, world: WorldStore) -> _Server:
         tools.note_issued,
         lambda tool: table.classify(tool).retry_safe,
     )
-    server = _Server(model, tools)
+    server = BlackBoxServer(model, tools)
     threading.Thread(target=server.serve_forever, name="blackbox-server", daemon=True).start()
     return server
 
