@@ -32,6 +32,7 @@ streamed; ``previous_response_id`` is refused: it keeps no state) and ``GET /v1/
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -383,6 +384,7 @@ class ModelEndpoint:
     def _write_record(self, api: str, stream: bool, answer: Answer) -> None:
         line = {
             "t_ns": time.time_ns(),
+            "pid": os.getpid(),  # the life's (its host's): where a kill landed says it
             "api": api,
             "stream": stream,
             "shown": answer.shown,

@@ -25,6 +25,7 @@ drops the response: the connection closes with no answer.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -167,6 +168,7 @@ class ToolEndpoint:
     def _write(self, op: str, tool: str, args: Any, attempt: int, outcome: str, via: str) -> None:
         line = {
             "t_ns": time.time_ns(),
+            "pid": os.getpid(),  # the life's (its host's), as the ledger records it
             "op": op,
             "tool": tool,
             "args": args,

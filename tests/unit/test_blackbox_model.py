@@ -19,6 +19,7 @@ from harness.agent.plan import Plan, PlanStep, Verification
 from harness.blackbox.host import BRIDGE, BlackBoxServer
 from harness.blackbox.model import ModelEndpoint, call_id
 from harness.blackbox.tools import ToolEndpoint
+from harness.blackbox.windows import black_box_window, is_black_box_trial
 from harness.failpoints import arm, disarm, parse_failpoints
 from harness.world.store import WorldStore, read_ledger, result_digest
 
@@ -255,3 +256,23 @@ def test_the_stdio_bridge_speaks_mcp_on_its_stdin_and_stdout(served: Served) -> 
     assert answers[2]["error"]["code"] == -32001  # the reply was dropped: a timeout's error
     assert "outcome unknown" in answers[2]["error"]["message"]
     assert len(read_ledger(served.world)) == 2  # both calls ran
+
+
+def test_a_black_box_kill_is_placed_by_the_last_thing_its_life_did(tmp_path: Path) -> None:
+    model, tools = tmp_path / "model.jsonl", tmp_path / "tools.jsonl"
+    lines = [
+        (model, {"t_ns": 1, "pid": 10, "calls": [{}], "final": None}),
+        (tools, {"t_ns": 2, "pid": 10, "op": "s001"}),
+        (model, {"t_ns": 3, "pid": 11, "calls": [{}], "final": None}),
+        (model, {"t_ns": 4, "pid": 12, "calls": [], "final": "Done"}),
+    ]
+    for path, line in lines:
+        with path.open("a") as out:
+            out.write(json.dumps(line) + "\n")
+    assert is_black_box_trial(tmp_path) and not is_black_box_trial(tmp_path / "none")
+    assert [black_box_window(tmp_path, pid) for pid in (9, 10, 11, 12)] == [
+        "start-up",
+        "after a tool reply",
+        "after a model answer",
+        "after the final answer",
+    ]
