@@ -272,7 +272,7 @@ def test_a_black_box_kill_is_placed_by_the_last_thing_its_life_did(tmp_path: Pat
     assert is_black_box_trial(tmp_path) and not is_black_box_trial(tmp_path / "none")
     assert [black_box_window(tmp_path, pid) for pid in (9, 10, 11, 12)] == [
         "start-up",
-        "after a tool reply",
+        "after a tool call",
         "after a model answer",
         "after the final answer",
     ]
