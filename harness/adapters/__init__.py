@@ -55,7 +55,9 @@ AI's DBOS integration; the second with ``harness.integrations.pydantic_ai``'s gu
 around its tools: ``harness/adapters/pydantic_ai_agent.py``) and ``naive`` (no
 recovery at all: ``harness/adapters/naive.py``, the smallest example). A user's own
 agent program
-is named ``module:<dotted.module>``.
+is named ``module:<dotted.module>``; one the harness cannot change, run as a black box
+behind the harness's model and tools, ``cmd:<command line>`` (``harness.blackbox``: its
+failpoints are the harness's servers', ``Adapter.points``).
 """
 
 from __future__ import annotations
