@@ -117,6 +117,12 @@ FAILPOINTS: tuple[str, ...] = (
     "op.reply",  # the harness's: a tool's effect is committed, its reply not yet given
     *CRASH_POINTS[_AFTER_MID_EFFECT:],
     "agent.before_exit",  # the harness's: an agent program's work is done
+    # A black box's, in the harness's servers (harness.blackbox): a tool call received,
+    # its reply ready; a model request received, its answer ready.
+    "tool.received",
+    "tool.before_reply",
+    "model.received",
+    "model.before_reply",
 )
 """Every failpoint an agent process hits, in protocol order: the runtime's crash points
 (the compaction's four among them) and the harness's own."""

@@ -58,7 +58,9 @@ AI's DBOS integration; the second with ``harness.integrations.pydantic_ai``'s gu
 around its tools: ``harness/adapters/pydantic_ai_agent.py``) and ``naive`` (no
 recovery at all: ``harness/adapters/naive.py``, the smallest example). A user's own
 agent program
-is named ``module:<dotted.module>``.
+is named ``module:<dotted.module>``; one the harness cannot change, run as a black box
+behind the harness's model and tools, ``cmd:<command line>`` (``harness.blackbox``: its
+failpoints are the harness's servers', ``Adapter.points``).
 """
 
 from __future__ import annotations
@@ -126,6 +128,9 @@ class Adapter:
     files: tuple[str, ...] = ()
     """The files of ``TRIAL_DIR`` its framework keeps its durable state in, besides our
     journal (a framework's SQLite database): a power loss has them to act on."""
+    points: frozenset[str] | None = None
+    """The failpoints its life hits, when not the adapter contract's (a black box's are
+    in the harness's servers: ``harness.blackbox.BLACKBOX_POINTS``)."""
 
     @property
     def keeps_files(self) -> bool:
@@ -136,7 +141,14 @@ class Adapter:
     @property
     def failpoints(self) -> frozenset[str]:
         """The failpoints its agent program hits: a schedule that names another is not run."""
+        if self.points is not None:
+            return self.points
         return OP_POINTS | JOURNAL_POINTS if self.journal else OP_POINTS
+
+    @property
+    def black_box(self) -> bool:
+        """Whether it is an agent program run as a black box (``cmd:``)."""
+        return self.module == BLACKBOX_HOST
 
     @property
     def takes_model(self) -> bool:
@@ -151,7 +163,8 @@ class Adapter:
         the digest of each result its model acked (``harness.agent``'s model reports it)."""
         kept = {"ledger", "history", "world"}
         kept |= {"journal"} if self.journal else set()
-        return frozenset(kept | {"results"} if self.takes_model else kept)
+        # A black box's model is the harness's: it reports the digest of each result shown.
+        return frozenset(kept | {"results"} if self.takes_model or self.black_box else kept)
 
 
 class UnknownAdapterError(ValueError):
@@ -240,8 +253,30 @@ def _registry() -> dict[str, Adapter]:
 ADAPTERS: Mapping[str, Adapter] = MappingProxyType(_registry())
 
 
+BLACKBOX_HOST = "harness.blackbox.host"
+"""The program the supervisor starts for a ``cmd:`` runtime: it serves the model and the
+tools and starts the agent's command (``harness.blackbox.host``)."""
+
+
+def black_box(name: str) -> Adapter:
+    """The adapter of ``cmd:<command line>``: an agent program run as a black box."""
+    import os
+
+    from harness.blackbox import AGENT_COMMAND_ENV, AGENT_HOME_ENV, BLACKBOX_POINTS
+
+    command = name.removeprefix("cmd:").strip()
+    if not command:
+        raise UnknownAdapterError(f"{name!r}: cmd:<command line> expected, e.g. cmd:'python a.py'")
+    env = {AGENT_COMMAND_ENV: command, AGENT_HOME_ENV: os.getcwd()}
+    description = f"agent program {command}, as a black box"
+    return Adapter(name, BLACKBOX_HOST, False, description, env, points=BLACKBOX_POINTS)
+
+
 def get_adapter(name: str) -> Adapter:
-    """The adapter called ``name``; ``module:<dotted.module>`` names a user's agent program."""
+    """The adapter called ``name``; ``module:<dotted.module>`` names a user's agent program,
+    ``cmd:<command line>`` one run as a black box (``harness.blackbox``)."""
+    if name.startswith("cmd:"):
+        return black_box(name)
     if name.startswith("module:"):
         module = name.removeprefix("module:")
         if not module or not all(part.isidentifier() for part in module.split(".")):

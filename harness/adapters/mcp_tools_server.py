@@ -53,7 +53,7 @@ from mcp.types import (
     Tool,
 )
 
-from harness.adapters.mcp_wire import context_of, error_payload
+from harness.adapters.mcp_wire import context_of, error_payload, input_schema
 from harness.agent.plan import load_plan
 from harness.errors import FailpointSpecError
 from harness.failpoints import aim_at_process_group, arm_from_environ, hit_report
@@ -68,16 +68,6 @@ __all__ = ["SERVER_NAME", "build_server", "input_schema", "main"]
 SERVER_NAME = "agent-crash-harness-world"
 EXIT_DONE = 0
 EXIT_REFUSED = 2
-
-_JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "list": "array"}
-
-
-def input_schema(spec: ToolSpec) -> dict[str, Any]:
-    """A catalog tool's arguments as a JSON schema (the world's gate still checks each call)."""
-    properties = {a.name: {"type": _JSON_TYPES.get(a.type, a.type)} for a in spec.args}
-    properties["fail_attempts"] = {"type": "integer"}
-    required = [a.name for a in spec.args if not a.optional]
-    return {"type": "object", "properties": properties, "required": required}
 
 
 def build_server(execute: ToolFunction, declared: Iterable[ToolSpec] = ()) -> Server[Any]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from harness.runtime.errors import FailpointTriggered, HarnessError, ToolError, TransientToolError
 from harness.runtime.executor import CallContext
+from harness.world.catalog import ToolSpec
 
 __all__ = [
     "CALL_META_KEY",
@@ -38,6 +39,7 @@ __all__ = [
     "call_meta",
     "context_of",
     "error_payload",
+    "input_schema",
     "raise_error",
 ]
 
@@ -98,3 +100,14 @@ def raise_error(tool: str, payload: Any) -> None:
         if error is not None:
             raise error(str(payload.get("message", "")))
     raise ToolServerError(f"{tool}: the tool server answered with an error it did not name")
+
+
+_JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "list": "array"}
+
+
+def input_schema(spec: ToolSpec) -> dict[str, Any]:
+    """A catalog tool's arguments as a JSON schema (the world's gate still checks each call)."""
+    properties = {a.name: {"type": _JSON_TYPES.get(a.type, a.type)} for a in spec.args}
+    properties["fail_attempts"] = {"type": "integer"}
+    required = [a.name for a in spec.args if not a.optional]
+    return {"type": "object", "properties": properties, "required": required}

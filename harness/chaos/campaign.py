@@ -36,6 +36,7 @@ from harness.chaos.scenario import load_scenario
 from harness.chaos.schedule import (
     CrashSchedule,
     appends_in_batches,
+    black_box_schedules,
     exhaustive_schedules,
     not_applicable,
     random_schedule,
@@ -113,6 +114,12 @@ def exhaustive_specs(
     a runtime that keeps the journal, power loss for one that keeps files (the others are
     not applicable); ``sample`` of them, drawn from ``seed``, when given."""
     adapter = get_adapter(runtime)
+    if adapter.black_box:
+        return [
+            TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
+            for label, schedule in black_box_schedules(golden.hits)
+            if applicable(schedule, adapter)
+        ]
     plan = load_plan(golden.directory / "plan.json")
     threads = plan.batch_driver == "threads"
     schedules = exhaustive_schedules(
@@ -255,10 +262,12 @@ def _init_worker(restart_budget: int, timeout_s: float, launch: str) -> None:
     )
 
 
-def _golden_task(args: tuple[str, int, Path, dict[str, Path]]) -> tuple[str, int, Golden]:
-    scenario, seed, directory, tables = args
+def _golden_task(args: tuple[str, int, Path, dict[str, Path], str]) -> tuple[str, int, Golden]:
+    scenario, seed, directory, tables, runtime = args
     assert _worker_supervisor is not None
-    golden = prepare_golden(scenario, seed, directory, _worker_supervisor, tables=tables)
+    golden = prepare_golden(
+        scenario, seed, directory, _worker_supervisor, tables=tables, runtime=runtime
+    )
     return scenario, seed, golden
 
 
@@ -370,7 +379,9 @@ def _run_trials(
         homes = {(s, seed): _golden_home(config.run_dir, scratch, s, seed) for s, seed in wanted}
         # A golden run made now that only one random trial uses goes with its folder.
         made_now = {key for key, home in homes.items() if not (home / "golden.json").exists()}
-        golden_tasks = [(s, seed, homes[s, seed], tables[s]) for s, seed in sorted(homes)]
+        golden_tasks = [
+            (s, seed, homes[s, seed], tables[s], config.runtime) for s, seed in sorted(homes)
+        ]
         goldens = {(s, seed): g for s, seed, g in pool.map(_golden_task, golden_tasks)}
         specs: list[TrialSpec] = []
         for s in config.scenarios:

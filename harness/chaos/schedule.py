@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from harness.blackbox import BLACKBOX_POINTS, CALL_POINTS
 from harness.chaos import observer
 from harness.chaos.faults import parse_after_death
 from harness.errors import FailpointSpecError
-from harness.failpoints import parse_failpoints
+from harness.failpoints import FAILPOINTS, parse_failpoints
 
 if TYPE_CHECKING:
     from harness.adapters import Adapter
@@ -38,6 +39,7 @@ __all__ = [
     "CrashSchedule",
     "Life",
     "appends_in_batches",
+    "black_box_schedules",
     "exhaustive_schedules",
     "not_applicable",
     "random_schedule",
@@ -206,7 +208,7 @@ def _is_aim(aim: object) -> bool:
     if not isinstance(aim, str):
         return False
     point, _, op = aim.partition(" ")
-    return point in ("invoke", *AIM_POINTS) and bool(op) and " " not in op
+    return point in ("invoke", *AIM_POINTS, *CALL_POINTS) and bool(op) and " " not in op
 
 
 @dataclass(frozen=True, slots=True)
@@ -603,3 +605,15 @@ def random_schedule(
     if table and lives:
         lives.append(Life(table=table))  # the life that finishes runs with it too
     return CrashSchedule(tuple(lives))
+
+
+def black_box_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSchedule]]:
+    """A black box's exhaustive trials: a kill at every point of the harness's servers at
+    every hit its crash-free run made (``harness.blackbox.BLACKBOX_POINTS``, in protocol
+    order), then every reply lost once after its effect (``lost-reply``: the response is
+    dropped)."""
+    for name in (point for point in FAILPOINTS if point in BLACKBOX_POINTS):
+        for hit in range(1, hits.get(name, 0) + 1):
+            yield f"{name}@{hit}", CrashSchedule((Life(f"{name}@{hit}=kill"),))
+    for hit in range(1, hits.get("op.reply", 0) + 1):
+        yield f"op.reply@{hit}+lost-reply", CrashSchedule((Life(f"op.reply@{hit}=lost-reply"),))

@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.adapters import get_adapter
 from harness.agent.plan import load_plan, plan_to_json
+from harness.blackbox import CALL_POINTS
 from harness.chaos.schedule import Call, CrashSchedule, Life
 from harness.chaos.supervisor import LifeResult, Supervisor
 from harness.chaos.tables import BASE
@@ -88,7 +89,7 @@ class TrialSpec:
                 "-m harness trial",
                 shlex.quote(self.scenario),
                 f"--seed {self.seed}",
-                f"--runtime {self.runtime}",
+                f"--runtime {shlex.quote(self.runtime)}",
                 *([f"--model {self.model}"] if self.model is not None else []),
                 f"--schedule {shlex.quote(self.schedule.to_json())}",
             ]
@@ -222,12 +223,16 @@ def prepare_golden(
     supervisor: Supervisor,
     *,
     tables: Mapping[str, Path] | None = None,
+    runtime: str = "real",
 ) -> Golden:
     """Run (or reuse) the crash-free run of a scenario and seed.
 
     ``tables`` are the trial's (``harness.chaos.tables.scenario_tables``): a
-    scenario with a table of its own runs its golden run with it.
+    scenario with a table of its own runs its golden run with it. The golden run is
+    this project's runtime's, unless ``runtime`` is a black box (``cmd:``): its
+    points are in the harness's servers, so its own crash-free run says where they are.
     """
+    black_box = get_adapter(runtime).black_box
     info = directory / "golden.json"
     if info.exists():
         data = json.loads(info.read_text("utf-8"))
@@ -249,6 +254,7 @@ def prepare_golden(
     lives = supervisor.run(
         directory,
         CrashSchedule((Life(_COUNT_ALL),)),
+        runtime=runtime if black_box else "real",
         tables={BASE: base} if base is not None else None,
         counts_file=counts,
     )
@@ -262,7 +268,8 @@ def prepare_golden(
     prove_checks(scenario, seed, directory / "proof", supervisor, base)
     hits = json.loads(counts.read_text("utf-8"))
     trace = json.loads(Path(hit_ops_path(counts)).read_text("utf-8"))
-    ops, calls = trace["ops"], golden_calls(trace["ops"], trace["ms"])
+    points = CALL_POINTS if black_box else _CALL_POINTS
+    ops, calls = trace["ops"], golden_calls(trace["ops"], trace["ms"], points)
     working_ms = last.duration_ms - (last.ready_ms or 0.0)
     moments = trace["ms"]
     golden = {"hits": hits, "working_ms": working_ms, "ops": ops, "calls": calls, "ms": moments}
@@ -327,24 +334,31 @@ _CALL_POINTS = ("op.before_intent", "op.after_intent", "op.reply", "op.after_fin
 """A call's points in the order it hits them: each opens a window that the next closes."""
 
 
-def golden_calls(ops: Mapping[str, Sequence[str]], ms: Mapping[str, Sequence[float]]) -> list[Call]:
+def golden_calls(
+    ops: Mapping[str, Sequence[str]],
+    ms: Mapping[str, Sequence[float]],
+    call_points: Sequence[str] = _CALL_POINTS,
+) -> list[Call]:
     """Each op of a counted run: from its first intent to its last finish, and the windows
-    between its points (the first hit of each, the last finish), in ms after ready."""
+    between its points (the first hit of each, the last finish), in ms after ready.
+    ``call_points``: a call's points in order (a black box's: ``harness.blackbox.CALL_POINTS``,
+    from the tool server's receipt to the model's being shown the result)."""
+    first, last = call_points[0], call_points[-1]
     at: dict[str, dict[str, float]] = {}
-    for point in _CALL_POINTS:
+    for point in call_points:
         for op_id, moment in zip(ops.get(point, ()), ms.get(point, ()), strict=True):
             seen = at.setdefault(op_id, {})
-            if point == "op.after_finish" or point not in seen:
+            if point == last or point not in seen:
                 seen[point] = float(moment)
     calls = []
     for op_id, seen in at.items():
-        points = [(p, seen[p]) for p in _CALL_POINTS if p in seen]
-        if not ("op.before_intent" in seen and "op.after_finish" in seen):
+        points = [(p, seen[p]) for p in call_points if p in seen]
+        if not (first in seen and last in seen):
             continue
         windows = tuple(
             (opens, a, b) for (opens, a), (_, b) in itertools.pairwise(points) if b >= a
         )
-        start, end = seen["op.before_intent"], seen["op.after_finish"]
+        start, end = seen[first], seen[last]
         if end >= start:
             calls.append((op_id, start, end, windows))
     return sorted(calls, key=lambda call: (call[1], call[2]))
@@ -393,6 +407,7 @@ def run_trial(
         windows = tuple(kill_windows(TrialEvidence(directory, golden, supervisor.restart_budget)))
     except Exception:  # a window is a description, never a reason to crash the campaign
         windows = ()
+    _drop_reader_leftovers(directory / "world.db")  # a black box's windows read the ledger
     return TrialResult(
         spec,
         directory,

@@ -17,6 +17,9 @@ and the ledger tell where the victim stood:
   answered without an intent);
 - ``held at exit``: the moment came after the life's work, and the kill
   landed at its last point (``agent.before_exit``), before it could exit.
+
+A black box keeps no journal: its kills are placed by what the harness's servers
+saw of its life last (``harness.blackbox.windows``).
 """
 
 from __future__ import annotations
@@ -44,12 +47,17 @@ WINDOWS = (
 
 def kill_windows(ev: TrialEvidence) -> list[str]:
     """The window of each random-time kill of the trial, in life order."""
+    from harness.blackbox.windows import black_box_window, is_black_box_trial
+
+    black_box = is_black_box_trial(ev.trial_dir)
     windows = []
     for life in ev.lives:
         if life.killed != "timed":
             continue
         if (life.reached or "").startswith(EXIT_HOLD_POINT):
             windows.append("held at exit")
+        elif black_box:  # no journal: where the harness's servers saw it last
+            windows.append(black_box_window(ev.trial_dir, life.pid))
         else:
             windows.append(_window(ev, life.life, life.pid))
     return windows

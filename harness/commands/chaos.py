@@ -101,6 +101,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="every exhaustive trial of a scenario that caps them (its 'sample'), as audit runs",
     )
     chaos.add_argument(
+        "--self-check",
+        action="store_true",
+        help="run the self-check after a black box's campaign too (a cmd: runtime's "
+        "campaign leaves it out: it tests the harness, not the agent)",
+    )
+    chaos.add_argument(
         "--launch",
         choices=("fork", "exec"),
         default="fork",
@@ -118,8 +124,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     config = campaign_config(args)
+    wanted = args.self_check or not get_adapter(config.runtime).black_box
     try:
-        return run_chaos(config, self_check=not args.no_self_check and config.shard is None)
+        return run_chaos(
+            config, self_check=wanted and not args.no_self_check and config.shard is None
+        )
     finally:
         sweep_agents(config.run_dir)
 

@@ -85,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
     for name in runtimes:
         check_runtime(name)
         check_model(name, args.model)
+        if name.startswith("cmd:"):
+            raise HarnessError(
+                f"--runtime {name}: compare does not take a black box yet; run it alone "
+                "with chaos or trial"
+            )
     for name in args.expect_fail:
         if name not in runtimes:
             raise HarnessError(

@@ -25,6 +25,7 @@ __all__ = [
     "add_shard_option",
     "add_workdir_option",
     "campaign_config",
+    "check_black_box",
     "check_model",
     "check_runtime",
     "count",
@@ -161,6 +162,17 @@ def check_runtime(name: str) -> None:
         )
 
 
+def check_black_box(runtime: str, scenario: str, launch: str) -> None:
+    """A black box (``cmd:``) runs once, crash-free, before any trial: a command that does
+    not start, exits at once or calls neither the model nor a tool is refused here."""
+    from harness.adapters import get_adapter
+
+    if get_adapter(runtime).black_box:
+        from harness.blackbox.preflight import check_agent
+
+        check_agent(runtime, scenario, launch=launch)
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
     value = _whole(text)
@@ -195,6 +207,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
     paths = tuple(s.source for s in scenarios if not args.only or s.name in args.only)
     if not paths:
         raise HarnessError(f"{args.scenarios}: no scenario matches {args.only or 'anything'}")
+    check_black_box(args.runtime, paths[0], args.launch)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1
     run_dir = Path(args.reports).resolve() / run_id()
     run_dir.mkdir(parents=True)

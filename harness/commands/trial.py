@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.chaos.schedule import CrashSchedule
-from harness.commands.options import add_model_option, check_model, check_runtime, run_id
+from harness.commands.options import (
+    add_model_option,
+    check_black_box,
+    check_model,
+    check_runtime,
+    run_id,
+)
 from harness.exits import exit_status
 from harness.runtime.errors import HarnessError
 
@@ -71,13 +77,16 @@ def run_one_trial(
         schedule = CrashSchedule.from_json(schedule_json)
     except ValueError as exc:
         raise HarnessError(f"--schedule: {exc}") from None
+    check_black_box(runtime, scenario, launch)
     run_dir = Path(reports) / f"{run_id()}-trial"
     supervisor = Supervisor(launch=launch)
     # Labelled by its schedule, as a campaign's trial is by its faults.
     label = "-".join(life.describe() for life in schedule.lives) or "no-faults"
     spec = TrialSpec(scenario, seed, schedule, runtime, label, "custom", model)
     tables = scenario_tables(run_dir / "tables", scenario)
-    golden = prepare_golden(scenario, seed, run_dir / "golden", supervisor, tables=tables)
+    golden = prepare_golden(
+        scenario, seed, run_dir / "golden", supervisor, tables=tables, runtime=runtime
+    )
     result = run_trial(spec, run_dir / "trial", golden.directory, supervisor, tables=tables)
     print_trial(result)
     return exit_status([result.status])

@@ -390,7 +390,8 @@ class TestAimedKills:
 class TestTheRuntimesHook:
     def test_the_points_are_the_runtimes_and_the_harnesss_own_in_protocol_order(self) -> None:
         """FAILPOINTS: the runtime's crash points, with the harness's op.request before the
-        effect, op.reply after the effect's middle and agent.before_exit last."""
+        effect, op.reply after the effect's middle and agent.before_exit after the runtime's; then a
+        black box's, hit in the harness's servers (harness.blackbox)."""
         assert FAILPOINTS == (
             "op.before_intent",
             "op.after_intent",
@@ -410,6 +411,10 @@ class TestTheRuntimesHook:
             "compact.before_dir_fsync",
             "compact.after_dir_fsync",
             "agent.before_exit",
+            "tool.received",
+            "tool.before_reply",
+            "model.received",
+            "model.before_reply",
         )
         assert [p for p in FAILPOINTS if p in CRASH_POINTS] == list(CRASH_POINTS)
 

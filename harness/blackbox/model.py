@@ -1,0 +1,472 @@
+"""The model a black box talks to: an OpenAI-compatible endpoint scripted from the plan.
+
+It reads only the conversation each request carries, never its own memory: from the
+tool results already in it, it works out which plan calls are done and answers with
+the next plan call (a batch's calls together) as ``tool_calls``, or with a final
+text once every call is settled. Its tool-call ids name the plan call they stand
+for (``call_s003_7``: op ``s003``, issued when the conversation held 7 items), so
+the next request tells it which of its calls each result answers.
+
+How it reads a tool result (the text the agent put in the conversation):
+
+- JSON that is not an error: the call succeeded, and that is the result it was handed;
+- ``{"error": "TransientToolError", ...}``: a transient failure, the call is asked again
+  (at most ``MAX_RETRIES`` times);
+- ``{"error": ..., "message": ...}`` of any other class, or text that is not JSON: failed;
+- empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``
+  or ``no reply``: the outcome is unknown. A call of a retry-safe tool (by the tool
+  table) is then asked again; for any other, as ``harness.agent.model`` does with a
+  VERIFY hint, it asks for the step's read-only check (op ``s003.check``), and for a
+  redo (``s003.redo``) only when the check shows the effect absent; a step no check
+  can tell is left unknown.
+
+What it was shown, it tells the supervisor (``harness.failpoints.tell_supervisor``'s
+words, the user standing for the model here): ``ack <op> <digest of the result>``,
+``fail``, ``info``, ``hint``, ``check``; and ``invoke <op>`` when it asks for a
+plan call. Every request and its answer go to ``model.jsonl`` in the trial folder.
+
+Served: ``POST /v1/chat/completions`` (``stream`` or not), ``POST /v1/responses`` (not
+streamed; ``previous_response_id`` is refused: it keeps no state) and ``GET /v1/models``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.agent.plan import Plan, PlanStep, batches
+from harness.world.store import result_digest
+
+__all__ = [
+    "MAX_REDOES",
+    "MAX_RETRIES",
+    "Answer",
+    "Item",
+    "ModelEndpoint",
+    "Reply",
+    "call_id",
+    "classify",
+    "decide",
+    "op_of_call",
+]
+
+MODEL_NAME = "harness-scripted"
+CHECK_SUFFIX = ".check"
+REDO_SUFFIX = ".redo"
+MAX_REDOES = 8
+MAX_RETRIES = 3
+UNKNOWN_MARKS = ("verify", "outcome unknown", "interrupted", "timed out", "no reply")
+"""Words of a tool result (any case) that say its outcome is unknown."""
+
+
+def call_id(op_id: str, position: int) -> str:
+    """The id of a tool call the model asks for: the op it stands for, and where."""
+    return f"call_{op_id}_{position}"
+
+
+def op_of_call(call: str) -> str | None:
+    """The op a tool-call id of this model names (None: not one of its ids)."""
+    head, _, position = call.rpartition("_")
+    if not head.startswith("call_") or not position.isdigit():
+        return None
+    return head.removeprefix("call_") or None
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One item of a conversation that matters here: a call the model asked for, or the
+    result the agent showed for a call."""
+
+    kind: str  # "call" or "result"
+    call: str
+    text: str = ""
+
+
+@dataclass(slots=True)
+class Answer:
+    calls: list[tuple[str, str, str, Mapping[str, Any]]] = field(default_factory=list)
+    """(call id, op, tool, arguments) of each tool call asked for."""
+    final: str | None = None
+    told: list[tuple[str, str]] = field(default_factory=list)
+    """(key, line) of what it was shown: the key says which result it was, so that a
+    result shown again (the conversation grows) is told once."""
+    shown: list[dict[str, Any]] = field(default_factory=list)
+    """For the record: each of its calls in the conversation and what the agent showed."""
+
+
+def classify(text: str) -> tuple[str, Any]:
+    """``ok`` (and the result), ``transient``, ``error`` or ``unknown`` (see the module)."""
+    stripped = text.strip()
+    if not stripped:
+        return "unknown", None
+    value: Any = None
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        start = stripped.find("{")
+        if start >= 0:
+            try:
+                value, _ = json.JSONDecoder().raw_decode(stripped[start:])
+            except ValueError:
+                value = None
+    if isinstance(value, dict) and set(value) == {"error", "message"}:
+        return ("transient" if value["error"] == "TransientToolError" else "error"), value
+    if value is not None and isinstance(value, dict | list):
+        return "ok", value
+    lowered = stripped.lower()
+    if any(mark in lowered for mark in UNKNOWN_MARKS):
+        return "unknown", None
+    return "error", stripped
+
+
+def _step_op(op_id: str) -> str:
+    return op_id.split(".", 1)[0]
+
+
+def _shipped_retry_safe(tool: str) -> bool:
+    from harness.runtime.classes import ToolTable
+
+    return ToolTable.shipped().classify(tool).retry_safe
+
+
+def decide(
+    plan: Plan, items: Sequence[Item], retry_safe: Callable[[str], bool] = _shipped_retry_safe
+) -> Answer:
+    """The answer to a conversation: a function of the plan and ``items`` alone.
+
+    ``retry_safe`` says which tools may simply be asked again when their outcome is
+    unknown (the tool table's retry-safe classes); any other is verified."""
+    steps = {s.op_id: s for s in plan.steps}
+    answer = Answer()
+    issued: dict[str, str] = {}
+    results: dict[str, str] = {}
+    for item in items:
+        op = op_of_call(item.call)
+        if op is None or _step_op(op) not in steps:
+            continue
+        if item.kind == "call":
+            issued[item.call] = op
+        elif item.call in issued:
+            results.setdefault(item.call, item.text)
+    # What each step came to, from its results in conversation order: None (to do),
+    # ok, fail, info, or the call to ask next: ("retry"|"check"|"redo", op).
+    state: dict[str, tuple[str, str]] = {}
+    retries: dict[str, int] = {}
+    for call, op in issued.items():
+        if call not in results:
+            answer.shown.append({"call": call, "op": op, "shown": "nothing"})
+            continue
+        step = steps[_step_op(op)]
+        kind, value = classify(results[call])
+        answer.shown.append(
+            {"call": call, "op": op, "shown": kind}
+            | ({"digest": result_digest(value)} if kind == "ok" else {})
+        )
+        if kind == "unknown" and retry_safe(step.tool) and not op.endswith(CHECK_SUFFIX):
+            kind = "transient"  # a retry-safe call is asked again, as the executor retries
+        _settle(step, op, call, kind, value, state, retries, answer)
+    for batch in batches(plan.steps):
+        wanted = [want for s in batch if (want := _wanted(s, state.get(s.op_id))) is not None]
+        if wanted:
+            position = len(items)
+            for op, tool, args in wanted:
+                answer.calls.append((call_id(op, position), op, tool, args))
+            return answer
+    told = {s.op_id: state.get(s.op_id, ("?", ""))[0] for s in plan.steps}
+    answer.final = f"Done: {len(plan.steps)} steps, " + ", ".join(
+        f"{op} {what}" for op, what in told.items()
+    )
+    return answer
+
+
+def _settle(
+    step: PlanStep,
+    op: str,
+    call: str,
+    kind: str,
+    value: Any,
+    state: dict[str, tuple[str, str]],
+    retries: dict[str, int],
+    answer: Answer,
+) -> None:
+    """What one result shown to the model makes of its step, and what it tells."""
+    name = step.op_id
+    if op.endswith(CHECK_SUFFIX):
+        hinted = op.removesuffix(CHECK_SUFFIX)
+        if kind != "ok" or step.verify is None:
+            state[name] = ("info", "")
+            answer.told.append((f"{call} info", f"info {name}"))
+            return
+        holds = step.verify.holds(value)
+        found = "present" if holds else "absent"
+        answer.told.append((f"{call} check", f"check {hinted} {result_digest(value)} {found}"))
+        if holds:
+            state[name] = ("ok", "")
+            answer.told.append((f"{call} ack", f"ack {name} {result_digest(None)}"))
+        elif hinted.count(REDO_SUFFIX) >= MAX_REDOES:
+            state[name] = ("info", "")
+            answer.told.append((f"{call} info", f"info {name}"))
+        else:
+            state[name] = ("redo", hinted + REDO_SUFFIX)
+        return
+    if kind == "ok":
+        state[name] = ("ok", "")
+        answer.told.append((f"{call} ack", f"ack {name} {result_digest(value)}"))
+    elif kind == "transient" and retries.get(op, 0) < MAX_RETRIES:
+        retries[op] = retries.get(op, 0) + 1
+        state[name] = ("retry", op)
+    elif kind in ("error", "transient"):
+        state[name] = ("fail", "")
+        answer.told.append((f"{call} fail", f"fail {name}"))
+    else:  # unknown: verify it when a read-only check can tell
+        answer.told.append((f"{call} info", f"info {name}"))
+        if step.verify is None:
+            state[name] = ("info", "")
+            return
+        answer.told.append((f"{call} hint", f"hint {op}"))
+        state[name] = ("check", op)
+
+
+def _wanted(step: PlanStep, state: tuple[str, str] | None) -> tuple[str, str, Any] | None:
+    """The call a step still wants: (op, tool, arguments), or None when it is settled."""
+    if state is None:
+        return step.op_id, step.tool, dict(step.args)
+    what, op = state
+    if what in ("retry", "redo"):
+        return op, step.tool, dict(step.args)
+    if what == "check" and step.verify is not None:
+        return op + CHECK_SUFFIX, step.verify.tool, dict(step.verify.args)
+    return None
+
+
+# -- the wire: Chat Completions and Responses ---------------------------------------------
+
+
+def chat_items(messages: Any) -> list[Item]:
+    """The calls and results of a Chat Completions ``messages`` list."""
+    items: list[Item] = []
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                items.append(Item("call", call["id"]))
+        if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
+            items.append(Item("result", message["tool_call_id"], _text(message.get("content"))))
+    return items
+
+
+def responses_items(given: Any) -> list[Item]:
+    """The calls and results of a Responses API ``input``."""
+    items: list[Item] = []
+    for item in given if isinstance(given, list) else ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call" and isinstance(item.get("call_id"), str):
+            items.append(Item("call", item["call_id"]))
+        elif item.get("type") == "function_call_output" and isinstance(item.get("call_id"), str):
+            items.append(Item("result", item["call_id"], _text(item.get("output"))))
+    return items
+
+
+def _text(content: Any) -> str:
+    """A message's content as text: a string, or the text parts of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else json.dumps(content)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    content_type: str
+    chunks: tuple[bytes, ...]
+
+
+def _json_reply(status: int, body: object) -> Reply:
+    return Reply(status, "application/json", (json.dumps(body).encode(),))
+
+
+def _error(status: int, message: str) -> Reply:
+    return _json_reply(status, {"error": {"message": message, "type": "invalid_request_error"}})
+
+
+class ModelEndpoint:
+    """The model's side of one life: turns a request into a reply, records it, tells.
+
+    ``tell`` writes a line on the supervisor's channel; ``hit`` marks a failpoint
+    (``model.received``, ``model.before_reply``); ``issued`` is called with each call it
+    asks for (the tool server knows calls by what the model asked). What it was shown
+    is told once per life (``_told``): a record of what it said, not a memory it
+    decides from.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        record: Path,
+        tell: Callable[[str], object],
+        hit: Callable[[str, str], None],
+        issued: Callable[[str, str, Mapping[str, Any]], None] = lambda op, tool, args: None,
+        retry_safe: Callable[[str], bool] = _shipped_retry_safe,
+    ) -> None:
+        self.plan = plan
+        self.record = record
+        self.tell = tell
+        self.hit = hit
+        self.issued = issued
+        self.retry_safe = retry_safe
+        self._told: set[str] = set()
+        self._served = 0
+
+    def handle(self, method: str, path: str, body: bytes) -> Reply:
+        path = path.split("?", 1)[0].rstrip("/")
+        if method == "GET" and path.endswith("/models"):
+            listed = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "harness"}
+            return _json_reply(200, {"object": "list", "data": [listed]})
+        if method != "POST":
+            return _error(405, f"{method} {path}: not served")
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError as exc:
+            return _error(400, f"the request is not JSON: {exc}")
+        if not isinstance(request, dict):
+            return _error(400, "the request is not a JSON object")
+        if path.endswith("/chat/completions"):
+            api, items = "chat", chat_items(request.get("messages"))
+        elif path.endswith("/responses"):
+            if request.get("previous_response_id"):
+                return _error(
+                    400,
+                    "previous_response_id: this model keeps no state between requests; "
+                    "send the whole conversation as input",
+                )
+            api, items = "responses", responses_items(request.get("input"))
+        else:
+            return _error(404, f"{path}: not served (chat/completions, responses, models)")
+        stream = bool(request.get("stream")) and api == "chat"
+        answer = decide(self.plan, items, self.retry_safe)
+        self._served += 1
+        self._write_record(api, stream, answer)
+        new = [(key, line) for key, line in answer.told if key not in self._told]
+        for key, line in new:
+            self._told.add(key)
+            self.tell(line)
+        first = next((line.split(" ")[1] for _, line in new if not line.startswith("check")), "")
+        self.hit("model.received", first)
+        for _, op, tool, args in answer.calls:
+            self.issued(op, tool, args)
+            key = f"invoke {op} {len(items)}"
+            if "." not in op and key not in self._told and not self._retry(items, op):
+                self._told.add(key)
+                self.tell(f"invoke {op}")
+        self.hit("model.before_reply", answer.calls[0][1] if answer.calls else "")
+        model = str(request.get("model") or MODEL_NAME)
+        if api == "responses":
+            return _json_reply(200, _responses_body(answer, model, self._served))
+        if stream:
+            return Reply(200, "text/event-stream", _chat_chunks(answer, model, self._served))
+        return _json_reply(200, _chat_body(answer, model, self._served))
+
+    @staticmethod
+    def _retry(items: Sequence[Item], op: str) -> bool:
+        """Whether ``op`` was asked for before in this conversation (asked again after a
+        transient failure: the same call, not a new one)."""
+        return any(i.kind == "call" and op_of_call(i.call) == op for i in items)
+
+    def _write_record(self, api: str, stream: bool, answer: Answer) -> None:
+        line = {
+            "t_ns": time.time_ns(),
+            "pid": os.getpid(),  # the life's (its host's): where a kill landed says it
+            "api": api,
+            "stream": stream,
+            "shown": answer.shown,
+            "calls": [{"id": c, "op": op, "tool": t, "args": a} for c, op, t, a in answer.calls],
+            "final": answer.final,
+        }
+        with open(self.record, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line, default=repr) + "\n")
+
+
+def _tool_call(call: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    arguments = json.dumps(dict(args), ensure_ascii=False)
+    return {"id": call, "type": "function", "function": {"name": tool, "arguments": arguments}}
+
+
+def _chat_body(answer: Answer, model: str, n: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": answer.final}
+    if answer.calls:
+        message["tool_calls"] = [_tool_call(c, t, a) for c, _, t, a in answer.calls]
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if answer.calls else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def _chat_chunks(answer: Answer, model: str, n: int) -> tuple[bytes, ...]:
+    base: dict[str, Any] = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk"}
+    base |= {"created": int(time.time()), "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(data)}\n\n".encode()
+
+    chunks = [chunk({"role": "assistant", "content": "" if answer.final is not None else None})]
+    if answer.final is not None:
+        chunks.append(chunk({"content": answer.final}))
+    for index, (call, _, tool, args) in enumerate(answer.calls):
+        chunks.append(chunk({"tool_calls": [{"index": index, **_tool_call(call, tool, args)}]}))
+    chunks.append(chunk({}, "tool_calls" if answer.calls else "stop"))
+    chunks.append(b"data: [DONE]\n\n")
+    return tuple(chunks)
+
+
+def _responses_body(answer: Answer, model: str, n: int) -> dict[str, Any]:
+    output: list[dict[str, Any]] = [
+        {
+            "type": "function_call",
+            "id": f"fc_{call}",
+            "call_id": call,
+            "name": tool,
+            "arguments": json.dumps(dict(args), ensure_ascii=False),
+            "status": "completed",
+        }
+        for call, _, tool, args in answer.calls
+    ]
+    if answer.final is not None:
+        text = {"type": "output_text", "text": answer.final, "annotations": []}
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{n}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [text],
+            }
+        )
+    return {
+        "id": f"resp_{n}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+    }

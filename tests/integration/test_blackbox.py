@@ -1,0 +1,171 @@
+"""An unmodified agent program tested as a black box (``--runtime cmd:...``), through the CLI.
+
+The example agent (``examples/agents/plain_python/agent.py``) keeps its conversation in
+a file appended after each tool result: a kill between an unsafe call's effect and
+that write makes it run the call again, which I2 catches from the ledger alone. A
+command that cannot take part in a trial is refused with one line and exit 2, before
+any trial, with no process left.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = "examples/agents/plain_python/agent.py"
+RUNTIME = f"cmd:python {AGENT}"
+PHONE = "scenarios/phone_task.toml"
+JOURNAL_INVARIANTS = ("I3", "I4", "I5", "I6", "I9", "I12")
+
+
+def harness(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=ROOT,
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def trial(tmp_path: Path, schedule: str, **env: str) -> tuple[int, dict[str, dict[str, object]]]:
+    """Run one trial of the example agent; its exit status and its verdicts by invariant."""
+    ran = harness(
+        "trial",
+        PHONE,
+        "--seed",
+        "7",
+        "--runtime",
+        RUNTIME,
+        "--schedule",
+        schedule,
+        "--reports",
+        str(tmp_path),
+        **env,
+    )
+    (folder,) = tmp_path.glob("*-trial/trial")
+    verdicts = json.loads((folder / "verdicts.json").read_text())
+    return ran.returncode, {v["invariant"]: v for v in verdicts}
+
+
+def test_the_example_agent_imports_nothing_of_this_project() -> None:
+    tree = ast.parse((ROOT / AGENT).read_text())
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        (node.module or "").split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert imported, "the agent imports something: the check would test nothing"
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_crash_free_run_holds_and_journal_invariants_are_not_judged(
+    tmp_path: Path, transport: str
+) -> None:
+    status, verdicts = trial(tmp_path, "[]", AGENT_MCP=transport)
+    assert status == 0
+    for key in ("I1", "I7", "I8", "I11"):
+        assert verdicts[key]["status"] == "pass", verdicts[key]
+        assert verdicts[key]["applied"], verdicts[key]
+    for key in JOURNAL_INVARIANTS:
+        assert verdicts[key]["status"] == "not-judged", verdicts[key]
+        assert verdicts[key]["evidence"] == ["the runtime under test offers no journal"]
+    (folder,) = tmp_path.glob("*-trial/trial")
+    vias = {json.loads(line)["via"] for line in (folder / "tools.jsonl").read_text().splitlines()}
+    assert vias == {"http"}  # the stdio bridge posts to the same endpoint
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_kill_after_an_unsafe_effect_is_caught_replaying_it(
+    tmp_path: Path, transport: str
+) -> None:
+    """s003 is a ui_tap (non-idempotent): killed after its effect, before its reply reached
+    the agent, the agent asks the model again with a conversation that lacks it, and runs
+    it again."""
+    status, verdicts = trial(tmp_path, '[{"failpoints": "op.reply@3=kill"}]', AGENT_MCP=transport)
+    assert status == 1
+    assert verdicts["I2"]["status"] == "fail"
+    assert verdicts["I2"]["evidence"] == [
+        "s003 (ui_tap, non_idempotent) ran 2 times in 2 lives: a non_idempotent call was replayed"
+    ]
+    assert verdicts["F"]["status"] == "pass" and verdicts["I7"]["status"] == "pass"
+
+
+def test_a_lost_reply_of_an_unsafe_call_is_verified_not_replayed(tmp_path: Path) -> None:
+    """The response is dropped after the effect: the agent shows the model the outcome is
+    unknown, the model asks for the step's check, finds the effect, and goes on."""
+    status, verdicts = trial(tmp_path, '[{"failpoints": "op.reply@3=lost-reply"}]')
+    assert status == 0, verdicts
+    assert verdicts["I11"]["evidence"] == [
+        "9 acks match what the world returned, 1 unknowns have a cause"
+    ]
+    (folder,) = tmp_path.glob("*-trial/trial")
+    told = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines()]
+    assert [h["type"] for h in told if h["op"] == "s003"] == ["invoke", "info", "ok"]
+
+
+BAD_AGENTS = {
+    "exits.py": ("import sys\nsys.exit(3)\n", "exited at once with status 3, before calling"),
+    "silent.py": ("print('hello')\n", "exited 0 without calling the model at OPENAI_BASE_URL"),
+    "no_tools.py": (
+        "import json, os, urllib.request\n"
+        "url = os.environ['OPENAI_BASE_URL'] + '/chat/completions'\n"
+        "body = json.dumps({'messages': [{'role': 'user', 'content': 'hi'}]}).encode()\n"
+        "request = urllib.request.Request(url, body, {'Content-Type': 'application/json'})\n"
+        "urllib.request.urlopen(request).read()\n",
+        "called the model but no tool, at neither HARNESS_MCP_URL nor HARNESS_MCP_COMMAND",
+    ),
+}
+
+
+@pytest.mark.parametrize("command", ["no-such-agent-program", *BAD_AGENTS])
+@pytest.mark.parametrize("subcommand", ["chaos", "trial"])
+def test_a_command_that_cannot_take_part_is_refused_before_any_trial(
+    tmp_path: Path, command: str, subcommand: str
+) -> None:
+    if command in BAD_AGENTS:
+        script, missing = BAD_AGENTS[command]
+        (tmp_path / command).write_text(script)
+        line = f"python {tmp_path / command}"
+    else:
+        line, missing = command, "the command does not start: 'no-such-agent-program' is not found"
+    reports = tmp_path / "reports"
+    where = ["--only", "phone_task", "--random", "0"] if subcommand == "chaos" else [PHONE]
+    ran = harness(
+        subcommand,
+        *where,
+        "--seed",
+        "7",
+        "--runtime",
+        f"cmd:{line}",
+        "--reports",
+        str(reports),
+    )
+    assert ran.returncode == 2, ran.stderr
+    (said,) = ran.stderr.strip().splitlines()
+    assert said.startswith(f"harness: --runtime {shlex.quote(f'cmd:{line}')}: ")
+    assert missing in said
+    assert not reports.exists()
+    left = [
+        p.info["cmdline"]
+        for p in psutil.process_iter(["cmdline"])
+        if str(tmp_path) in " ".join(p.info["cmdline"] or ())
+    ]
+    assert left == []

@@ -1,0 +1,278 @@
+"""The black box's model and tools over real HTTP on 127.0.0.1 (``harness.blackbox``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.agent.plan import Plan, PlanStep, Verification
+from harness.blackbox.host import BRIDGE, BlackBoxServer
+from harness.blackbox.model import ModelEndpoint, call_id
+from harness.blackbox.tools import ToolEndpoint
+from harness.blackbox.windows import black_box_window, is_black_box_trial
+from harness.failpoints import arm, disarm, parse_failpoints
+from harness.world.store import WorldStore, read_ledger, result_digest
+
+TAP = PlanStep(
+    1,
+    "s001",
+    "ui_tap",
+    {"element": "ok_button"},
+    Verification("ui_dump", {}, "taps", contains="ok_button"),
+)
+TYPE = PlanStep(2, "s002", "input_text", {"field": "title", "text": "milk"})
+PLAN = Plan("mini", 1, "mini.toml", (TAP, TYPE))
+
+
+@dataclass
+class Served:
+    base: str
+    told: list[str]
+    hits: list[tuple[str, str]]
+    record: Path
+    tools_record: Path
+    world: Path
+
+    def post(self, path: str, body: object) -> Any:
+        return json.loads(self.raw(path, body))
+
+    def raw(self, path: str, body: object) -> bytes:
+        request = urllib.request.Request(
+            self.base + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            data: bytes = response.read()
+        return data
+
+    def records(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.record.read_text().splitlines()]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    told: list[str] = []
+    hits: list[tuple[str, str]] = []
+    record, tools_record = tmp_path / "model.jsonl", tmp_path / "tools.jsonl"
+    with WorldStore.open(tmp_path / "world.db") as world:
+
+        def hit(name: str, detail: str) -> None:
+            from harness.failpoints import failpoint
+
+            hits.append((name, detail))
+            failpoint(name, detail)
+
+        tools = ToolEndpoint(PLAN, world, tools_record, hit, [])
+        model = ModelEndpoint(PLAN, record, told.append, hit, tools.note_issued)
+        server = BlackBoxServer(model, tools)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield Served(server.base, told, hits, record, tools_record, tmp_path / "world.db")
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+def chat(served: Served, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    reply = served.post("/v1/chat/completions", {"model": "m", "messages": messages, **extra})
+    message: dict[str, Any] = reply["choices"][0]["message"]
+    return message
+
+
+def result_of(call: dict[str, Any], text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call["id"], "content": text}
+
+
+USER = {"role": "user", "content": "go"}
+
+
+def test_chat_asks_the_plan_calls_in_order_and_tells_what_it_was_shown(served: Served) -> None:
+    first = chat(served, [USER])
+    (call,) = first["tool_calls"]
+    assert call["id"] == call_id("s001", 0)
+    assert call["function"]["name"] == "ui_tap"
+    assert json.loads(call["function"]["arguments"]) == {"element": "ok_button"}
+    assert served.told == ["invoke s001"]
+    result = {"tapped": "ok_button"}
+    conversation = [USER, first, result_of(call, json.dumps(result))]
+    second = chat(served, conversation)
+    assert second["tool_calls"][0]["function"]["name"] == "input_text"
+    assert served.told[1:] == [f"ack s001 {result_digest(result)}", "invoke s002"]
+    last = second["tool_calls"][0]
+    done = chat(served, [*conversation, second, result_of(last, '{"ok": true}')])
+    assert "tool_calls" not in done and done["content"].startswith("Done: 2 steps")
+    shown = [[s["shown"] for s in line["shown"]] for line in served.records()]
+    assert shown == [[], ["ok"], ["ok", "ok"]]
+    assert served.records()[-1]["final"] == done["content"]
+
+
+def test_the_same_conversation_gets_the_same_answer(served: Served) -> None:
+    """It keeps no memory: asked twice, it answers twice alike (and tells once)."""
+    assert chat(served, [USER]) == chat(served, [USER])
+    assert served.told == ["invoke s001"]
+
+
+def test_chat_streamed_as_server_sent_events(served: Served) -> None:
+    body = {"model": "m", "messages": [USER], "stream": True}
+    events = served.raw("/v1/chat/completions", body).decode().split("\n\n")
+    data = [e.removeprefix("data: ") for e in events if e]
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    calls = [c for chunk in chunks for c in chunk["choices"][0]["delta"].get("tool_calls", ())]
+    assert [(c["id"], c["function"]["name"]) for c in calls] == [(call_id("s001", 0), "ui_tap")]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_responses_api(served: Served) -> None:
+    first = served.post("/v1/responses", {"model": "m", "input": "go"})
+    (call,) = first["output"]
+    assert (call["type"], call["name"]) == ("function_call", "ui_tap")
+    done = {"type": "function_call_output", "call_id": call["call_id"], "output": "{}"}
+    second = served.post("/v1/responses", {"model": "m", "input": [call, done]})
+    assert second["output"][0]["name"] == "input_text"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        served.post("/v1/responses", {"input": [], "previous_response_id": "resp_1"})
+    assert refused.value.code == 400
+
+
+def test_an_unknown_outcome_is_verified_then_redone_only_if_absent(served: Served) -> None:
+    first = chat(served, [USER])
+    call = first["tool_calls"][0]
+    lost = result_of(call, "the tool call was interrupted, its outcome unknown")
+    conversation = [USER, first, lost]
+    check = chat(served, conversation)["tool_calls"][0]
+    assert check["id"] == call_id("s001.check", 2)
+    assert check["function"]["name"] == "ui_dump"
+    assert served.told[1:] == ["info s001", "hint s001"]
+    asked = {"role": "assistant", "content": None, "tool_calls": [check]}
+    present = {"taps": ["ok_button"]}
+    found = chat(served, [*conversation, asked, result_of(check, json.dumps(present))])
+    assert found["tool_calls"][0]["function"]["name"] == "input_text"
+    assert served.told[3:5] == [
+        f"check s001 {result_digest(present)} present",
+        f"ack s001 {result_digest(None)}",  # handed no result: the check found the effect
+    ]
+    absent = chat(served, [*conversation, asked, result_of(check, '{"taps": []}')])
+    assert absent["tool_calls"][0]["id"] == call_id("s001.redo", 4)
+
+
+def test_a_transient_failure_is_asked_again_a_tool_error_fails(served: Served) -> None:
+    first = chat(served, [USER])
+    call = first["tool_calls"][0]
+    transient = json.dumps({"error": "TransientToolError", "message": "try again"})
+    again = chat(served, [USER, first, result_of(call, transient)])
+    assert again["tool_calls"][0]["function"]["name"] == "ui_tap"
+    assert served.told == ["invoke s001"]  # the same call asked again, not a new one
+    failed = json.dumps({"error": "ToolError", "message": "no such element"})
+    chat(served, [USER, first, result_of(call, failed)])
+    assert served.told[-2:] == ["fail s001", "invoke s002"]
+
+
+def rpc(served: Served, method: str, params: dict[str, Any], rid: int = 1) -> Any:
+    return served.post("/mcp", {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+
+
+def test_mcp_over_http_runs_a_call_on_the_world_as_the_op_the_model_asked(
+    served: Served,
+) -> None:
+    init = rpc(served, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})
+    assert init["result"]["capabilities"] == {"tools": {"listChanged": False}}
+    names = {t["name"] for t in rpc(served, "tools/list", {})["result"]["tools"]}
+    assert {"ui_tap", "input_text", "ui_dump"} <= names
+    chat(served, [USER])  # the model asks s001: ui_tap ok_button
+    answer = rpc(served, "tools/call", {"name": "ui_tap", "arguments": {"element": "ok_button"}})
+    assert answer["result"]["isError"] is False
+    other = rpc(served, "tools/call", {"name": "input_text", "arguments": dict(TYPE.args)})
+    stray = rpc(served, "tools/call", {"name": "ui_tap", "arguments": {"element": "x"}})
+    assert stray["result"]["isError"] is False and other["result"]["isError"] is False
+    rows = read_ledger(served.world)
+    assert [(r.op_id, r.tool) for r in rows] == [
+        ("s001", "ui_tap"),  # asked by the model
+        ("s002", "input_text"),  # a plan step of that content
+        ("unplanned-ui_tap", "ui_tap"),  # no call of the plan
+    ]
+    assert rows[0].result == result_digest(answer["result"]["structuredContent"])
+    assert [h for h, _ in served.hits if h.startswith("tool.")] == [
+        "tool.received",
+        "tool.before_reply",
+    ] * 3
+    bad = rpc(served, "tools/call", {"name": "ui_tap", "arguments": {}})
+    assert bad["result"]["isError"] is True
+    assert json.loads(bad["result"]["content"][0]["text"])["error"] == "ToolError"
+    assert len(read_ledger(served.world)) == 3  # the gate refused it: no execution
+
+
+def test_a_lost_reply_drops_the_response_after_the_effect(served: Served) -> None:
+    arm(parse_failpoints("op.reply@1=lost-reply"))
+    try:
+        with pytest.raises(OSError):  # the connection closes with no answer
+            rpc(served, "tools/call", {"name": "ui_tap", "arguments": {"element": "ok_button"}})
+    finally:
+        disarm()
+    assert [r.op_id for r in read_ledger(served.world)] == ["s001"]
+    outcomes = [
+        json.loads(line)["outcome"] for line in served.tools_record.read_text().splitlines()
+    ]
+    assert outcomes == ["dropped"]
+
+
+def test_the_stdio_bridge_speaks_mcp_on_its_stdin_and_stdout(served: Served) -> None:
+    messages: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "ui_tap", "arguments": {"element": "ok_button"}},
+        },
+    ]
+    arm(parse_failpoints("op.reply@2=lost-reply"))
+    try:
+        ran = subprocess.run(
+            [sys.executable, str(BRIDGE), served.base + "/mcp"],
+            input="".join(json.dumps(m) + "\n" for m in [*messages, {**messages[2], "id": 3}]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        disarm()
+    answers = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, 2, 3]  # nothing for the notification
+    assert answers[1]["result"]["isError"] is False
+    assert answers[2]["error"]["code"] == -32001  # the reply was dropped: a timeout's error
+    assert "outcome unknown" in answers[2]["error"]["message"]
+    assert len(read_ledger(served.world)) == 2  # both calls ran
+
+
+def test_a_black_box_kill_is_placed_by_the_last_thing_its_life_did(tmp_path: Path) -> None:
+    model, tools = tmp_path / "model.jsonl", tmp_path / "tools.jsonl"
+    lines = [
+        (model, {"t_ns": 1, "pid": 10, "calls": [{}], "final": None}),
+        (tools, {"t_ns": 2, "pid": 10, "op": "s001"}),
+        (model, {"t_ns": 3, "pid": 11, "calls": [{}], "final": None}),
+        (model, {"t_ns": 4, "pid": 12, "calls": [], "final": "Done"}),
+    ]
+    for path, line in lines:
+        with path.open("a") as out:
+            out.write(json.dumps(line) + "\n")
+    assert is_black_box_trial(tmp_path) and not is_black_box_trial(tmp_path / "none")
+    assert [black_box_window(tmp_path, pid) for pid in (9, 10, 11, 12)] == [
+        "start-up",
+        "after a tool call",
+        "after a model answer",
+        "after the final answer",
+    ]
