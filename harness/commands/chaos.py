@@ -289,15 +289,15 @@ def _self_check(
                 select=_with(fault) if batch_fault else None,
             )
         else:
+            # The scenarios that can expose the mistake (a compaction's, those that compact).
+            exposing = tuple(
+                s
+                for s in config.scenarios
+                if runtime.needs_step is None
+                or runtime.exposed_by(_golden_finishes(replace(config, scenarios=(s,))))
+            )
             if fault != "sigkill":
-                # Without the fault, in scenarios that can expose the mistake otherwise (a
-                # compaction's, in those that compact): the fault alone must make the difference.
-                exposing = tuple(
-                    s
-                    for s in config.scenarios
-                    if runtime.needs_step is None
-                    or runtime.exposed_by(_golden_finishes(replace(config, scenarios=(s,))))
-                )
+                # Without the fault, in those scenarios: the fault alone must make the difference.
                 alone = run_with_progress(
                     replace(broken, scenarios=exposing[:2]),
                     f"self-check {name} (without {fault})",
@@ -305,8 +305,10 @@ def _self_check(
                     stop=caught_as_expected,
                     select=_without(fault),
                 )
+            # Those scenarios first: the verdict is the same, it only comes sooner.
+            rest = tuple(s for s in config.scenarios if s not in exposing)
             results = run_with_progress(
-                broken,
+                replace(broken, scenarios=exposing + rest),
                 f"self-check {name}" + ("" if fault == "sigkill" else f" ({fault})"),
                 completed=completed,
                 stop=caught_as_expected,
