@@ -15,26 +15,30 @@ report of what completed.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import time
 from collections.abc import Callable
 from typing import Any
 
 from harness.adapters import get_adapter
-from harness.chaos.campaign import CampaignConfig, run_trials
+from harness.chaos.campaign import CampaignConfig, Unreached, run_trials
 from harness.chaos.pool import WorkerRefusal
 from harness.chaos.selfcheck import run_self_check
 from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.commands.options import (
     add_keep_option,
+    add_launch_option,
+    add_maxfail_options,
     add_model_option,
+    add_only_option,
+    add_reports_option,
+    add_scenario_options,
     add_shard_option,
     add_workdir_option,
+    add_workers_option,
     campaign_config,
     count,
-    positive_int,
     run_info,
 )
 from harness.exits import exit_status
@@ -46,7 +50,9 @@ from harness.report.console import (
     print_interrupted,
     print_pace,
     print_self_check,
+    print_self_check_skipped,
     print_start,
+    print_unreached,
     progress_bar,
 )
 from harness.report.files import discard_incomplete, folder_bytes, write_run_reports
@@ -57,21 +63,36 @@ __all__ = ["add_parser", "run", "run_chaos", "run_with_progress"]
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     chaos: argparse.ArgumentParser = sub.add_parser(
-        "chaos", help="run the default campaign and the self-check"
+        "chaos",
+        help="run the default campaign and the self-check",
+        description="The default campaign against a runtime (every failpoint at every hit "
+        "of every scenario, plus random-time kills), then the self-check (every broken "
+        "runtime caught by the invariant it breaks; not by default for a module: or cmd: "
+        "runtime).",
     )
-    chaos.add_argument("--scenarios", default="scenarios", help="folder of scenario files")
+    add_scenario_options(chaos)
     chaos.add_argument("--seed", type=int, default=None, help="campaign seed (default: random)")
     chaos.add_argument(
         "--random",
         type=count,
         default=200,
         dest="random_trials",
-        help="number of random-time trials",
+        metavar="N",
+        help="number of random-time trials (default 200)",
     )
-    chaos.add_argument("--workers", type=positive_int, default=os.cpu_count() or 2)
-    chaos.add_argument("--runtime", default="real", help="runtime under test")
-    chaos.add_argument("--reports", default="reports", help="where run folders go")
-    chaos.add_argument("--no-self-check", action="store_true")
+    add_workers_option(chaos)
+    chaos.add_argument(
+        "--runtime",
+        default="real",
+        help="runtime under test: a registered one (real, dbos, langgraph, a broken "
+        'runtime, ...), module:your.agent or cmd:"your command" (default: real)',
+    )
+    add_reports_option(chaos)
+    chaos.add_argument(
+        "--no-self-check",
+        action="store_true",
+        help="skip the self-check (it tests the harness, not the runtime under test)",
+    )
     chaos.add_argument(
         "--whole",
         action="store_true",
@@ -80,18 +101,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     chaos.add_argument(
         "--self-check",
         action="store_true",
-        help="run the self-check after a black box's campaign too (a cmd: runtime's "
-        "campaign leaves it out: it tests the harness, not the agent)",
+        help="run the self-check after the campaign of a module: or cmd: runtime too (left "
+        "out by default for your own agent: it tests the harness, not the agent)",
     )
-    chaos.add_argument(
-        "--launch",
-        choices=("fork", "exec"),
-        default="fork",
-        help="start incarnations by forking a warm worker, or by exec",
-    )
-    chaos.add_argument(
-        "--only", action="append", default=[], help="limit to scenarios with this name (repeatable)"
-    )
+    add_launch_option(chaos)
+    add_only_option(chaos)
+    add_maxfail_options(chaos)
     add_shard_option(chaos)
     add_workdir_option(chaos)
     add_keep_option(chaos)
@@ -101,17 +116,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     config = campaign_config(args)
-    wanted = args.self_check or not get_adapter(config.runtime).black_box
+    adapter = get_adapter(config.runtime)
+    # Your own agent's campaign tests your agent; the self-check tests the harness.
+    own = adapter.black_box or config.runtime.startswith("module:")
+    wanted = args.self_check or not own
     try:
         return run_chaos(
-            config, self_check=wanted and not args.no_self_check and config.shard is None
+            config,
+            self_check=wanted and not args.no_self_check and config.shard is None,
+            maxfail=args.maxfail,
         )
     finally:
         sweep_agents(config.run_dir)
 
 
-def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
-    """The campaign, then the self-check; an interrupt still leaves a report of what completed."""
+def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None = None) -> int:
+    """The campaign, then the self-check; an interrupt still leaves a report of what completed.
+
+    ``maxfail``: stop the campaign once that many trials failed (the trials under way
+    finish); the self-check is then not run, and the headline says it stopped early."""
     info = run_info(config)
     print_start(info, config.workers)
     results: list[TrialResult] = []
@@ -119,11 +142,21 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
     self_checked: list[TrialResult] = []
     try:
         started = time.monotonic()
-        run_with_progress(config, "campaign", results)
+        run_with_progress(
+            config,
+            "campaign",
+            results,
+            stop=None if maxfail is None else _after_failures(maxfail),
+            on_unreached=lambda u: print_unreached(u.runtime, u.trials, u.points),
+        )
         print_pace(len(results), time.monotonic() - started, config.workers, config.workdir)
         summary = CampaignSummary(results)
         print_campaign(summary, config.runtime)
-        if self_check:
+        failed = sum(r.status == "fail" for r in results)
+        stopped = maxfail is not None and failed >= maxfail
+        if self_check and stopped:
+            print_self_check_skipped(f"the campaign stopped early, after {failed} failed")
+        elif self_check:
             passing = [r for r in results if r.status == "pass"]
             run_self_check(config, checks, self_checked, passing, run_with_progress)
             print_self_check(checks)
@@ -148,8 +181,20 @@ def run_chaos(config: CampaignConfig, *, self_check: bool) -> int:
     )
     kept = sum(r.kept for r in results)
     print_folder(config.run_dir, folder_bytes(config.run_dir), kept, len(results))
-    print_headline(status, summary, config.run_dir)
+    print_headline(status, summary, config.run_dir, stopped_after=maxfail if stopped else None)
     return status
+
+
+def _after_failures(maxfail: int) -> Callable[[TrialResult], bool]:
+    """A ``stop`` that ends the campaign once ``maxfail`` trials have failed."""
+    failed = 0
+
+    def stop(result: TrialResult) -> bool:
+        nonlocal failed
+        failed += result.status == "fail"
+        return failed >= maxfail
+
+    return stop
 
 
 def run_with_progress(
@@ -160,6 +205,7 @@ def run_with_progress(
     completed: list[TrialResult] | None = None,
     stop: Callable[[TrialResult], bool] | None = None,
     select: Callable[[TrialSpec], bool] | None = None,
+    on_unreached: Callable[[Unreached], None] | None = None,
 ) -> list[TrialResult]:
     """Run trials with a progress bar; results land in ``results`` (and ``completed``)
     as they come, so that an interrupt keeps every completed one."""
@@ -172,5 +218,12 @@ def run_with_progress(
                 completed.append(result)
             bar.advanced(failed=sum(r.status == "fail" for r in results))
 
-        run_trials(config, on_result, on_plan=bar.planned, stop=stop, select=select)
+        run_trials(
+            config,
+            on_result,
+            on_plan=bar.planned,
+            stop=stop,
+            select=select,
+            on_unreached=on_unreached,
+        )
     return results
