@@ -40,6 +40,7 @@ from harness.commands.options import (
     campaign_config,
     count,
     run_info,
+    stop_after_failures,
 )
 from harness.exits import exit_status
 from harness.report.console import (
@@ -146,7 +147,7 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
             config,
             "campaign",
             results,
-            stop=None if maxfail is None else _after_failures(maxfail),
+            stop=None if maxfail is None else stop_after_failures(maxfail),
             on_unreached=lambda u: print_unreached(u.runtime, u.trials, u.points),
         )
         print_pace(len(results), time.monotonic() - started, config.workers, config.workdir)
@@ -183,18 +184,6 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
     print_folder(config.run_dir, folder_bytes(config.run_dir), kept, len(results))
     print_headline(status, summary, config.run_dir, stopped_after=maxfail if stopped else None)
     return status
-
-
-def _after_failures(maxfail: int) -> Callable[[TrialResult], bool]:
-    """A ``stop`` that ends the campaign once ``maxfail`` trials have failed."""
-    failed = 0
-
-    def stop(result: TrialResult) -> bool:
-        nonlocal failed
-        failed += result.status == "fail"
-        return failed >= maxfail
-
-    return stop
 
 
 def run_with_progress(

@@ -13,10 +13,12 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.chaos.campaign import CampaignConfig
 from harness.chaos.shard import Shard
+from harness.chaos.trial import TrialResult
 from harness.report.model import RunInfo
 from harness.runtime.errors import HarnessError
 
@@ -42,6 +44,7 @@ __all__ = [
     "run_id",
     "run_info",
     "selected_scenarios",
+    "stop_after_failures",
     "workdir",
 ]
 
@@ -125,6 +128,18 @@ def add_maxfail_options(parser: argparse.ArgumentParser) -> None:
         dest="maxfail",
         help="stop at the first failed trial (--maxfail 1)",
     )
+
+
+def stop_after_failures(maxfail: int) -> Callable[[TrialResult], bool]:
+    """A campaign's ``stop`` for ``--maxfail``: true once ``maxfail`` trials have failed."""
+    failed = 0
+
+    def stop(result: TrialResult) -> bool:
+        nonlocal failed
+        failed += result.status == "fail"
+        return failed >= maxfail
+
+    return stop
 
 
 def check_reports(reports: str) -> None:
