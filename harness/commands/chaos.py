@@ -156,7 +156,7 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
         failed = sum(r.status == "fail" for r in results)
         stopped = maxfail is not None and failed >= maxfail
         if self_check and stopped:
-            print_self_check_skipped(f"the campaign stopped early, after {failed} failed")
+            print_self_check_skipped(f"the campaign stopped early (--maxfail {maxfail})")
         elif self_check:
             passing = [r for r in results if r.status == "pass"]
             run_self_check(config, checks, self_checked, passing, run_with_progress)

@@ -189,12 +189,13 @@ def print_headline(
     """The last line (the run's verdict and counts), and the replay of the first failure.
 
     ``stopped_after``: the campaign was stopped once that many trials had failed
-    (``--maxfail``), so the counts are of the trials that ran."""
+    (``--maxfail``), so the counts are of the trials that ran (those under way when it
+    stopped included)."""
     results = summary.results
     kinds = Counter(r.spec.kind for r in results)
     early = ""
     if stopped_after is not None:
-        early = f" (stopped early, after {stopped_after} failed: --maxfail {stopped_after})"
+        early = f" (stopped early: --maxfail {stopped_after} reached)"
     _console.print(
         f"[bold]{HEADLINES[status]}[/]{early}: {len(results)} trials "
         f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
