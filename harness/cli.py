@@ -1,5 +1,5 @@
-"""The command line: ``python -m harness chaos | trial | replay | compare | audit | merge | table
-| check-table | bench``.
+"""The command line: ``harness COMMAND`` (or ``python -m harness COMMAND``), the commands
+chaos, trial, compare, replay, audit, merge, table, check-table and bench.
 
 - ``chaos``: the default campaign against the real runtime (every failpoint
   at every hit of every scenario, plus random-time kills), then the self-check
@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from harness.commands import (
@@ -48,17 +50,49 @@ from harness.commands import (
 from harness.exits import EXIT_BAD_INPUT
 from harness.runtime.errors import HarnessError
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "main", "prog_name", "version"]
 
 COMMANDS = (chaos, trial, compare, replay, audit, merge, table, check_table, bench)
 """The sub-commands, in the order ``--help`` lists them."""
 
 
+DISTRIBUTION = "agent-crash-harness"
+
+DESCRIPTION = (
+    "A chaos harness for AI-agent tool calls: it runs an agent as a real process, kills it "
+    "inside its tool calls, restarts it, and judges the outcome from evidence the runtime "
+    "cannot forge. Each command has its own --help."
+)
+
+
+def prog_name(argv0: str | None = None) -> str:
+    """The name usage lines give: ``harness`` run as the console script (or whatever name
+    it was installed under), ``python -m harness`` run as a module."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    name = Path(argv0).name
+    if name in ("__main__.py", "-c", "-m", "") or name.endswith(".py"):
+        return "python -m harness"
+    return name
+
+
+def version() -> str:
+    """The installed distribution's version (``unknown`` when run from a tree that was
+    never installed)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog=prog_name(), description=DESCRIPTION)
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {version()} ({DISTRIBUTION})"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub).set_defaults(run=command.run)
+    parser.description = f"{DESCRIPTION} Commands: {', '.join(sub.choices)}."
     return parser
 
 

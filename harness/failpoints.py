@@ -86,6 +86,7 @@ __all__ = [
     "hit_report",
     "parse_failpoints",
     "report_hit_counts",
+    "report_hit_counts_once",
     "tell_supervisor",
 ]
 
@@ -270,6 +271,15 @@ def report_hit_counts() -> None:
         # recovery from what the op at a hit is (see ``hit_ops_path``).
         with open(hit_ops_path(path), "w", encoding="utf-8") as out:
             json.dump({"ops": hit_ops(), "ms": hit_times()}, out, sort_keys=True)
+
+
+def report_hit_counts_once() -> None:
+    """``report_hit_counts``, unless the agent program already did: the launchers call it
+    once its ``main`` has returned, so that a user's agent program (``module:``), which
+    knows nothing of counted runs, tells where its points are too."""
+    path = os.environ.get(COUNTS_ENV)
+    if path and not os.path.exists(path):
+        report_hit_counts()
 
 
 def hit_ops_path(counts_path: str | os.PathLike[str]) -> str:

@@ -23,7 +23,7 @@ import random
 import shutil
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -50,21 +50,26 @@ from harness.chaos.trial import (
     TrialSpec,
     golden_dir,
     prepare_golden,
+    reached_points,
     run_trial,
 )
 from harness.chaos.workdir import scratch_folder
+from harness.failpoints import parse_failpoints
 from harness.runtime.classes import ToolTable
 from harness.world.store import fold_wal
 
 __all__ = [
     "CampaignConfig",
+    "Unreached",
     "applicable",
     "exhaustive_specs",
     "not_applicable",
     "random_specs",
+    "reach_limited",
     "run_trials",
     "sampled",
     "scenario_seed",
+    "unreached_points",
 ]
 
 
@@ -109,10 +114,16 @@ def exhaustive_specs(
     runtime: str = "real",
     model: str | None = None,
     sample: int | None = None,
+    reached: Mapping[str, int] | None = None,
+    left_out: list[TrialSpec] | None = None,
 ) -> list[TrialSpec]:
     """Every exhaustive trial the runtime can host: its failpoints, journal faults only for
     a runtime that keeps the journal, power loss for one that keeps files (the others are
-    not applicable); ``sample`` of them, drawn from ``seed``, when given."""
+    not applicable); ``sample`` of them, drawn from ``seed``, when given.
+
+    ``reached``: how many times the runtime's own crash-free run reached each failpoint
+    (``reach_limited``); a trial that arms a point past that is left out (it would
+    never fire), into ``left_out`` when given."""
     adapter = get_adapter(runtime)
     if adapter.black_box:
         return [
@@ -136,7 +147,39 @@ def exhaustive_specs(
         for label, schedule in schedules
         if applicable(schedule, adapter)
     ]
+    if reached is not None:
+        if left_out is not None:
+            left_out += [spec for spec in specs if unreached_points(spec.schedule, reached)]
+        specs = [spec for spec in specs if not unreached_points(spec.schedule, reached)]
     return sampled(specs, sample, seed)
+
+
+def reach_limited(runtime: str) -> bool:
+    """Whether a runtime's exhaustive trials are limited to the points its own crash-free
+    run reached: a user's agent program (``module:``), whose golden run is this
+    project's runtime's. A black box's (``cmd:``) golden run is its own already."""
+    return runtime.startswith("module:")
+
+
+def unreached_points(schedule: CrashSchedule, reached: Mapping[str, int]) -> frozenset[str]:
+    """The failpoint hits (``name@N``) ``schedule`` arms past what ``reached`` counts."""
+    return frozenset(
+        f"{spec.name}@{spec.hit}"
+        for life in schedule.lives
+        if life.failpoints
+        for spec in parse_failpoints(life.failpoints)
+        if spec.hit is not None and spec.hit > reached.get(spec.name, 0)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Unreached:
+    """What a reach-limited campaign left out: its exhaustive trials that armed a point
+    the runtime's crash-free run never reached, and those points (``name@N``)."""
+
+    runtime: str
+    trials: int
+    points: frozenset[str]
 
 
 def sampled(specs: list[T], sample: int | None, seed: int) -> list[T]:
@@ -271,6 +314,23 @@ def _golden_task(args: tuple[str, int, Path, dict[str, Path], str]) -> tuple[str
     return scenario, seed, golden
 
 
+def _reach_task(
+    args: tuple[str, int, Path, dict[str, Path], str],
+) -> tuple[str, int, dict[str, int]]:
+    scenario, seed, directory, tables, runtime = args
+    assert _worker_supervisor is not None
+    reached = reached_points(
+        scenario, seed, directory, _worker_supervisor, tables=tables, runtime=runtime
+    )
+    return scenario, seed, reached
+
+
+def reach_dir(run_dir: Path, runtime: str, scenario: str, seed: int) -> Path:
+    """Where a run folder keeps a runtime's own crash-free run of ``scenario``."""
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in runtime)
+    return run_dir / "reached" / name / f"{Path(scenario).stem}-{seed}"
+
+
 @dataclass(frozen=True, slots=True)
 class _TrialTask:
     spec: TrialSpec
@@ -311,8 +371,12 @@ def run_trials(
     on_plan: Callable[[int], None] | None = None,
     stop: Callable[[TrialResult], bool] | None = None,
     select: Callable[[TrialSpec], bool] | None = None,
+    on_unreached: Callable[[Unreached], None] | None = None,
 ) -> list[TrialResult]:
     """Run the whole campaign; ``select`` keeps some trials, ``stop`` may end it early.
+
+    For a ``reach_limited`` runtime ``on_unreached`` is told what was left out
+    (before ``select`` and the shard), once the trials are listed.
 
     On any exception (an interrupt included) every worker and every agent is
     stopped before it propagates; results already handed to ``on_result`` stay.
@@ -325,7 +389,7 @@ def run_trials(
             # and the golden runs, made there too, move to the run folder.
             stack.callback(_move_goldens, scratch, config.run_dir)
             stack.callback(sweep_agents, scratch)  # runs first: callbacks run last in, first out
-        return _run_trials(config, on_result, on_plan, stop, select, scratch)
+        return _run_trials(config, on_result, on_plan, stop, select, scratch, on_unreached)
 
 
 def _fold_world(folder: Path) -> None:
@@ -360,6 +424,25 @@ def _move_goldens(scratch: Path, run_dir: Path) -> None:
             shutil.rmtree(target, ignore_errors=True)
 
 
+def _reached(
+    pool: WorkerPool, config: CampaignConfig, tables: dict[str, dict[str, Path]]
+) -> dict[str, dict[str, int]]:
+    """Scenario -> how many times the runtime's own crash-free run reached each point, for
+    a ``reach_limited`` runtime (none for the others)."""
+    if not reach_limited(config.runtime):
+        return {}
+    tasks = []
+    for s in config.scenarios:
+        seed = scenario_seed(config.seed, s)
+        tasks.append((s, seed, reach_dir(config.run_dir, config.runtime, s, seed), tables[s]))
+    return {
+        s: hits
+        for s, _, hits in pool.map(
+            _reach_task, [(s, seed, d, t, config.runtime) for s, seed, d, t in tasks]
+        )
+    }
+
+
 def _run_trials(
     config: CampaignConfig,
     on_result: Callable[[TrialResult], None],
@@ -367,6 +450,7 @@ def _run_trials(
     stop: Callable[[TrialResult], bool] | None,
     select: Callable[[TrialSpec], bool] | None,
     scratch: Path | None,
+    on_unreached: Callable[[Unreached], None] | None = None,
 ) -> list[TrialResult]:
     pool = WorkerPool(
         config.workers, _init_worker, (config.restart_budget, config.timeout_s, config.launch)
@@ -383,12 +467,21 @@ def _run_trials(
             (s, seed, homes[s, seed], tables[s], config.runtime) for s, seed in sorted(homes)
         ]
         goldens = {(s, seed): g for s, seed, g in pool.map(_golden_task, golden_tasks)}
+        reached = _reached(pool, config, tables)
         specs: list[TrialSpec] = []
+        left_out: list[TrialSpec] = []
         for s in config.scenarios:
             seed = scenario_seed(config.seed, s)
             sample = None if config.whole else load_scenario(s).sample
             golden = goldens[s, seed]
-            specs += exhaustive_specs(s, seed, golden, config.runtime, config.model, sample)
+            specs += exhaustive_specs(
+                s, seed, golden, config.runtime, config.model, sample, reached.get(s), left_out
+            )
+        if on_unreached is not None and reach_limited(config.runtime):
+            points = frozenset().union(
+                *(unreached_points(spec.schedule, reached[spec.scenario]) for spec in left_out)
+            )
+            on_unreached(Unreached(config.runtime, len(left_out), points))
         specs += random_specs(picks, goldens, config.runtime, config.model)
         if config.shard is not None:
             specs = [spec for spec in specs if config.shard.keeps(spec)]

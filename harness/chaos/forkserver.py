@@ -196,10 +196,11 @@ def _run_child(
         # wraps them): the agent writes to its own descriptors 1 and 2.
         sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
-        from harness.failpoints import disarm
+        from harness.failpoints import disarm, report_hit_counts_once
 
         disarm()  # a parent that armed failpoints (a test) must not arm its children
         code = _program(module)([str(trial_dir)])
+        report_hit_counts_once()  # a counted run of an agent program that does not say them
     except BaseException:
         with contextlib.suppress(Exception):
             traceback.print_exc()

@@ -199,12 +199,19 @@ os.register_at_fork(after_in_child=_forget_the_parents_server)
 
 
 EXEC_BOOTSTRAP = (
-    "import json, runpy, sys; sys.path[:] = json.loads(sys.argv.pop(1)); "
-    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+    "import json, runpy, sys; sys.path[:] = json.loads(sys.argv.pop(1))\n"
+    "try:\n"
+    "    runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n"
+    "except SystemExit as exc:\n"
+    "    if exc.code not in (0, None):\n"
+    "        raise\n"
+    "from harness.failpoints import report_hit_counts_once\n"
+    "report_hit_counts_once()"
 )
 """``python -I -c`` this, the import path and the module: isolated from the environment
 (``-I``), yet importing from the supervisor's own path, as a forked incarnation does (a
-user's ``module:`` adapter on ``PYTHONPATH`` included)."""
+user's ``module:`` adapter on ``PYTHONPATH`` included). Once the module is done, a counted
+run's hit counts are written if the agent program did not write them itself."""
 
 
 def launch(

@@ -137,6 +137,7 @@ __all__ = [
     "VerifySpec",
     "WorldSeed",
     "compile_plan",
+    "did_you_mean",
     "load_scenario",
     "load_scenarios",
     "parse_scenario",
@@ -380,7 +381,7 @@ class VerifySpec(BaseModel):
         if spec is None or not _reads(self.tool, declared):
             readers = (*_VERIFY_TOOLS, *(name for name, t in declared.items() if t.reads))
             if spec is None:
-                what = f"unknown tool {self.tool!r}{_did_you_mean(self.tool, readers)}"
+                what = f"unknown tool {self.tool!r}{did_you_mean(self.tool, readers)}"
             elif self.tool in declared:
                 what = f"{self.tool} is a declared {declared[self.tool].behaviour} tool"
             else:
@@ -410,7 +411,7 @@ class VerifySpec(BaseModel):
             return
         head = parts[0]
         if head not in shape:
-            hint = _did_you_mean(head, tuple(shape))
+            hint = did_you_mean(head, tuple(shape))
             keys = ", ".join(shape)
             raise _problem("path", f"{self.tool} results have no {head!r}{hint}; keys: {keys}")
         kind = shape[head]
@@ -466,7 +467,7 @@ class ScenarioStep(BaseModel):
         spec = _spec(self.tool, declared)
         if spec is None:
             known = (*CATALOG, *declared)
-            raise _problem("tool", f"unknown tool {self.tool!r}{_did_you_mean(self.tool, known)}")
+            raise _problem("tool", f"unknown tool {self.tool!r}{did_you_mean(self.tool, known)}")
         _check_args(spec, self.args, where="args", recipes=True)
         if self.verify is not None:
             tool_class = _TABLE.classify(self.tool)
@@ -668,7 +669,7 @@ class Scenario(BaseModel):
     @classmethod
     def _known_model(cls, value: str) -> str:
         if value not in MODELS:
-            hint = _did_you_mean(value, tuple(MODELS))
+            hint = did_you_mean(value, tuple(MODELS))
             raise _problem(None, f"unknown model {value!r}{hint}; known: {', '.join(MODELS)}")
         return value
 
@@ -676,7 +677,7 @@ class Scenario(BaseModel):
     @classmethod
     def _known_identity(cls, value: str) -> str:
         if value not in _IDENTITIES:
-            hint = _did_you_mean(value, _IDENTITIES)
+            hint = did_you_mean(value, _IDENTITIES)
             known = ", ".join(_IDENTITIES)
             raise _problem(None, f"unknown identity {value!r}{hint}; known: {known}")
         return value
@@ -685,7 +686,7 @@ class Scenario(BaseModel):
     @classmethod
     def _known_driver(cls, value: str) -> str:
         if value not in BATCH_DRIVERS:
-            hint = _did_you_mean(value, BATCH_DRIVERS)
+            hint = did_you_mean(value, BATCH_DRIVERS)
             known = ", ".join(BATCH_DRIVERS)
             raise _problem(None, f"unknown batch driver {value!r}{hint}; known: {known}")
         return value
@@ -932,7 +933,7 @@ def _check_args(spec: ToolSpec, args: Mapping[str, Any], *, where: str, recipes:
     for name in args:
         if name not in spec.arg_names:
             accepted = ", ".join(sorted(spec.arg_names))
-            hint = _did_you_mean(name, spec.arg_names)
+            hint = did_you_mean(name, spec.arg_names)
             problem = f"{spec.name} has no argument {name!r}{hint}; it accepts {accepted}"
             raise _problem(f"{where}.{name}", problem)
     for arg in spec.args:
@@ -969,7 +970,7 @@ def _has_type(value: Any, expected: str) -> bool:
 def _check_recipe(recipe: FakerRecipe, field: str) -> None:
     provider = recipe.provider
     if provider not in FAKER_PROVIDERS:
-        hint = _did_you_mean(provider, FAKER_PROVIDERS)
+        hint = did_you_mean(provider, FAKER_PROVIDERS)
         allowed = ", ".join(sorted(FAKER_PROVIDERS))
         problem = f"Faker provider {provider!r} is not allowed{hint}; allowed: {allowed}"
         raise _problem(f"{field}.faker", problem)
@@ -982,7 +983,7 @@ def _check_recipe(recipe: FakerRecipe, field: str) -> None:
             raise _problem(f"{field}.{key}", f"is pinned for {provider!r} {why}; remove it")
         if key not in parameters:
             accepted = ", ".join(p for p in parameters if p not in pinned) or "no keywords"
-            hint = _did_you_mean(key, tuple(parameters))
+            hint = did_you_mean(key, tuple(parameters))
             problem = f"Faker {provider!r} has no keyword {key!r}{hint}; it accepts {accepted}"
             raise _problem(f"{field}.{key}", problem)
     # Draw once now, so that a bad keyword value fails at load, not mid-campaign.
@@ -1042,7 +1043,10 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _did_you_mean(word: str, choices: Mapping[str, Any] | tuple[str, ...] | frozenset[str]) -> str:
+def did_you_mean(
+    word: str, choices: Mapping[str, Any] | tuple[str, ...] | frozenset[str] | set[str]
+) -> str:
+    """`` (did you mean 'a' or 'b'?)`` for the choices close to ``word``, or nothing."""
     close = difflib.get_close_matches(word, sorted(choices), n=3, cutoff=0.6)
     if not close:
         return ""
@@ -1085,7 +1089,7 @@ def _template_problem(template: str, samples: Mapping[str, Any]) -> str | None:
         if name not in samples:
             return (
                 f"template {template!r} uses {{{name}}}, which is not an argument of this "
-                f"step{_did_you_mean(name, tuple(samples))}; arguments: {available}"
+                f"step{did_you_mean(name, tuple(samples))}; arguments: {available}"
             )
     try:
         template.format(**samples)
@@ -1201,5 +1205,5 @@ def _pydantic_problem(
         else:
             allowed = _KEYS_TOP
         key = str(location[-1])
-        return f"unknown key{_did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}"
+        return f"unknown key{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}"
     return f"{error['msg']}, got {_describe(error['input'])}"

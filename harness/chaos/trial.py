@@ -41,7 +41,15 @@ from harness.world.store import WorldStore
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
-__all__ = ["Golden", "TrialResult", "TrialSpec", "golden_dir", "prepare_golden", "run_trial"]
+__all__ = [
+    "Golden",
+    "TrialResult",
+    "TrialSpec",
+    "golden_dir",
+    "prepare_golden",
+    "reached_points",
+    "run_trial",
+]
 
 _COUNT_ALL = ",".join(f"{name}=count" for name in FAILPOINTS)
 
@@ -275,6 +283,45 @@ def prepare_golden(
     golden = {"hits": hits, "working_ms": working_ms, "ops": ops, "calls": calls, "ms": moments}
     info.write_text(json.dumps({**golden, "table": None if base is None else str(base)}), "utf-8")
     return Golden(directory, hits, working_ms, ops, calls, base, moments)
+
+
+def reached_points(
+    scenario: str,
+    seed: int,
+    directory: Path,
+    supervisor: Supervisor,
+    *,
+    tables: Mapping[str, Path] | None = None,
+    runtime: str,
+) -> dict[str, int]:
+    """Run (or reuse) a crash-free run of ``runtime`` itself, every failpoint counted:
+    how many times its agent program reached each point.
+
+    The golden run is this project's runtime's; a user's agent program (``module:``)
+    may call fewer of the protocol's points, or call them fewer times (no intent
+    per attempt), and a kill at a point it never reaches would never fire. Its
+    exhaustive trials are the golden run's, less those (``harness.chaos.campaign``)."""
+    counts = directory / "failpoint-hits.json"
+    if counts.exists():
+        return dict(json.loads(counts.read_text("utf-8")))
+    directory.mkdir(parents=True, exist_ok=True)
+    write_plan_for(scenario, seed, directory)
+    base = (tables or {}).get(BASE)
+    lives = supervisor.run(
+        directory,
+        CrashSchedule((Life(_COUNT_ALL),)),
+        runtime=runtime,
+        tables={BASE: base} if base is not None else None,
+        counts_file=counts,
+    )
+    last = lives[-1]
+    if not last.done or not counts.exists():
+        counts.unlink(missing_ok=True)
+        raise RuntimeError(
+            f"crash-free run of {runtime} on {scenario} (seed {seed}) did not finish: exit "
+            f"{last.returncode}, {last.killed or ''} {last.stderr.strip()[-500:]}"
+        )
+    return dict(json.loads(counts.read_text("utf-8")))
 
 
 def prove_checks(

@@ -54,7 +54,17 @@ from xml.etree import ElementTree as ET
 from harness.chaos.campaign import CampaignConfig, run_trials
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult, TrialSpec
-from harness.commands.options import add_keep_option, add_workdir_option, run_info, workdir
+from harness.commands.options import (
+    add_keep_option,
+    add_launch_option,
+    add_only_option,
+    add_scenario_options,
+    add_workdir_option,
+    check_reports,
+    run_info,
+    selected_scenarios,
+    workdir,
+)
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 from harness.report.files import discard_incomplete, write_run_reports
 from harness.report.merge import HYPOTHESIS_JUNIT, amend_run_report
@@ -411,8 +421,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=_default_minutes(),
         help="time budget in minutes (default: $AUDIT_MINUTES, else 20)",
     )
-    audit.add_argument("--scenarios", default="scenarios", help="folder of scenario files")
-    audit.add_argument("--only", action="append", default=[], help="limit to this scenario")
+    add_scenario_options(audit)
+    add_only_option(audit)
     audit.add_argument("--seed", type=int, default=None, help="campaign seed (default: random)")
     audit.add_argument("--shard", default=None, help="run shard K of N (K/N; needs --seed)")
     audit.add_argument("--runtime", default="real", help="runtime under test")
@@ -420,8 +430,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     audit.add_argument(
         "--batches", type=int, default=None, help="stop after this many random batches"
     )
-    audit.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    audit.add_argument("--launch", choices=("fork", "exec"), default="fork")
+    audit.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="trials run at once (default: the number of CPUs)",
+    )
+    add_launch_option(audit)
     add_workdir_option(audit)
     add_keep_option(audit)
     audit.add_argument("--reports", default="reports", help="where the run folder goes")
@@ -445,7 +460,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace) -> AuditConfig:
     """Validate everything before anything runs; HarnessError on bad input."""
     from harness.adapters import UnknownAdapterError, get_adapter
-    from harness.chaos.scenario import load_scenarios
 
     if not args.minutes > 0:
         raise HarnessError("--minutes (or AUDIT_MINUTES): a positive number of minutes")
@@ -460,10 +474,9 @@ def _config(args: argparse.Namespace) -> AuditConfig:
         raise HarnessError(f"--runtime or --shard: {exc}") from None
     if shard is not None and args.seed is None:
         raise HarnessError("--shard needs --seed: every shard must list the same campaign")
-    scenarios = load_scenarios(Path(args.scenarios))  # refuses a bad one before anything runs
-    paths = tuple(s.source for s in scenarios if not args.only or s.name in args.only)
-    if not paths:
-        raise HarnessError(f"{args.scenarios}: no scenario matches {args.only or 'anything'}")
+    paths = selected_scenarios(args)  # refuses a bad one before anything runs
+    if args.out is None:
+        check_reports(args.reports)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1
     if args.out is not None:
         run_dir = Path(args.out).resolve()

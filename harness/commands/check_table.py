@@ -1,12 +1,13 @@
-"""``python -m harness check-table [TABLE] --scenario FILE...``: audit a tool table.
+"""``python -m harness check-table [TABLE] [--scenario FILE...] [--scenarios DIR]``: audit
+a tool table.
 
 Each tool the scenarios use is called twice, at its first call in each
 scenario, in a scratch world (``harness.table_audit``), and the table's
 class is held against what the calls did. Without TABLE each scenario is held
 against the table its trials run with: its own (``tool_table``), else the
 shipped one (``harness/runtime/tools.toml``), a report per table; with TABLE,
-every scenario against it. ``--scenario`` may be repeated and defaults to every
-scenario of ``scenarios/``. A file given twice is audited once.
+every scenario against it. ``--scenario`` may be repeated, ``--scenarios`` takes a
+folder's; without either, every scenario of ``scenarios/``. A file given twice is audited once.
 
 Everything is read before anything runs: an unreadable or malformed table or
 scenario is refused with exit 2, naming the file. Exit 0 when the table agrees
@@ -42,10 +43,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--scenario",
         action="append",
-        default=None,
-        dest="scenarios",
+        default=[],
+        dest="scenario_files",
         metavar="FILE",
         help=f"a scenario file (repeatable; default: every scenario of {DEFAULT_SCENARIOS}/)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        default=None,
+        metavar="DIR",
+        help="a folder of scenario files (with --scenario too, both are taken)",
     )
     parser.add_argument(
         "--seed", type=int, default=1, help="the seed the scenarios' Faker arguments are drawn from"
@@ -59,10 +66,12 @@ def run(args: argparse.Namespace) -> int:
     from harness.runtime.classes import ToolTable
     from harness.table_audit import audit_table
 
-    if args.scenarios is None:
+    if args.scenarios is None and not args.scenario_files:
         scenarios = load_scenarios(Path(DEFAULT_SCENARIOS))
     else:
-        scenarios = [load_scenario(path) for path in _once(args.scenarios)]
+        folder = [] if args.scenarios is None else load_scenarios(Path(args.scenarios))
+        files = [str(s.source) for s in folder] + list(args.scenario_files)
+        scenarios = [load_scenario(path) for path in _once(files)]
     # Every table read before anything runs; the shipped one first.
     by_table: dict[Path | None, list[Any]] = {}
     for scenario in scenarios:

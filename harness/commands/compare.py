@@ -15,7 +15,6 @@ could not be judged; 2 on bad input (nothing runs). See
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -26,13 +25,19 @@ from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.commands.options import (
     add_keep_option,
+    add_launch_option,
+    add_maxfail_options,
     add_model_option,
+    add_only_option,
+    add_reports_option,
+    add_scenario_options,
     add_workdir_option,
+    add_workers_option,
     campaign_config,
     check_model,
     check_runtime,
     count,
-    positive_int,
+    stop_after_failures,
 )
 from harness.report.compare import announce_campaign, report_comparison
 from harness.runtime.errors import HarnessError
@@ -42,7 +47,10 @@ __all__ = ["add_parser", "run", "run_compare"]
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     compare: argparse.ArgumentParser = sub.add_parser(
-        "compare", help="the same campaign against several runtimes"
+        "compare",
+        help="the same campaign against several runtimes",
+        description="The same campaign (same scenarios, seeds and schedules) against several "
+        "runtimes, side by side; exit 0 when each did what was expected of it.",
     )
     compare.add_argument(
         "--runtime",
@@ -51,8 +59,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=[],
         help="a runtime to compare (repeatable; default: real and dbos)",
     )
-    compare.add_argument("--scenarios", default="scenarios")
-    compare.add_argument("--only", action="append", default=[])
+    add_scenario_options(compare)
+    add_only_option(compare)
     compare.add_argument(
         "--failpoint",
         action="append",
@@ -69,11 +77,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="a compared runtime that must fail at least one trial (repeatable); "
         "every other must hold",
     )
-    compare.add_argument("--seed", type=int, default=None)
-    compare.add_argument("--random", type=count, default=0, dest="random_trials")
-    compare.add_argument("--workers", type=positive_int, default=os.cpu_count() or 2)
-    compare.add_argument("--reports", default="reports")
-    compare.add_argument("--launch", choices=("fork", "exec"), default="fork")
+    compare.add_argument("--seed", type=int, default=None, help="campaign seed (default: random)")
+    compare.add_argument(
+        "--random",
+        type=count,
+        default=0,
+        dest="random_trials",
+        metavar="N",
+        help="random-time trials per runtime (default 0: the exhaustive trials only)",
+    )
+    add_workers_option(compare)
+    add_reports_option(compare)
+    add_launch_option(compare)
+    add_maxfail_options(compare)
     add_workdir_option(compare)
     add_keep_option(compare)
     add_model_option(compare)
@@ -98,7 +114,13 @@ def run(args: argparse.Namespace) -> int:
     args.runtime = runtimes[0]
     config = campaign_config(args)
     try:
-        return run_compare(config, runtimes, tuple(args.failpoints), tuple(args.expect_fail))
+        return run_compare(
+            config,
+            runtimes,
+            tuple(args.failpoints),
+            tuple(args.expect_fail),
+            maxfail=args.maxfail,
+        )
     finally:
         sweep_agents(config.run_dir)
 
@@ -125,18 +147,26 @@ def run_compare(
     runtimes: list[str],
     failpoints: tuple[str, ...],
     expect_fail: Sequence[str] = (),
+    *,
+    maxfail: int | None = None,
 ) -> int:
     """Run the campaign once per runtime; print and write the side-by-side table.
 
     Returns the exit status (``harness.report.compare.compare_status``);
-    ``expect_fail`` names the runtimes that must fail at least one trial.
+    ``expect_fail`` names the runtimes that must fail at least one trial. ``maxfail``
+    stops each runtime's campaign once that many of its trials failed.
     """
     by_runtime: dict[str, list[TrialResult]] = {}
+    stopped = []
     for runtime in runtimes:
         announce_campaign(runtime)
         by_runtime[runtime] = run_trials(
             replace(config, runtime=runtime),
             lambda r: None,
             select=_select(failpoints, runtimes),
+            stop=None if maxfail is None else stop_after_failures(maxfail),
         )
-    return report_comparison(config.run_dir, runtimes, by_runtime, expect_fail)
+        failed = sum(r.status == "fail" for r in by_runtime[runtime])
+        if maxfail is not None and failed >= maxfail:
+            stopped.append(f"{runtime} after {failed} failed, --maxfail {maxfail}")
+    return report_comparison(config.run_dir, runtimes, by_runtime, expect_fail, stopped)

@@ -11,29 +11,180 @@ import argparse
 import importlib
 import os
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.chaos.campaign import CampaignConfig
 from harness.chaos.shard import Shard
+from harness.chaos.trial import TrialResult
 from harness.report.model import RunInfo
 from harness.runtime.errors import HarnessError
 
 __all__ = [
+    "DEFAULT_SCENARIOS",
     "add_keep_option",
+    "add_launch_option",
+    "add_maxfail_options",
     "add_model_option",
+    "add_only_option",
+    "add_reports_option",
+    "add_scenario_options",
     "add_shard_option",
     "add_workdir_option",
+    "add_workers_option",
     "campaign_config",
     "check_black_box",
     "check_model",
+    "check_reports",
     "check_runtime",
     "count",
     "positive_int",
     "run_id",
     "run_info",
+    "selected_scenarios",
+    "stop_after_failures",
     "workdir",
 ]
+
+DEFAULT_SCENARIOS = "scenarios"
+"""The folder of scenarios a command takes when it is given none."""
+
+
+def add_scenario_options(parser: argparse.ArgumentParser) -> None:
+    """``--scenario FILE`` (repeatable) and ``--scenarios DIR``, the same on every command
+    that takes scenarios."""
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        dest="scenario_files",
+        metavar="FILE",
+        help="a scenario file (repeatable; with --scenarios too, both are taken)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        default=None,
+        metavar="DIR",
+        help=f"a folder of scenario files (default: {DEFAULT_SCENARIOS}/, unless --scenario "
+        "is given)",
+    )
+
+
+def add_only_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="limit to the scenario of this name (its file's name without .toml; repeatable)",
+    )
+
+
+def add_reports_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--reports",
+        default="reports",
+        metavar="DIR",
+        help="the folder run folders are made in (default: reports)",
+    )
+
+
+def add_workers_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=os.cpu_count() or 2,
+        metavar="N",
+        help="trials run at once (default: the number of CPUs)",
+    )
+
+
+def add_launch_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--launch",
+        choices=("fork", "exec"),
+        default="fork",
+        help="start each life of the agent by forking a warm worker (the default) or by "
+        "exec of a fresh interpreter",
+    )
+
+
+def add_maxfail_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--maxfail",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="stop the campaign once N trials have failed (those under way finish); the "
+        "report holds what ran",
+    )
+    parser.add_argument(
+        "-x",
+        "--exitfirst",
+        action="store_const",
+        const=1,
+        dest="maxfail",
+        help="stop at the first failed trial (--maxfail 1)",
+    )
+
+
+def stop_after_failures(maxfail: int) -> Callable[[TrialResult], bool]:
+    """A campaign's ``stop`` for ``--maxfail``: true once ``maxfail`` trials have failed."""
+    failed = 0
+
+    def stop(result: TrialResult) -> bool:
+        nonlocal failed
+        failed += result.status == "fail"
+        return failed >= maxfail
+
+    return stop
+
+
+def check_reports(reports: str) -> None:
+    """A ``--reports`` a run folder can be made in, refused in one line before anything runs:
+    not a folder (it, or a parent, is a file) or not writable. Nothing is left behind."""
+    path = Path(reports)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is not a folder" if existing == path else f"{existing} is not a folder"
+        raise HarnessError(f"--reports {reports}: {what}")
+    try:  # os.access answers yes to root, and nothing short of trying sees a read-only mount
+        os.rmdir(tempfile.mkdtemp(prefix=".harness-probe-", dir=existing))
+    except OSError as exc:
+        where = "" if existing == path else f" ({existing})"
+        raise HarnessError(
+            f"--reports {reports}: not writable{where}: {exc.strerror or exc}"
+        ) from None
+
+
+def selected_scenarios(args: argparse.Namespace) -> tuple[str, ...]:
+    """The scenario files of ``--scenario`` and ``--scenarios`` (its default when neither
+    is given), less those ``--only`` leaves out; each read and checked, so a bad one is
+    refused before anything runs. An ``--only`` that names none gets the close names."""
+    from harness.chaos.scenario import did_you_mean, load_scenario, load_scenarios
+
+    files: list[str] = list(getattr(args, "scenario_files", None) or [])
+    folder = args.scenarios if args.scenarios is not None or files else DEFAULT_SCENARIOS
+    scenarios = load_scenarios(Path(folder)) if folder is not None else []
+    scenarios += [load_scenario(file) for file in files]
+    names = {s.name for s in scenarios}
+    for name in args.only:
+        if name not in names:
+            where = folder if not files else ", ".join([*([folder] if folder else []), *files])
+            raise HarnessError(
+                f"--only {name}: no scenario of that name in {where}{did_you_mean(name, names)}"
+            )
+    paths: dict[str, None] = {}
+    for s in scenarios:
+        if not args.only or s.name in args.only:
+            paths.setdefault(str(s.source), None)
+    if not paths:
+        raise HarnessError(f"{folder}: no scenario files")
+    return tuple(paths)
 
 
 def add_shard_option(parser: argparse.ArgumentParser) -> None:
@@ -198,15 +349,11 @@ def _whole(text: str) -> int:
 
 def campaign_config(args: argparse.Namespace) -> CampaignConfig:
     """The campaign of ``chaos`` or ``compare`` from their options, in a new run folder."""
-    from harness.chaos.scenario import load_scenarios
-
     check_runtime(args.runtime)
     check_model(args.runtime, getattr(args, "model", None))
     shard = _shard(args)
-    scenarios = load_scenarios(Path(args.scenarios))  # refuses a bad one before anything runs
-    paths = tuple(s.source for s in scenarios if not args.only or s.name in args.only)
-    if not paths:
-        raise HarnessError(f"{args.scenarios}: no scenario matches {args.only or 'anything'}")
+    paths = selected_scenarios(args)  # refuses a bad one before anything runs
+    check_reports(args.reports)
     check_black_box(args.runtime, paths[0], args.launch)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1
     run_dir = Path(args.reports).resolve() / run_id()

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.commands.options import add_reports_option
 from harness.commands.trial import run_one_trial
 from harness.runtime.errors import HarnessError
 
@@ -19,10 +20,15 @@ __all__ = ["add_parser", "run", "scenario_of"]
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     replay: argparse.ArgumentParser = sub.add_parser(
-        "replay", help="run again the trial of a trial folder"
+        "replay",
+        help="run again the trial of a trial folder",
+        description="Run again, afresh, the trial a trial folder records (its trial.json: "
+        "scenario, seed, runtime, schedule), as trial would.",
     )
-    replay.add_argument("trial_dir")
-    replay.add_argument("--reports", default="reports")
+    replay.add_argument(
+        "trial_dir", metavar="TRIAL_DIR", help="a trial folder (it holds a trial.json)"
+    )
+    add_reports_option(replay)
     replay.add_argument(
         "--project",
         default=None,

@@ -17,11 +17,17 @@ problem, nothing written) when the server cannot be started, exits early,
 does not speak MCP, lists a tool twice or does not answer in time, when
 ``--out`` cannot be written, or when the MCP SDK is not installed. The
 server's process is gone by then (``harness.runtime.mcp_table``'s contract).
+
+The server runs in a temporary folder, removed once it is gone (on Ctrl-C too):
+a database it makes on a relative path is not left in the current folder. An
+argument naming an existing path of the current folder (the server's script)
+is handed to it as an absolute path.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import shlex
@@ -110,7 +116,13 @@ def run(args: argparse.Namespace) -> int:
         _check_out(Path(args.out), force=args.force)  # before the server is started
     # The SDK logs a line it cannot parse with a traceback; the error raised says it in one.
     logging.getLogger("mcp").addHandler(logging.NullHandler())
-    listing = list_mcp_tools(args.command, env=os.environ, timeout=args.timeout)
+    # The server runs in a scratch folder, gone afterwards (on Ctrl-C too): what it makes
+    # of a relative path (its database, say) is not left in this one. A path this folder
+    # has is passed to it whole.
+    with tempfile.TemporaryDirectory(prefix="harness-mcp-") as scratch:
+        command = [_whole_path(arg) for arg in args.command]
+        listing = list_mcp_tools(command, env=os.environ, timeout=args.timeout, cwd=scratch)
+    listing = dataclasses.replace(listing, command=tuple(args.command))
     try:
         table = ToolTable.from_annotations(listing.tools, source=listing.source)
     except ToolTableError as exc:  # the server's fault, said like its other faults
@@ -134,6 +146,14 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _whole_path(arg: str) -> str:
+    """``arg`` made absolute when it names a file or folder of this folder (the server's
+    script, say), else as it is (an option, or a file the server is to make)."""
+    if arg.startswith("-") or os.path.isabs(arg) or not os.path.exists(arg):
+        return arg
+    return os.path.abspath(arg)
 
 
 def _check_out(path: Path, *, force: bool) -> None:

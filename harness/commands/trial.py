@@ -14,9 +14,12 @@ from typing import Any
 
 from harness.chaos.schedule import CrashSchedule
 from harness.commands.options import (
+    add_launch_option,
     add_model_option,
+    add_reports_option,
     check_black_box,
     check_model,
+    check_reports,
     check_runtime,
     run_id,
 )
@@ -27,20 +30,54 @@ __all__ = ["add_parser", "run", "run_one_trial"]
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    trial: argparse.ArgumentParser = sub.add_parser("trial", help="run one trial")
-    trial.add_argument("scenario")
-    trial.add_argument("--seed", type=int, required=True)
-    trial.add_argument("--runtime", default="real")
-    trial.add_argument("--schedule", default="[]", help="crash schedule as JSON")
-    trial.add_argument("--reports", default="reports")
-    trial.add_argument("--launch", choices=("fork", "exec"), default="fork")
+    trial: argparse.ArgumentParser = sub.add_parser(
+        "trial",
+        help="run one trial",
+        description="One trial (scenario, seed, runtime, schedule: the line a failing trial "
+        "prints), against a fresh golden run; exit 0 held, 1 failed, 3 could not judge.",
+    )
+    trial.add_argument(
+        "scenario_file",
+        nargs="?",
+        default=None,
+        metavar="SCENARIO",
+        help="the scenario file (or give it as --scenario FILE)",
+    )
+    trial.add_argument(
+        "--scenario",
+        default=None,
+        dest="scenario_option",
+        metavar="FILE",
+        help="the scenario file, as on the other commands",
+    )
+    trial.add_argument(
+        "--seed", type=int, required=True, help="the trial's seed (the scenario's Faker draws)"
+    )
+    trial.add_argument(
+        "--runtime",
+        default="real",
+        help='runtime under test: a registered one, module:your.agent or cmd:"your command" '
+        "(default: real)",
+    )
+    trial.add_argument(
+        "--schedule",
+        default="[]",
+        help="the crash schedule as JSON, one object per life (default: [] for no fault)",
+    )
+    add_reports_option(trial)
+    add_launch_option(trial)
     add_model_option(trial)
     return trial
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.scenario_file is not None and args.scenario_option is not None:
+        raise HarnessError("trial: give the scenario once, as SCENARIO or as --scenario FILE")
+    scenario = args.scenario_file or args.scenario_option
+    if scenario is None:
+        raise HarnessError("trial: which scenario? give SCENARIO or --scenario FILE")
     return run_one_trial(
-        args.scenario,
+        scenario,
         args.seed,
         args.runtime,
         args.schedule,
@@ -77,6 +114,7 @@ def run_one_trial(
         schedule = CrashSchedule.from_json(schedule_json)
     except ValueError as exc:
         raise HarnessError(f"--schedule: {exc}") from None
+    check_reports(reports)
     check_black_box(runtime, scenario, launch)
     run_dir = Path(reports) / f"{run_id()}-trial"
     supervisor = Supervisor(launch=launch)

@@ -153,15 +153,28 @@ def compare_status(came_out: Sequence[RuntimeOutcome]) -> int:
     return exit_status(o.status for o in came_out)
 
 
-def final_line(came_out: Sequence[RuntimeOutcome]) -> str:
-    """Which runtimes held, failed or could not be judged, and what was expected."""
+def final_line(came_out: Sequence[RuntimeOutcome], stopped: Sequence[str] = ()) -> str:
+    """Which runtimes held, failed or could not be judged, and what was expected; a runtime
+    that failed or could not be judged with its trials counted as the table counts them
+    (a failed one's trials that could not be judged too). ``stopped``: the runtimes whose
+    campaign stopped early (``--maxfail``), said after the verdict."""
+
+    def counted(o: RuntimeOutcome) -> str:
+        if o.outcome == "failed":
+            more = f"; {o.unknown} more could not be judged" if o.unknown else ""
+            return f"{o.runtime} ({o.failed} of {o.trials} trials{more})"
+        if o.outcome == "could not be judged" and o.trials:
+            return f"{o.runtime} ({o.unknown} of {o.trials} trials)"
+        return o.runtime
 
     def named(outcome: str) -> str:
-        return ", ".join(o.runtime for o in came_out if o.outcome == outcome) or "none"
+        return ", ".join(counted(o) for o in came_out if o.outcome == outcome) or "none"
 
     expected = ", ".join(o.runtime for o in came_out if o.expected_to_fail)
+    early = f" (stopped early: {', '.join(stopped)})" if stopped else ""
     return (
-        f"{HEADLINES[compare_status(came_out)]}: held: {named('held')}; failed: {named('failed')}; "
+        f"{HEADLINES[compare_status(came_out)]}{early}: held: {named('held')}; "
+        f"failed: {named('failed')}; "
         f"could not be judged: {named('could not be judged')}; expected to fail: "
         f"{expected or 'none'} (every other runtime expected to hold)"
     )
@@ -186,8 +199,11 @@ def report_comparison(
     runtimes: list[str],
     by_runtime: dict[str, list[TrialResult]],
     expect_fail: Sequence[str] = (),
+    stopped: Sequence[str] = (),
 ) -> int:
     """Print and write (into ``run_dir``) the side-by-side table of each runtime's results.
+
+    ``stopped`` names the runtimes whose campaign stopped early (``--maxfail``).
 
     Returns the exit status (``compare_status``); ``expect_fail`` names the
     runtimes that must fail at least one trial.
@@ -242,12 +258,12 @@ def report_comparison(
                 f"{', '.join(result.unknown_invariants)}; replay: {result.spec.replay_command()}",
                 markup=False,
             )
-    _write(run_dir, runtimes, rows, came_out, findings, replays)
+    _write(run_dir, runtimes, rows, came_out, findings, replays, stopped)
     _console.print(f"written: {run_dir / 'compare.md'}", markup=False)
     for o in came_out:
         if o.problem is not None:
             _console.print(f"[{'red' if o.status == 'fail' else 'yellow'}]{escape(o.problem)}[/]")
-    _console.print(f"[bold]{final_line(came_out)}[/]")
+    _console.print(f"[bold]{escape(final_line(came_out, stopped))}[/]")
     return compare_status(came_out)
 
 
@@ -258,6 +274,7 @@ def _write(
     came_out: list[RuntimeOutcome],
     findings: dict[str, list[dict[str, Any]]],
     replays: Counter[tuple[str, str, str]],
+    stopped: Sequence[str] = (),
 ) -> None:
     failed = [o.failed for o in came_out]
     (run_dir / "compare.json").write_text(
@@ -296,5 +313,6 @@ def _write(
                 if (runtime, op["tool"]) not in seen:
                     seen.add((runtime, op["tool"]))
                     lines.append(f"- {runtime}, {op['tool']}: `{finding['replay']}`")
-    lines += ["", *(o.problem for o in came_out if o.problem is not None), final_line(came_out)]
+    problems = (o.problem for o in came_out if o.problem is not None)
+    lines += ["", *problems, final_line(came_out, stopped)]
     (run_dir / "compare.md").write_text("\n".join(lines) + "\n", "utf-8")

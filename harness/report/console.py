@@ -10,7 +10,7 @@ decides anything the checkers did not decide.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,9 +54,11 @@ __all__ = [
     "print_headline",
     "print_interrupted",
     "print_self_check",
+    "print_self_check_skipped",
     "print_start",
     "print_table_audit",
     "print_trial",
+    "print_unreached",
     "progress_bar",
 ]
 
@@ -153,6 +155,20 @@ def print_pace(trials: int, seconds: float, workers: int, where: Path | None) ->
     )
 
 
+def print_unreached(runtime: str, trials: int, points: Collection[str]) -> None:
+    """The exhaustive trials left out because they arm a point the runtime's own crash-free
+    run never reached (a kill there would never fire), by failpoint."""
+    if not trials:
+        _console.print(f"every failpoint hit of the golden run was reached by {escape(runtime)}")
+        return
+    by_name = Counter(point.split("@", 1)[0] for point in points)
+    named = ", ".join(f"{name} x{n}" for name, n in sorted(by_name.items()))
+    _console.print(
+        f"left out {trials} exhaustive trials at {len(points)} failpoint hits "
+        f"{escape(runtime)} never reached in its crash-free run ({named})"
+    )
+
+
 def print_folder(run_dir: Path, size_bytes: int, kept: int, trials: int) -> None:
     """The run folder's size on disk, and how many trial folders it kept."""
     _console.print(
@@ -167,12 +183,21 @@ def print_interrupted(completed: int, run_dir: Path) -> None:
     )
 
 
-def print_headline(status: int, summary: CampaignSummary, run_dir: Path) -> None:
-    """The last line (the run's verdict and counts), and the replay of the first failure."""
+def print_headline(
+    status: int, summary: CampaignSummary, run_dir: Path, *, stopped_after: int | None = None
+) -> None:
+    """The last line (the run's verdict and counts), and the replay of the first failure.
+
+    ``stopped_after``: the campaign was stopped once that many trials had failed
+    (``--maxfail``), so the counts are of the trials that ran (those under way when it
+    stopped included)."""
     results = summary.results
     kinds = Counter(r.spec.kind for r in results)
+    early = ""
+    if stopped_after is not None:
+        early = f" (stopped early: --maxfail {stopped_after} reached)"
     _console.print(
-        f"[bold]{HEADLINES[status]}[/]: {len(results)} trials "
+        f"[bold]{HEADLINES[status]}[/]{early}: {len(results)} trials "
         f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
         f"{len(summary.failures)} failed, {len(summary.unjudged)} could not be judged, "
         f"{sum(r.kills for r in results)} kills"
@@ -260,6 +285,11 @@ def _print_failures(failures: list[TrialResult], what: str = "failures") -> None
         _console.print(replay, markup=False)
     if len(failures) > MAX_FAILURES_SHOWN:
         _console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more {what}")
+
+
+def print_self_check_skipped(why: str) -> None:
+    """The self-check was asked for, and not run."""
+    _console.print(f"self-check not run: {escape(why)}")
 
 
 def print_self_check(rows: list[SelfCheckRow]) -> None:

@@ -32,6 +32,7 @@ import shlex
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
@@ -78,6 +79,7 @@ def list_mcp_tools(
     *,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    cwd: str | Path | None = None,
 ) -> McpListing:
     """Start the MCP server ``command`` over stdio and list its tools, every page of them.
 
@@ -85,7 +87,8 @@ def list_mcp_tools(
     ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``); pass ``os.environ``
     to hand the server this process's whole environment. ``timeout`` bounds
     the start, the handshake and the listing together; stopping a server that
-    ignores its stdin closing and SIGTERM takes up to about 4 s more.
+    ignores its stdin closing and SIGTERM takes up to about 4 s more. ``cwd``: the
+    folder the server runs in (default: this process's).
     """
     command = tuple(command)
     if not command or not command[0]:
@@ -98,7 +101,7 @@ def list_mcp_tools(
         raise _not_installed(exc) from exc
     _import_sdk()
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
-        lister = _Lister(command, dict(env or {}), timeout, stderr)
+        lister = _Lister(command, dict(env or {}), timeout, stderr, cwd)
         try:
             listing: McpListing = anyio.run(lister.run)
         except McpServerError:
@@ -126,9 +129,15 @@ class _Lister:
     """One listing: the session's steps, and what they were doing when one failed."""
 
     def __init__(
-        self, command: tuple[str, ...], env: dict[str, str], timeout: float, stderr: TextIO
+        self,
+        command: tuple[str, ...],
+        env: dict[str, str],
+        timeout: float,
+        stderr: TextIO,
+        cwd: str | Path | None = None,
     ) -> None:
         self.command = command
+        self.cwd = cwd
         self.env = env
         self.timeout = timeout
         self.stderr = stderr
@@ -140,7 +149,7 @@ class _Lister:
         from mcp import ClientSession, StdioServerParameters, stdio_client
 
         params = StdioServerParameters(
-            command=self.command[0], args=list(self.command[1:]), env=self.env
+            command=self.command[0], args=list(self.command[1:]), env=self.env, cwd=self.cwd
         )
         listing: McpListing | None = None
         with anyio.move_on_after(self.timeout) as scope:

@@ -8,6 +8,7 @@ traceback, start no process and create no reports folder.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,57 @@ CASES: list[tuple[str, list[str], str]] = [
         "cannot import nosuchmod",
     ),
 ]
+
+
+ONLY_TYPO = (
+    "only typo",
+    ["chaos", "--scenarios", "tests/data/scenarios", "--only", "mnii"],
+    "--only mnii: no scenario of that name in tests/data/scenarios (did you mean 'mini'?)",
+)
+CASES.append(ONLY_TYPO)
+
+
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder nothing can be made in: read-only by its mode, or for root (whom a mode
+    does not stop) a folder of sysfs, where making one is refused to root too."""
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir(mode=0o555)
+        return folder
+    return Path("/sys/kernel")
+
+
+REPORTS_CASES: list[tuple[str, str, str]] = [
+    ("read-only reports", "unwritable/r", "not writable"),
+    ("reports is a file", "a-file", "is not a folder"),
+    ("reports under a file", "a-file/r", "a-file is not a folder"),
+]
+
+
+class TestBadReports:
+    @pytest.mark.parametrize("command", ["chaos", "trial"])
+    @pytest.mark.parametrize(
+        ("case", "where", "says"), REPORTS_CASES, ids=[c[0] for c in REPORTS_CASES]
+    )
+    def test_refused_in_one_line_before_anything_runs(
+        self, command: str, case: str, where: str, says: str, tmp_path: Path, observer: Path
+    ) -> None:
+        """A --reports no run folder can be made in exits 2 with one line naming it; no
+        process starts and nothing is left in it."""
+        (tmp_path / "a-file").write_text("not a folder\n")
+        if where.startswith("unwritable"):
+            reports = unwritable_folder(tmp_path) / "r"
+        else:
+            reports = tmp_path / where
+        target = [MINI, "--seed", "1"] if command == "trial" else ["--scenario", MINI]
+        done = run_harness(command, *target, "--reports", str(reports), observer=observer)
+        assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
+        assert done.stderr.startswith(f"harness: --reports {reports}: "), done.stderr
+        assert says in done.stderr, done.stderr
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+        assert "Traceback" not in done.stderr + done.stdout
+        assert SPAWNED not in done.stderr
+        assert not reports.is_dir()
 
 
 class TestBadOptions:

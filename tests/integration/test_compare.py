@@ -75,7 +75,7 @@ class TestCompareCommand:
         run = _compare(tmp_path, "--runtime", "real", "--runtime", BROKEN)
         assert run.returncode == 1, run.stdout + run.stderr
         assert f"expected {BROKEN} to hold, but it failed" in run.stdout
-        assert _last_line(run).startswith(f"FAIL: held: real; failed: {BROKEN};")
+        assert _last_line(run).startswith(f"FAIL: held: real; failed: {BROKEN} (")
         assert _last_line(run).endswith(
             "expected to fail: none (every other runtime expected to hold)"
         )
@@ -84,7 +84,7 @@ class TestCompareCommand:
         """With --expect-fail, a runtime that fails while the other holds exits 0."""
         run = _compare(tmp_path, "--runtime", "real", "--runtime", BROKEN, "--expect-fail", BROKEN)
         assert run.returncode == 0, run.stdout + run.stderr
-        assert _last_line(run).startswith(f"PASS: held: real; failed: {BROKEN};")
+        assert _last_line(run).startswith(f"PASS: held: real; failed: {BROKEN} (")
         assert f"expected to fail: {BROKEN}" in _last_line(run)
         data = _compare_json(tmp_path)
         assert data["expected_to_fail"] == [BROKEN] and data["exit_status"] == 0
@@ -156,8 +156,16 @@ class TestExitLogic:
             RuntimeOutcome("naive", 5, 0, 1),
         ]
         assert final_line(found) == (
-            "COULD NOT JUDGE: held: real; failed: dbos; could not be judged: naive; "
-            "expected to fail: dbos (every other runtime expected to hold)"
+            "COULD NOT JUDGE: held: real; failed: dbos (2 of 5 trials); could not be judged: "
+            "naive (1 of 5 trials); expected to fail: dbos (every other runtime expected to hold)"
+        )
+
+    def test_the_final_line_counts_what_the_table_counts(self) -> None:
+        """A runtime that failed with trials that could not be judged says how many: the
+        last line never says none could be judged under a table that counts some."""
+        found = [RuntimeOutcome("real", 5, 0, 0), RuntimeOutcome("dbos", 9, 2, 3, True)]
+        assert final_line(found).startswith(
+            "PASS: held: real; failed: dbos (2 of 9 trials; 3 more could not be judged); "
         )
 
 
