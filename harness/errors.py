@@ -134,5 +134,5 @@ class TrialError(HarnessError):
 
     Cause: its directory cannot be created, its golden run failed, or the agent
     exhausted its restart budget. Remedy: see the message and the trial
-    directory; replay it with the seed and schedule printed with the failure.
+    directory; replay it with its seed and schedule printed with the failure.
     """

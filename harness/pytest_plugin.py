@@ -14,7 +14,7 @@ Options (all optional):
 - ``--chaos-scenario PATH``: the scenario file; default the one shipped in the
   package (``harness/scenarios/every_class.toml``: one tool of every class, a
   step that fails, a step no read-only tool can check).
-- ``--chaos-seed N``: the seed of ``run_trial`` (its Faker arguments) and of
+- ``--chaos-seed N``: the random seed of ``run_trial`` (its Faker arguments) and of
   ``run_campaign`` (as ``python -m harness chaos --seed``); default 1, so that a
   suite runs the same trials on every machine (change it to explore).
 - ``--chaos-workers N`` and ``--chaos-launch fork|exec``: as for ``python -m harness chaos``.

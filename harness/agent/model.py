@@ -286,7 +286,7 @@ class ReplanningModel(ReissuingModel):
             return steps
         seed = f"{self.plan.seed}:{life}:{steps[0].batch}"
         # A shuffle with no import beyond zlib (the agent's start-up stays light): each
-        # call's place is a checksum of the seed and its id.
+        # call's place is a checksum of the shuffle's seed and its id.
         shuffled = tuple(
             sorted(steps, key=lambda step: zlib.crc32(f"{seed}:{step.op_id}".encode()))
         )

@@ -185,7 +185,7 @@ FAKER_PROVIDERS: Mapping[str, str] = MappingProxyType(
 )
 """The Faker providers a recipe may name, with the catalog type each produces.
 
-Only providers that make harmless strings or numbers from the seeded random
+Only providers that make harmless strings or numbers from a seeded random
 source; anything that reads the environment or the real clock stays out.
 """
 

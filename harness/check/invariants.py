@@ -1,4 +1,4 @@
-"""The invariants (README's invariant table) as checkers over a trial's files.
+"""The invariants (docs/reference/invariants.md) as checkers over a trial's files.
 
 Each checker is a function of a ``TrialEvidence`` that returns a ``Verdict``
 with the evidence that decided it, in one of four outcomes:

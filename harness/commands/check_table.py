@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help=f"a scenario file (repeatable; default: every scenario of {DEFAULT_SCENARIOS}/)",
     )
     parser.add_argument(
-        "--seed", type=int, default=1, help="the seed the scenarios' Faker arguments are drawn from"
+        "--seed", type=int, default=1, help="the random seed of the scenarios' Faker arguments"
     )
     return parser
 

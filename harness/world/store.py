@@ -128,7 +128,7 @@ EFFECT_TABLES: tuple[EffectTable, ...] = (
         ("kind", "payload"),
     ),
     # Asking a person again under the same op id changes nothing in the world
-    # (the seed retries the ask-user family), so a question is recorded once per op.
+    # (recovery retries the ask-user family), so a question is recorded once per op.
     EffectTable(
         "questions",
         f"{_ID}, tool TEXT NOT NULL, question TEXT NOT NULL",
