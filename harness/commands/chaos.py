@@ -1,31 +1,6 @@
 """``python -m harness chaos``: the default campaign, then the self-check.
 
-The campaign runs, against the runtime under test, every failpoint at every
-hit of every scenario plus random-time kills (``harness.chaos.campaign``).
-The self-check is the data of two tables: every broken runtime of
-``harness.agent.broken`` (each with ``caught_by``, the invariants expected to
-catch it, ``needs_fault``, the fault that can expose it, and its ``mistake``)
-and every mutation of ``harness.chaos.mutations`` (each with its invariant).
-Each broken runtime is run until the invariant it breaks catches it; one
-that needs a fault beyond SIGKILL must first escape every trial without that
-fault (SIGKILL and every other fault, on a smaller campaign), then be caught
-once that fault is added; one that only calls run at once can expose
-(``needs_batch``) must escape the scenarios without batches, then be caught in
-one with them; one that only a batch on threads can expose (``needs_threads``)
-must escape the scenarios without threads, then be caught in one with them
-(under its fault, which the threaded scenario's other trials must not show it
-without); one that only a scripted model can expose (``needs_model``: a model that
-re-orders its calls) must escape every trial of the scenarios that know calls by
-content under another model, then be caught in one of that model; one of calls
-at once that also needs a fault (a cancel) must escape
-every trial without that fault, in the scenarios with batches too. Each mutation
-damages a copy of one of the campaign's passing trials, and its invariant
-must fail on the copy.
-
-The results go to the console (``harness.report.console``) and to the run
-folder's files (``harness.report.files``). Exit 0 only if every trial passes
-and every broken runtime is caught as expected; an interrupt still leaves a
-report of what completed.
+The full note: docs/reference/modules.md (``harness/commands/chaos.py``).
 """
 
 from __future__ import annotations
