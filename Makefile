@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv observer test test-long chaos lint audit bench clean
+.PHONY: venv observer test test-long chaos lint audit bench docs clean
 
 venv: $(STAMP)
 
@@ -37,10 +37,14 @@ audit: $(STAMP) observer
 bench: $(STAMP)
 	$(PY) -m harness.bench $(BENCH_ARGS)
 
+# The docs site (mkdocs.yml, docs/) into site/; --strict fails on any warning.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(PY) -m ruff check harness tests
 	$(PY) -m ruff format --check harness tests
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

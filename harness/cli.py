@@ -20,9 +20,7 @@ Each command is a module of ``harness.commands`` with its parser and its
 ``run(args)``; this module only assembles them, installs the signal handlers
 and maps errors to exit codes.
 
-Exit status (``harness.exits``): 0 all held, 1 an invariant failed or the
-self-check missed, 2 bad input (nothing was run), 3 could not judge (some
-verdict unknown, none failed), 130/143 interrupted.
+The full note: docs/reference/modules.md (``harness/cli.py``).
 """
 
 from __future__ import annotations

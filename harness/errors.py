@@ -1,9 +1,8 @@
 """Every error this project raises on purpose: one root, each leaf naming cause and remedy.
 
-The runtime's leaves live in ``harness.runtime.errors`` (the runtime is usable
-on its own and imports nothing else of the project); they are re-exported here,
-and the harness adds its own leaves under the same root. Catch ``HarnessError``
-to handle any of them.
+The runtime's leaves live in ``harness.runtime.errors`` (the runtime imports nothing
+else of the project) and are re-exported here; the harness adds its own leaves under
+the same root. Catch ``HarnessError`` to handle any of them.
 
     HarnessError
     ├── ToolTableError            a tool table file is malformed
@@ -134,5 +133,5 @@ class TrialError(HarnessError):
 
     Cause: its directory cannot be created, its golden run failed, or the agent
     exhausted its restart budget. Remedy: see the message and the trial
-    directory; replay it with the seed and schedule printed with the failure.
+    directory; replay it with its seed and schedule printed with the failure.
     """

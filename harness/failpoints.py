@@ -16,36 +16,7 @@ process:
     action  := kill | exit | raise | sleep | enospc | lost-reply | count | cancel
              | lost-request
 
-``op.after_effect@3=kill`` kills the process on the third hit of that point;
-without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
-``sleep(250)`` sleeps 250 ms, ``raise`` raises ``FailpointTriggered`` (the
-runtime stops dead there, as a crash would), ``enospc`` raises
-``OSError(ENOSPC)`` where the point is (the journal's append site stands for a
-full disk), ``lost-reply`` raises a ``TransientToolError`` that looks like a
-timeout (at ``op.reply``: the reply was lost), ``lost-request`` raises the
-same timeout where the request is on its way (at ``op.request``: the world
-never saw it, nothing happened), ``cancel`` cancels the asyncio
-task that hit the point (as ``asyncio.wait_for``, a task group or a user
-pressing stop would: the ``CancelledError`` lands at the task's next await),
-``count`` only counts hits (the supervisor learns from a crash-free run where
-the points are).
-
-``lost-reply``, ``lost-request`` and ``cancel`` tell a listening supervisor that
-they landed:
-``fault <action> <name> <hit>`` and the op id. A ``cancel`` hit outside an
-asyncio task (in a thread, or in sync code) has nothing to cancel: it does
-nothing, says so on stderr and tells the supervisor nothing, so a schedule
-that counted on it sees the fault never landed.
-
-``kill`` hand-shakes with a supervisor when one is listening: the process
-writes ``reached <name> <hit>`` to the file descriptor named by
-``HARNESS_FAILPOINT_CHANNEL`` and waits to be SIGKILLed from outside, so that
-the supervisor knows exactly where the victim stood (the line ends with the op
-id, when the point has one). Alone, it SIGKILLs itself.
-
-Contract: a malformed spec or an unknown failpoint name raises
-``FailpointSpecError`` from ``arm_from_environ``, before anything runs;
-``disarm`` removes the runtime's hook again.
+The full note: docs/reference/modules.md (``harness/failpoints.py``).
 """
 
 from __future__ import annotations

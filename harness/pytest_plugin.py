@@ -14,20 +14,12 @@ Options (all optional):
 - ``--chaos-scenario PATH``: the scenario file; default the one shipped in the
   package (``harness/scenarios/every_class.toml``: one tool of every class, a
   step that fails, a step no read-only tool can check).
-- ``--chaos-seed N``: the seed of ``run_trial`` (its Faker arguments) and of
+- ``--chaos-seed N``: the random seed of ``run_trial`` (its Faker arguments) and of
   ``run_campaign`` (as ``python -m harness chaos --seed``); default 1, so that a
   suite runs the same trials on every machine (change it to explore).
 - ``--chaos-workers N`` and ``--chaos-launch fork|exec``: as for ``python -m harness chaos``.
 
-Contract: ``run_campaign(n)`` runs ``n`` trials of the campaign ``python -m
-harness chaos`` would run on the scenario, chosen deterministically from the
-seed (every failpoint family is sampled before any is sampled twice; a fifth
-are random-time kills); every trial runs in real processes in the test's
-``tmp_path``, and every process the fixture started is reaped when the test
-ends. ``assert_survives`` fails on every trial that did not pass, a trial
-with an invariant that could not be judged (``unknown``) included, with each
-invariant that failed or could not be judged and the one command that replays
-the trial. Nothing here decides a verdict: the checkers do.
+The full note: docs/reference/modules.md (``harness/pytest_plugin.py``).
 """
 
 from __future__ import annotations

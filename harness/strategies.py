@@ -10,34 +10,7 @@ For property-based regression checks in your own test suite::
         result = run_case(scenario, schedule, root=CASES)  # a folder kept across examples
         assert result.status == "pass", describe_failure(result)
 
-- ``tool_calls()``: one step: a catalog tool of any class with realistic
-  literal arguments and, where a read-only tool reveals its effect, the check
-  the shipped scenarios use for it (``ui_dump`` for typed text and taps,
-  ``logcat`` for installs, alarms and terminal lines, ``browser_snapshot`` for
-  clicks and visits, ``read_file``/``list_files`` for files). Read-only,
-  ask-user and UNKNOWN tools, and ``github_write_file`` (no read-only tool sees
-  GitHub), carry none.
-- ``scenarios()``: a validated ``Scenario``. The names a check reads are
-  distinct across its steps: a step that would leave the same evidence as an
-  earlier one carries its step number in those names, so a VERIFY always tells
-  the steps apart. ``scenarios(batches=True)`` also issues some calls together
-  (batches, run at once by the agent). ``scenario_toml`` writes one back as a
-  scenario file.
-- ``crash_schedules()``: ``CrashSchedule`` of one to three lives, each killed
-  at a failpoint hit (bounded by a golden run's counts when given), inside
-  recovery, or at a random moment, and possibly followed by a power loss.
-- ``run_case`` runs one (scenario, schedule) in real processes, with its golden
-  run; ``replay_line`` is the one command that runs the same trial again.
-
-Shrinking: steps and lives are drawn with ``st.lists`` and every choice lists
-its simplest option first (read-only tools before writes, no optional argument
-before one, a failpoint kill before a recovery kill before a random-time kill,
-no power loss before a drop before a tear), so a failure shrinks to few steps,
-few lives and plain faults.
-
-Contract: the strategies are pure (no files, no processes); only ``run_case``
-and ``prepare_case`` write files and start agents, through a ``Supervisor``,
-which reaps every process it starts.
+The full note: docs/reference/modules.md (``harness/strategies.py``).
 """
 
 from __future__ import annotations

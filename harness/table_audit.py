@@ -19,19 +19,7 @@ row does not count. Rows of the tables that are not effects
 (``invariants.NOT_EFFECTS``, the question log: asking a person again is
 harmless by the recovery table's definition) are reported but judge nothing.
 
-What makes a class unsafe is a table (``UNSAFE_FINDINGS``): the classes that
-recovery RETRIES after a crash (read_only, idempotent_write, the ask-user
-family) must not do what a retry would repeat. A non_idempotent or unknown
-tool whose replay changed nothing is a note: it could be retried. A tool the
-table does not list is judged as unknown, the runtime's rule. A first call
-that fails leaves nothing to compare a replay with: unjudged, unless it
-already showed an unsafe finding.
-
-The tools come from one seam, ``WorldTools``: a function of the world and the
-plan, as the scenario's world gets its tools (the catalog's simulated tools
-and the scenario's declared ones). Contract: the audit acts only on its scratch
-worlds, starts no process, and returns plain data (``TableAudit``); it raises
-only for a bug in its own code, never for a tool that raises.
+The full note: docs/reference/modules.md (``harness/table_audit.py``).
 """
 
 from __future__ import annotations

@@ -4,63 +4,7 @@ An adapter is an agent program: a module with ``main(argv: list[str]) -> int``
 that the supervisor starts once per incarnation (forked from a warm worker, or
 as ``python -I -m <module> TRIAL_DIR``). Its contract, for one incarnation:
 
-1. Read the plan from ``TRIAL_DIR/plan.json`` (``harness.agent.plan.load_plan``).
-2. Write ``ready`` on the file descriptor named by ``HARNESS_FAILPOINT_CHANNEL``
-   once its imports are done (random-time kills count from there).
-3. Arm the failpoints of ``HARNESS_FAILPOINTS``
-   (``harness.failpoints.arm_from_environ``) and call
-   ``failpoint(name, op_id)`` at the protocol's points around each tool call
-   (``op.before_intent`` ... ``op.after_finish``) at the places its own
-   durability makes equivalent, so that the harness can kill inside calls.
-4. Run tools only through the world: ``make_tool_function(WorldStore.open(
-   TRIAL_DIR/"world.db"), plan.tools)(tool, args, CallContext(op_id, tool,
-   attempt, incarnation))`` with the plan's op ids, so that every execution is
-   ledgered (``plan.tools``: the scenario's declared tools, if it has any).
-5. Tell the supervisor about each plan step: ``invoke <op>`` then ``ack <op>``
-   (it succeeded), ``fail <op>`` or ``info <op>`` (outcome unknown); and
-   ``hint <op>`` when its model reads a VERIFY hint. ``harness.agent``'s model also
-   reports the digest of the result it was handed (``ack <op> <digest>``,
-   ``harness.world.store.result_digest``) and what each check of a hint found
-   (``check <op> <digest> present|absent``): I11 judges what it was told by them,
-   and is not judged for an agent program that does not report them.
-6. After a restart, recover from its own durable state in ``TRIAL_DIR``, and
-   exit 0 once every step is done, calling ``failpoint("agent.before_exit")``
-   just before: a random-time kill whose moment came after the life's work
-   lands there (a life that exits first leaves its kill unlanded, and the
-   trial ``unknown``).
-
-Nothing else passes between incarnations: only the files in ``TRIAL_DIR``.
-Adapters that keep the project's journal (``journal=True``) are held to every
-invariant; the others to those the ledger, the supervisor's history and the
-world can judge (I1 by what the user was told, I2 by the ledger, I7, I8), and
-the journal invariants are ``not-judged`` for them: a trial holds when every
-verdict is ``pass`` or ``not-judged``. Faults that act on the journal (corruption,
-a full disk, a changed tool table) and the runtime's own failpoints are not
-scheduled for them (``Adapter.failpoints``). A power loss is, for an adapter whose
-framework keeps its state in files of ``TRIAL_DIR`` (``Adapter.files``: DBOS's and
-LangGraph's SQLite databases): it is rebuilt from what the agent asked the kernel,
-whoever's files they are.
-
-Registered adapters: ``real`` (this project's runtime, knowing calls by the identity
-the scenario asks for: by id unless it says ``identity = "content"``),
-``real-content`` (the same runtime, always knowing calls by content: for a model
-that re-issues its calls under new ids, ``harness.runtime.identity``), each broken
-runtime of ``harness.agent.broken`` (the real runtime with one mistake), ``mcp``
-(this project's runtime with its tools behind an MCP server child process:
-``harness/adapters/mcp_agent.py``), ``dbos`` (DBOS Transact 3.4: each tool call a
-DBOS step of one workflow), ``langgraph``, ``langgraph-async`` and ``langgraph-exit``
-(a LangGraph graph with ``ToolNode`` and SQLite checkpoints under each of LangGraph's
-durability modes, ``sync`` for the first: ``harness/adapters/langgraph_agent.py``),
-``langgraph-guarded`` (that agent, ``sync``, with this project's runtime guarding its
-tools: ``harness.integrations.langgraph``; it keeps the journal), ``pydantic-ai`` and
-``pydantic-ai-guarded`` (a Pydantic AI agent with a scripted model, durable on Pydantic
-AI's DBOS integration; the second with ``harness.integrations.pydantic_ai``'s guard
-around its tools: ``harness/adapters/pydantic_ai_agent.py``) and ``naive`` (no
-recovery at all: ``harness/adapters/naive.py``, the smallest example). A user's own
-agent program
-is named ``module:<dotted.module>``; one the harness cannot change, run as a black box
-behind the harness's model and tools, ``cmd:<command line>`` (``harness.blackbox``: its
-failpoints are the harness's servers', ``Adapter.points``).
+The full note: docs/reference/modules.md (``harness/adapters/__init__.py``).
 """
 
 from __future__ import annotations

@@ -14,28 +14,7 @@ What DBOS records, and where the failpoints stand (DBOS 3.4, ``dbos._core.invoke
 - one row in ``operation_outputs`` after the step function returned or raised
   (the step's checkpoint); the workflow's inputs and PENDING status at its start.
 
-    op.before_intent   step body, first line  (DBOS has written nothing for the step)
-    op.after_intent    step body, before the tool: the same durable state as before_intent
-    the tool runs      (a multi-step tool hits op.mid_effect)
-    op.after_effect    step body, after the tool (also after a ToolError), before the checkpoint
-    DBOS checkpoints the step's output or error in operation_outputs
-    op.after_finish    workflow body, after the step returned, if its body ran in this life
-
-The first two stand inside the step body so that, as in our runtime, they are
-hit only by steps that really run, not by steps DBOS answers from a checkpoint.
-A restart resumes the workflow from its last checkpoint: a step killed anywhere
-between ``op.before_intent`` and its checkpoint runs again, whatever the tool.
-
-On a restart ``DBOS.launch()`` re-enqueues this executor's PENDING workflows
-(executor ``local``, same application version) on DBOS's internal queue, whose
-worker picks them up within its 1 s poll; ``DBOS.start_workflow`` with the same
-workflow id then only returns a handle on that run, and the main thread waits
-for its result. Transient tool errors are retried by DBOS for every step alike
-(``retries_allowed``, up to ``MAX_ATTEMPTS``); the attempt number comes from
-``DBOS.step_status``. ``incarnation`` counts the starts in ``dbos-incarnation``.
-
-Exit status: 0 the workflow ended; 1 it ended in error; 2 refused before any
-tool ran (bad failpoint spec, unreadable plan); 4 stopped by containment.
+The full note: docs/reference/modules.md (``harness/adapters/dbos_agent.py``).
 """
 
 from __future__ import annotations

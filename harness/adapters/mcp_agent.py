@@ -20,19 +20,7 @@ So the server stays in the agent's process group with the channel passed
 down, and the pipes are bridged to the session as ``stdio_client`` does
 (one JSON-RPC message a line).
 
-The server dies with its agent: a SIGKILL of the group kills both at once;
-if the agent dies alone (its random-time kill's signal, any other death) the
-server's stdin ends and it exits after the call under way, and the supervisor,
-once the agent is gone, SIGKILLs the group, the server with it. At the end of
-a life the agent closes the server's stdin and waits for it (then kills it),
-and reports its failpoint hits with its own.
-
-The MCP SDK is imported here, before ``ready``, and by no other module the core
-agent imports. ``HARNESS_CONTAINMENT=1`` is refused: this agent starts a
-process and its event loop opens sockets, which containment forbids.
-
-Exit status: as ``harness.agent``, and 1 when the tool server failed or went
-away (the op in flight is journaled as of unknown outcome).
+The full note: docs/reference/modules.md (``harness/adapters/mcp_agent.py``).
 """
 
 from __future__ import annotations

@@ -9,26 +9,7 @@ what a call and its answer carry.
 
 What this process promises:
 
-- Each execution is ledgered under the agent's pid (``--agent-pid``, which must
-  be this process's parent), not its own: the checkers tell lives apart by the
-  pid the world recorded, and this server is part of its agent's life (started
-  by it, in its process group, killed with it). The intent's place in the
-  journal is seen here as in the agent (``journal_pos``: the journal's size inside
-  the effect's transaction).
-- The failpoints the simulated tools hit (``op.mid_effect``, ``op.reply``) are
-  hit here, armed from the environment the agent handed down, with the
-  supervisor's channel passed to this process: a ``kill`` hand-shakes from
-  here, and the supervisor's SIGKILL of the group ends agent and server at
-  once, with whatever the server had committed. A random-time kill timed from
-  one of these points ends the whole group (``aim_at_process_group``).
-- It serves until its stdin ends (the agent closed it, or died): then it
-  exits, after the call under way. With ``--hits FILE`` (a counted run) it
-  writes its failpoint hits there as it exits, for the agent to report with
-  its own (``harness.failpoints.hit_report``).
-
-Exit status: 0 its stdin ended (or its agent was gone before a reply could
-reach it); 2 refused before serving (bad arguments, a parent that is not the
-agent named, a bad failpoint spec).
+The full note: docs/reference/modules.md (``harness/adapters/mcp_tools_server.py``).
 """
 
 from __future__ import annotations

@@ -14,72 +14,7 @@ under the plan's op ids as ``tool_call_id``; a plan batch is several calls in
 one response, which Pydantic AI runs at once (DBOS's default
 ``parallel_ordered_events``).
 
-Two variants (``HARNESS_PYDANTIC_AI``): ``bare`` (adapter ``pydantic-ai``) and
-``guarded`` (``pydantic-ai-guarded``): the same agent with the toolset wrapped
-by ``harness.integrations.pydantic_ai.GuardedToolset`` on ``TRIAL_DIR/journal``,
-nothing else changed. The model is the same in both: it reads a VERIFY hint in
-a tool's return as ``ScriptedModel`` does (it runs the step's read-only
-verification as ``<op>.check`` and reports ``present`` or ``absent`` with
-``report_verification``; ``unknown`` when the step has none), and tells the
-supervisor ``hint <op>``; the bare agent's returns never hold one, and its
-model carries on after a crash as a plain LLM does.
-
-What DBOS records for a Pydantic AI run (pydantic-ai 2.78, dbos 3.4): the
-workflow's inputs and PENDING status at its start; one step per model request
-(``harness_plan__model.request``, its ``ModelResponse`` checkpointed after the
-model returned); nothing for a function tool: a ``FunctionToolset`` tool runs in
-workflow code, not as a step (only MCP and dynamic toolsets are wrapped), and
-the integration's docs ask for tools that do I/O to be DBOS steps. So each
-tool call is one DBOS step here, ``harness.pydantic_ai.tool_call``: a
-``StepToolset`` around the toolset makes every ``call_tool`` a step, which is
-what ``@DBOS.step`` on each tool function does (a step per call, checkpointed
-once the tool returned or raised, retried by DBOS on a transient error), with
-the step outside the guard (a ``@DBOS.step`` inside it would break DBOS's
-replay, see ``harness.integrations.pydantic_ai``). On restart DBOS re-runs the
-workflow: model requests and tool calls it checkpointed are answered from
-``operation_outputs``, the first one it did not is run for real, whatever the
-tool. Where the failpoints stand (bare):
-
-    op.before_intent   tool step body, first line  (DBOS has written nothing for the call)
-    op.after_intent    tool step body, before the tool: the same durable state
-    the tool runs      (a multi-step tool hits op.mid_effect, then op.reply)
-    op.after_effect    tool step body, after the tool (also after its failure), before
-                       DBOS checkpoints the step
-    DBOS checkpoints the step's return or error in operation_outputs
-    op.after_finish    workflow code, after the step returned, if its body ran in this life
-
-Guarded, the runtime inside the guard hits them at its own write-ahead points
-(inside the step, so the step checkpoints after the journal's finish), and its
-journal's and recovery's points besides: a journal fault that stops the life
-ends the process at once (``os._exit``: status 3 for a write that failed, 2 for
-a journal refused at open), so that DBOS keeps the workflow PENDING as after a
-crash instead of recording the run's error for good.
-
-A restarted life: ``DBOS.launch()`` re-enqueues the PENDING workflow on DBOS's
-internal queue (its worker polls every second), ``DBOS.start_workflow`` under
-the same id hands back a handle on that run, and the main thread waits for it.
-``incarnation`` counts the starts in ``pydantic-ai-incarnation`` (bare; the
-guarded calls carry the journal's).
-
-Ids. The model issues the plan's ids in every life (a scenario's ``model`` and
-``identity`` are for ``harness.agent``'s models): what DBOS replays carries the
-ids it recorded, and a new turn is a new call. So the guard knows calls by id.
-By content it would go wrong twice under DBOS: the calls DBOS answers from its
-checkpoints never reach the guard, so the journaled ops they stand for stay
-unclaimed in the new life and a later call of the same tool and arguments is
-answered from one of them instead of running (``reissue_calls``' second
-``ui_dump`` was never run); and the model's check after a hint is such a call
-too (the guard's calls are not ``fresh``), answered from an earlier read of the
-world instead of the world now (the checkout then looked absent, and was redone).
-
-Tells: the model says ``invoke`` for the calls it emits and, at its next turn,
-``ack``/``fail`` for what came back, or ``info`` and ``hint`` for a hint, then the
-step's outcome once its report is answered; a model request DBOS answers from its
-checkpoint tells nothing again.
-
-Exit status: 0 the workflow ended; 1 it ended in error; 2 refused (bad
-failpoint spec, unreadable plan or table, a journal refused); 3 a journal
-append failed (disk full); 4 stopped by containment.
+The full note: docs/reference/modules.md (``harness/adapters/pydantic_ai_agent.py``).
 """
 
 from __future__ import annotations

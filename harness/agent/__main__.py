@@ -10,25 +10,7 @@ unless ``HARNESS_IDENTITY`` (set by an adapter such as ``real-content``) says
 otherwise. Imports stay light (stdlib and the project's
 runtime, world, agent and failpoints only): its start-up time is the harness's speed.
 
-Options come from the environment, set by the supervisor:
-``HARNESS_RUNTIME`` (a name from ``harness.agent.broken.RUNTIMES``, default
-``real``), ``HARNESS_IDENTITY`` (``id`` or ``content``: ``harness.runtime.Identity``),
-``HARNESS_TOOL_TABLE`` (a tool table file replacing the default),
-``HARNESS_FAILPOINTS`` and ``HARNESS_FAILPOINT_CHANNEL`` (see
-``harness.failpoints``), and ``HARNESS_FAILPOINT_COUNTS``, a file to
-which a finished run writes how often each armed point was hit. On the channel
-the agent first says ``ready`` once its imports are done. ``HARNESS_CONTAINMENT=1``
-installs, before anything else, the audit hook of ``harness.agent.audit``, which
-stops the process at its first attempt to reach outside the trial directory.
-
-The tools are a seam: ``main(argv, tools=...)`` takes what opens the trial's
-``ToolFunction`` (by default ``world_tools``: the simulated tools in this
-process), so that an adapter can run this same agent with its tools elsewhere
-(``harness.adapters.mcp_agent``: over MCP, in a server child process).
-
-Exit status: 0 the plan is done; 2 refused before any tool ran (corrupt or
-locked journal, bad failpoint spec, unknown runtime, model or identity); 3 an append could not be
-made durable (disk full): the op was not run; 4 stopped by containment.
+The full note: docs/reference/modules.md (``harness/agent/__main__.py``).
 """
 
 from __future__ import annotations

@@ -18,14 +18,7 @@ stops the process on any that would reach outside the trial:
   a SQLite database opened outside it (SQLite opens its files in C, unaudited,
   so the database path is checked where Python hands it over).
 
-Reading anywhere is allowed: imports read files. Paths are resolved
-(symbolic links followed) before they are compared; ``/dev/null`` is allowed.
-
-Contract: a violation writes ``harness.agent: containment: <event> <args>`` to
-stderr and ends the process with status 4 through ``os._exit``, which nothing
-can catch (an exception raised by a hook could be swallowed by the caller).
-The hook cannot be removed once installed. Installing also stops the
-interpreter from writing bytecode caches, which would be writes outside.
+The full note: docs/reference/modules.md (``harness/agent/audit.py``).
 """
 
 from __future__ import annotations

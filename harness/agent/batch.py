@@ -16,17 +16,7 @@ A call cancelled before its tool ran (a cancellation asked for at its
 tool's first await. An unconditional await would do the same for a cancel,
 but would let the journal's writer race every tool it let run.
 
-Each call tells the supervisor ``invoke`` as it starts and its outcome as soon
-as it is back, while the others are still in flight. A call whose outcome came
-back unknown in this life (a lost reply) is left to the model, which verifies
-it once every call of the batch is back, as it would in its next turn. A call
-that was cancelled (``CancelledError``: a framework's timeout, a user pressing
-stop) comes back as ``Cancelled``, for that call only (the others finish), and
-is told ``info``: its outcome is unknown to the model, which asks the runtime
-again once the batch is back.
-
-This module imports asyncio, which the agent needs for batches only: the model
-imports it when a plan has one.
+The full note: docs/reference/modules.md (``harness/agent/batch.py``).
 """
 
 from __future__ import annotations

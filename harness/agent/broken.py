@@ -1,10 +1,10 @@
-"""Deliberately broken runtimes: each breaks one promise of the seed.
+"""Deliberately broken runtimes: each breaks one promise of the recovery design.
 
 A harness that cannot fail proves nothing. Each class below is the real
 runtime with one mistake of the kind real runtimes make; the chaos self-check
 runs every one and requires that the named invariant catches it.
 
-``caught_by`` names the invariants (README's invariant table) expected to fail;
+``caught_by`` names the invariants (docs/reference/invariants.md) expected to fail;
 ``needs_fault`` names the fault that can expose the mistake at all (``a or b``:
 either of two).
 """

@@ -11,39 +11,7 @@ A call whose outcome is unknown in the same life (its reply was lost: the
 runtime answers ``info`` with a hint) is verified at once, the same way. A
 step is redone at most ``MAX_REDOES`` times in a chain.
 
-Then it issues the plan's steps in order; the runtime answers every op its
-journal knows without running it again. The calls of a batch are issued
-together and run at once (``harness.agent.batch`` on an event loop, or
-``harness.agent.threads`` on threads, as the plan's ``batch_driver`` says); a
-lost reply among them is verified once all of them are back, and a call among
-them that was cancelled (``CancelledError``, on an event loop) is told ``info``
-and issued again under the same id once all are back: the runtime runs a
-retry-safe op again and answers an unsafe one with its VERIFY hint, verified as
-a lost reply is. It tells the outside world about each step (``invoke <op>``,
-then ``ack``, ``fail`` or ``info``, on the supervisor's channel): a user who
-was told a step is done must never see it done again.
-All choices are a function of the journal and the world, so a model killed
-half-way decides the same next time.
-
-``ReissuingModel`` (``model = "reissue"``) stands for an LLM that re-runs
-inference after a restart: it issues every plan call under a new id in each
-life after the first (``harness.agent.plan.reissued_id``: ``s003~2`` in the
-runtime's second incarnation), with the same tool and arguments. Only the
-plan's calls are re-issued: the check and the redo a VERIFY hint leads to are
-named after the op the hint names (``<op>.check``, ``<op>.redo``), the id the
-runtime gave the model. A check is a ``fresh`` call: identity by content never
-answers it from an earlier read.
-
-``ReplanningModel`` (``model = "replan"``) re-plans as well: in each life after
-the first it re-issues the plan calls under new ids as ``ReissuingModel`` does,
-and issues the calls of each batch (calls the plan says are independent) in an
-order of its own, a shuffle seeded by the plan's seed, the life and the batch,
-never the plan's order, so that calls of one tool with different arguments come
-back in another order and a replayed trial issues them the same way.
-
-A call the runtime answered from another op by content is told with that op
-(``ack s004b~2 s004b``): the supervisor keeps it, and I12 holds the op to the
-call's own tool and arguments, which the plan gives by the call's id.
+The full note: docs/reference/modules.md (``harness/agent/model.py``).
 """
 
 from __future__ import annotations
@@ -286,7 +254,7 @@ class ReplanningModel(ReissuingModel):
             return steps
         seed = f"{self.plan.seed}:{life}:{steps[0].batch}"
         # A shuffle with no import beyond zlib (the agent's start-up stays light): each
-        # call's place is a checksum of the seed and its id.
+        # call's place is a checksum of the shuffle's seed and its id.
         shuffled = tuple(
             sorted(steps, key=lambda step: zlib.crc32(f"{seed}:{step.op_id}".encode()))
         )

@@ -18,26 +18,7 @@ step's ``index`` and ``"batch": 4``; a step of one call has no ``batch``.
 ``"duplicate": true`` (under ``duplicate_delivery``) is issued twice at once
 under its op id. Both are left out at their defaults.
 
-``verify`` says how the model checks a step's effect after a VERIFY hint: run
-the read-only ``tool`` with ``args``, take the value at the dotted ``path`` of
-its result, and the effect is present when that value contains ``contains``
-(a list holding it as an item, a string holding it as a substring) or, with
-``equals``, is equal to it. ``verify`` is null when no read-only tool reveals
-the effect: such a step is not redone after a VERIFY.
-
-A scenario that declares its own tools adds ``"tools"`` (name -> the
-declaration, ``harness.world.declared.DeclaredTool``: the agent's tool
-function runs them) and, when its world does not begin empty, ``"world"``
-(the records the harness puts into ``world.db`` before the first life).
-Both are left out when empty, so a plan of built-in tools reads as before.
-
-``model`` is the scripted model that runs the plan (``harness.agent.model.MODELS``:
-``scripted``, or ``reissue``, which gives every plan call a new id after each
-restart) and ``identity`` how the runtime knows a call it journaled
-(``harness.runtime.Identity``: ``id`` or ``content``); a plan without them is
-``scripted`` and ``id``. A re-issued id names the plan's call and the life
-that issued it (``reissued_id``: ``s003~2``), so that anyone holding the plan
-can fold it back to its call (``plan_id``) and step without the journal.
+The full note: docs/reference/modules.md (``harness/agent/plan.py``).
 """
 
 from __future__ import annotations

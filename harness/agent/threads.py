@@ -8,36 +8,7 @@ as it is back; a call that came back ``info`` with a hint (a lost reply) is
 left to the model, which verifies it once every call of the batch is back, as
 ``harness.agent.batch`` does.
 
-Order. Every call's thread is started first and waits for its turn. The calls
-start in plan order, each once the call before it has reached
-its tool (its intent is durable) or come back (the journal answered it): the
-tool wrapper sets the call's event as the tool starts. So the intents are
-journaled in plan order and the hits of ``op.before_intent`` and
-``op.after_intent`` fall on the same calls in the crash-free run and in every
-trial: a kill at ``op.after_intent@N`` lands at the N-th call. What stays
-nondeterministic is what the threads do once started: which tool runs first,
-which finish is written first, where a later call's intent falls among the
-earlier calls' finishes (the hits of ``op.after_effect``, ``op.after_finish``,
-``op.reply`` and ``journal.append``), and the order the outcomes come back and
-are told. That is acceptable: a kill at one of those hits may meet other calls
-in flight than in the crash-free run, but no checker judges from the schedule;
-each judges what happened from the ledger, the journal and the supervisor's own
-observations.
-
-The simulated world is one SQLite connection: its tools take turns (a lock, as
-SQLite's writers take turns anyway), while the other calls' appends and fsyncs
-go on beside them.
-
-Duplicate delivery. A call marked ``duplicate`` (``PlanStep.duplicate``) is
-issued twice at once, from two threads, under its op id, as a webhook or a queue
-message delivered twice. The runtime runs its tool once: the second delivery
-waits at the op's gate and is answered from the journal. The model tells the
-supervisor once per op: ``invoke`` as the op is issued, then the outcome of the
-first delivery to come back.
-
-This module imports ``concurrent.futures`` (and with it ``threading``), which the
-agent needs for threaded batches only: the model imports it when a plan runs its
-batches on threads. It never imports asyncio.
+The full note: docs/reference/modules.md (``harness/agent/threads.py``).
 """
 
 from __future__ import annotations

@@ -20,13 +20,7 @@ How it reads a tool result (the text the agent put in the conversation):
   redo (``s003.redo``) only when the check shows the effect absent; a step no check
   can tell is left unknown.
 
-What it was shown, it tells the supervisor (``harness.failpoints.tell_supervisor``'s
-words, the user standing for the model here): ``ack <op> <digest of the result>``,
-``fail``, ``info``, ``hint``, ``check``; and ``invoke <op>`` when it asks for a
-plan call. Every request and its answer go to ``model.jsonl`` in the trial folder.
-
-Served: ``POST /v1/chat/completions`` (``stream`` or not), ``POST /v1/responses`` (not
-streamed; ``previous_response_id`` is refused: it keeps no state) and ``GET /v1/models``.
+The full note: docs/reference/modules.md (``harness/blackbox/model.py``).
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ T = TypeVar("T")
 
 
 def scenario_seed(campaign_seed: int, scenario: str) -> int:
-    """The seed of a scenario's exhaustive trials: fixed by the campaign seed and its name."""
+    """The random seed of a scenario's exhaustive trials: fixed by the campaign's and its name."""
     return random.Random(f"{campaign_seed}:{Path(scenario).stem}").randrange(2**31)
 
 

@@ -20,18 +20,7 @@ implements; the runtime's class still comes from its tool table::
     path = "value"
     equals = 1900
 
-Which fields each behaviour takes is the table ``FIELDS``. Argument types are
-the catalog's (``str int bool list object``). ``value`` lists the arguments
-whose object is stored (``put``, ``create``) or sent (``send``); by default all
-of them but the key. A ``delete`` must say what a second call does
-(``missing = "fail"`` or ``"ignore"``). A declared tool may not take a
-built-in tool's name.
-
-Contract: ``declared_tools`` returns every declaration compiled to a
-``DeclaredTool`` (with its check, still to be validated against the whole set
-by ``harness.chaos.scenario``) or raises ``ScenarioError`` naming the file,
-the tool and the field; pydantic is imported here and in the scenario module
-only, never by the agent process.
+The full note: docs/reference/modules.md (``harness/chaos/declarations.py``).
 """
 
 from __future__ import annotations

@@ -1,52 +1,6 @@
 """The fault registry: everything the harness can do to an agent, by kind.
 
-| kind         | how it is injected                                                    |
-|--------------|-----------------------------------------------------------------------|
-| sigkill      | SIGKILL from outside at a failpoint hand-shake; at a random moment,    |
-|              | the agent's own timer (SIGALRM at its default action, which ends it    |
-|              | as SIGKILL does: ``harness.failpoints.AIM_ENV``)                        |
-| power-loss   | after the kill, the trial folder as a power cut leaves it, rebuilt     |
-|              | from the observer's trace of the agent's calls: names as their         |
-|              | folder's last fsync left them, files as their last fsync left them;    |
-|              | of the rest ``drop`` keeps nothing; ``tear:<keep>:<garbage>`` keeps a  |
-|              | prefix of it (``keep`` a fraction) followed by ``garbage`` random      |
-|              | bytes (a file rewritten in place: each changed sector old or new)      |
-| disk-full    | an append fails with ENOSPC (failpoint ``journal.append@N=enospc``)    |
-| corrupt      | after the kill, one byte inside an earlier record is flipped           |
-|              | (``corrupt:<where>``, a fraction of the records): the next start must  |
-|              | refuse to run anything                                                 |
-| lost-reply   | a tool call's effect commits, then the caller gets a timeout           |
-|              | (failpoint ``op.reply@N=lost-reply``): the reply never arrived         |
-| corrupt-crc  | after the kill, a digit of an earlier record's payload is changed: the |
-|              | frame keeps its length, the payload stays JSON; only the CRC can tell  |
-| sector       | after the kill, a 512-byte block holding an earlier record is zeroed   |
-|              | (``sector:zero:<where>``) or stale (``sector:stale:<where>``: its bytes |
-|              | from that record on are zero, as before the record was written);       |
-|              | ``power-loss:tear-sector`` keeps an unsynced write up to a sector edge |
-| unlisted     | lives run with a tool table that leaves the writing tools out, so they |
-|              | are UNKNOWN (``table="unlisted"``)                                     |
-| version-skew | after the kill, one whole frame of format 2 (``version-skew:<v>``: of  |
-|              | format ``v``) whose CRC holds is appended at the end, as an upgrade    |
-|              | rolled back leaves it: the next start must refuse it, naming the       |
-|              | journal, the offset and the version, and change nothing                |
-| cancel       | a batch call's asyncio task is cancelled after its intent or its       |
-|              | effect (failpoint ``op.after_intent@N=cancel``), as a framework's      |
-|              | timeout or a user pressing stop does                                   |
-| lost-request | an unsafe call's request is lost before the world sees it: nothing     |
-|              | happens, and the caller gets the timeout a lost reply gives            |
-|              | (failpoint ``op.request@N=lost-request``)                              |
-
-SIGKILL never loses data already written: the OS flushes it. Power loss does,
-and what the agent made durable is told by what it asked the kernel, never by
-the runtime: ``harness.chaos.observer`` preloads a library into every life of a
-power-loss trial that traces its names, writes and fsyncs, and rebuilds the
-folder from that trace (it does not see direct system calls, io_uring, writes
-through a shared mapping of a data file, or static binaries). The world
-database is the outside world: it keeps its own durability (SQLite WAL with
-``synchronous=FULL``) and no fault here touches it.
-
-After-death faults are applied by ``apply_after_death`` between two lives;
-every parameter is in the spec string, so a schedule replays exactly.
+The full note: docs/reference/modules.md (``harness/chaos/faults.py``).
 """
 
 from __future__ import annotations

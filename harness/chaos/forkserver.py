@@ -12,25 +12,7 @@ one incarnation to the next but what is on disk.
 One server serves one supervising process, over a ``SOCK_SEQPACKET`` socket
 pair, a JSON object per packet:
 
-- ``{"op": "spawn", "module", "trial_dir", "env", "path"}`` with two file
-  descriptors (SCM_RIGHTS): the hand-shake channel's write end and the stderr
-  file. Reply ``{"op": "spawn", "pid": N}`` or ``{"op": "spawn", "error": "..."}``.
-- ``{"op": "preload", "module", "path"}``: import the program now, not at its
-  first spawn (a benchmark keeps that out of its timing). Reply ``{"op":
-  "preload"}`` or with an ``"error"``.
-- ``{"op": "wait", "pid": N, "block": bool}``: reply ``{"op": "wait", "pid": N,
-  "status": code}`` (``null`` while it runs, with ``block`` false).
-
-The server reaps a child only when asked, so until the supervisor has waited
-for it a pid stays taken (a zombie at worst) and a SIGKILL sent to it cannot
-reach another process. When the socket closes (the supervising process exited
-or died) the server SIGKILLs every child it still has, reaps them, and exits:
-a dead worker leaves no agent behind.
-
-This module is the server's side and the child's (``preload``, ``fork_agent``:
-what runs in the server and in each forked incarnation), with the constants
-the client's side (``harness.chaos.launch.ForkServer``) shares; it imports
-nothing of the launcher, so the server loads only what an agent needs.
+The full note: docs/reference/modules.md (``harness/chaos/forkserver.py``).
 """
 
 from __future__ import annotations

@@ -12,21 +12,7 @@ that only grew extends its last image) or fsync of a folder. After a kill,
   none (it comes back empty); a file that was there before the first life is durable as
   the harness made it (``start_trace`` takes an image of each: a ``baseline`` line).
 
-and puts back what survives a cut: every name the trace touched as its folder's last
-fsync left it (names made since removed, names renamed or removed since back), each
-file with its durable content and, past it, what the fault's mode keeps of the rest
-(``drop``: nothing; ``tear:<keep>:<garbage>`` and ``tear-sector``, for a file whose
-durable content is a prefix of what it holds (an append-only file: the journal), as
-before; for a file rewritten in place (a SQLite database), each 512-byte sector that
-differs keeps its old or new content, chosen by a random generator seeded by the spec).
-A file the agent mapped shared and writable (SQLite's ``-shm`` index) comes back empty:
-it never holds durable data, and SQLite rebuilds it. The rebuild is appended to the
-trace as a new baseline, so the whole trace always replays from its first line.
-
-Not seen: system calls made directly (not through the C library), io_uring, writes
-through a shared mapping of a data file, statically linked programs, ``sync()``
-(refused: no image of every file was taken). The world's database (``world.db*``) is
-never tracked: the world keeps its own durability and no fault touches it.
+The full note: docs/reference/modules.md (``harness/chaos/observer.py``).
 """
 
 from __future__ import annotations

@@ -16,59 +16,7 @@ says how to check it after a VERIFY hint::
     path = "fields.title"     # dotted path into the tool's result
     contains = "{text}"       # or equals = ...; exactly one of the two
 
-- An argument is a literal JSON value or a Faker recipe ``{ faker = "<provider>",
-  ...kwargs }`` drawn from the harmless providers of ``FAKER_PROVIDERS``.
-- Strings in ``verify.args``, ``verify.contains`` and ``verify.equals`` are
-  ``str.format`` templates over the step's resolved arguments (``{text}``);
-  write ``{{`` and ``}}`` for literal braces. A string that is one placeholder
-  alone (``"{amount}"``) is the argument's value itself, of its own type.
-- A step without ``verify`` is one whose effect no read-only tool reveals: after
-  a VERIFY hint the model does not redo it.
-- ``[tools.NAME]`` tables (or a ``tools_file`` of them) declare the scenario's
-  own tools with a true behaviour the world implements
-  (``harness.chaos.declarations``); a declared tool's ``verify`` is the check of
-  every step that calls it without one of its own. ``tool_table`` names the
-  runtime's tool table for the scenario (the project's format; default: the
-  shipped one), and ``[[world.records]]`` the records the world begins with.
-  Paths are relative to the scenario file.
-- ``model`` (optional) names the scripted model that runs the plan
-  (``harness.agent.model.MODELS``): ``scripted``, the default, issues every
-  call under the plan's id in every life; ``reissue`` gives every call a new
-  id after each restart, as an LLM re-running inference does; ``replan``
-  does so and also issues each batch's calls in another order after a
-  restart (a seeded shuffle), as an LLM that re-plans does. ``identity``
-  (optional) is how the agent's runtime knows a call it journaled: ``id``, the
-  default (by op id), or ``content`` (``harness.runtime.identity``). A
-  runtime under test that names its identity (``real-content``) overrides it.
-- ``batch_driver`` (optional) is how the agent runs a batch's calls:
-  ``async``, the default, as tasks on an ``AsyncRuntime``; ``threads``, each
-  on a thread of its own against the life's ``Runtime``, as a service that
-  shares one runtime among its threads (``harness.agent.threads``).
-  ``duplicate_delivery = true`` (with ``threads`` only) issues every call of a
-  batch whose tool is not read-only twice at once under one op id, as a
-  webhook or a queue message delivered twice.
-- ``compact_at`` (optional) is a journal size in bytes: each life whose
-  journal is that big or bigger compacts it as it starts, before it recovers
-  (``Runtime.compact``), keeping a copy of the journal it replaced for the
-  checkers (``harness.check.stitch``). Without it, nothing is compacted.
-- ``repeat`` (optional, default 1) runs the steps that many times in a row, as
-  an agent that works for weeks: each round's steps are numbered on from the
-  last round's, and Faker draws each round's values afresh.
-- ``sample`` (optional) caps the scenario's exhaustive trials in a campaign: a
-  sample of that many, drawn from the scenario's seed (a scenario of thousands
-  of ops has tens of thousands); ``chaos --whole`` and ``audit`` run them all.
-
-Contract:
-- ``load_scenario`` returns a fully validated ``Scenario`` or raises
-  ``ScenarioError`` naming the file, the step (from 1) and the dotted field;
-  nothing runs on a refused file.
-- ``compile_plan`` is a pure function of (scenario, seed, source): Faker values
-  are drawn in step order from one ``Faker("en_US")`` seeded with ``seed``, and
-  clock-dependent providers are pinned, so a seed replays the same plan on any
-  machine and any day.
-- pydantic and Faker are imported here (and in ``harness.chaos.declarations``)
-  only: the agent process reads the compiled plan (``harness.agent.plan``),
-  declared tools included, with ``json`` alone.
+The full note: docs/reference/modules.md (``harness/chaos/scenario.py``).
 """
 
 from __future__ import annotations
@@ -186,7 +134,7 @@ FAKER_PROVIDERS: Mapping[str, str] = MappingProxyType(
 )
 """The Faker providers a recipe may name, with the catalog type each produces.
 
-Only providers that make harmless strings or numbers from the seeded random
+Only providers that make harmless strings or numbers from a seeded random
 source; anything that reads the environment or the real clock stays out.
 """
 

@@ -11,23 +11,7 @@ expires and its signal ends the agent as SIGKILL would (``AIMED_KILL_SIGNAL``);
 the trial's time runs out (SIGKILL, and the trial stops). Killed lives are
 restarted until the plan is done or the restart budget is spent.
 
-What it saw goes to ``events.jsonl`` in the trial directory, one JSON object a
-line: ``spawn``, ``ready``, ``ack`` (the agent reported an op's success to its
-user: from then on that success must never be undone), ``kill``, ``exit``, and
-``fault`` (an after-death fault was applied, see ``harness.chaos.faults``),
-``lost-reply`` (a call's reply was lost inside the life: the agent said so),
-``cancel`` (a call was cancelled inside the life: the agent said so),
-``lost-request`` (a call's request was lost inside the life: the agent said so),
-``hint`` (the model read a VERIFY hint), ``check`` (what the model's check of
-a hinted op was handed, and whether it found the effect).
-A ``spawn`` carries the journal the life is handed (its size and CRC-32, and
-where the checkers' reader finds a torn tail), an ``exit`` the journal the life
-left before any after-death fault (its size, CRC-32, and how many bytes of the
-one it was handed are still in place): I9 judges whole lives by them.
-What the user saw of each step goes to ``history.jsonl`` (see ``History``).
-
-Contract: every process it starts is reaped before ``run`` returns, whatever
-happens, and ``kill_all`` reaps any still alive (for Ctrl-C and SIGTERM).
+The full note: docs/reference/modules.md (``harness/chaos/supervisor.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tool-table variants a trial's later lives may run with (invariant 5).
 
-``reclassified`` moves every seed tool to another class: non-idempotent and
+``reclassified`` moves every shipped tool to another class: non-idempotent and
 idempotent writes swap, read-only tools become unknown and unknown tools
 read-only. A runtime that decides from the intent's snapshot is unaffected
 for ops already journaled; one that reads today's table decides differently.

@@ -1,4 +1,4 @@
-"""The invariants (README's invariant table) as checkers over a trial's files.
+"""The invariants (docs/reference/invariants.md) as checkers over a trial's files.
 
 Each checker is a function of a ``TrialEvidence`` that returns a ``Verdict``
 with the evidence that decided it, in one of four outcomes:
@@ -16,21 +16,7 @@ A trial holds only when every verdict is ``pass`` or ``not-judged``.
 ``check_trial`` runs every checker and never raises: an exception inside a
 checker becomes ``unknown`` carrying the error.
 
-The checkers judge with inputs the runtime cannot forge: the effect ledger
-(each real execution is one row written with its effect, carrying the pid of
-the process that ran it and the journal's size at that moment), the
-supervisor's own records (which pid each life had, the journal's size at
-each spawn, the table it handed each life, what the user was told and which
-VERIFY hints the model reported reading), and the journal read with the
-checkers' own reader. An op's class comes from the table handed to the life
-that wrote its first intent, not from the snapshot the runtime wrote; a
-snapshot that differs from that table is itself a failure (I5). A call a model
-re-issued under a new id (``s003~2``) is the plan call it names: its
-executions count as that call's (I1, I2, I4), and what the user was told of
-it as told of that call (I7, I8, I10), whatever the runtime matched it to.
-What the model was told is held to the world too (I11): the digest of the
-result each ``ack`` was handed against those the world recorded for each
-execution, and each ``info`` against a cause the supervisor saw.
+The full note: docs/reference/modules.md (``harness/check/invariants.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ invariants that fold the same way. So this module reads the bytes itself,
 from the format the journal documents (``harness/runtime/journal.py`` and
 docs/runtime.md), and imports nothing of ``harness.runtime``:
 
-    header  b"%HJOURNAL 1\\n"
+    header  b"%HJOURNAL 1\n"
     frame   magic b"HJ" | version u8 (1) | length u32 | crc32 u32 | payload
             (big-endian; the CRC covers version, length and payload; the
             payload is a JSON object with a ``kind``)
@@ -17,17 +17,7 @@ one ``settled`` record per settled op it folded and the whole records of the
 ops still open; a ``retired`` record closes a finished task's journal. This
 reader reads every record of the block, the settled ones included.
 
-A bad frame with no provable frame after it is a torn tail; a bad frame with
-one after it, a provable frame (its checksum holds) of another version, or one
-whose payload is not a record of a known kind, is corruption. The first record
-is the journal's identity (kind ``journal``), which names no op. Unlike the
-runtime's reader this one never raises on damage: it says what it found
-(``JournalReading.corrupt``), and the checkers decide.
-
-``fold_ops`` and ``expected_decision`` are the recovery semantics, written again
-here: an intent makes an op RUNNING, a settling finish makes it SUCCEEDED or
-FAILED, a resolution closes it; a settled op is skipped, an op RUNNING at a
-restart is retried when its class is retry-safe and verified otherwise.
+The full note: docs/reference/modules.md (``harness/check/journal.py``).
 """
 
 from __future__ import annotations

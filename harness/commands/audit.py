@@ -17,20 +17,7 @@ Within ``--minutes`` (``AUDIT_MINUTES``, default 20), in this order:
    end of the budget it is interrupted (SIGINT), and pytest reports what completed
    (one that outlives three SIGINTs, 10 s apart, is killed: a cut, not a failure).
 
-The run folder gets ``summary.json`` (with an ``audit`` section: budget, elapsed
-time, batches, whether the budget cut the campaign, the Hypothesis outcome),
-``junit.xml`` (the campaign's trials and the Hypothesis suites),
-``hypothesis-junit.xml`` (pytest's own) and ``index.html``. Exit status
-(``harness.exits.exit_status``): 0 only if every trial held and Hypothesis
-found no failure; 1 when a trial failed or Hypothesis did; 3 when none failed
-but some trial could not be judged; 2 on bad input (nothing runs); 130/143
-when interrupted (the report keeps what completed).
-
-``--shard K/N`` (``harness.chaos.shard.Shard``): exhaustive trials by a hash
-of their id, random batches by number (batch ``b`` to shard ``b % N + 1``), so
-the shards of one seed are disjoint and together are the campaign one
-unsharded run of the same batches makes; ``python -m harness merge`` joins
-their run folders. A shard needs ``--seed``: every shard must list the same campaign.
+The full note: docs/reference/modules.md (``harness/commands/audit.py``).
 """
 
 from __future__ import annotations

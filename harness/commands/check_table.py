@@ -55,7 +55,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="a folder of scenario files (with --scenario too, both are taken)",
     )
     parser.add_argument(
-        "--seed", type=int, default=1, help="the seed the scenarios' Faker arguments are drawn from"
+        "--seed", type=int, default=1, help="the random seed of the scenarios' Faker arguments"
     )
     return parser
 

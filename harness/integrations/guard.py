@@ -18,26 +18,7 @@ was in flight at the crash and its class is not retry-safe, or its reply was
 lost) is not run: it answers with ``hint_message``, the runtime's VERIFY hint and
 how to report back, which a framework hands its model as the tool's result::
 
-    Operation s003 (ui_tap with arguments {"element": "pay"}) may already have run
-    before the interruption. Check its real effect with read-only tools first, then
-    decide whether to redo it. Do not assume it ran, and do not assume it did not.
-    When you have checked, call report_verification with op_id "s003" and found
-    "present" (the effect is there: it is done), "absent" (it is not: it is redone
-    once, as s003.redo) or "unknown" (nothing can tell: it is left undone).
-
-The model reports through one more tool, ``VERIFY_TOOL`` (a framework registers
-it beside the user's tools, with ``VERIFY_TOOL_DOC`` as its description):
-``verified`` journals the resolution, and for ``absent`` runs the call again as a
-new op linked to the old one (its idempotency key is the old one's), whose
-outcome it answers with. A retry-safe call in flight at the crash is retried by
-``open`` under its own id, before the framework resumes.
-
-Contract: a guard never runs a call the journal holds a success for, never runs
-again a call of unknown outcome unless the model reported its effect absent,
-and runs everything else write-ahead. It raises nothing for a tool's failure
-(``ToolError``): that is a reply too, ``status == "fail"``. A report made again
-(the framework resumed from a checkpoint taken before the report's reply) is
-answered from the journal: an op is resolved once.
+The full note: docs/reference/modules.md (``harness/integrations/guard.py``).
 """
 
 from __future__ import annotations

@@ -17,34 +17,7 @@ which the model reports what its check of an interrupted call found.
 
 What the model reads. Each call answers with a ``ToolMessage`` for its tool-call id:
 
-- a call the journal holds a success for is not run again: the same content as the
-  first time (a string result as it was, anything else as JSON);
-- a failure (the tool raised ``ToolError`` or LangChain's ``ToolException``, or its
-  arguments did not validate) is ``status="error"`` with ``error: <the error>``;
-- a call of unknown outcome (in flight at the crash and not retry-safe, or its reply
-  was lost) is not run: its content is the VERIFY hint, the text an LLM reads
-  (``harness.integrations.guard.hint_message``), for example::
-
-      Operation s003 (ui_tap with arguments {"element": "submit", "form": "note-1"})
-      may already have run before the interruption. Check its real effect with
-      read-only tools first, then decide whether to redo it. Do not assume it ran,
-      and do not assume it did not. When you have checked, call report_verification
-      with op_id "s003" and found "present" (the effect is there: it is done),
-      "absent" (it is not: it is redone once, as s003.redo) or "unknown" (nothing
-      can tell: it is left undone).
-
-Every ``ToolMessage`` the guard makes carries ``artifact={"status": "ok" | "fail" |
-"info", "op_id": ...}`` (never sent to a model): the application can tell the user
-that an outcome is unknown. A wrapped tool's own code may read the call it serves
-with ``current_call()``: the op id the runtime runs it as (the tool-call id, or
-``<op>.redo`` for a redo after a VERIFY), its attempt and its idempotency key.
-
-Contract: the guard is asynchronous (run the graph with ``ainvoke``/``astream``; a
-sync ``invoke`` of a wrapped tool raises ``NotImplementedError``); a wrapped tool is
-run only as a tool call (it needs the call's id); the journal records the model's
-arguments and the content the tool returned, so tools that take injected state or a
-``ToolRuntime`` are not supported (their injected values are not the call's content).
-It imports langchain-core only, not LangGraph: any runner of LangChain tools can use it.
+The full note: docs/reference/modules.md (``harness/integrations/langgraph.py``).
 """
 
 from __future__ import annotations

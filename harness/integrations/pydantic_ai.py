@@ -13,54 +13,7 @@ SKIP, RETRY or VERIFY::
     result = await agent.run("...")
     await guarded.aclose()
 
-What the model reads. A call's return is ``GuardReply.text``, the same in every
-life: the result as JSON (the tool's return made JSON as Pydantic AI would
-send it, ``to_jsonable_python``, and journaled so), or for a call of unknown
-outcome the VERIFY hint with how to report (``guard.hint_message``). A failure
-is raised as ``ToolFailed`` with the reply's text: a journaled failure is final
-for its op id (a FAILED op is skipped), so the model is told the call failed
-and re-decides, rather than being asked to retry the same call, and the
-tool's retry budget is not spent on it. A tool that raises ``ModelRetry``
-itself (its arguments need fixing) is journaled as failed and the model gets
-that ``ModelRetry`` back, as without the guard; answered from the journal in a
-later life, it is a ``ToolFailed``. Any other exception from a tool is a bug
-the guard cannot see past: journaled as an unknown outcome, and raised on.
-
-The guard adds one tool, ``report_verification`` (``guard.VERIFY_TOOL``, with
-``VERIFY_TOOL_DOC`` as its description): after its check, the model reports
-``present``, ``absent`` (redone once as ``<op>.redo``, whose reply it gets) or
-``unknown``. A report on an op the journal does not hold asks the model to
-retry (``ModelRetry``); a report replayed after a restart is answered as the
-first one was.
-
-Opening. The journal is opened, and recovery run, at the toolset's first
-``get_tools`` of the process, inside the run: a retry-safe call left in flight
-is retried then, under its own id, through the wrapped toolset with the run's
-context (its ``tool_call_id`` set to the op's id). ``recovered`` holds this
-start's VERIFY hints: a framework that replays the run asks those calls again
-and the model reads each hint as the call's return; one that does not should
-hand them to its model. A tool that wants the call's op id, attempt or
-idempotency key (for an API that deduplicates requests) reads ``current_call()``.
-
-Under Pydantic AI's DBOS integration, keep the guard inside the DBOS step of a
-tool call (a step around the guarded toolset's calls), or use no step for
-tools at all (the journal is then the tools' record, DBOS's that of the
-model's requests); never a ``@DBOS.step`` tool under the guard: a call the
-journal answers skips that step, and DBOS stops the replay with
-``DBOSUnexpectedStepError`` at the next one (DBOS numbers steps as they start).
-
-Knowing calls by content (``identity="content"``) is for a model that
-re-issues its calls under new ids after a restart, and a framework that hands
-every call to the guard. Under DBOS, calls answered from DBOS's checkpoints
-never reach the guard, so the ops they stand for stay unclaimed and a later
-call of the same tool and arguments is answered from one of them; and the
-model's own check after a hint, a read like any other here, may be answered
-from an earlier identical read instead of the world now. Keep the default,
-by id, there: DBOS replays the recorded ids.
-
-Contract: the guard's; one ``GuardedToolset`` per journal and process life
-(its copies, which Pydantic AI makes of toolsets, share it); ``aclose`` closes
-the journal in the event loop that opened it.
+The full note: docs/reference/modules.md (``harness/integrations/pydantic_ai.py``).
 """
 
 from __future__ import annotations

@@ -16,16 +16,7 @@ naming the missing shards ("shards 2/4, 4/4 are missing"), unless
 (``missing_shards``), says ``"complete": false`` and does not pass, and the
 console headline says so; the exit status is still the trials' own.
 
-Contract: the run folders are only read, never changed; the merge decides
-nothing (the verdicts are the trials' own). It refuses (exit 2), before copying
-anything, an ``OUT`` that is not empty, a folder without ``summary.json`` or
-without its ``shard`` field, shards of different seeds, runtimes or shard
-counts, a shard given twice, missing shards (without ``--allow-missing``), and
-a trial that two shards both ran. Trials of another runtime (a self-check's
-broken runtimes) are left out: the self-check is not merged. Exit status
-(``harness.exits.exit_status`` over the merged trials, a shard's failed
-Hypothesis run or interrupted campaign counting as a failure): 0 held, 1 failed,
-3 could not judge.
+The full note: docs/reference/modules.md (``harness/report/merge.py``).
 """
 
 from __future__ import annotations

@@ -18,26 +18,7 @@ next write, in one fsync (group commit). Each call still waits for its own inten
 to be durable before its tool runs: the rule holds per call, whatever the
 interleaving.
 
-Order is deterministic. Appends made in one turn of the loop form one write; the
-writer takes one write at a time; when it is done, the calls that waited on it
-resume in the order they appended. With tools whose only awaits are the
-runtime's own, a batch of calls makes the same writes, and hits the same
-failpoints in the same order, in every run: a kill at the N-th hit of a point
-lands at the same call of the batch in the crash-free run and in the trial.
-
-``execute`` may be a plain tool function or a coroutine function; a plain one
-runs on the loop (wrap it in ``asyncio.to_thread`` for a slow one). While an
-``AsyncRuntime`` wraps a runtime, use only the async one: the sync API's turns
-are taken by threads, the async one's by the tasks of one loop.
-
-Two calls of one op id never both run it: the second waits for the first, then
-is answered from the journal. A call cancelled after its intent (``wait_for``,
-a task group, a timeout) journals an unknown outcome first, is handed on by its
-class (as a tool's exception is), and the ``CancelledError`` goes on.
-
-The writes of every ``AsyncRuntime`` of a process are made by one bounded pool
-of threads (``WRITER_THREADS``), each journal still written one write at a
-time: three hundred open runtimes do not hold three hundred threads.
+The full note: docs/reference/modules.md (``harness/runtime/aio.py``).
 """
 
 from __future__ import annotations

@@ -16,16 +16,7 @@ same order in every life, so the k-th call of a given content in a life is
 matched to the k-th op of that content in the journal: two identical calls
 in a row are told apart by their position, never merged into one.
 
-What is never matched, in either direction: a redo (``redo_of``: the same
-call again, on purpose, after a VERIFY found its effect absent) and a fresh
-call (``fresh=True``: a read-only check of an op's effect, which must look at
-the world now, not at an earlier read's result).
-
-The trade-off: identity by content cannot tell a re-issued call from a new
-call that happens to repeat an earlier one's content at the same position.
-A model that, after a restart, really means to make the same call one more
-time (a second tap, not the first tap re-issued) must make it under an id
-the journal knows as new content: with a changed argument, or as a redo.
+The full note: docs/reference/modules.md (``harness/runtime/identity.py``).
 """
 
 from __future__ import annotations

@@ -15,46 +15,7 @@ file named as a journal either starts with the header or is not one, and is
 refused, never cut: a wrong path (a database, a document) loses nothing. An
 empty file is taken as a new journal.
 
-Reading proves each record it returns. A bad frame with no valid frame after
-it is a torn tail (the crash interrupted the last append): it is reported and,
-by a writer, cut off. A bad frame with a valid frame after it is corruption in
-the middle: ``JournalCorruptError`` names the file, the byte offset and the
-record number, and nothing is run. A whole frame (its checksum holds) of
-another format version, a record kind this version does not know, or a header
-of another version is a newer runtime's work, not damage:
-``JournalVersionError`` names the file, the offset and what it found, and the
-file is left as it is.
-
-Versions. The envelope (magic, version, length, CRC) never changes; a new
-version may change what the payload holds. This runtime reads format 1 and
-writes format 1. It reads every journal an older runtime of format 1 wrote (a
-journal without an identity is given one at its first open). It refuses, and
-never changes, a journal holding anything newer. An older runtime, which knew
-no identity record, refuses a journal this one wrote ("payload is not a
-record"), again without changing it.
-
-A compaction (``JournalWriter.compact``) writes a new file whole under a
-temporary name, fsyncs and locks it, renames it over the journal and fsyncs
-the directory: a crash leaves the old journal or the new one. A journal whose
-last record says it was retired is refused (``JournalRetiredError``).
-
-One writer at a time: a ``JournalWriter`` holds an ``flock`` on the file. The
-kernel drops it when the holder dies, so a SIGKILLed agent never blocks its
-successor, while a second live process is refused at once. Within a process
-the writer's appends are serialized by a lock: threads may share it.
-
-A failed append poisons the writer. It never truncates the file to where it
-believes the append began (a belief is what a failing process cannot trust):
-it takes no more appends, lets go of the file and its lock, and says what is
-durable. The next open, in this process or another, cuts what the failed
-append left as a torn tail and reports it. No durable record is ever removed
-but by that cut.
-
-What is durable: ``synced_size`` is the length up to the last fsync. A
-``listener`` given to the writer is told where the records end once the
-journal is opened (``Opened``), then each write (``Appended``) and each
-fsync with its duration (``Synced``): for metrics, or for a test harness that
-keeps its own account of what was made durable.
+The full note: docs/reference/modules.md (``harness/runtime/journal.py``).
 """
 
 from __future__ import annotations

@@ -15,14 +15,7 @@ when the module is imported, and their absence raises
 runtime's errors (``harness.runtime.classes`` imports it, lazily, for
 ``from_mcp``).
 
-Contract: when ``list_mcp_tools`` returns or raises, the server's process is
-gone: the SDK's stdio client closes its stdin, waits, then sends SIGTERM and
-SIGKILL to its process group, on success, on a timeout, on garbage and on an
-early exit alike. A server that cannot be started, exits or crashes early,
-prints something other than JSON-RPC, answers with an error, paginates in a
-circle or does not answer within ``timeout`` seconds raises
-``McpServerError`` naming the command and the problem (and quoting the last
-line of the server's stderr, which is kept out of the caller's own).
+The full note: docs/reference/modules.md (``harness/runtime/mcp_table.py``).
 """
 
 from __future__ import annotations

@@ -4,31 +4,7 @@
     report = runtime.recover(execute)                # RETRY what is safe, hints for the rest
     outcome = runtime.call("s001", "write_file", {...}, execute)
 
-Contract:
-- ``open`` refuses a corrupt journal or a second live writer before anything runs.
-- ``recover`` journals every decision before acting on any, retries only what
-  the snapshot allows, and hands each VERIFY hint to the caller (journaled as
-  delivered). Planning twice, or after a kill during recovery, decides the same.
-- ``call`` never runs an op the journal knows: a durable success returns its
-  recorded result, a failure its error, an op awaiting verification its hint,
-  an op the model resolved (``resolve``) its resolution's outcome. Under
-  identity by content (``identity="content"``, ``harness.runtime.identity``)
-  a call under an id the journal does not know is answered the same way from
-  the earliest unclaimed journaled op of the same tool and arguments.
-- Arguments and results are JSON: arguments that are not are refused before
-  anything is journaled; a result that is not is journaled as its type and
-  ``repr``. A tool that raises anything but ``ToolError`` (a cancellation and
-  ``KeyboardInterrupt`` included) leaves its op's outcome unknown, journaled
-  so, and the exception goes on to the caller. The op is then handed on by its
-  class in the same life: a retry-safe op runs again at its next call, any
-  other gets a VERIFY hint.
-- Threads may share one runtime. Their steps and appends take turns under one
-  lock, their tools run at once; two calls of one op id never both run it (the
-  second waits for the first and is answered from the journal). ``recover``
-  runs before calls: it refuses to start while a call is in flight, and calls
-  wait while it runs.
-- Without a table every tool is UNKNOWN (the conservative class): a runtime
-  never gives a tool a class nobody declared for it.
+The full note: docs/reference/modules.md (``harness/runtime/runtime.py``).
 """
 
 from __future__ import annotations

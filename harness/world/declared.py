@@ -14,30 +14,7 @@ world store:
 
 What each behaviour does, and what running it twice does:
 
-========= ============================================== ===========================
-behaviour effect                                         a second call
-========= ============================================== ===========================
-read      reads one record (``key``) or a whole          changes nothing
-          collection, or the messages of a channel
-put       sets the value's fields of the record under    changes nothing
-          ``key`` (a new record if there is none)
-create    adds a new record (its key comes from its      adds a duplicate
-          content and how many equal records exist)
-increment adds ``by`` to the number under ``key``        adds it again
-delete    removes the record under ``key``               fails (``missing = fail``)
-                                                         or does nothing (``ignore``)
-send      appends a message to the outbox's ``channel``  sends it again
-opaque    records the call                               records it again
-========= ============================================== ===========================
-
-A failure the world decides (a record to delete that is not there, a value to
-increment that is not a number) is ledgered, leaves no effect and raises
-``ToolError`` after the commit, as the built-in tools do. A ``multi_step``
-tool checks first, then prepares (with its ledger row), hits ``op.mid_effect``
-and only then applies its effect in a transaction of its own.
-
-Contract: a declared tool changes only the world database; its result is a
-JSON-serialisable dict, deterministic for a given world and call.
+The full note: docs/reference/modules.md (``harness/world/declared.py``).
 """
 
 from __future__ import annotations

@@ -7,25 +7,7 @@ a SIGKILL lands either before or after a whole step, never inside one.
 
 Contract:
 
-- Every real execution of a tool inserts exactly one ``ledger`` row, in the
-  same transaction as the effect of its first step. A tool that fails at the
-  gate (bad arguments, a simulated transient error, a lost request) never
-  reaches the world and leaves no row.
-- The row also says what the execution came to: its ``outcome`` (``ok``, or
-  ``error`` for a failure that depends on the world and left no effect) and the
-  ``result_digest`` of what it returned (of the error, for an ``error``),
-  written in the transaction of its last step (``answer``, ``refuse``). An
-  execution cut short between its steps (a kill at ``op.mid_effect``) has
-  neither: it returned nothing to anyone.
-- A row's ``pid`` is the agent process whose call it ran: this process's own,
-  or, for a tool server that runs an agent's calls in the agent's process group
-  (``harness.adapters.mcp_tools_server``), the agent's (``ledger_pid``). The
-  checkers tell lives apart by it.
-- ``journal_pos`` is the agent journal's size seen inside that transaction: an
-  intent record ending at or before it was written before the effect.
-- Every state row carries the ``op_id`` that last wrote it.
-- The readers (``read_ledger``, ``effect_rows``, ``world_digest``) open the file
-  read-only and never change it, so a checker may run them on any trial folder.
+The full note: docs/reference/modules.md (``harness/world/store.py``).
 """
 
 from __future__ import annotations
@@ -128,7 +110,7 @@ EFFECT_TABLES: tuple[EffectTable, ...] = (
         ("kind", "payload"),
     ),
     # Asking a person again under the same op id changes nothing in the world
-    # (the seed retries the ask-user family), so a question is recorded once per op.
+    # (recovery retries the ask-user family), so a question is recorded once per op.
     EffectTable(
         "questions",
         f"{_ID}, tool TEXT NOT NULL, question TEXT NOT NULL",

@@ -1,4 +1,4 @@
-"""Faults shaped like real damage, through real agent processes (DESIGN.md §7).
+"""Faults shaped like real damage, through real agent processes (docs/reference/faults.md).
 
 A lost reply: the effect commits, then the caller gets a timeout. For a call
 that may not run twice the outcome is unknown, not a failure: the runtime

@@ -1,8 +1,8 @@
-"""The README's examples run as written.
+"""The examples of the README and the docs pages run as written.
 
-Each ``<!-- example: NAME ... -->`` marker in README.md is followed by a
-```python block; the test takes the block as it stands, writes it to a file
-and runs it the way the README says: the runtime example as a script (twice:
+Each ``<!-- example: NAME ... -->`` marker in README.md or a page under docs/ is
+followed by a ```python block; the test takes the block as it stands, writes it to a
+file and runs it the way the page says: the runtime example as a script (twice:
 the second run is answered from the journal the first left), the LangGraph guard
 example likewise (under containment: it reaches no network), the adapter
 example as ``--runtime module:my_agent`` in real trials.
@@ -26,14 +26,17 @@ ROOT = Path(__file__).resolve().parents[2]
 MINI = ROOT / "tests" / "data" / "scenarios" / "mini.toml"
 
 
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
 def example(name: str) -> str:
-    """The code block that follows the README's ``<!-- example: name`` marker."""
-    text = (ROOT / "README.md").read_text("utf-8")
-    found = re.search(
-        rf"<!-- example: {re.escape(name)}\b[^>]*-->\n```python\n(.*?)\n```", text, re.S
-    )
-    assert found is not None, f"README.md has no example {name!r} followed by a python block"
-    return found.group(1) + "\n"
+    """The code block that follows the ``<!-- example: name`` marker of one page."""
+    pattern = rf"<!-- example: {re.escape(name)}\b[^>]*-->\n```python\n(.*?)\n```"
+    found = [
+        m.group(1) for page in PAGES for m in re.finditer(pattern, page.read_text("utf-8"), re.S)
+    ]
+    assert len(found) == 1, f"example {name!r}: {len(found)} python blocks after its marker"
+    return found[0] + "\n"
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -43,7 +46,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _run_script(script: Path) -> subprocess.CompletedProcess[str]:
-    """Run a README example as a script, in its own folder, without harness variables."""
+    """Run an example as a script, in its own folder, without harness variables."""
     return subprocess.run(
         [sys.executable, str(script)],
         cwd=script.parent,
@@ -52,6 +55,24 @@ def _run_script(script: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
+
+
+class TestQuickStart:
+    def test_the_readme_quick_start_calls_once_in_two_runs(self, tmp_path: Path) -> None:
+        """The README's quick start runs as a script twice: ``ok`` both times, and the
+        call journaled (and so run) once, the second run answered from the journal."""
+        script = tmp_path / "example.py"
+        script.write_text(example("quick-start"), "utf-8")
+        for _ in range(2):
+            run = _run_script(script)
+            assert run.returncode == 0, run.stderr
+            assert run.stdout.splitlines() == ["ok"], run.stdout
+        intents = [
+            r.op_id
+            for r in journal_records(tmp_path / "agent.journal")
+            if isinstance(r, IntentRecord)
+        ]
+        assert intents == ["step-7"]
 
 
 class TestRuntimeExample:

@@ -2,7 +2,7 @@
 
 Real trials of the mini scenario (real agent processes, real SIGKILL) under the
 re-issuing model: after the restart every plan call comes again as
-``s00N~2``. Under the seed's identity by id the journal takes each for a new
+``s00N~2``. Under identity by id (the default) the journal takes each for a new
 call and runs it (I1, I2, I8 fail, judged from the ledger and what the user
 was told); under identity by content (``real-content``) each is answered from
 the op it stands for, and every invariant holds.
@@ -95,7 +95,8 @@ class TestReissuingModel:
         supervisor: Supervisor,
         tables: dict[str, Path],
     ) -> None:
-        """The seed's model and runtime hold the same kill, issuing the plan's ids again."""
+        """The default model and runtime (identity by id) hold the same kill, issuing the
+        plan's ids again."""
         result = _trial(tmp_path, mini_golden, supervisor, tables, "real", model=None)
         assert result.status == "pass", [v.to_json() for v in result.verdicts]
         assert all("~" not in h["op"] for h in _history(result))

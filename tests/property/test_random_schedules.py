@@ -1,7 +1,7 @@
 """Random crash schedules: every fault kind is drawn, and every drawn fault can land.
 
 ``random_schedule`` is a pure function of a random generator and the golden
-run (its failpoint hits, its tool calls' windows). Whatever the seed, what it
+run (its failpoint hits, its tool calls' windows). Whatever its seed, what it
 draws must be a schedule the supervisor can carry out: a lost reply comes
 before the reply its life is killed at, both within the golden run's replies;
 journal damage follows a kill after a finish that has records before it;

@@ -141,7 +141,7 @@ def state_after_first_life(call: Call) -> OpState:
 
 
 def seed_decision(state: OpState, snapshot: ToolClass) -> Decision:
-    """The seed's rule, restated here independently of DECISION_MATRIX."""
+    """The recovery rule, restated here independently of DECISION_MATRIX."""
     if state is not OpState.RUNNING:
         return Decision.SKIP
     if snapshot.ask_user or snapshot.idempotency in (RO, IW):

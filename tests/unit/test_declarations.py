@@ -420,11 +420,11 @@ class TestBillingScenario:
                 assert step.verify is not None, index
 
 
-class TestReadmeExample:
-    def test_the_readme_declaration_loads(self, tmp_path: Path) -> None:
-        """The example of the README's "Your own tools" loads and compiles as written."""
-        readme = (ROOT / "README.md").read_text()
-        section = readme[readme.index("## Your own tools") :]
+class TestDocsExample:
+    def test_the_docs_declaration_loads(self, tmp_path: Path) -> None:
+        """The example of the docs page "Your own tools" loads and compiles as written."""
+        page = (ROOT / "docs" / "guides" / "own-tools.md").read_text()
+        section = page[page.index("## An example") :]
         example = section[section.index("```toml\n") + 8 : section.index("```\n", 8)]
         (tmp_path / "refunds").mkdir()
         (tmp_path / "refunds" / "tools.toml").write_text(

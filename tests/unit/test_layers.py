@@ -1,7 +1,7 @@
 """The package's layers, read from its sources: no import circle, no arrow against the flow.
 
-DESIGN §2: data flows scenario -> campaign -> trial -> supervisor -> agent
-process -> trial folder -> checkers -> report, and the command line ties them
+The layers (docs/reference/layout.md): data flows scenario -> campaign -> trial -> supervisor
+-> agent process -> trial folder -> checkers -> report, and the command line ties them
 together. This walks every module of ``harness`` with ``ast`` (never importing
 it), takes every import statement it holds (at module level, inside a
 function or a class, under ``if TYPE_CHECKING:``: each one counts), builds the

@@ -79,7 +79,7 @@ def _failing(result: TrialResult, run_dir: Path) -> TrialResult:
 
 class TestIndexPage:
     def test_names_the_trial_the_seed_and_links_its_page(self, trial: TrialResult) -> None:
-        """The index names the trial and the seed and links the trial's page, which exists."""
+        """The index names the trial and its seed and links the trial's page, which exists."""
         run_dir = trial.directory.parent.parent
         write_index_html(run_dir, [trial], [])
         index = (run_dir / "index.html").read_text("utf-8")

@@ -1,4 +1,4 @@
-"""Idempotency classes and the tool table, held against the tools the seed names."""
+"""Idempotency classes and the tool table, held against the tools the design names."""
 
 from __future__ import annotations
 
@@ -9,21 +9,21 @@ import pytest
 from harness.runtime import IdempotencyClass, ToolClass, ToolTable, ToolTableError
 from tests.conftest import IW, NI, RO, UNK
 
-# The seed's classification (section 1.1), written out by hand.
-SEED_TOOLS: dict[IdempotencyClass, tuple[str, ...]] = {
+# The shipped classification (docs/concepts/recovery.md), written out by hand.
+DESIGN_TOOLS: dict[IdempotencyClass, tuple[str, ...]] = {
     RO: ("read_file", "list_files", "web_search", "ui_dump", "logcat", "browser_snapshot"),
     IW: ("write_file", "app_install", "create_directory", "browser_navigate", "github_write_file"),
     NI: ("app_uninstall", "ui_tap", "input_text", "browser_click", "terminal_send", "alarm"),
     UNK: ("shell_execute", "http_request", "mcp_call", "terminal_exec", "code_runner"),
 }
 ASK_USER_FAMILY = ("ask_user", "ask_user_confirm", "ask_user_choice")
-SEED_CASES = [(tool, cls) for cls, tools in SEED_TOOLS.items() for tool in tools]
+DESIGN_CASES = [(tool, cls) for cls, tools in DESIGN_TOOLS.items() for tool in tools]
 
 
 class TestDefaultTable:
-    @pytest.mark.parametrize(("tool", "cls"), SEED_CASES, ids=[t for t, _ in SEED_CASES])
-    def test_seed_tool_has_seed_class(self, tool: str, cls: IdempotencyClass) -> None:
-        """Each tool the seed names is listed, in the seed's class, and is not ask_user."""
+    @pytest.mark.parametrize(("tool", "cls"), DESIGN_CASES, ids=[t for t, _ in DESIGN_CASES])
+    def test_design_tool_has_design_class(self, tool: str, cls: IdempotencyClass) -> None:
+        """Each tool the design names is listed, in its class, and is not ask_user."""
         table = ToolTable.shipped()
         assert tool in table
         assert table.classify(tool) == ToolClass(cls, ask_user=False)
@@ -37,10 +37,10 @@ class TestDefaultTable:
         assert tool_class.ask_user is True
         assert tool_class.retry_safe is True
 
-    def test_default_lists_only_seed_tools_and_ask_user_family(self) -> None:
-        """The shipped table holds the seed's 22 tools plus the ask_user family, nothing else."""
+    def test_default_lists_only_design_tools_and_ask_user_family(self) -> None:
+        """The shipped table holds the design's 22 tools plus the ask_user family, nothing else."""
         table = ToolTable.shipped()
-        expected = {t for tools in SEED_TOOLS.values() for t in tools} | set(ASK_USER_FAMILY)
+        expected = {t for tools in DESIGN_TOOLS.values() for t in tools} | set(ASK_USER_FAMILY)
         assert set(table.entries) == expected
         assert len(table) == len(expected)
 

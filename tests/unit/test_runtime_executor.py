@@ -176,7 +176,7 @@ class TestInProcessRetry:
         self, writer: JournalWriter, journal_path: Path, snapshot: ToolClass
     ) -> None:
         """A non-idempotent or unknown op failing transiently is not retried, run once, and its
-        outcome is unknown, not FAILED: the timeout may have come after its effect (DESIGN §7)."""
+        outcome is unknown, not FAILED: the timeout may have come after its effect."""
         tool = FakeTool({"op-1": [TransientToolError("busy"), None]})
         finish = _executor(writer, max_attempts=5).run("op-1", "ui_tap", ARGS, snapshot, tool)
         assert tool.count("op-1") == 1

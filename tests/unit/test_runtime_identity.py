@@ -78,7 +78,7 @@ class TestContentIdentity:
         assert tool.counts() == {"s1": 1}
 
     def test_identity_by_id_runs_the_reissued_call_again(self, journal_path: Path) -> None:
-        """The seed's identity by id takes the new id for a new call (the contrast)."""
+        """The default identity by id takes the new id for a new call (the contrast)."""
         tool = FakeTool()
         _life(journal_path, [("s1", "write_file", {"path": "/a"})], tool)
         with _open(journal_path, identity="id") as rt:
@@ -196,7 +196,7 @@ class TestContentIdentity:
 
 class TestIdentityOption:
     def test_identity_by_id_is_the_default(self, journal_path: Path) -> None:
-        """A runtime opened without ``identity`` knows calls by id, as the seed does."""
+        """A runtime opened without ``identity`` knows calls by id, the default."""
         with Runtime.open(journal_path) as rt:
             assert rt.identity is Identity.ID
 

@@ -1,4 +1,5 @@
-"""The decision matrix held cell by cell against the seed's table (DESIGN.md §1)."""
+"""The decision matrix held cell by cell against the recovery table
+(docs/concepts/recovery.md)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ SKIP, RETRY, VERIFY = Decision.SKIP, Decision.RETRY, Decision.VERIFY
 SUCCEEDED, FAILED = OpState.SUCCEEDED, OpState.FAILED
 NOT_STARTED, RUNNING = OpState.NOT_STARTED, OpState.RUNNING
 
-# The seed's table, written out by hand: (journal state, class snapshot, ask_user) -> decision.
-SEED_TABLE: dict[tuple[OpState, IdempotencyClass, bool], Decision] = {
+# The recovery table (docs/concepts/recovery.md), written out by hand:
+# (journal state, class snapshot, ask_user) -> decision.
+RECOVERY_TABLE: dict[tuple[OpState, IdempotencyClass, bool], Decision] = {
     # SUCCEEDED: never repeat a durable success.
     (SUCCEEDED, RO, False): SKIP,
     (SUCCEEDED, IW, False): SKIP,
@@ -67,24 +69,26 @@ class _FakeClass(enum.Enum):
 
 
 class TestDecisionMatrix:
-    def test_seed_table_literal_has_every_cell(self) -> None:
-        """The hand-written seed table covers all 32 (state, class, ask_user) cells."""
-        assert len(SEED_TABLE) == 32
-        assert {s for s, _, _ in SEED_TABLE} == set(OpState)
-        assert {c for _, c, _ in SEED_TABLE} == set(IdempotencyClass)
+    def test_recovery_table_literal_has_every_cell(self) -> None:
+        """The hand-written recovery table covers all 32 (state, class, ask_user) cells."""
+        assert len(RECOVERY_TABLE) == 32
+        assert {s for s, _, _ in RECOVERY_TABLE} == set(OpState)
+        assert {c for _, c, _ in RECOVERY_TABLE} == set(IdempotencyClass)
 
-    def test_matrix_has_exactly_the_seed_keys(self) -> None:
-        """DECISION_MATRIX holds exactly the seed's cells, no more and no fewer."""
-        assert set(DECISION_MATRIX) == set(SEED_TABLE)
+    def test_matrix_has_exactly_the_recovery_table_keys(self) -> None:
+        """DECISION_MATRIX holds exactly the recovery table's cells, no more and no fewer."""
+        assert set(DECISION_MATRIX) == set(RECOVERY_TABLE)
 
     @pytest.mark.parametrize(
         ("state", "cls", "ask_user"),
-        list(SEED_TABLE),
+        list(RECOVERY_TABLE),
         ids=lambda v: v.name if isinstance(v, enum.Enum) else f"ask_user={v}",
     )
-    def test_cell_matches_seed(self, state: OpState, cls: IdempotencyClass, ask_user: bool) -> None:
-        """Each matrix cell, and decide() for it, equals the seed's decision."""
-        expected = SEED_TABLE[state, cls, ask_user]
+    def test_cell_matches_recovery_table(
+        self, state: OpState, cls: IdempotencyClass, ask_user: bool
+    ) -> None:
+        """Each matrix cell, and decide() for it, equals the recovery table's decision."""
+        expected = RECOVERY_TABLE[state, cls, ask_user]
         assert DECISION_MATRIX[state, cls, ask_user] is expected
         assert decide(state, ToolClass(cls, ask_user)) is expected
 
@@ -139,12 +143,12 @@ class TestDecideForOperation:
 
     @pytest.mark.parametrize(
         ("state", "cls", "ask_user"),
-        [k for k, v in SEED_TABLE.items() if v is not VERIFY],
+        [k for k, v in RECOVERY_TABLE.items() if v is not VERIFY],
     )
     def test_skip_and_retry_carry_no_hint(
         self, state: OpState, cls: IdempotencyClass, ask_user: bool
     ) -> None:
         """SKIP and RETRY decisions carry no hint."""
         d = decide_for_operation("op-2", "read_file", state, ToolClass(cls, ask_user), self.ARGS)
-        assert d.decision is SEED_TABLE[state, cls, ask_user]
+        assert d.decision is RECOVERY_TABLE[state, cls, ask_user]
         assert d.hint is None

@@ -227,7 +227,7 @@ class TestCompile:
         assert len(options) == 3
 
     def test_plan_independent_of_process(self, tmp_path: Path) -> None:
-        """A plan depends on the seed alone, not on the hash seed or the time zone."""
+        """A plan depends on its seed alone, not on the hash seed or the time zone."""
         code = (
             "import sys\n"
             "from harness.chaos.scenario import compile_plan, load_scenario\n"
