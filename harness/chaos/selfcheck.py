@@ -9,21 +9,11 @@ must escape and the stage that must catch it (or why the selected scenarios
 cannot expose it). ``run_self_check`` runs them in that order and gives the
 rows (``SelfCheckRow``), the mutations' last.
 
-Each broken runtime is run until the invariant it breaks catches it; one
-that needs a fault beyond SIGKILL must first escape every trial without that
-fault (SIGKILL and every other fault, on a smaller campaign), then be caught
-once that fault is added; one that only calls run at once can expose
-(``needs_batch``) must escape the scenarios without batches, then be caught in
-one with them; one that only a batch on threads can expose (``needs_threads``)
-must escape the scenarios without threads, then be caught in one with them
-(under its fault, which the threaded scenario's other trials must not show it
-without); one that only a scripted model can expose (``needs_model``: a model that
-re-orders its calls) must escape every trial of the scenarios that know calls by
-content under another model, then be caught in one of that model; one of calls
-at once that also needs a fault (a cancel) must escape
-every trial without that fault, in the scenarios with batches too. Each mutation
-damages a copy of one of the campaign's passing trials, and its invariant
-must fail on the copy.
+Each broken runtime runs until the invariant it breaks catches it. One that
+needs more than SIGKILL (a fault, calls at once, threads, a scripted model)
+must first escape every trial without that need, then be caught once it is
+met; the docs' self-check page tells each case. Each mutation damages a copy
+of one of the campaign's passing trials, and its invariant must fail on it.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -141,7 +142,7 @@ class TestAdapterExample:
     def agent_dir(self, tmp_path: Path) -> Path:
         folder = tmp_path / "agent"
         folder.mkdir()
-        (folder / "my_agent.py").write_text(example("adapter"), "utf-8")
+        shutil.copyfile(ROOT / "examples" / "my_agent.py", folder / "my_agent.py")
         return folder
 
     def _trial(
