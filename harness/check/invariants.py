@@ -194,7 +194,11 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
                     continue  # killed before it wrote anything: it decided nothing
                 checked += 1
                 problems += _decided(ev, life.life, op_id, op.tool, "verify")
-                if ev.invoked_in(life.life) and op_id not in ev.hinted_in(life.life):
+                if (
+                    ev.invoked_in(life.life)
+                    and op_id not in ev.hinted_in(life.life)
+                    and not _reconciled_in(ev, life.life, op_id, op.tool)
+                ):
                     problems.append(
                         f"{op_id}: the model never reported reading its VERIFY hint in "
                         f"life {life.life}"
@@ -216,6 +220,16 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
     return _verdict(
         "I2", problems, f"{checked} unknown outcomes verified, none replayed", applied=checked > 0
     )
+
+
+def _reconciled_in(ev: TrialEvidence, life: int, op_id: str, tool: str) -> bool:
+    """Whether a reconciler closed the op in that life instead of the model: the journal
+    resolves it there, and its tool's provider can be asked by key (``dedupe``). What it
+    claimed is the world's to confirm (I8)."""
+    declared = ev.plan.tools.get(tool)
+    if declared is None or declared.dedupe is None:
+        return False
+    return any(e.kind == "resolved" and e.op_id == op_id for e in ev.entries_of(life))
 
 
 def _unsafe_in_flight(ev: TrialEvidence) -> int:

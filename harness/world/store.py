@@ -26,6 +26,10 @@ Contract:
 - Every state row carries the ``op_id`` that last wrote it.
 - The readers (``read_ledger``, ``effect_rows``, ``world_digest``) open the file
   read-only and never change it, so a checker may run them on any trial folder.
+- A declared tool whose provider deduplicates by key (``dedupe = "key"``) keeps each
+  key's first call in ``idempotency_keys`` (in the transaction of its effect); a
+  repeat the provider drops is no execution: it leaves no ledger row, and is
+  recorded in ``key_replays`` instead. Neither table is world state.
 """
 
 from __future__ import annotations
@@ -55,13 +59,25 @@ __all__ = [
     "WorldStore",
     "effect_rows",
     "fold_wal",
+    "key_seen",
+    "read_key_replays",
     "read_ledger",
     "result_digest",
     "step_of",
+    "trial_clock",
     "world_digest",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+TRIAL_CLOCK_ENV = "HARNESS_TRIAL_CLOCK"
+"""The seconds the trial's clock reads in this life (set by the supervisor; 0 if unset):
+what a provider's idempotency window is measured on, the same in every replay."""
+
+
+def trial_clock() -> float:
+    """The trial's clock for this life (``TRIAL_CLOCK_ENV``), constant within the life."""
+    return float(os.environ.get(TRIAL_CLOCK_ENV) or 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +177,17 @@ EFFECT_TABLES: tuple[EffectTable, ...] = (
 SEED_OP = "seed"
 """The op id of the records a world holds before the first life: no step's."""
 
+_KEYS_DDL = (
+    "CREATE TABLE IF NOT EXISTS idempotency_keys (tool TEXT NOT NULL, key TEXT NOT NULL, "
+    "call TEXT NOT NULL, result TEXT NOT NULL, at REAL NOT NULL, op_id TEXT NOT NULL, "
+    "PRIMARY KEY (tool, key))",
+    "CREATE TABLE IF NOT EXISTS key_replays (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "tool TEXT NOT NULL, key TEXT NOT NULL, op_id TEXT NOT NULL, attempt INT NOT NULL, "
+    "pid INT NOT NULL, first_op TEXT NOT NULL)",
+)
+"""A deduplicating provider's memory (not world state): each key's first call, and each
+repeat it dropped."""
+
 _LEDGER_DDL = (
     "CREATE TABLE IF NOT EXISTS ledger ("
     "seq INTEGER PRIMARY KEY AUTOINCREMENT, op_id TEXT NOT NULL, tool TEXT NOT NULL, "
@@ -234,6 +261,8 @@ class WorldStore:
         self.journal_path = journal_path
         self.ledger_pid = ledger_pid
         """The agent process a tool server runs calls for (None: this process is the agent)."""
+        self.clock = trial_clock
+        """What a deduplicating provider's window is measured on (the trial's clock)."""
 
     @classmethod
     def open(
@@ -260,6 +289,8 @@ class WorldStore:
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 with store.transaction() as tx:
                     tx.execute(_LEDGER_DDL)
+                    for ddl in _KEYS_DDL:
+                        tx.execute(ddl)
                     for table in EFFECT_TABLES:
                         tx.execute(table.ddl)
                     tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -377,6 +408,27 @@ def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
         db.execute("COMMIT")
     finally:
         db.close()
+
+
+def key_seen(db_path: Path, tool: str, key: str) -> bool:
+    """Whether the deduplicating provider of ``tool`` holds a call under ``key``: the
+    look-up by key a reconciler makes (read-only)."""
+    with _read_only(db_path) as db:
+        row = db.execute(
+            "SELECT 1 FROM idempotency_keys WHERE tool = ? AND key = ?", (tool, key)
+        ).fetchone()
+    return row is not None
+
+
+def read_key_replays(db_path: Path) -> list[tuple[str, str, str, int]]:
+    """Every repeat a deduplicating provider dropped: ``(tool, op id, first op, attempt)``."""
+    with _read_only(db_path) as db:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'key_replays'").fetchone():
+            return []  # a world from before keys
+        rows = db.execute(
+            "SELECT tool, op_id, first_op, attempt FROM key_replays ORDER BY seq"
+        ).fetchall()
+    return [(str(t), str(o), str(f), int(a)) for t, o, f, a in rows]
 
 
 def fold_wal(db_path: Path) -> None:
