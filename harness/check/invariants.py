@@ -232,6 +232,18 @@ def _reconciled_in(ev: TrialEvidence, life: int, op_id: str, tool: str) -> bool:
     return any(e.kind == "resolved" and e.op_id == op_id for e in ev.entries_of(life))
 
 
+def _reconciled_present(ev: TrialEvidence, op_id: str) -> bool:
+    """Whether a reconciler closed the op as present (its tool's provider asked by key)."""
+    tool = _tool_of(ev, op_id)
+    declared = None if tool is None else ev.plan.tools.get(tool)
+    if declared is None or declared.dedupe is None:
+        return False
+    return any(
+        e.kind == "resolved" and e.op_id == op_id and e.payload["resolution"] == "effect present"
+        for e in ev.entries
+    )
+
+
 def _unsafe_in_flight(ev: TrialEvidence) -> int:
     """Without a journal: the unsafe calls whose outcome the user was left without (an
     invoke with no ``ok`` or ``fail`` after it) in a life a restart followed, the
@@ -906,6 +918,8 @@ def _ack_matches(ev: TrialEvidence, ack: dict[str, object]) -> list[str]:
         return []
     if told == NOTHING_HANDED and _effect_found(ev, op_id, ack):
         return []
+    if told == NOTHING_HANDED and runs and _reconciled_present(ev, op_id):
+        return []  # its provider, asked by key, found it: an execution of it did succeed
     ran = ", ".join(f"{e.op_id} #{e.seq} {str(e.result)[:12]}" for e in runs) or "none"
     handed = "no result" if told == NOTHING_HANDED else f"a result of digest {told[:12]}"
     return [
