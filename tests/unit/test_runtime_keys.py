@@ -329,3 +329,31 @@ class TestReconcilers:
             assert rt.deliver_hints() == ()
         assert _resolutions(journal_path) == [("s001", Resolution.EFFECT_PRESENT, None)]
         assert len(provider.effects) == 1
+
+
+class TestOnAnEventLoop:
+    def test_the_async_runtime_retries_keyed_and_reconciles_the_same(
+        self, journal_path: Path
+    ) -> None:
+        """``AsyncRuntime`` carries out the same steps: past the window, the reconciler's
+        PRESENT closes the op, with no hint."""
+        import asyncio
+
+        from harness.runtime import AsyncRuntime
+
+        provider, clock = Provider(), Clock()
+        _killed_after_effect(journal_path, provider, clock)
+
+        async def start(reconcilers: dict[str, Any]) -> Any:
+            runtime = await AsyncRuntime.open(
+                journal_path, table=TABLE, clock=clock, reconcilers=reconcilers
+            )
+            async with runtime:
+                return await runtime.recover(provider)
+
+        clock.now += 2 * DAY
+        report = asyncio.run(start({"charge": provider.reconcile}))
+        assert [d.decision for d in report.decisions] == [Decision.VERIFY]
+        assert report.hints == ()
+        assert _resolutions(journal_path) == [("s001", Resolution.EFFECT_PRESENT, None)]
+        assert provider.calls == 1
