@@ -1,23 +1,11 @@
 """The table audit: does a tool table class each tool as the tool really behaves?
 
-For every tool a plan calls, its first call in that plan (with that call's
-arguments) is made twice in a scratch world, and the world is compared before
-and after each call:
-
-1. a fresh world database in a temporary folder, removed however the audit ends;
-2. the plan's earlier calls, in order, as a crash-free run makes them: once
-   each, at the first attempt past their simulated transient failures
-   (``fail_attempts``), so that a tap on a form field finds its form; a call
-   that fails leaves the world as it found it and the walk goes on;
-3. the audited call (its op id, its first attempt past the gate), then its
-   replay: the same op id and arguments, the next attempt, as recovery RETRIES
-   an op in the next life.
-
-A snapshot is the world's state rows (``effect_rows``; the ledger, which
-records every execution, is aside) and its ``world_digest``: which op wrote a
-row does not count. Rows of the tables that are not effects
-(``invariants.NOT_EFFECTS``, the question log: asking a person again is
-harmless by the recovery table's definition) are reported but judge nothing.
+For every tool a plan calls, its first call in that plan is made twice in a
+scratch world (after the plan's earlier calls, as a crash-free run makes them),
+the second as recovery RETRIES it: the same op id and arguments, the next
+attempt. The world's state rows are compared before and after each call. A
+keyed tool's replay carries the first call's key and must change nothing; a
+third call under a new key must have its effect (else a note).
 
 The full note: docs/reference/modules.md (``harness/table_audit.py``).
 """
@@ -43,6 +31,7 @@ from harness.world.store import EFFECT_TABLES, EffectRow, WorldStore, effect_row
 from harness.world.tools import make_tool_function
 
 __all__ = [
+    "KEYED_UNSAFE",
     "SCRATCH_PREFIX",
     "UNSAFE_FINDINGS",
     "AuditStatus",
@@ -83,6 +72,11 @@ class Finding(enum.Enum):
     FIRST_CHANGED = "its first call changed the world"
     REPLAY_CHANGED = "its replay changed the world"
     REPLAY_FAILED = "its replay failed where its first call succeeded"
+
+
+KEYED_UNSAFE = frozenset({Finding.REPLAY_CHANGED, Finding.REPLAY_FAILED})
+"""What makes a keyed class unsafe, whatever its family: recovery retries it with the same
+key, so a replay under that key must be dropped by its provider."""
 
 
 UNSAFE_FINDINGS: Mapping[str, frozenset[Finding]] = MappingProxyType(
@@ -186,6 +180,8 @@ class ToolAudit:
     reasons: tuple[str, ...]
     earlier_failures: tuple[str, ...] = ()
     """The plan's earlier calls that failed while the world was brought to this call."""
+    rekeyed: CallObservation | None = None
+    """A keyed tool's third call, under a new key (None: the tool is not keyed)."""
 
     @property
     def class_label(self) -> str:
@@ -193,12 +189,17 @@ class ToolAudit:
         value = self.tool_class.idempotency.value
         if not self.listed:
             return f"{value} (not listed)"
+        if self.tool_class.key_window is not None:
+            value = f"{value}, keyed {self.tool_class.key_window:g}s"
         return f"ask_user ({value})" if self.tool_class.ask_user else value
 
     def evidence(self) -> tuple[str, ...]:
         """The lines that back the verdict: each call's error and the rows it changed."""
         lines = [f"arguments: {json.dumps(self.args, sort_keys=True, ensure_ascii=False)}"]
-        for name, call in (("first call", self.first), ("replay", self.replay)):
+        calls = [("first call", self.first), ("replay", self.replay)]
+        if self.rekeyed is not None:
+            calls.append(("call with a new key", self.rekeyed))
+        for name, call in calls:
             if call.error is not None:
                 lines.append(f"{name} failed: {call.error}")
             lines += [f"{name}: {change.describe()}" for change in call.changes]
@@ -227,15 +228,32 @@ class TableAudit:
 
 
 def judge(
-    tool_class: ToolClass, first: CallObservation, replay: CallObservation
+    tool_class: ToolClass,
+    first: CallObservation,
+    replay: CallObservation,
+    rekeyed: CallObservation | None = None,
 ) -> tuple[AuditStatus, tuple[str, ...]]:
-    """The verdict on a class given what its tool's two calls did, with its reasons."""
+    """The verdict on a class given what its tool's two calls (and, keyed, its call under a
+    new key) did, with its reasons."""
     family = family_of(tool_class)
     seen = {
         Finding.FIRST_CHANGED: first.changed,
         Finding.REPLAY_CHANGED: replay.changed,
         Finding.REPLAY_FAILED: first.ok and not replay.ok,
     }
+    if tool_class.keyed:
+        keyed = [f for f in Finding if seen[f] and f in KEYED_UNSAFE]
+        if keyed:
+            why = (
+                f"classed keyed ({tool_class.key_window:g} s), which recovery retries with "
+                "the same key, but under the same key"
+            )
+            return "unsafe", tuple(f"{why} {finding.value}" for finding in keyed)
+        if first.ok and first.changed and rekeyed is not None and not rekeyed.changed:
+            return "note", (
+                "classed keyed, but its call under a new key changed nothing: "
+                "is the key what its provider deduplicates by?",
+            )
     unsafe = [f for f in Finding if seen[f] and f in UNSAFE_FINDINGS[family]]
     if unsafe:
         label = "in the ask-user family" if tool_class.ask_user else family
@@ -243,7 +261,7 @@ def judge(
         return "unsafe", tuple(f"{why} {finding.value}" for finding in unsafe)
     if not first.ok:
         return "unjudged", (f"its first call failed ({first.error}): no replay to compare",)
-    if not tool_class.retry_safe and replay.ok and not replay.changed:
+    if not tool_class.retry_safe and not tool_class.keyed and replay.ok and not replay.changed:
         if first.changed:
             found = "its replay changed nothing: could be idempotent_write"
         else:
@@ -302,9 +320,14 @@ def _audit_call(table: ToolTable, plan: Plan, position: int, tools: WorldTools) 
             before = _snapshot(db)
             attempt = _past_gate(step)
             first, after_first = _observe(execute, step, attempt, 1, db, before)
-            replay, _ = _observe(execute, step, attempt + 1, 2, db, after_first)
-    tool_class = table.classify(step.tool)
-    status, reasons = judge(tool_class, first, replay)
+            replay, after_replay = _observe(execute, step, attempt + 1, 2, db, after_first)
+            tool_class = table.classify(step.tool)
+            rekeyed = None
+            if tool_class.keyed:  # the same call once more, as a new op: under a new key
+                rekeyed, _ = _observe(
+                    execute, step, attempt, 2, db, after_replay, key_op=f"{step.op_id}.new-key"
+                )
+    status, reasons = judge(tool_class, first, replay, rekeyed)
     return ToolAudit(
         step.tool,
         plan.scenario,
@@ -318,6 +341,7 @@ def _audit_call(table: ToolTable, plan: Plan, position: int, tools: WorldTools) 
         status,
         reasons,
         tuple(failures),
+        rekeyed,
     )
 
 
@@ -327,10 +351,18 @@ def _past_gate(step: PlanStep) -> int:
     return (fail_attempts if isinstance(fail_attempts, int) else 0) + 1
 
 
-def _call(execute: ToolFunction, step: PlanStep, attempt: int, *, incarnation: int) -> str | None:
+def _call(
+    execute: ToolFunction,
+    step: PlanStep,
+    attempt: int,
+    *,
+    incarnation: int,
+    key_op: str | None = None,
+) -> str | None:
     """Make one call; its error as ``Type: message``, or None when it succeeded."""
+    ctx = CallContext(step.op_id, step.tool, attempt, incarnation, key_op)
     try:
-        execute(step.tool, step.args, CallContext(step.op_id, step.tool, attempt, incarnation))
+        execute(step.tool, step.args, ctx)
     except Exception as exc:  # a tool's failure, or its bug: either is what it did
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -343,8 +375,10 @@ def _observe(
     incarnation: int,
     db: Path,
     before: _Snapshot,
+    *,
+    key_op: str | None = None,
 ) -> tuple[CallObservation, _Snapshot]:
-    error = _call(execute, step, attempt, incarnation=incarnation)
+    error = _call(execute, step, attempt, incarnation=incarnation, key_op=key_op)
     after = _snapshot(db)
     changes = () if after.digest == before.digest else _difference(before.rows, after.rows)
     effects = tuple(c for c in changes if c.row.table not in NOT_EFFECTS)

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from harness.agent.audit import CONTAINMENT_ENV, install_containment
 from harness.agent.broken import RUNTIMES
 from harness.agent.compaction import compact_at_start
 from harness.agent.model import MODELS
-from harness.agent.plan import load_plan
+from harness.agent.plan import Plan, load_plan
 from harness.failpoints import (
     EXIT_HOLD_POINT,
     arm_from_environ,
@@ -34,13 +35,16 @@ from harness.failpoints import (
     tell_supervisor,
 )
 from harness.runtime import (
+    CallContext,
     Compaction,
     HarnessError,
     JournalWriteError,
+    Reconciled,
+    Reconciler,
     ToolFunction,
     ToolTable,
 )
-from harness.world.store import WorldStore
+from harness.world.store import WorldStore, key_seen, trial_clock
 from harness.world.tools import make_tool_function
 
 EXIT_DONE = 0
@@ -59,6 +63,18 @@ def world_tools(trial: Path) -> Iterator[ToolFunction]:
     declared = load_plan(trial / "plan.json").tools
     with WorldStore.open(trial / "world.db", journal_path=trial / "journal") as world:
         yield make_tool_function(world, declared)
+
+
+def world_reconcilers(trial: Path, plan: Plan) -> dict[str, Reconciler]:
+    """A reconciler for each declared tool whose provider deduplicates by key: it asks the
+    provider (the world, read-only) whether it holds a call under the op's key."""
+    world = trial / "world.db"
+
+    def reconcile(args: Mapping[str, Any], ctx: CallContext) -> Reconciled:
+        found = key_seen(world, ctx.tool, ctx.idempotency_key)
+        return Reconciled.PRESENT if found else Reconciled.ABSENT
+
+    return {name: reconcile for name, tool in plan.tools.items() if tool.dedupe == "key"}
 
 
 def main(
@@ -95,6 +111,8 @@ def main(
             table=table,
             identity=identity,
             compaction=Compaction.never(),  # a scenario's compact_at decides, below
+            clock=trial_clock,  # keyed tools' windows: on the trial's clock, as the world's
+            reconcilers=world_reconcilers(trial, plan),
         )
     except JournalWriteError as exc:  # the disk filled up as the life began
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)

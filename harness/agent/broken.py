@@ -903,6 +903,36 @@ class CompactionNoDirFsync(BrokenRuntime):
         return ("compacts", True) in golden_kinds
 
 
+_KEYED = "a keyed tool whose provider deduplicates (scenarios/payment_flow.toml: dedupe)"
+
+
+class KeyChangesOnRetry(BrokenRuntime):
+    mistake = "retries an op left RUNNING under a new idempotency key (the attempt in the key)"
+    caught_by = ("I2", "I8")
+    needs_step = _KEYED
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("keyed", True) in golden_kinds
+
+    def _retry_steps(self, op: OpHistory) -> Steps[CallOutcome]:
+        # The mistake: the key is made from the op and its attempt, so a keyed op retried
+        # inside its window reaches its provider as a new request, not as a repeat.
+        finish = yield from self.executor.steps(
+            op.op_id,
+            op.tool,
+            op.args,
+            op.snapshot,
+            attempt=op.attempt + 1,
+            redo_of=op.redo_of,
+            key_op=f"{op.op_id}@{op.attempt + 1}",
+            fresh=op.fresh,
+        )
+        return CallOutcome(
+            op.op_id, "ok" if finish.succeeded else "fail", finish.result, finish.error, None, True
+        )
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -940,6 +970,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "compaction-drops-resolution": CompactionDropsResolution,
     "compaction-unsynced": CompactionUnsynced,
     "compaction-no-dir-fsync": CompactionNoDirFsync,
+    "key-changes-on-retry": KeyChangesOnRetry,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

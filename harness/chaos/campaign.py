@@ -55,7 +55,7 @@ from harness.chaos.trial import (
 )
 from harness.chaos.workdir import scratch_folder
 from harness.failpoints import parse_failpoints
-from harness.runtime.classes import ToolTable
+from harness.runtime.classes import ToolClass, ToolTable
 from harness.world.store import fold_wal
 
 __all__ = [
@@ -221,10 +221,16 @@ def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
 
     def safe(failpoint: str, hit: int) -> bool | None:
         in_flight = golden.in_flight_at(failpoint, hit)
-        kinds = {table.classify(tools[op]).retry_safe if op in tools else None for op in in_flight}
+        kinds = {_retried(table.classify(tools[op])) if op in tools else None for op in in_flight}
         return kinds.pop() if len(kinds) == 1 else None
 
     return safe
+
+
+def _retried(tool_class: ToolClass) -> bool:
+    """Whether a restart retries an op of this class left running (a keyed tool's key is
+    within its window: the trial's clock stands still between lives)."""
+    return tool_class.retry_safe or tool_class.keyed
 
 
 def _unsafe_call(golden: Golden) -> Callable[[str, int], bool]:

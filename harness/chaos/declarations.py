@@ -20,6 +20,7 @@ implements; the runtime's class still comes from its tool table::
     path = "value"
     equals = 1900
 
+A provider that deduplicates by key: ``dedupe = "key"`` with its ``window``.
 The full note: docs/reference/modules.md (``harness/chaos/declarations.py``).
 """
 
@@ -37,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import PydanticCustomError
 
 from harness.errors import ScenarioError
+from harness.runtime.classes import parse_window
 from harness.world.catalog import ARG_TYPES, CATALOG, ArgSpec
 from harness.world.declared import BEHAVIOURS, DeclaredTool
 
@@ -75,6 +77,10 @@ FIELDS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = MappingProxyType(
         "opaque": (frozenset(), frozenset({"multi_step"})),
     }
 )
+_KEYED = frozenset({"dedupe", "window"})
+FIELDS = MappingProxyType(
+    {b: (needs, takes | _KEYED if b != "read" else takes) for b, (needs, takes) in FIELDS.items()}
+)
 """The fields each behaviour needs and takes, besides ``behaviour``, ``summary`` and ``args``.
 
 A ``read`` needs exactly one of ``collection`` and ``channel``; ``opaque`` takes
@@ -94,6 +100,8 @@ _MEANING: Mapping[str, str] = MappingProxyType(
         "missing": 'what a second call does: "fail" or "ignore"',
         "multi_step": "whether it prepares, hits op.mid_effect, then applies",
         "verify": "how a read reveals its effect",
+        "dedupe": 'what its provider drops a repeat by: "key" (the idempotency key)',
+        "window": 'how long its provider keeps a key: "24h", "30m", or seconds',
     }
 )
 
@@ -119,6 +127,8 @@ class ToolDeclaration(BaseModel):
     multi_step: bool = False
     verify: dict[str, Any] | None = None
     """Checked by ``harness.chaos.scenario`` once every declaration is known."""
+    dedupe: Literal["key"] | None = None
+    window: str | int | None = None
 
     def given(self) -> set[str]:
         """The optional fields the declaration sets (``multi_step`` counts when true)."""
@@ -146,6 +156,13 @@ class ToolDeclaration(BaseModel):
             where = getattr(self, name)
             if where is not None and not where.strip():
                 raise _problem(name, f"must name a {name}, not be empty")
+        if (self.dedupe is None) != (self.window is None):
+            raise _problem("window", "'dedupe' and 'window' go together: a key is kept a while")
+        if self.window is not None:
+            try:
+                parse_window(self.window)
+            except ValueError as exc:
+                raise _problem("window", str(exc)) from None
         types = self._arg_types()
         self._check_key(types)
         self._check_by(types)
@@ -219,6 +236,8 @@ class ToolDeclaration(BaseModel):
             by,
             self.missing,
             self.multi_step,
+            self.dedupe,
+            None if self.window is None else parse_window(self.window),
         )
 
 

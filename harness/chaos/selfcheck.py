@@ -167,15 +167,19 @@ def _run_stage(
 
 def _golden_finishes(config: CampaignConfig) -> list[tuple[str, bool]]:
     """Every settling finish of the selected scenarios' golden runs, as (kind, succeeded),
-    and ``("compacts", True)`` for each whose plan compacts the journal (``compact_at``)."""
+    ``("compacts", True)`` for each whose plan compacts the journal (``compact_at``) and
+    ``("keyed", True)`` for each with a tool whose provider deduplicates by key."""
     found = []
     for scenario in config.scenarios:
         journal = golden_dir(config.run_dir, scenario, scenario_seed(config.seed, scenario))
         for entry in read_journal(journal / "journal").entries:
             if entry.kind == "finish" and settles(entry):
                 found.append(("finish", bool(entry.payload["succeeded"])))
-        if load_plan(journal / "plan.json").compact_at is not None:
+        plan = load_plan(journal / "plan.json")
+        if plan.compact_at is not None:
             found.append(("compacts", True))
+        if any(tool.dedupe == "key" for tool in plan.tools.values()):
+            found.append(("keyed", True))
     return found
 
 

@@ -616,10 +616,14 @@ class TrialEvidence:
         return self.table_of(self.life_of_offset(op.first_intent.offset)).class_of(op.tool)
 
     def op_retry_safe(self, op: OpView) -> bool:
-        return retry_safe(*self.class_of(op))
+        """Retried at a restart: a safe class, or a keyed tool (its key within the window:
+        the trial's clock, which the supervisor leaves the same in every life)."""
+        table = self.table_of(self.life_of_offset(op.first_intent.offset))
+        return retry_safe(*self.class_of(op)) or op.tool in table.keyed
 
     def tool_retry_safe(self, tool: str, life: int | None) -> bool:
-        return retry_safe(*self.table_of(life).class_of(tool))
+        table = self.table_of(life)
+        return retry_safe(*table.class_of(tool)) or tool in table.keyed
 
     # -- what the user was told ---------------------------------------------------------
 

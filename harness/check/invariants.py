@@ -180,7 +180,11 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
                     continue  # killed before it wrote anything: it decided nothing
                 checked += 1
                 problems += _decided(ev, life.life, op_id, op.tool, "verify")
-                if ev.invoked_in(life.life) and op_id not in ev.hinted_in(life.life):
+                if (
+                    ev.invoked_in(life.life)
+                    and op_id not in ev.hinted_in(life.life)
+                    and not _reconciled_in(ev, life.life, op_id, op.tool)
+                ):
                     problems.append(
                         f"{op_id}: the model never reported reading its VERIFY hint in "
                         f"life {life.life}"
@@ -201,6 +205,28 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
     checked += len(in_life)
     return _verdict(
         "I2", problems, f"{checked} unknown outcomes verified, none replayed", applied=checked > 0
+    )
+
+
+def _reconciled_in(ev: TrialEvidence, life: int, op_id: str, tool: str) -> bool:
+    """Whether a reconciler closed the op in that life instead of the model: the journal
+    resolves it there, and its tool's provider can be asked by key (``dedupe``). What it
+    claimed is the world's to confirm (I8)."""
+    declared = ev.plan.tools.get(tool)
+    if declared is None or declared.dedupe is None:
+        return False
+    return any(e.kind == "resolved" and e.op_id == op_id for e in ev.entries_of(life))
+
+
+def _reconciled_present(ev: TrialEvidence, op_id: str) -> bool:
+    """Whether a reconciler closed the op as present (its tool's provider asked by key)."""
+    tool = _tool_of(ev, op_id)
+    declared = None if tool is None else ev.plan.tools.get(tool)
+    if declared is None or declared.dedupe is None:
+        return False
+    return any(
+        e.kind == "resolved" and e.op_id == op_id and e.payload["resolution"] == "effect present"
+        for e in ev.entries
     )
 
 
@@ -878,6 +904,8 @@ def _ack_matches(ev: TrialEvidence, ack: dict[str, object]) -> list[str]:
         return []
     if told == NOTHING_HANDED and _effect_found(ev, op_id, ack):
         return []
+    if told == NOTHING_HANDED and runs and _reconciled_present(ev, op_id):
+        return []  # its provider, asked by key, found it: an execution of it did succeed
     ran = ", ".join(f"{e.op_id} #{e.seq} {str(e.result)[:12]}" for e in runs) or "none"
     handed = "no result" if told == NOTHING_HANDED else f"a result of digest {told[:12]}"
     return [

@@ -10,6 +10,8 @@ imports nothing of ``harness.runtime``:
     read_only = ["logcat", ...]        (read_only, idempotent_write,
     [ask_user]                          non_idempotent, unknown)
     non_idempotent = ["ask_user"]      the ask-user family, same classes
+    [keyed]                            tool = window (seconds, or "24h"): its
+    charge = "24h"                      provider drops a repeat of a key
 
 A tool the table does not list is ``unknown`` and not ask_user: the
 conservative side. A table the runtime would refuse (an unknown class or
@@ -36,11 +38,18 @@ SHIPPED_TABLE = Path(__file__).resolve().parent.parent / "runtime" / "tools.toml
 class CheckTable:
     """Tool name -> ``(class, ask_user)``, as a table file says."""
 
-    __slots__ = ("_entries", "source")
+    __slots__ = ("_entries", "keyed", "source")
 
-    def __init__(self, entries: Mapping[str, tuple[str, bool]], source: str) -> None:
+    def __init__(
+        self,
+        entries: Mapping[str, tuple[str, bool]],
+        source: str,
+        keyed: Mapping[str, float] | None = None,
+    ) -> None:
         self._entries: Mapping[str, tuple[str, bool]] = MappingProxyType(dict(entries))
         self.source = source
+        self.keyed: Mapping[str, float] = MappingProxyType(dict(keyed or {}))
+        """Keyed tools and their windows in seconds."""
 
     def class_of(self, tool: str) -> tuple[str, bool]:
         """``(class, ask_user)`` of ``tool``; ``UNLISTED`` when the table does not list it."""
@@ -57,7 +66,7 @@ def parse_table(text: str, source: str) -> CheckTable:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{source}: not valid TOML: {exc}") from exc
-    extra = sorted(set(data) - {"format", "classes", "ask_user"})
+    extra = sorted(set(data) - {"format", "classes", "ask_user", "keyed"})
     if extra:
         raise ValueError(f"{source}: unknown section {extra[0]!r}")
     if data.get("format", 1) != 1:
@@ -74,7 +83,33 @@ def parse_table(text: str, source: str) -> CheckTable:
                 if not isinstance(tool, str) or not tool or tool in entries:
                     raise ValueError(f"{source}: {section}.{name}: bad or repeated tool {tool!r}")
                 entries[tool] = (name, ask_user)
-    return CheckTable(entries, source)
+    keyed: dict[str, float] = {}
+    body = data.get("keyed", {})
+    if not isinstance(body, dict):
+        raise ValueError(f"{source}: keyed must be a table of tool = window")
+    for tool, window in body.items():
+        if tool not in entries:
+            raise ValueError(f"{source}: keyed.{tool} is listed in no class")
+        keyed[tool] = _window(source, tool, window)
+    return CheckTable(entries, source, keyed)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _window(source: str, tool: str, window: object) -> float:
+    """Seconds of a window as the file gives it (a number, or ``"24h"``...)."""
+    seconds: float | None = None
+    if isinstance(window, int | float) and not isinstance(window, bool):
+        seconds = float(window)
+    elif isinstance(window, str) and window[-1:] in _UNITS:
+        try:
+            seconds = float(window[:-1]) * _UNITS[window[-1]]
+        except ValueError:
+            seconds = None
+    if seconds is None or not 0 < seconds < float("inf"):
+        raise ValueError(f"{source}: keyed.{tool}: not a window: {window!r}")
+    return seconds
 
 
 def read_table(path: Path | str | None) -> CheckTable:

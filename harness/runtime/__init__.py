@@ -32,6 +32,7 @@ from harness.runtime.errors import (
 from harness.runtime.executor import CallContext, CallOutcome, ToolFunction
 from harness.runtime.identity import Identity
 from harness.runtime.matrix import Decision, OpState, RecoveryDecision
+from harness.runtime.reconcile import Reconciled, Reconciler
 from harness.runtime.records import Resolution
 from harness.runtime.runtime import RecoveryReport, Runtime, VerifyHint
 
@@ -58,6 +59,8 @@ __all__ = [
     "McpNotInstalledError",
     "McpServerError",
     "OpState",
+    "Reconciled",
+    "Reconciler",
     "RecoveryDecision",
     "RecoveryReport",
     "Resolution",

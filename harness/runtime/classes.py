@@ -5,6 +5,11 @@ ask-user family (asking a person again is harmless). The table is data, shipped
 as ``tools.toml`` beside this module; users load their own or override entries.
 A tool missing from the table is ``UNKNOWN``: the conservative side.
 
+A table may also mark a tool *keyed* (its ``[keyed]`` section: ``charge = "24h"``):
+its provider drops a second request carrying the same idempotency key within that
+retention window, so recovery may send an op left running again with the same key
+while the window holds (``harness.runtime.matrix.decide_keyed``).
+
 A table can also be read from an MCP server's tool annotations
 (``ToolTable.from_mcp``; the mapping is ``MCP_ANNOTATION_CLASSES``, applied
 by the pure ``ToolTable.from_annotations``), and written back in the file
@@ -37,6 +42,7 @@ __all__ = [
     "ToolClass",
     "ToolTable",
     "class_from_annotations",
+    "parse_window",
 ]
 
 
@@ -67,20 +73,60 @@ class ToolClass:
 
     idempotency: IdempotencyClass
     ask_user: bool = False
+    key_window: float | None = None
+    """Keyed: the provider drops a repeat of the same idempotency key for this many seconds
+    (None: the tool honours no key)."""
 
     @property
     def retry_safe(self) -> bool:
         """True when a transient failure may be retried in-process."""
         return self.ask_user or self.idempotency.retry_safe
 
+    @property
+    def keyed(self) -> bool:
+        """Whether the tool's provider deduplicates by the idempotency key."""
+        return self.key_window is not None
+
     def to_json(self) -> dict[str, Any]:
-        return {"class": self.idempotency.value, "ask_user": self.ask_user}
+        data: dict[str, Any] = {"class": self.idempotency.value, "ask_user": self.ask_user}
+        if self.key_window is not None:  # written only when keyed: older snapshots read equal
+            data["key_window"] = self.key_window
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ToolClass:
         if not isinstance(data["ask_user"], bool):
             raise ValueError(f"ask_user must be a boolean, got {data['ask_user']!r}")
-        return cls(IdempotencyClass(data["class"]), data["ask_user"])
+        window = data.get("key_window")
+        if window is not None and (
+            isinstance(window, bool) or not isinstance(window, int | float) or window <= 0
+        ):
+            raise ValueError(f"key_window must be a positive number, got {window!r}")
+        return cls(
+            IdempotencyClass(data["class"]),
+            data["ask_user"],
+            None if window is None else float(window),
+        )
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_window(value: object) -> float:
+    """A retention window in seconds: a positive number, or text such as ``"90s"``,
+    ``"30m"``, ``"24h"``, ``"7d"``; ``ValueError`` for anything else."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and value[-1:] in _UNITS:
+        try:
+            seconds = float(value[:-1]) * _UNITS[value[-1]]
+        except ValueError:
+            raise ValueError(f"not a window: {value!r}") from None
+    else:
+        raise ValueError(f'not a window: {value!r} (seconds, or text like "24h")')
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"a window must be positive and finite, got {value!r}")
+    return seconds
 
 
 UNLISTED = ToolClass(IdempotencyClass.UNKNOWN)
@@ -244,6 +290,12 @@ class ToolTable:
                     note = f"  # {_comment(notes[tool])}" if tool in notes else ""
                     lines.append(f"    {_toml_string(tool)},{note}")
                 lines.append("]")
+        keyed = {tool: c.key_window for tool, c in self._entries.items() if c.key_window}
+        if keyed:
+            lines += ["", "[keyed]"]
+            lines += [
+                f"{_toml_string(tool)} = {_seconds(window)}" for tool, window in keyed.items()
+            ]
         return "\n".join(lines) + "\n"
 
     @classmethod
@@ -294,12 +346,28 @@ class ToolTable:
                     if tool in entries:
                         raise ToolTableError(source, f"{where}.{tool}", "duplicate tool")
                     entries[tool] = ToolClass(idempotency, ask_user)
-        unknown_keys = set(data) - {"format", "classes", "ask_user"}
+        keyed = data.get("keyed", {})
+        if not isinstance(keyed, dict):
+            raise ToolTableError(source, "keyed", "must be a table of tool = window")
+        for tool, window in keyed.items():
+            where = f"keyed.{tool}"
+            if tool not in entries:
+                raise ToolTableError(source, where, "a keyed tool must also be listed in a class")
+            try:
+                seconds = parse_window(window)
+            except ValueError as exc:
+                raise ToolTableError(source, where, str(exc)) from None
+            entries[tool] = ToolClass(entries[tool].idempotency, entries[tool].ask_user, seconds)
+        unknown_keys = set(data) - {"format", "classes", "ask_user", "keyed"}
         if unknown_keys:
             raise ToolTableError(source, sorted(unknown_keys)[0], "unknown section")
         if data.get("format", 1) != 1:
             raise ToolTableError(source, "format", f"unsupported format {data['format']!r}")
         return cls(entries, source=source)
+
+
+def _seconds(window: float) -> str:
+    return str(int(window)) if window == int(window) else repr(window)
 
 
 def _toml_string(text: str) -> str:

@@ -103,9 +103,12 @@ class Executor:
         *,
         on_record: Callable[[Record], None],
         max_attempts: int = 3,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        self.clock = clock
+        """The runtime's clock, which stamps a keyed tool's intents (None: not stamped)."""
         self.journal = journal
         self.incarnation = incarnation
         self.max_attempts = max_attempts
@@ -169,8 +172,18 @@ class Executor:
             )
         args_digest = digest(args)
         while True:
+            at = self.clock() if snapshot.keyed and self.clock is not None else None
             intent = IntentRecord(
-                op_id, tool, snapshot, args, args_digest, attempt, self.incarnation, redo_of, fresh
+                op_id,
+                tool,
+                snapshot,
+                args,
+                args_digest,
+                attempt,
+                self.incarnation,
+                redo_of,
+                fresh,
+                at,
             )
             failpoint("op.before_intent", op_id)
             try:
@@ -202,8 +215,9 @@ class Executor:
             return finish
 
     def _may_retry(self, snapshot: ToolClass) -> bool:
-        """Whether a transient failure of a call of this class is retried in-process."""
-        return snapshot.retry_safe
+        """Whether a transient failure of a call of this class is retried in-process: a
+        retry-safe class, or a keyed tool (the same key: its provider drops a duplicate)."""
+        return snapshot.retry_safe or snapshot.keyed
 
     def invoke(self, intent: IntentRecord, *, key_op: str | None = None) -> Steps[FinishRecord]:
         """Run the tool itself: its result, or a ToolError, becomes the finish to journal.

@@ -5,7 +5,8 @@ of the runtime's write-ahead protocol: before and after an op's intent is made
 durable, in the middle of its effect, after its effect and its finish, between
 a recovery's decisions and its retries, around a journal append, at each step
 of a compaction (before its new file is written, half way through, fsynced but
-not yet renamed, renamed but its directory not yet fsynced). ``CRASH_POINTS``
+not yet renamed, renamed but its directory not yet fsynced), after a reconciler
+answered but before its answer is journaled. ``CRASH_POINTS``
 names every one the runtime hits.
 
 Contract: nothing happens at a crash point unless a test installs a hook
@@ -37,6 +38,7 @@ CRASH_POINTS: tuple[str, ...] = (
     "compact.before_rename",
     "compact.before_dir_fsync",
     "compact.after_dir_fsync",
+    "recovery.reconcile",
 )
 """Every crash point the runtime hits, in protocol order."""
 

@@ -6,6 +6,12 @@ at the crash (its outcome UNKNOWN) is retried only when running it again is
 harmless (read-only, idempotent, or asking a person), and otherwise verified:
 never replayed, but handed to the model as a hint to check its real effect.
 
+A keyed tool (its provider drops a repeat of the same idempotency key inside a
+retention window) adds one rule before the matrix, ``decide_keyed``: an op of
+it left RUNNING is RETRIED with the same key while its key is younger than the
+window, and decided by its cell once the window has passed (or its age is not
+known). A table without keyed tools decides by the matrix alone.
+
 Contract: ``decide`` is a pure lookup; a key the table does not hold raises
 ``DecisionKeyError`` rather than guessing.
 """
@@ -30,6 +36,7 @@ __all__ = [
     "RecoveryDecision",
     "decide",
     "decide_for_operation",
+    "decide_keyed",
     "verify_hint",
 ]
 
@@ -97,6 +104,15 @@ def decide(state: OpState, snapshot: ToolClass) -> Decision:
         ) from None
 
 
+def decide_keyed(state: OpState, snapshot: ToolClass, age: float | None) -> Decision:
+    """``decide``, for a keyed tool first: an op RUNNING whose key is ``age`` seconds old
+    is RETRIED (the provider drops a duplicate) while ``age`` is inside the window."""
+    window = snapshot.key_window
+    if state is OpState.RUNNING and window is not None and age is not None and 0 <= age < window:
+        return Decision.RETRY
+    return decide(state, snapshot)
+
+
 def verify_hint(op_id: str, tool: str, args: Mapping[str, Any]) -> str:
     """The VERIFY hint for the model, naming the tool, the op id and the arguments."""
     rendered = json.dumps(args, ensure_ascii=False, sort_keys=True)
@@ -117,6 +133,8 @@ class RecoveryDecision:
     snapshot: ToolClass
     decision: Decision
     hint: str | None = None
+    age: float | None = None
+    """A keyed op RUNNING: how old its key was when decided (None otherwise)."""
 
 
 def decide_for_operation(
@@ -125,8 +143,13 @@ def decide_for_operation(
     state: OpState,
     snapshot: ToolClass,
     args: Mapping[str, Any],
+    *,
+    age: float | None = None,
 ) -> RecoveryDecision:
-    """Decide for one op; a VERIFY carries the hint text for the model."""
-    decision = decide(state, snapshot)
+    """Decide for one op; a VERIFY carries the hint text for the model. ``age`` counts
+    only for a keyed op RUNNING (``decide_keyed``)."""
+    if not (snapshot.keyed and state is OpState.RUNNING):
+        age = None
+    decision = decide_keyed(state, snapshot, age)
     hint = verify_hint(op_id, tool, args) if decision is Decision.VERIFY else None
-    return RecoveryDecision(op_id, tool, state, snapshot, decision, hint)
+    return RecoveryDecision(op_id, tool, state, snapshot, decision, hint, age)

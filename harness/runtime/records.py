@@ -87,6 +87,9 @@ class IntentRecord:
     """A call that must look at the world now (a check after a VERIFY hint): under identity
     by content it is never matched to another op, nor another call to it. Written only
     when true, so that a journal without one reads as it did before the field."""
+    at: float | None = None
+    """When the intent was written, on the runtime's clock: only for a keyed tool, whose
+    provider's window recovery measures from its first intent (written only when set)."""
     kind = "intent"
 
 
@@ -119,6 +122,10 @@ class DecisionRecord:
     snapshot: ToolClass
     decision: Decision
     incarnation: int
+    age: float | None = None
+    """How old the op's key was (seconds since its first intent) when a keyed op RUNNING
+    was decided: what chose RETRY (inside the window) or the class's cell (written only
+    when set)."""
     kind = "decision"
 
 
@@ -285,6 +292,8 @@ Record: TypeAlias = (
 
 _WRITTEN_WHEN_TRUE = frozenset({"fresh"})
 """Flags added after the format's first records: left out when false."""
+_WRITTEN_WHEN_SET = frozenset({"at", "age"})
+"""Fields added for keyed tools: left out when None."""
 
 _NO_DEFAULT = object()
 _SETTLED_DEFAULTS: dict[str, JSON] = {
@@ -305,6 +314,8 @@ def record_to_json(record: Record) -> dict[str, JSON]:
     for name in record.__slots__:
         value = getattr(record, name)
         if name in _WRITTEN_WHEN_TRUE and value is False:
+            continue
+        if name in _WRITTEN_WHEN_SET and value is None:
             continue
         default = (
             _SETTLED_DEFAULTS.get(name, _NO_DEFAULT) if record.kind == "settled" else _NO_DEFAULT
@@ -385,6 +396,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _int(d, "incarnation"),
         _opt_str(d, "redo_of"),
         _bool(d, "fresh") if "fresh" in d else False,
+        _float(d, "at") if "at" in d else None,
     ),
     "finish": lambda d: FinishRecord(
         _str(d, "op_id"),
@@ -404,6 +416,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _snapshot(d),
         Decision(d["decision"]),
         _int(d, "incarnation"),
+        _float(d, "age") if "age" in d else None,
     ),
     "hint": lambda d: HintRecord(_str(d, "op_id"), _int(d, "incarnation"), _str(d, "hint")),
     "resolved": lambda d: ResolvedRecord(

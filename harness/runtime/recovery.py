@@ -45,6 +45,7 @@ __all__ = [
     "apply_record",
     "fold",
     "fold_scan",
+    "key_age",
     "last_incarnation",
     "plan_recovery",
 ]
@@ -71,6 +72,8 @@ class OpHistory:
     resolution: ResolvedRecord | None = None
     settled_at: float | None = None
     """When a compaction first folded the op (None: it never did)."""
+    started_at: float | None = None
+    """When its first intent was written (``IntentRecord.at``: keyed tools only)."""
 
     @property
     def resolved(self) -> bool:
@@ -105,6 +108,7 @@ def apply_record(ops: MutableMapping[str, OpHistory], record: Record) -> None:
                 record.args_digest,
                 record.fresh,
                 attempt=record.attempt,
+                started_at=record.at,
             )
         else:
             op.state, op.attempt = OpState.RUNNING, record.attempt
@@ -408,8 +412,24 @@ class Plan(Sequence[RecoveryDecision]):
         return repr(self._decisions())
 
 
-def _decide(op: OpHistory) -> RecoveryDecision:
-    return decide_for_operation(op.op_id, op.tool, op.state, op.snapshot, op.args)
+def _decide(
+    op: OpHistory, ops: Mapping[str, OpHistory] | None = None, now: float | None = None
+) -> RecoveryDecision:
+    age = key_age(ops, op, now) if ops is not None and op.snapshot.keyed else None
+    return decide_for_operation(op.op_id, op.tool, op.state, op.snapshot, op.args, age=age)
+
+
+def key_age(ops: Mapping[str, OpHistory], op: OpHistory, now: float | None) -> float | None:
+    """How old ``op``'s idempotency key is at ``now``: since the first intent of the first op
+    of its chain of redoes (they share its key, and the provider's window counts from its
+    first request); None when ``now`` or that intent's time is not known."""
+    if now is None:
+        return None
+    first, seen = op, {op.op_id}
+    while first.redo_of is not None and first.redo_of in ops and first.redo_of not in seen:
+        seen.add(first.redo_of)
+        first = ops[first.redo_of]
+    return None if first.started_at is None else now - first.started_at
 
 
 def last_incarnation(records: Iterable[Record]) -> int:
@@ -420,11 +440,16 @@ def last_incarnation(records: Iterable[Record]) -> int:
 
 
 def plan_recovery(
-    ops: Mapping[str, OpHistory], *, not_started: Mapping[str, str] | None = None
+    ops: Mapping[str, OpHistory],
+    *,
+    not_started: Mapping[str, str] | None = None,
+    now: float | None = None,
 ) -> Sequence[RecoveryDecision]:
     """Decide for every op the journal knows (from its snapshot) and for plan ops it does not.
 
-    ``not_started`` maps the op ids the caller will issue to their tools.
+    ``not_started`` maps the op ids the caller will issue to their tools; ``now`` is the
+    runtime's clock, against which a keyed op's window is measured (None: no keyed op is
+    inside its window, and each is decided by its class's cell).
     """
     not_started = not_started or {}
     # An op without an intent has no snapshot; its class cannot matter (always SKIP).
@@ -434,6 +459,6 @@ def plan_recovery(
         if op_id not in ops
     ]
     if isinstance(ops, OpTable) and ops.settled is not None:
-        live = [(key, _decide(op)) for key, op in ops.moving() if not op.resolved]
+        live = [(key, _decide(op, ops, now)) for key, op in ops.moving() if not op.resolved]
         return Plan(ops, live, extra)
-    return [*(_decide(op) for op in ops.values() if not op.resolved), *extra]
+    return [*(_decide(op, ops, now) for op in ops.values() if not op.resolved), *extra]

@@ -4,6 +4,10 @@
     report = runtime.recover(execute)                # RETRY what is safe, hints for the rest
     outcome = runtime.call("s001", "write_file", {...}, execute)
 
+A keyed tool left RUNNING is retried with the same idempotency key while its
+provider's window holds; an op of unknown outcome whose tool has a reconciler is
+closed by its answer before any VERIFY hint (``harness.runtime.reconcile``).
+
 The full note: docs/reference/modules.md (``harness/runtime/runtime.py``).
 """
 
@@ -13,7 +17,7 @@ import _thread
 import heapq
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -33,6 +37,7 @@ from harness.runtime.matrix import (
     decide_for_operation,
     verify_hint,
 )
+from harness.runtime.reconcile import Reconciled, Reconciler, ask_reconciler
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,
@@ -57,11 +62,19 @@ from harness.runtime.recovery import (
     last_incarnation,
     plan_recovery,
 )
-from harness.runtime.steps import Append, Steps, no_tool, run_steps
+from harness.runtime.steps import Append, CallContext, Steps, no_tool, run_steps
 
-__all__ = ["RecoveryReport", "Runtime", "VerifyHint"]
+__all__ = ["RECONCILE_TIMEOUT", "RecoveryReport", "Runtime", "VerifyHint"]
 
 T = TypeVar("T")
+
+RECONCILE_TIMEOUT = 10.0
+"""Seconds a reconciler has to answer before its answer counts as unknown."""
+MAX_RECONCILED_REDOES = 8
+"""How deep a chain of redoes a reconciler's ABSENT answers make at once (each redo's
+reply lost again), as the scripted model's ``MAX_REDOES``."""
+REDO_SUFFIX = ".redo"
+"""A redo a reconciler's ABSENT makes is ``<op>.redo``, as the model names its redoes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +121,15 @@ class Runtime:
         max_attempts: int = 3,
         identity: Identity | str = Identity.ID,
         compaction: Compaction | None = None,
+        clock: Callable[[], float] | None = None,
+        reconcilers: Mapping[str, Reconciler] | None = None,
+        reconcile_timeout: float = RECONCILE_TIMEOUT,
     ) -> None:
         self.identity = _identity(identity)
+        self.clock: Callable[[], float] = clock if clock is not None else time.time
+        """What keyed tools' windows are measured on (seconds; by default ``time.time``)."""
+        self.reconcilers: Mapping[str, Reconciler] = dict(reconcilers or {})
+        self.reconcile_timeout = reconcile_timeout
         self.journal = journal
         self.table = table
         self.compaction = compaction if compaction is not None else Compaction()
@@ -128,7 +148,11 @@ class Runtime:
         # (op, state) of every SKIP in the journal, kept current by _note.
         self._skipped = {key for key in map(_skip_key, records) if key is not None}
         self.executor = self._executor_class(
-            journal, self.incarnation, on_record=self._note, max_attempts=max_attempts
+            journal,
+            self.incarnation,
+            on_record=self._note,
+            max_attempts=max_attempts,
+            clock=self.clock,
         )
         self._awaiting_verify: dict[str, VerifyHint] = {}
         # Threads: every step and append is made under _lock; an op's calls take turns
@@ -165,6 +189,9 @@ class Runtime:
         identity: Identity | str = Identity.ID,
         listener: JournalListener | None = None,
         compaction: Compaction | None = None,
+        clock: Callable[[], float] | None = None,
+        reconcilers: Mapping[str, Reconciler] | None = None,
+        reconcile_timeout: float = RECONCILE_TIMEOUT,
     ) -> Runtime:
         """Lock and read the journal, start an incarnation.
 
@@ -180,6 +207,11 @@ class Runtime:
         (the default) or ``"content"`` (for a model that re-issues its calls
         under new ids: ``harness.runtime.identity``); anything else is a
         ``ValueError`` before the journal is opened.
+        ``clock`` (seconds, ``time.time`` by default) stamps a keyed tool's intents
+        and measures its provider's window at each start. ``reconcilers`` maps a
+        tool to the function that asks its provider whether an op's effect is there
+        (``harness.runtime.reconcile``); one that has not answered after
+        ``reconcile_timeout`` seconds counts as unknown.
         """
         identity = _identity(identity)
         journal = cls._journal_class(path, listener=listener)
@@ -190,6 +222,9 @@ class Runtime:
                 max_attempts=max_attempts,
                 identity=identity,
                 compaction=compaction,
+                clock=clock,
+                reconcilers=reconcilers,
+                reconcile_timeout=reconcile_timeout,
             )
         except BaseException:
             journal.close()
@@ -200,7 +235,7 @@ class Runtime:
     def plan(self, not_started: Mapping[str, str] | None = None) -> Sequence[RecoveryDecision]:
         """This start's decisions, from the journal alone; acts on nothing (a ``Plan`` on a
         compacted journal: its settled ops' SKIPs are made when it is read)."""
-        return plan_recovery(self.ops, not_started=not_started)
+        return plan_recovery(self.ops, not_started=not_started, now=self.clock())
 
     def recover(
         self, execute: ToolFunction, *, not_started: Mapping[str, str] | None = None
@@ -228,7 +263,7 @@ class Runtime:
         # repeating it at every start would grow the journal with the square
         # of the restarts. Every RETRY and VERIFY is written, every life.
         batch: list[Record] = [
-            DecisionRecord(d.op_id, d.state, d.snapshot, d.decision, self.incarnation)
+            DecisionRecord(d.op_id, d.state, d.snapshot, d.decision, self.incarnation, d.age)
             for d in self._to_journal(decisions)
         ]
         acting = self._acting(decisions)
@@ -250,6 +285,10 @@ class Runtime:
                 failpoint("recovery.before_retry", decision.op_id)
                 retried.append((yield from self._retry_steps(op)))
             elif decision.decision is Decision.VERIFY and decision.hint is not None:
+                if op.tool in self.reconcilers:
+                    reconciled = yield from self._reconcile_steps(op)
+                    if reconciled is not None:
+                        continue
                 self._awaiting_verify[op.op_id] = VerifyHint(
                     op.op_id, op.tool, op.args, decision.hint
                 )
@@ -458,6 +497,11 @@ class Runtime:
         )
         finish = yield from self._guarded(op_id, tool, args, steps)
         if finish.unknown:  # a lost reply of a call that must not run twice: VERIFY it now
+            op = self.ops.get(op_id)
+            if op is not None and tool in self.reconcilers:  # unless its provider can tell
+                reconciled = yield from self._reconcile_steps(op)
+                if reconciled is not None:
+                    return replace(reconciled, op_id=op_id, executed=True)
             hint = yield from self._verify_now(op_id, tool, args)
             return CallOutcome(op_id, "info", error=finish.error, hint=hint, executed=True)
         return _outcome(finish, executed=True)
@@ -496,6 +540,53 @@ class Runtime:
         self._awaiting_verify[op_id] = VerifyHint(op_id, tool, args, hint)
         yield Append((HintRecord(op_id, self.incarnation, hint),))
         return hint
+
+    def _reconcile_steps(self, op: OpHistory, depth: int = 0) -> Steps[CallOutcome | None]:
+        """Ask the op's reconciler about its effect (``harness.runtime.reconcile``) and close
+        it as the answer says, journaled as the model's resolutions are: present, or absent
+        and redone as ``<op>.redo`` under the same key. None when it could not tell (or the
+        op is not open): the op is left to VERIFY."""
+        reconciler = self.reconcilers.get(op.tool)
+        if reconciler is None or op.state is not OpState.RUNNING or op.resolved:
+            return None
+        key_op = self._key_op(op.redo_of) or op.op_id
+        ctx = CallContext(
+            op.op_id, op.tool, op.attempt, self.incarnation, key_op, self.journal.journal_id
+        )
+        found, note = ask_reconciler(reconciler, op.args, ctx, self.reconcile_timeout)
+        failpoint("recovery.reconcile", op.op_id)
+        log.info("%s (%s): %s", op.op_id, op.tool, note)
+        if found is Reconciled.PRESENT:
+            yield Append(
+                (ResolvedRecord(op.op_id, self.incarnation, Resolution.EFFECT_PRESENT, None, note),)
+            )
+            self._awaiting_verify.pop(op.op_id, None)
+            return self._outcome_of(op.op_id)
+        if found is not Reconciled.ABSENT or depth >= MAX_RECONCILED_REDOES:
+            return None
+        redo_op = f"{op.op_id}{REDO_SUFFIX}"
+        if redo_op not in self.ops:  # else a kill came before the resolution: it stands
+            self._claimed.add(redo_op)
+            finish = yield from self.executor.steps(
+                redo_op,
+                op.tool,
+                op.args,
+                self.table.classify(op.tool),
+                redo_of=op.op_id,
+                key_op=key_op,
+                fresh=op.fresh,
+            )
+        else:
+            finish = None
+        yield Append(
+            (ResolvedRecord(op.op_id, self.incarnation, Resolution.REDONE, redo_op, note),)
+        )
+        self._awaiting_verify.pop(op.op_id, None)
+        if finish is not None and finish.unknown:  # the redo's reply was lost as well
+            redo = self.ops[redo_op]
+            if (yield from self._reconcile_steps(redo, depth + 1)) is None:
+                yield from self._verify_now(redo_op, op.tool, op.args)
+        return self._outcome_of(op.op_id)
 
     def outcome_of(self, op_id: str) -> CallOutcome:
         """What the journal says of an op it knows, without running anything.

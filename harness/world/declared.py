@@ -14,6 +14,9 @@ world store:
 
 What each behaviour does, and what running it twice does:
 
+A tool declared with ``dedupe = "key"`` and a ``window`` stands for a provider
+that deduplicates by the idempotency key, on the trial's clock (docs/keys.md).
+
 The full note: docs/reference/modules.md (``harness/world/declared.py``).
 """
 
@@ -46,6 +49,9 @@ __all__ = [
 READ_BEHAVIOUR = "read"
 BEHAVIOURS = ("read", "put", "create", "increment", "delete", "send", "opaque")
 """The vocabulary of true behaviours, in the order the table above gives them."""
+
+DEDUPE = ("key",)
+"""What a provider may deduplicate by: the idempotency key."""
 
 MISSING = ("fail", "ignore")
 """What ``delete`` does when the record is not there: fail the call, or do nothing."""
@@ -94,6 +100,10 @@ class DeclaredTool:
     by: str | int | None = None
     missing: str | None = None
     multi_step: bool = False
+    dedupe: str | None = None
+    """``"key"``: its provider drops a repeat of an idempotency key within ``window``."""
+    window: float | None = None
+    """Seconds a deduplicating provider remembers a key (on the trial's clock)."""
 
     @property
     def spec(self) -> ToolSpec:
@@ -140,6 +150,7 @@ class DeclaredTool:
             "by": self.by,
             "missing": self.missing,
             "multi_step": self.multi_step,
+            **({"dedupe": self.dedupe, "window": self.window} if self.dedupe else {}),
         }
 
     @classmethod
@@ -156,6 +167,8 @@ class DeclaredTool:
             data["by"],
             data["missing"],
             data["multi_step"],
+            data.get("dedupe"),
+            data.get("window"),
         )
 
 
@@ -163,7 +176,65 @@ def run_declared(
     tool: DeclaredTool, world: WorldStore, args: Mapping[str, Any], ctx: CallContext
 ) -> dict[str, Any]:
     """Execute ``tool`` once against ``world`` with arguments the gate already checked."""
+    if tool.dedupe is not None:
+        replayed = _replayed(tool, world, args, ctx)
+        if replayed is not None:
+            return replayed
     return _BEHAVIOURS[tool.behaviour](tool, world, args, ctx)
+
+
+def _replayed(
+    tool: DeclaredTool, world: WorldStore, args: Mapping[str, Any], ctx: CallContext
+) -> dict[str, Any] | None:
+    """The first call's result when the provider drops this call as a repeat of its key
+    (recorded in ``key_replays``, no effect); None when the call is new to it."""
+    key, call = ctx.idempotency_key, canonical_json(_call(args))
+    with world.transaction() as db:
+        row = db.execute(
+            "SELECT call, result, at, op_id FROM idempotency_keys WHERE tool = ? AND key = ?",
+            (tool.name, key),
+        ).fetchone()
+        if row is None or tool.window is None or world.clock() - row[2] >= tool.window:
+            return None
+        if row[0] == call:
+            db.execute(
+                "INSERT INTO key_replays (tool, key, op_id, attempt, pid, first_op) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (tool.name, key, ctx.op_id, ctx.attempt, world._pid(), row[3]),
+            )
+            result: dict[str, Any] = json.loads(row[1])
+            return result
+    from harness.runtime.errors import ToolError  # here: a plan's reader loads no runtime
+
+    raise ToolError(
+        f"{tool.name}: idempotency key {key} was first used with other arguments; "
+        "a provider refuses to reuse it"
+    )
+
+
+def _keep_key(
+    tool: DeclaredTool,
+    world: WorldStore,
+    db: sqlite3.Connection,
+    args: Mapping[str, Any],
+    ctx: CallContext,
+    result: dict[str, Any],
+) -> dict[str, Any]:
+    """Remember the key of a call the provider made, in the transaction of its effect."""
+    if tool.dedupe is not None:
+        db.execute(
+            "INSERT OR REPLACE INTO idempotency_keys (tool, key, call, result, at, op_id) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                tool.name,
+                ctx.idempotency_key,
+                canonical_json(_call(args)),
+                canonical_json(result),
+                world.clock(),
+                ctx.op_id,
+            ),
+        )
+    return result
 
 
 # -- the behaviours -----------------------------------------------------------------------
@@ -187,7 +258,7 @@ def _steps(
     with world.execution(ctx) as db:
         problem = None if check is None else check(db)
         if problem is None and not tool.multi_step:
-            return world.answer(db, ctx, apply(db))
+            return world.answer(db, ctx, _keep_key(tool, world, db, args, ctx, apply(db)))
         if problem is None:
             db.execute(
                 "INSERT OR IGNORE INTO prepared (tool, call, op_id) VALUES (?, ?, ?)",
@@ -201,7 +272,7 @@ def _steps(
         raise ToolError(error)
     ctx.mid_effect()
     with world.transaction() as db:
-        return world.answer(db, ctx, apply(db))
+        return world.answer(db, ctx, _keep_key(tool, world, db, args, ctx, apply(db)))
 
 
 def _read(

@@ -7,6 +7,10 @@ a SIGKILL lands either before or after a whole step, never inside one.
 
 Contract:
 
+A provider that deduplicates by key keeps each key's first call in
+``idempotency_keys``; a repeat it drops leaves no ledger row, only a
+``key_replays`` row. Neither table is world state.
+
 The full note: docs/reference/modules.md (``harness/world/store.py``).
 """
 
@@ -37,13 +41,25 @@ __all__ = [
     "WorldStore",
     "effect_rows",
     "fold_wal",
+    "key_seen",
+    "read_key_replays",
     "read_ledger",
     "result_digest",
     "step_of",
+    "trial_clock",
     "world_digest",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+TRIAL_CLOCK_ENV = "HARNESS_TRIAL_CLOCK"
+"""The seconds the trial's clock reads in this life (set by the supervisor; 0 if unset):
+what a provider's idempotency window is measured on, the same in every replay."""
+
+
+def trial_clock() -> float:
+    """The trial's clock for this life (``TRIAL_CLOCK_ENV``), constant within the life."""
+    return float(os.environ.get(TRIAL_CLOCK_ENV) or 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +159,17 @@ EFFECT_TABLES: tuple[EffectTable, ...] = (
 SEED_OP = "seed"
 """The op id of the records a world holds before the first life: no step's."""
 
+_KEYS_DDL = (
+    "CREATE TABLE IF NOT EXISTS idempotency_keys (tool TEXT NOT NULL, key TEXT NOT NULL, "
+    "call TEXT NOT NULL, result TEXT NOT NULL, at REAL NOT NULL, op_id TEXT NOT NULL, "
+    "PRIMARY KEY (tool, key))",
+    "CREATE TABLE IF NOT EXISTS key_replays (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "tool TEXT NOT NULL, key TEXT NOT NULL, op_id TEXT NOT NULL, attempt INT NOT NULL, "
+    "pid INT NOT NULL, first_op TEXT NOT NULL)",
+)
+"""A deduplicating provider's memory (not world state): each key's first call, and each
+repeat it dropped."""
+
 _LEDGER_DDL = (
     "CREATE TABLE IF NOT EXISTS ledger ("
     "seq INTEGER PRIMARY KEY AUTOINCREMENT, op_id TEXT NOT NULL, tool TEXT NOT NULL, "
@@ -216,6 +243,8 @@ class WorldStore:
         self.journal_path = journal_path
         self.ledger_pid = ledger_pid
         """The agent process a tool server runs calls for (None: this process is the agent)."""
+        self.clock = trial_clock
+        """What a deduplicating provider's window is measured on (the trial's clock)."""
 
     @classmethod
     def open(
@@ -242,6 +271,8 @@ class WorldStore:
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 with store.transaction() as tx:
                     tx.execute(_LEDGER_DDL)
+                    for ddl in _KEYS_DDL:
+                        tx.execute(ddl)
                     for table in EFFECT_TABLES:
                         tx.execute(table.ddl)
                     tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -359,6 +390,27 @@ def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
         db.execute("COMMIT")
     finally:
         db.close()
+
+
+def key_seen(db_path: Path, tool: str, key: str) -> bool:
+    """Whether the deduplicating provider of ``tool`` holds a call under ``key``: the
+    look-up by key a reconciler makes (read-only)."""
+    with _read_only(db_path) as db:
+        row = db.execute(
+            "SELECT 1 FROM idempotency_keys WHERE tool = ? AND key = ?", (tool, key)
+        ).fetchone()
+    return row is not None
+
+
+def read_key_replays(db_path: Path) -> list[tuple[str, str, str, int]]:
+    """Every repeat a deduplicating provider dropped: ``(tool, op id, first op, attempt)``."""
+    with _read_only(db_path) as db:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'key_replays'").fetchone():
+            return []  # a world from before keys
+        rows = db.execute(
+            "SELECT tool, op_id, first_op, attempt FROM key_replays ORDER BY seq"
+        ).fetchall()
+    return [(str(t), str(o), str(f), int(a)) for t, o, f, a in rows]
 
 
 def fold_wal(db_path: Path) -> None:

@@ -107,6 +107,13 @@ class TestCheckTable:
             )
         )
         assert "tool table scenarios/support_billing/tools.toml against what its tools do" in lines
+        keyed = lines.index(
+            "tool table scenarios/payment_flow/tools.toml against what its tools do"
+        )
+        assert (
+            "PASS: 5 calls of 5 tools in 1 scenario; unsafe: none; 0 unjudged, 0 notes"
+            in (lines[keyed:])
+        )
         assert run.last_line == (
             "PASS: 10 calls of 10 tools in 1 scenario; unsafe: none; 0 unjudged, 0 notes"
         )

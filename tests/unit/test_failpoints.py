@@ -410,6 +410,7 @@ class TestTheRuntimesHook:
             "compact.before_rename",
             "compact.before_dir_fsync",
             "compact.after_dir_fsync",
+            "recovery.reconcile",
             "agent.before_exit",
             "tool.received",
             "tool.before_reply",

@@ -192,6 +192,8 @@ class TestThePublicFace:
             "McpNotInstalledError",
             "McpServerError",
             "OpState",
+            "Reconciled",
+            "Reconciler",
             "RecoveryDecision",
             "RecoveryReport",
             "Resolution",
