@@ -44,6 +44,7 @@ from harness.runtime.records import (
     ResolvedRecord,
     TailDroppedRecord,
 )
+from harness.words import many
 from harness.world.store import LedgerEntry, read_ledger
 
 __all__ = ["LifeTimeline", "Row", "Timeline", "read_timeline", "render_timeline"]
@@ -318,9 +319,9 @@ def _recovery_summary(segment: _Segment) -> str:
     acted = [d for d in decisions if d.decision is not Decision.SKIP]
     words = [f"{d.op_id} {d.decision.value.upper()}" for d in acted]
     if not segment.records:
-        return f"{len(segment.ledger)} executions"
+        return f"{many(len(segment.ledger), 'execution')}"
     recovery = f"recovery: {', '.join(words)}" if words else "recovery: all SKIP"
-    return f"{recovery}; {len(segment.ledger)} executions"
+    return f"{recovery}; {many(len(segment.ledger), 'execution')}"
 
 
 def _kill_words(event: dict[str, Any], window: str | None) -> str:
@@ -482,7 +483,7 @@ def _record_row(scanned: ScannedRecord) -> Row:
         return Row(
             PLAIN,
             "recovered",
-            f"recovery done ({r.decisions} decisions); the normal flow starts",
+            f"recovery done ({many(r.decisions, 'decision')}); the normal flow starts",
             where=at,
         )
     if isinstance(r, TailDroppedRecord):

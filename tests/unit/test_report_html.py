@@ -161,7 +161,7 @@ class TestIndexPage:
         assert (failed.directory / TRIAL_PAGE).exists()
         index = (run_dir / "index.html").read_text("utf-8")
         assert "at most 2 passing ones (3 of 5 trials)" in index
-        assert index.count(f"/{TRIAL_PAGE}") == 3
+        assert index.count(f'/{TRIAL_PAGE}">timeline</a>') == 3  # the trials table's links
 
     def test_a_page_that_cannot_be_written_is_not_linked(self, trial: TrialResult) -> None:
         """A trial whose folder is gone still has its row, without a link."""
