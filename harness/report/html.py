@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harness.agent.plan import plan_id
 from harness.chaos.keep import TRIALS_FILE
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES, Verdict
@@ -41,10 +43,16 @@ from harness.report.model import (
     trials_with_verdict,
 )
 from harness.report.tables import fault_rows, invariant_catches
-from harness.report.timeline import read_timeline, render_timeline
+from harness.report.timeline import Timeline, read_timeline, render_timeline
 from harness.words import many
 
-__all__ = ["MAX_PASSING_PAGES", "TRIAL_PAGE", "write_index_html", "write_trial_page"]
+__all__ = [
+    "MAX_PASSING_PAGES",
+    "TRIAL_PAGE",
+    "broken_ops",
+    "write_index_html",
+    "write_trial_page",
+]
 
 TRIAL_PAGE = "timeline.html"
 MAX_PASSING_PAGES = 200
@@ -89,7 +97,7 @@ ol.failures ul{margin:.2em 0;padding-left:1.2em}
 .replay code{flex:1;background:#f2f4f7;padding:.3em .5em;white-space:pre-wrap;word-break:break-all}
 .replay button,.pager button{font:inherit;padding:.1em .6em;cursor:pointer}
 .pager{margin:.4em 0}
-li.mark{outline:2px solid #b42318;outline-offset:-2px}tr.mark td{background:#fee4e2}
+.mark{outline:2px solid #b42318;outline-offset:-2px}tr.mark td{background:#fee4e2}
 .broke{color:#b42318;font-weight:600}
 """
 
@@ -557,6 +565,24 @@ def _idle(verdict: Verdict) -> str:
     return " nothing to judge" if verdict.status == "pass" and not verdict.applied else ""
 
 
+def broken_ops(verdicts: Iterable[Verdict], timeline: Timeline) -> dict[str, list[str]]:
+    """Op -> the failed invariants whose evidence names it (by its id, or by its plan's id
+    for a re-issued call: ``s003`` names ``s003~2``), for the ops of ``timeline``."""
+    ops = {row.op for life in timeline.lives for row in life.rows if row.op}
+    marks: dict[str, list[str]] = {}
+    for verdict in verdicts:
+        if verdict.status != "fail":
+            continue
+        words = {w.rstrip(".") for line in verdict.evidence for w in _WORD.findall(line)}
+        for op in sorted(ops):
+            if op in words or plan_id(op) in words:
+                marks.setdefault(op, []).append(verdict.invariant)
+    return marks
+
+
+_WORD = re.compile(r"[\w.~-]+")
+
+
 def _trial_page(run_dir: Path, result: TrialResult) -> str:
     spec = result.spec
     index = os.path.relpath(run_dir / "index.html", result.directory)
@@ -580,7 +606,8 @@ def _trial_page(run_dir: Path, result: TrialResult) -> str:
         f"<td>{'<br>'.join(_e(line) for line in v.evidence)}</td></tr>"
         for v in result.verdicts
     ]
-    timeline = render_timeline(read_timeline(result.directory, windows=result.windows))
+    read = read_timeline(result.directory, windows=result.windows)
+    timeline = render_timeline(read, broken_ops(result.verdicts, read))
     body = (
         f'<p><a href="{_e(quote(index, safe="/"))}">← run index</a></p>'
         f"<h1><code>{_e(spec.trial_id)}</code> {_badge(result.status)}</h1>"
