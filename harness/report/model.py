@@ -12,9 +12,10 @@ outcomes over the trials, and apart, its passes with nothing to judge.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,8 @@ class RunInfo:
     scenarios: tuple[str, ...]
     shard: Shard | None = None
     """The shard of the campaign the run was; None for the whole campaign."""
+    started: float = field(default_factory=time.time)
+    """When the run started (``time.time()``): when its ``RunInfo`` was made, unless told."""
 
 
 @dataclass(frozen=True, slots=True)
