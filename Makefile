@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv observer test test-long chaos lint audit bench clean
+.PHONY: venv observer test test-long chaos lint audit bench browser screenshots clean
 
 venv: $(STAMP)
 
@@ -36,6 +36,16 @@ audit: $(STAMP) observer
 
 bench: $(STAMP)
 	$(PY) -m harness.bench $(BENCH_ARGS)
+
+# A headless Chromium for the screenshots and the rendering test, from the npm registry
+# (the Chromium inside the pinned @sparticuz/chromium tarball, checked against its SHA-512)
+# into build/browser (harness/report/browser.py). Needs Node.js; the harness never does.
+browser:
+	$(PY) -m harness.report.browser fetch
+
+# docs/images/index.png and timeline.png: a small failing campaign's report, in that browser.
+screenshots: $(STAMP) observer browser
+	$(PY) -m harness.report.screenshots
 
 lint: $(STAMP)
 	$(PY) -m ruff check harness tests
