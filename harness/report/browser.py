@@ -17,7 +17,9 @@ what a reader sees rather than on the HTML written.
 from __future__ import annotations
 
 import base64
+import ctypes.util
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -130,8 +132,26 @@ def fetch(folder: Path = BROWSER_DIR) -> Path:
         )
         with tarfile.open(shaders) as archive:
             archive.extractall(folder, filter="data")
+        # NSS, NSPR and expat, for a machine without them (used only then: ``_env``).
+        libraries = work / "al2023.tar"
+        subprocess.run(
+            ["node", "-e", _UNBROTLI, str(bin_dir / "al2023.tar.br"), str(libraries)],
+            check=True,
+            timeout=300,
+        )
+        with tarfile.open(libraries) as archive:
+            archive.extractall(folder, filter="data")
     marker.write_text(CHROMIUM_PACKAGE + "\n", "utf-8")
     return chromium_path(folder)
+
+
+def _env(folder: Path) -> dict[str, str | float | bool] | None:
+    """The browser's environment: the machine's, plus the libraries that came with it
+    when the machine has no NSS of its own."""
+    if ctypes.util.find_library("nss3") is not None:
+        return None
+    paths = [str(folder / "lib"), *filter(None, [os.environ.get("LD_LIBRARY_PATH")])]
+    return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(paths)}
 
 
 @contextmanager
@@ -149,7 +169,7 @@ def open_page(
     url = target.resolve().as_uri() if isinstance(target, Path) else target
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=str(binary), args=list(ARGS), timeout=60_000
+            executable_path=str(binary), args=list(ARGS), env=_env(folder), timeout=60_000
         )
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
