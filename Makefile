@@ -45,7 +45,7 @@ browser:
 
 # docs/images/index.png and timeline.png: a small failing campaign's report, in that browser.
 screenshots: $(STAMP) observer browser
-	$(PY) -m harness.report.screenshots
+	$(PY) -m harness.screenshots
 
 lint: $(STAMP)
 	$(PY) -m ruff check harness tests

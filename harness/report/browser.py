@@ -1,6 +1,6 @@
 """A headless Chromium to look at the reports as a person does: render a page, read it back.
 
-Only the screenshots (``harness.report.screenshots``) and the rendering test use
+Only the screenshots (``harness.screenshots``) and the rendering test use
 it; nothing else in the harness does. The browser is no download of its own:
 it is the Chromium that the npm package ``@sparticuz/chromium`` ships inside its
 tarball (brotli-compressed, built to run on a bare Linux), fetched from the npm

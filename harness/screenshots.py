@@ -22,7 +22,7 @@ from harness.report.html import TRIAL_PAGE
 
 __all__ = ["CAMPAIGN", "failing_run", "main", "take"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"
 CAMPAIGN = (
     "chaos",
@@ -78,7 +78,7 @@ def take(
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.report.screenshots")
+    parser = argparse.ArgumentParser(prog="python -m harness.screenshots")
     parser.add_argument("--out", type=Path, default=IMAGES, help="where the PNGs go")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
