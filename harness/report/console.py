@@ -139,7 +139,9 @@ def print_campaign(summary: CampaignSummary, runtime: str) -> None:
     _print_windows(summary)
     _print_faults(summary, runtime)
     _print_failures(summary.failures)
-    _print_failures(summary.unjudged, "trials that could not be judged")
+    _print_failures(
+        summary.unjudged, "trial that could not be judged", "trials that could not be judged"
+    )
 
 
 def print_pace(trials: int, seconds: float, workers: int, where: Path | None) -> None:
@@ -240,7 +242,7 @@ def _print_faults(summary: CampaignSummary, runtime: str) -> None:
     _console.print(table)
 
 
-def _print_failures(failures: list[TrialResult], what: str = "failures") -> None:
+def _print_failures(failures: list[TrialResult], what: str = "failure", plural: str = "") -> None:
     """Each failing (or unjudged) trial: the verdicts that made it so, and its replay."""
     for result in failures[:MAX_FAILURES_SHOWN]:
         label = "[red]FAIL[/]" if result.status == "fail" else "[yellow]COULD NOT JUDGE[/]"
@@ -254,7 +256,8 @@ def _print_failures(failures: list[TrialResult], what: str = "failures") -> None
         replay = f"  seed {result.spec.seed}; replay: {result.spec.replay_command()}"
         _console.print(replay, markup=False)
     if len(failures) > MAX_FAILURES_SHOWN:
-        _console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more {what}")
+        rest = len(failures) - MAX_FAILURES_SHOWN
+        _console.print(f"... and {many(rest, 'more ' + what, plural and 'more ' + plural)}")
 
 
 def print_self_check(rows: list[SelfCheckRow]) -> None:
