@@ -214,7 +214,11 @@ def main(argv: Sequence[str]) -> int:
     if list(argv) != ["fetch"]:
         print("usage: python -m harness.report.browser fetch", file=sys.stderr)
         return 2
-    print(f"headless Chromium ({CHROMIUM_PACKAGE}): {fetch()}")
+    try:
+        print(f"headless Chromium ({CHROMIUM_PACKAGE}): {fetch()}")
+    except (BrowserMissing, subprocess.SubprocessError) as exc:
+        print(f"make browser: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
