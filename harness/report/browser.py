@@ -217,7 +217,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         print(f"headless Chromium ({CHROMIUM_PACKAGE}): {fetch()}")
     except (BrowserMissing, subprocess.SubprocessError) as exc:
-        print(f"make browser: {exc}", file=sys.stderr)
+        print(f"no browser fetched: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -44,7 +44,8 @@ def browser() -> None:
                 text=True,
                 check=False,
             )
-            said = [line for line in done.stderr.splitlines() if line and "make" not in line[:5]]
+            own = ("make:", "make[")  # make's own lines say only that the target failed
+            said = [s for s in done.stderr.splitlines() if s and not s.startswith(own)]
             why = (said or ["no message"])[-1]
         except OSError as exc:  # no make
             done, why = None, str(exc)
