@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv observer test test-long chaos lint audit bench docs clean
+.PHONY: venv observer test test-long chaos lint audit bench docs browser screenshots clean
 
 venv: $(STAMP)
 
@@ -40,6 +40,16 @@ bench: $(STAMP)
 # The docs site (mkdocs.yml, docs/) into site/; --strict fails on any warning.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+# A headless Chromium for the screenshots and the rendering test, from the npm registry
+# (the Chromium inside the pinned @sparticuz/chromium tarball, checked against its SHA-512)
+# into build/browser (harness/report/browser.py). Needs Node.js; the harness never does.
+browser:
+	$(PY) -m harness.report.browser fetch
+
+# docs/images/index.png and timeline.png: a small failing campaign's report, in that browser.
+screenshots: $(STAMP) observer browser
+	$(PY) -m harness.screenshots
 
 lint: $(STAMP)
 	$(PY) -m ruff check harness tests

@@ -32,6 +32,7 @@ from harness.agent.plan import plan_id
 from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.check.lives import lives_changed
+from harness.words import many
 from harness.world.store import OK, EffectRow, LedgerEntry, result_digest, step_of
 
 __all__ = ["INVARIANTS", "OUTCOMES", "TITLES", "Status", "Verdict", "check_trial", "trial_status"]
@@ -204,7 +205,10 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
         checked = _unsafe_in_flight(ev)
     checked += len(in_life)
     return _verdict(
-        "I2", problems, f"{checked} unknown outcomes verified, none replayed", applied=checked > 0
+        "I2",
+        problems,
+        f"{many(checked, 'unknown outcome')} verified, none replayed",
+        applied=checked > 0,
     )
 
 
@@ -494,7 +498,7 @@ def check_write_ahead(ev: TrialEvidence) -> Verdict:
     return _verdict(
         "I6",
         problems,
-        f"{len(ev.ledger)} executions, each after its intent",
+        f"{many(len(ev.ledger), 'execution')}, each after its intent",
         applied=bool(ev.ledger),
     )
 
@@ -833,7 +837,7 @@ def check_fail_means_no_effect(ev: TrialEvidence) -> Verdict:
         left = [r for r in ev.world if step_of(r.op_id) == step and r.table not in NOT_EFFECTS]
         if left:
             problems.append(
-                f"{step} was reported failed, yet left {len(left)} row(s) of world state "
+                f"{step} was reported failed, yet left {many(len(left), 'row')} of world state "
                 f"(first: {left[0].table} {left[0].values!r} by {left[0].op_id})"
             )
     for (op_id, life), rows in ev.rows_by_op_and_life.items():
@@ -882,8 +886,8 @@ def check_told_the_truth(ev: TrialEvidence) -> Verdict:
     return _verdict(
         "I11",
         problems,
-        f"{len(ev.acks)} acks match what the world returned, "
-        f"{len(ev.told_unknown)} unknowns have a cause",
+        f"{many(len(ev.acks), 'ack')} matching what the world returned, "
+        f"{many(len(ev.told_unknown), 'unknown')} with a cause",
         applied=bool(ev.acks or ev.told_unknown),
     )
 
@@ -1014,7 +1018,8 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
             landed += not missed
     if problems:
         return _unknown("F", "; ".join(problems))
-    return Verdict("F", TITLES["F"], "pass", (f"{landed} scheduled faults landed",), landed > 0)
+    landed_words = f"{many(landed, 'scheduled fault')} landed"
+    return Verdict("F", TITLES["F"], "pass", (landed_words,), landed > 0)
 
 
 def _after_death_landed(ev: TrialEvidence, life: LifeSeen, spec: str) -> list[str]:
@@ -1090,7 +1095,8 @@ def check_answered_by_own_content(ev: TrialEvidence) -> Verdict:
     return _verdict(
         "I12",
         problems,
-        f"{len(seen)} calls answered by content, each from an op of its own tool and arguments",
+        f"{many(len(seen), 'call')} answered by content, "
+        "each from an op of its own tool and arguments",
         applied=bool(seen),
     )
 

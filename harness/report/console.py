@@ -27,9 +27,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from harness.adapters import get_adapter
-from harness.chaos.faults import FAULT_KINDS
-from harness.chaos.schedule import not_applicable
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES
 from harness.check.windows import WINDOWS
@@ -44,8 +41,10 @@ from harness.report.model import (
     never_applied,
     trials_with_verdict,
 )
+from harness.report.tables import fault_rows, invariant_catches
 from harness.runtime.classes import IdempotencyClass
 from harness.table_audit import AuditStatus, TableAudit
+from harness.words import many
 
 __all__ = [
     "CampaignSummary",
@@ -142,7 +141,9 @@ def print_campaign(summary: CampaignSummary, runtime: str) -> None:
     _print_windows(summary)
     _print_faults(summary, runtime)
     _print_failures(summary.failures)
-    _print_failures(summary.unjudged, "trials that could not be judged")
+    _print_failures(
+        summary.unjudged, "trial that could not be judged", "trials that could not be judged"
+    )
 
 
 def print_pace(trials: int, seconds: float, workers: int, where: Path | None) -> None:
@@ -150,7 +151,7 @@ def print_pace(trials: int, seconds: float, workers: int, where: Path | None) ->
     rate = trials / seconds if seconds > 0 else 0.0
     place = "in the run folder, on disk" if where is None else f"under {where}"
     _console.print(
-        f"pace: {trials} trials in {seconds:.1f} s, {rate:.1f} trials/s "
+        f"pace: {many(trials, 'trial')} in {seconds:.1f} s, {rate:.1f} trials/s "
         f"({workers} workers, trials run {escape(place)})"
     )
 
@@ -197,10 +198,10 @@ def print_headline(
     if stopped_after is not None:
         early = f" (stopped early: --maxfail {stopped_after} reached)"
     _console.print(
-        f"[bold]{HEADLINES[status]}[/]{early}: {len(results)} trials "
+        f"[bold]{HEADLINES[status]}[/]{early}: {many(len(results), 'trial')} "
         f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
         f"{len(summary.failures)} failed, {len(summary.unjudged)} could not be judged, "
-        f"{sum(r.kills for r in results)} kills"
+        f"{many(sum(r.kills for r in results), 'kill')}"
         + _never_applied(summary)
         + f"; report {escape(str(run_dir))}/index.html"
     )
@@ -256,21 +257,17 @@ def _print_faults(summary: CampaignSummary, runtime: str) -> None:
     counted = ("exhaustive", "random", "failed")
     for column in ("fault", "what it does", *counted):
         table.add_column(column, justify="right" if column in counted else "left")
-    adapter = get_adapter(runtime)
-    for kind, description in FAULT_KINDS.items():
-        if (why := not_applicable(kind, adapter)) is not None:
-            table.add_row(kind, description, "not applicable", "", why)
+    for row in fault_rows(summary.results, runtime):
+        if row.not_applicable is not None:
+            table.add_row(row.kind, row.description, "not applicable", "", row.not_applicable)
             continue
-        hit = [r for r in summary.results if kind in r.spec.schedule.fault_kinds]
-        by_kind = Counter(r.spec.kind for r in hit)
-        failed = sum(r.status == "fail" for r in hit)
         table.add_row(
-            kind, description, str(by_kind["exhaustive"]), str(by_kind["random"]), str(failed)
+            row.kind, row.description, str(row.exhaustive), str(row.random), str(row.failed)
         )
     _console.print(table)
 
 
-def _print_failures(failures: list[TrialResult], what: str = "failures") -> None:
+def _print_failures(failures: list[TrialResult], what: str = "failure", plural: str = "") -> None:
     """Each failing (or unjudged) trial: the verdicts that made it so, and its replay."""
     for result in failures[:MAX_FAILURES_SHOWN]:
         label = "[red]FAIL[/]" if result.status == "fail" else "[yellow]COULD NOT JUDGE[/]"
@@ -284,7 +281,8 @@ def _print_failures(failures: list[TrialResult], what: str = "failures") -> None
         replay = f"  seed {result.spec.seed}; replay: {result.spec.replay_command()}"
         _console.print(replay, markup=False)
     if len(failures) > MAX_FAILURES_SHOWN:
-        _console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more {what}")
+        rest = len(failures) - MAX_FAILURES_SHOWN
+        _console.print(f"... and {many(rest, 'more ' + what, plural and 'more ' + plural)}")
 
 
 def print_self_check_skipped(why: str) -> None:
@@ -320,15 +318,11 @@ def _print_every_invariant_fails(rows: list[SelfCheckRow]) -> None:
     table = Table(title="self-check: every invariant can fail")
     for column in ("invariant", "caught", "failing alone in"):
         table.add_column(column)
-    for key in TITLES:
-        if key == "F":
-            continue  # not a promise of the runtime: a fault that did not land
-        caught = [r for r in rows if r.caught is not None and key in r.caught.failed_invariants]
-        alone = [r.name for r in caught if r.caught and r.caught.failed_invariants == (key,)]
+    for row in invariant_catches(rows):
         table.add_row(
-            f"{key} {TITLES[key]}",
-            ", ".join(r.name for r in caught) or "[red]NOTHING CAUGHT BY IT[/]",
-            ", ".join(alone) or "—",
+            f"{row.key} {row.title}",
+            ", ".join(row.caught) or "[red]NOTHING CAUGHT BY IT[/]",
+            ", ".join(row.alone) or "—",
         )
     _console.print(table)
 
@@ -336,7 +330,9 @@ def _print_every_invariant_fails(rows: list[SelfCheckRow]) -> None:
 def print_trial(result: TrialResult) -> None:
     _console.print(f"trial {result.spec.trial_id}: {result.spec.schedule.describe()}", markup=False)
     _console.print(
-        f"folder {result.directory}; {result.lives} lives, {result.kills} kills", markup=False
+        f"folder {result.directory}; {many(result.lives, 'life', 'lives')}, "
+        f"{many(result.kills, 'kill')}",
+        markup=False,
     )
     for verdict in result.verdicts:
         colour = _COLOURS[verdict.status]
@@ -396,13 +392,9 @@ def print_table_audit(audit: TableAudit, status: int) -> None:
     scenarios = {row.source for row in audit.audits}
     unsafe = sorted({row.tool for row in audit.with_status("unsafe")})
     counts = (
-        f"{_many(len(audit.audits), 'call')} of {_many(len(tools), 'tool')} in "
-        f"{_many(len(scenarios), 'scenario')}; unsafe: {', '.join(unsafe) or 'none'}; "
+        f"{many(len(audit.audits), 'call')} of {many(len(tools), 'tool')} in "
+        f"{many(len(scenarios), 'scenario')}; unsafe: {', '.join(unsafe) or 'none'}; "
         f"{len(audit.with_status('unjudged'))} unjudged, "
-        f"{_many(len(audit.with_status('note')), 'note')}"
+        f"{many(len(audit.with_status('note')), 'note')}"
     )
     _console.print(f"[bold]{HEADLINES[status]}[/]: {escape(counts)}")
-
-
-def _many(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"

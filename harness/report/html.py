@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harness.agent.plan import plan_id
 from harness.chaos.keep import TRIALS_FILE
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES, Verdict
@@ -40,9 +42,17 @@ from harness.report.model import (
     never_applied,
     trials_with_verdict,
 )
-from harness.report.timeline import read_timeline, render_timeline
+from harness.report.tables import fault_rows, invariant_catches
+from harness.report.timeline import Timeline, read_timeline, render_timeline
+from harness.words import many
 
-__all__ = ["MAX_PASSING_PAGES", "TRIAL_PAGE", "write_index_html", "write_trial_page"]
+__all__ = [
+    "MAX_PASSING_PAGES",
+    "TRIAL_PAGE",
+    "broken_ops",
+    "write_index_html",
+    "write_trial_page",
+]
 
 TRIAL_PAGE = "timeline.html"
 MAX_PASSING_PAGES = 200
@@ -80,16 +90,44 @@ ol.tl li{display:grid;grid-template-columns:5.5em 7.5em 8em 1fr;gap:0 .5em;paddi
 .r.ok .tx{color:#067647}.r.failed .tx{color:#b42318}.r.ok{border-left-color:#75e0a7}
 .r.failed{border-left-color:#fda29b}.r.event{color:#475467;border-left-color:#98a2b3}
 .r.quiet{color:#98a2b3}
-.filter{margin:.4em 0}
+.filter{margin:.4em 0}.filter label{margin-right:.8em}
+ol.failures{padding-left:1.4em}ol.failures li{margin:.6em 0}
+ol.failures ul{margin:.2em 0;padding-left:1.2em}
+.replay{display:flex;gap:.4em;align-items:flex-start;margin:.2em 0}
+.replay code{flex:1;background:#f2f4f7;padding:.3em .5em;white-space:pre-wrap;word-break:break-all}
+.replay button,.pager button{font:inherit;padding:.1em .6em;cursor:pointer}
+.pager{margin:.4em 0}
+.mark{outline:2px solid #b42318;outline-offset:-2px}tr.mark td{background:#fee4e2}
+.broke{color:#b42318;font-weight:600}
 """
 
-# Filters the trial table by text and status; the page works without it.
-_FILTER_JS = """
-const q=document.getElementById('q'),bad=document.getElementById('bad');
-function apply(){const t=q.value.toLowerCase();
-for(const r of document.querySelectorAll('#trials tbody tr')){
-r.hidden=!(r.textContent.toLowerCase().includes(t)&&(!bad.checked||r.dataset.status!=='pass'));}}
-q.addEventListener('input',apply);bad.addEventListener('change',apply);
+# Filters the trial table by text and status, a page of rows at a time, and copies a
+# replay command; plain JS, nothing fetched, so it works from a file:// address too.
+# Without JS, every trial is listed.
+_INDEX_JS = """
+const PAGE=100,q=document.getElementById('q'),info=document.getElementById('shown');
+const rows=[...document.querySelectorAll('#trials tbody tr')];let page=0,hits=rows;
+function status(){return document.querySelector('input[name=status]:checked').value;}
+function apply(){const t=q.value.toLowerCase(),s=status();
+hits=rows.filter(r=>(s==='all'||r.dataset.status===s)&&r.textContent.toLowerCase().includes(t));
+const pages=Math.max(1,Math.ceil(hits.length/PAGE));page=Math.min(page,pages-1);
+for(const r of rows)r.hidden=true;
+hits.slice(page*PAGE,(page+1)*PAGE).forEach(r=>{r.hidden=false;});
+const a=hits.length?page*PAGE+1:0,b=Math.min(hits.length,(page+1)*PAGE);
+info.textContent=`trials ${a}-${b} of ${hits.length} shown (page ${page+1} of ${pages})`;
+document.getElementById('prev').disabled=page===0;
+document.getElementById('next').disabled=page>=pages-1;}
+q.addEventListener('input',()=>{page=0;apply();});
+for(const r of document.querySelectorAll('input[name=status]'))
+r.addEventListener('change',()=>{page=0;apply();});
+document.getElementById('prev').addEventListener('click',()=>{page--;apply();});
+document.getElementById('next').addEventListener('click',()=>{page++;apply();});
+apply();
+for(const b of document.querySelectorAll('button.copy'))b.addEventListener('click',()=>{
+const text=b.previousElementSibling.textContent,done=()=>{b.textContent='copied';};
+const fallback=()=>{const t=document.createElement('textarea');t.value=text;
+document.body.appendChild(t);t.select();document.execCommand('copy');t.remove();done();};
+if(navigator.clipboard)navigator.clipboard.writeText(text).then(done,fallback);else fallback();});
 """
 
 
@@ -111,9 +149,10 @@ _BADGE_TEXT = {"unknown": "COULD NOT JUDGE"}
 """A badge's text where it is not the status in capitals."""
 
 
-def _badge(status: str) -> str:
-    """A status as a coloured badge: pass green, fail red, unknown amber, not-judged grey."""
-    text = _BADGE_TEXT.get(status, status.upper())
+def _badge(status: str, text: str = "") -> str:
+    """A status as a coloured badge: pass green, fail red, unknown amber, not-judged grey;
+    its text the status in capitals unless given."""
+    text = text or _BADGE_TEXT.get(status, status.upper())
     return f'<span class="badge {_e(status)}">{_e(text)}</span>'
 
 
@@ -267,7 +306,7 @@ def _self_check(run_dir: Path, checks: list[SelfCheckRow], pages: set[Path]) -> 
     rows = []
     for check in checks:
         cls = "" if check.as_expected else "fail"
-        outcome = _badge("pass" if check.as_expected else "fail")
+        outcome = _self_check_badge(check)
         replay = ""
         if check.caught is not None:
             link = _link(run_dir, check.caught) if check.caught.directory in pages else None
@@ -282,6 +321,113 @@ def _self_check(run_dir: Path, checks: list[SelfCheckRow], pages: set[Path]) -> 
         )
     return "<h2>Self-check: each broken runtime must be caught</h2>" + _table(
         ("broken runtime", "mistake", "expected", "trials", "outcome", "caught in (replay)"), rows
+    )
+
+
+def _self_check_badge(check: SelfCheckRow) -> str:
+    """What the self-check asks of a broken runtime: was it caught? (Green means caught, as
+    it must be: the broken runtime did not pass.)"""
+    if check.not_applicable is not None:
+        return _badge("not-judged", "NOT APPLICABLE")
+    if check.caught is None:
+        return _badge("fail", "NOT CAUGHT")
+    if not check.as_expected:
+        return _badge("fail", "CAUGHT WITHOUT ITS FAULT")
+    return _badge("pass", "CAUGHT")
+
+
+def _every_invariant_fails(checks: list[SelfCheckRow]) -> str:
+    """Per invariant, the broken runtimes and mutations it caught: each must have one."""
+    if not checks:
+        return ""
+    rows = []
+    for row in invariant_catches(checks):
+        caught = _e(", ".join(row.caught)) if row.caught else _badge("fail", "NOTHING CAUGHT BY IT")
+        rows.append(
+            f'<tr class="{"" if row.caught else "fail"}"><td>{_e(row.key)}</td>'
+            f"<td>{_e(row.title)}</td><td>{caught}</td><td>{_e(', '.join(row.alone) or '—')}</td>"
+            "</tr>"
+        )
+    return "<h2>Self-check: every invariant can fail</h2>" + _table(
+        ("", "invariant", "caught", "failing alone in"), rows
+    )
+
+
+def _faults(results: list[TrialResult]) -> str:
+    """The faults injected, by kind of trial, as the console prints them: for one runtime."""
+    runtimes = {r.spec.runtime for r in results}
+    if len(runtimes) != 1:
+        return ""
+    try:
+        fault_table = fault_rows(results, runtimes.pop())
+    except Exception:  # a runtime this install does not know: its trials still show
+        return ""
+    rows = []
+    for row in fault_table:
+        if row.not_applicable is not None:
+            counts = f'<td colspan="3">not applicable: {_e(row.not_applicable)}</td>'
+        else:
+            counts = "".join(
+                f'<td class="n">{n}</td>' for n in (row.exhaustive, row.random, row.failed)
+            )
+        cls = "fail" if row.failed else ""
+        rows.append(
+            f'<tr class="{cls}"><td><code>{_e(row.kind)}</code></td>'
+            f"<td>{_e(row.description)}</td>{counts}</tr>"
+        )
+    return "<h2>Faults injected (trials)</h2>" + _table(
+        ("fault", "what it does", "exhaustive", "random", "failed"), rows
+    )
+
+
+MAX_FAILURES_LISTED = 50
+"""Failed and unknown trials listed at the top; the trials table has them all."""
+
+
+def _replay(command: str) -> str:
+    """A replay command to read and copy (the button needs JS; the text is there without)."""
+    return (
+        f'<div class="replay"><code>{_e(command)}</code>'
+        '<button class="copy" type="button" title="copy the command">copy</button></div>'
+    )
+
+
+def _failures(run_dir: Path, results: list[TrialResult], pages: set[Path]) -> str:
+    """The failed trials, then those that could not be judged: each with the invariants
+    it broke and the first line of their evidence, and its replay command."""
+    bad = sorted(
+        (r for r in results if r.status in _STATUS_ORDER),
+        key=lambda r: (_STATUS_ORDER[r.status], r.spec.trial_id),
+    )
+    if not bad:
+        return ""
+    items = []
+    for r in bad[:MAX_FAILURES_LISTED]:
+        link = _link(run_dir, r) if r.directory in pages else None
+        name = f"<code>{_e(r.spec.trial_id)}</code>"
+        if link:
+            name = f'<a href="{_e(link)}">{name}</a>'
+        broke = "".join(
+            f'<li><span class="broke">{_e(v.invariant)}</span> {_e(v.title)}'
+            f"{' (could not judge)' if v.status == 'unknown' else ''}: "
+            f"{_e(v.evidence[0] if v.evidence else '')}</li>"
+            for v in r.verdicts
+            if v.status == r.status
+        )
+        items.append(
+            f'<li data-status="{_e(r.status)}">{_badge(r.status)} {name} '
+            f'<span class="sum">{_e(r.spec.schedule.describe())}</span>'
+            f"<ul>{broke}</ul>{_replay(r.spec.replay_command())}</li>"
+        )
+    failed = sum(r.status == "fail" for r in bad)
+    unknown = len(bad) - failed
+    more = ""
+    if len(bad) > MAX_FAILURES_LISTED:
+        more = f"<p>… and {len(bad) - MAX_FAILURES_LISTED} more in the trials table below.</p>"
+    return (
+        f'<h2 id="failures">Failures: {many(failed, "trial")} failed, '
+        f"{unknown} could not be judged</h2>"
+        f'<ol class="failures">{"".join(items)}</ol>{more}'
     )
 
 
@@ -304,7 +450,8 @@ def _trials(run_dir: Path, results: list[TrialResult], pages: set[Path]) -> str:
         page = f'<a href="{_e(link)}">timeline</a>' if link else ""
         rows.append(
             f'<tr class="{_e(r.status)}" data-status="{_e(r.status)}">'
-            f'<td><code title="{_e(r.spec.replay_command())}">{_e(r.spec.trial_id)}</code></td>'
+            f'<td><code title="{_e(r.spec.replay_command())}">{_e(r.spec.trial_id)}</code>'
+            f"<details><summary>replay</summary>{_replay(r.spec.replay_command())}</details></td>"
             f"<td>{_e(r.spec.scenario_name)}</td>"
             f"<td>{_e(r.spec.kind)}</td><td><code>{_e(r.spec.schedule.describe())}</code></td>"
             f'<td class="n">{r.lives}</td><td class="n">{r.kills}</td><td>{_badge(r.status)}</td>'
@@ -317,13 +464,25 @@ def _trials(run_dir: Path, results: list[TrialResult], pages: set[Path]) -> str:
         limit = (
             f"<p>Timeline pages: every failed or unknown trial and at most "
             f"{MAX_PASSING_PAGES} passing ones ({linked} of {len(results)} trials). "
-            f"{kept} trials kept their folder (journal, world.db, events); every trial's "
+            f"{many(kept, 'trial')} kept their folder (journal, world.db, events); every trial's "
             f"verdicts, schedule and replay command are in <code>{TRIALS_FILE}</code>, "
-            "and its replay in the title of its name.</p>"
+            "and its replay under its name.</p>"
         )
+    counts: Counter[str] = Counter(r.status for r in results)
+    choices = "".join(
+        f'<label><input type="radio" name="status" value="{value}"{checked}> '
+        f"{words} ({counts[value] if value != 'all' else len(results)})</label>"
+        for value, words, checked in (
+            ("all", "all", " checked"),
+            ("fail", "failed", ""),
+            ("unknown", "could not judge", ""),
+            ("pass", "passed", ""),
+        )
+    )
     controls = (
-        '<p class="filter"><input id="q" type="search" placeholder="filter trials">'
-        ' <label><input id="bad" type="checkbox"> only failed or unknown</label></p>'
+        f'<p class="filter">{choices}<input id="q" type="search" placeholder="filter trials">'
+        '</p><p class="pager"><button id="prev" type="button">← previous</button> '
+        '<span id="shown"></span> <button id="next" type="button">next →</button></p>'
     )
     return f"<h2>Trials</h2>{limit}{controls}" + _table(
         ("trial", "scenario", "kind", "schedule", "lives", "kills", "status", "not held", "page"),
@@ -369,13 +528,16 @@ def write_index_html(run_dir: Path, results: list[TrialResult], checks: list[Sel
     body = "".join(
         (
             _header(run_dir, overview, results),
+            _failures(run_dir, results, pages),
             _invariants(results),
             _coverage(results),
+            _faults(results),
             _self_check(run_dir, checks, pages),
+            _every_invariant_fails(checks),
             _trials(run_dir, results, pages),
         )
     )
-    (run_dir / "index.html").write_text(_page("chaos run", body, _FILTER_JS), "utf-8")
+    (run_dir / "index.html").write_text(_page("chaos run", body, _INDEX_JS), "utf-8")
 
 
 # -- one trial --------------------------------------------------------------------------
@@ -403,6 +565,24 @@ def _idle(verdict: Verdict) -> str:
     return " nothing to judge" if verdict.status == "pass" and not verdict.applied else ""
 
 
+def broken_ops(verdicts: Iterable[Verdict], timeline: Timeline) -> dict[str, list[str]]:
+    """Op -> the failed invariants whose evidence names it (by its id, or by its plan's id
+    for a re-issued call: ``s003`` names ``s003~2``), for the ops of ``timeline``."""
+    ops = {row.op for life in timeline.lives for row in life.rows if row.op}
+    marks: dict[str, list[str]] = {}
+    for verdict in verdicts:
+        if verdict.status != "fail":
+            continue
+        words = {w.rstrip(".") for line in verdict.evidence for w in _WORD.findall(line)}
+        for op in sorted(ops):
+            if op in words or plan_id(op) in words:
+                marks.setdefault(op, []).append(verdict.invariant)
+    return marks
+
+
+_WORD = re.compile(r"[\w.~-]+")
+
+
 def _trial_page(run_dir: Path, result: TrialResult) -> str:
     spec = result.spec
     index = os.path.relpath(run_dir / "index.html", result.directory)
@@ -413,7 +593,7 @@ def _trial_page(run_dir: Path, result: TrialResult) -> str:
         ("kind", _e(spec.kind)),
         ("label", _e(spec.label)),
         ("schedule", f"<code>{_e(spec.schedule.describe())}</code>"),
-        ("lives, kills", f"{result.lives} lives, {result.kills} kills"),
+        ("lives, kills", f"{many(result.lives, 'life', 'lives')}, {many(result.kills, 'kill')}"),
         ("failpoints reached", _e("; ".join(result.reached) or "none")),
         ("random-kill windows", _e(", ".join(result.windows) or "none")),
         ("duration", f"{result.duration_ms:.0f} ms"),
@@ -426,7 +606,8 @@ def _trial_page(run_dir: Path, result: TrialResult) -> str:
         f"<td>{'<br>'.join(_e(line) for line in v.evidence)}</td></tr>"
         for v in result.verdicts
     ]
-    timeline = render_timeline(read_timeline(result.directory, windows=result.windows))
+    read = read_timeline(result.directory, windows=result.windows)
+    timeline = render_timeline(read, broken_ops(result.verdicts, read))
     body = (
         f'<p><a href="{_e(quote(index, safe="/"))}">← run index</a></p>'
         f"<h1><code>{_e(spec.trial_id)}</code> {_badge(result.status)}</h1>"

@@ -21,11 +21,14 @@ The full note: docs/reference/modules.md (``harness/report/merge.py``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -216,6 +219,16 @@ def _common(runs: Sequence[_Run], key: str) -> Any:
     return runs[0].summary[key]
 
 
+def _started(runs: Sequence[_Run]) -> float:
+    """When the first shard started (its ``summary.json``), else now: the merged run's
+    duration is then from the first shard's start to the merge."""
+    starts = []
+    for run in runs:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            starts.append(datetime.fromisoformat(str(run.summary["started"])).timestamp())
+    return min(starts, default=time.time())
+
+
 def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_missing: bool = False) -> MergeOutcome:
     """Merge ``run_dirs`` into ``out``: its exit status, and the shards that were missing.
 
@@ -263,7 +276,7 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_missing: bool = Fal
     except (ValueError, KeyError, TypeError) as exc:
         raise MergeError(f"a trial's record in trials.jsonl is not whole: {exc}") from None
     scenarios = sorted({s for run in runs for s in run.summary.get("scenarios", [])})
-    config = RunInfo(out, int(seed), str(runtime), tuple(scenarios))
+    config = RunInfo(out, int(seed), str(runtime), tuple(scenarios), started=_started(runs))
     interrupted = any(run.summary.get("interrupted") for run in runs)
     write_run_reports(
         config, results, [], interrupted=interrupted, missing_shards=[str(s) for s in missing]

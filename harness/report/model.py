@@ -12,14 +12,16 @@ outcomes over the trials, and apart, its passes with nothing to judge.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult
+from harness.words import many
 
 __all__ = [
     "BATCH",
@@ -62,6 +64,8 @@ class RunInfo:
     scenarios: tuple[str, ...]
     shard: Shard | None = None
     """The shard of the campaign the run was; None for the whole campaign."""
+    started: float = field(default_factory=time.time)
+    """When the run started (``time.time()``): when its ``RunInfo`` was made, unless told."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +101,8 @@ class SelfCheckRow:
             if self.needs_fault == MUTATION and self.trials == 0:
                 return "NOT CAUGHT: no trial of the campaign has what it changes"
             return (
-                f"NOT CAUGHT in {self.trials} trials: no trial made {', '.join(self.expected)} fail"
+                f"NOT CAUGHT in {many(self.trials, 'trial')}: "
+                f"no trial made {', '.join(self.expected)} fail"
             )
         by = ", ".join(self.caught.failed_invariants)
         if self.needs_fault == MUTATION:
@@ -114,23 +119,23 @@ class SelfCheckRow:
             besides = f" or without {fault}" if fault else " (every fault)"
             return (
                 f"caught by {by} in batches on threads{under} only; escapes the "
-                f"{self.sigkill_trials} trials without threads{besides}"
+                f"{many(self.sigkill_trials, 'trial')} without threads{besides}"
             )
         if self.needs_fault.startswith(MODEL + ":"):
             model = self.needs_fault.partition(":")[2]
             return (
                 f"caught by {by} under the {model} model only; escapes the "
-                f"{self.sigkill_trials} trials of scenarios that know calls by content under "
-                "another model (every fault)"
+                f"{many(self.sigkill_trials, 'trial')} of scenarios that know calls by content "
+                "under another model (every fault)"
             )
         if self.needs_fault == BATCH:
             return (
-                f"caught by {by} in batches only; escapes the {self.sigkill_trials} trials "
+                f"caught by {by} in batches only; escapes the {many(self.sigkill_trials, 'trial')} "
                 "of scenarios without batches (every fault)"
             )
         return (
             f"caught by {by} under {self.needs_fault} only; escapes the "
-            f"{self.sigkill_trials} trials without it (SIGKILL and every other fault)"
+            f"{many(self.sigkill_trials, 'trial')} without it (SIGKILL and every other fault)"
         )
 
     def to_json(self) -> dict[str, Any]:

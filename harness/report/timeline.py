@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from harness.runtime.records import (
     ResolvedRecord,
     TailDroppedRecord,
 )
+from harness.words import many
 from harness.world.store import LedgerEntry, read_ledger
 
 __all__ = ["LifeTimeline", "Row", "Timeline", "read_timeline", "render_timeline"]
@@ -245,7 +246,8 @@ def _life(
     rows: list[Row] = []
     opening = [e for e in events if e["event"] in ("spawn", "ready")]
     acks = [e for e in events if e["event"] == "ack"]
-    closing = [e for e in events if e["event"] not in ("spawn", "ready", "ack")]
+    hints = [e for e in events if e["event"] == "hint"]
+    closing = [e for e in events if e["event"] not in ("spawn", "ready", "ack", "hint")]
     # After an after-death fault the journal no longer holds what the victim saw,
     # so what was in flight at the kill cannot be read from it.
     witness = None if any(e["event"] == "fault" for e in events) else segment
@@ -253,6 +255,7 @@ def _life(
     if segment is None or not segment.records:
         rows.append(Row(QUIET, "journal", "no journal records read for this life"))
     body = _segment_rows(segment) if segment is not None else []
+    body = _place_hints(body, [str(e.get("op")) for e in hints])
     rows.extend(_place_acks(body, [str(e.get("op")) for e in acks]))
     rows.extend(_event_row(e, witness, window) for e in closing)
     if stderr.strip():
@@ -301,6 +304,23 @@ def _place_acks(rows: list[Row], acks: list[str]) -> list[Row]:
     return out
 
 
+def _place_hints(rows: list[Row], hints: list[str]) -> list[Row]:
+    """Put each ``hint`` event (the model read an op's VERIFY hint) where it happened.
+
+    Like acks, they carry no journal offset: the agent tells the supervisor as it
+    hands the hint to its model, once the runtime has written the hint record and
+    before the model resolves the op. So each goes right after its op's hint record,
+    else (no hint record read) after the end of recovery, else at the end.
+    """
+    out = list(rows)
+    for op_id in hints:
+        hinted = [i for i, r in enumerate(out) if r.tag == "hint" and r.op == op_id]
+        recovered = [i for i, r in enumerate(out) if r.tag == "recovered"]
+        at = hinted[-1] + 1 if hinted else recovered[-1] + 1 if recovered else len(out)
+        out.insert(at, Row(VERIFY, "hint read", "the model was handed the hint", op_id))
+    return out
+
+
 def _unmatched(segment: _Segment) -> LifeTimeline:
     if segment.incarnation is None and not segment.records:
         title = "Executions outside any known life"
@@ -318,9 +338,9 @@ def _recovery_summary(segment: _Segment) -> str:
     acted = [d for d in decisions if d.decision is not Decision.SKIP]
     words = [f"{d.op_id} {d.decision.value.upper()}" for d in acted]
     if not segment.records:
-        return f"{len(segment.ledger)} executions"
+        return f"{many(len(segment.ledger), 'execution')}"
     recovery = f"recovery: {', '.join(words)}" if words else "recovery: all SKIP"
-    return f"{recovery}; {len(segment.ledger)} executions"
+    return f"{recovery}; {many(len(segment.ledger), 'execution')}"
 
 
 def _kill_words(event: dict[str, Any], window: str | None) -> str:
@@ -369,7 +389,9 @@ def _event_row(event: dict[str, Any], segment: _Segment | None, window: str | No
         code = event.get("returncode")
         tone = QUIET if code in (0, -9) else FAILED
         return Row(tone, "exit", f"process ended: returncode {code} after {event.get('ms')} ms")
-    return Row(EVENT, kind, json.dumps(event, sort_keys=True))
+    # An event newer than this report: its fields in words, in the order they came.
+    fields = ", ".join(f"{k} {v}" for k, v in event.items() if k not in ("event", "t_ns", "life"))
+    return Row(EVENT, kind, fields, str(event.get("op", "")))
 
 
 def _in_flight(segment: _Segment) -> str:
@@ -482,7 +504,7 @@ def _record_row(scanned: ScannedRecord) -> Row:
         return Row(
             PLAIN,
             "recovered",
-            f"recovery done ({r.decisions} decisions); the normal flow starts",
+            f"recovery done ({many(r.decisions, 'decision')}); the normal flow starts",
             where=at,
         )
     if isinstance(r, TailDroppedRecord):
@@ -528,14 +550,19 @@ def _e(value: object) -> str:
     return html.escape(str(value))
 
 
-def render_timeline(timeline: Timeline) -> str:
-    """The timeline as an HTML fragment: problems, notes, a legend, then one block per life."""
+def render_timeline(timeline: Timeline, marks: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The timeline as an HTML fragment: problems, notes, a legend, then one block per life.
+
+    ``marks``: op -> the invariants whose evidence names it; that op's rows are marked."""
+    marks = marks or {}
     parts = []
     for problem in timeline.problems:
         parts.append(f'<p class="problem">{_e(problem)}</p>')
     for note in timeline.notes:
         parts.append(f'<p class="note">{_e(note)}</p>')
     legend = "".join(f'<span class="r {tone}">{_e(words)}</span>' for tone, words in LEGEND)
+    if marks:
+        legend += '<span class="r mark">the op of a failed invariant\'s evidence</span>'
     parts.append(
         f'<p class="legend">{legend}<br><span class="at">@n</span>: a record starts at '
         f"byte n of the journal; an execution happened when the journal was n bytes "
@@ -545,7 +572,7 @@ def render_timeline(timeline: Timeline) -> str:
         parts.append('<p class="problem">nothing to show: no events, journal or ledger</p>')
     for life in timeline.lives:
         rows = "".join(
-            _render_lanes(part) if isinstance(part, tuple) else _render_row(part)
+            _render_lanes(part, marks) if isinstance(part, tuple) else _render_row(part, marks)
             for part in _side_by_side(life.rows)
         )
         killed = " killed" if life.killed else ""
@@ -556,9 +583,18 @@ def render_timeline(timeline: Timeline) -> str:
     return "\n".join(parts)
 
 
-def _render_row(row: Row) -> str:
+def _mark(row: Row, marks: Mapping[str, Sequence[str]]) -> tuple[str, str]:
+    """The class and title that mark a row of an op a failed invariant's evidence names."""
+    broke = marks.get(row.op)
+    if not broke:
+        return "", ""
+    return " mark", f' title="{_e("named by the evidence of " + ", ".join(broke))}"'
+
+
+def _render_row(row: Row, marks: Mapping[str, Sequence[str]]) -> str:
+    mark, title = _mark(row, marks)
     return (
-        f'<li class="r {_e(row.tone)}"><span class="at">{_e(row.where)}</span>'
+        f'<li class="r {_e(row.tone)}{mark}"{title}><span class="at">{_e(row.where)}</span>'
         f'<span class="tag">{_e(row.tag)}</span><span class="op">{_e(row.op)}</span>'
         f'<span class="tx">{_e(row.text)}</span></li>'
     )
@@ -589,7 +625,7 @@ def _side_by_side(rows: Sequence[Row]) -> list[Row | tuple[Row, ...]]:
     return parts
 
 
-def _render_lanes(rows: tuple[Row, ...]) -> str:
+def _render_lanes(rows: tuple[Row, ...], marks: Mapping[str, Sequence[str]]) -> str:
     """Calls in flight together, side by side: a column per op, a line per record or
     execution in journal order, each in the column of its op."""
     ops = list(dict.fromkeys(row.op for row in rows if row.op))
@@ -600,8 +636,10 @@ def _render_lanes(rows: tuple[Row, ...]) -> str:
         cells = "".join(f"<td>{cell if row.op == op else ''}</td>" for op in ops)
         if row.op not in ops:
             cells = f'<td colspan="{len(ops)}">{cell}</td>'
+        mark, title = _mark(row, marks)
         lines.append(
-            f'<tr class="r {_e(row.tone)}"><td class="at">{_e(row.where)}</td>{cells}</tr>'
+            f'<tr class="r {_e(row.tone)}{mark}"{title}><td class="at">{_e(row.where)}</td>'
+            f"{cells}</tr>"
         )
     return (
         f'<li class="lanes"><table class="lanes"><tr><th>calls at once</th>{head}</tr>'

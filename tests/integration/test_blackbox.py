@@ -114,7 +114,7 @@ def test_a_lost_reply_of_an_unsafe_call_is_verified_not_replayed(tmp_path: Path)
     status, verdicts = trial(tmp_path, '[{"failpoints": "op.reply@3=lost-reply"}]')
     assert status == 0, verdicts
     assert verdicts["I11"]["evidence"] == [
-        "9 acks match what the world returned, 1 unknowns have a cause"
+        "9 acks matching what the world returned, 1 unknown with a cause"
     ]
     (folder,) = tmp_path.glob("*-trial/trial")
     told = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines()]

@@ -386,7 +386,7 @@ class TestBranchesShownAbleToFail:
         assert result.failed_invariants == ("I10",), _failed(result)
         assert result.unknown_invariants == (), _failed(result)
         i10 = next(v for v in result.verdicts if v.invariant == "I10")
-        assert i10.evidence[0].startswith("s002 was reported failed, yet left 1 row(s)")
+        assert i10.evidence[0].startswith("s002 was reported failed, yet left 1 row of world state")
 
     def test_a_retry_decided_but_never_run_fails_i3(self, run_mini: TrialRunner) -> None:
         """Killed after s001's effect, life 2 decides RETRY and journals a success it never

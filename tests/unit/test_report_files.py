@@ -8,16 +8,21 @@ HTML writer that runs beside them has somewhere to put a page.
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import replace
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
+
+import pytest
 
 from harness.chaos.keep import read_trial_records, result_from_record
 from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.check.invariants import OUTCOMES, TITLES, Status, Verdict
+from harness.report import files
 from harness.report.files import write_run_reports
 from harness.report.model import RunInfo
 
@@ -248,3 +253,30 @@ class TestJUnit:
         (prop,) = case.findall("properties/property")
         assert (prop.get("name"), prop.get("value")) == ("not-applied", "I2 I9")
         assert not case.findall("failure") and not case.findall("error")
+
+
+class TestSummaryFacts:
+    def test_states_when_it_started_how_long_and_what_ran_it(self, tmp_path: Path) -> None:
+        """The start (ISO 8601, UTC), the duration in seconds, the installed version, and
+        the commit of this checkout (the tests run in one)."""
+        info = RunInfo(tmp_path, 7, "real", (SCENARIO,), started=1_767_225_600.0)
+        write_run_reports(info, [_passing(tmp_path)], [])
+        summary = json.loads((tmp_path / "summary.json").read_text("utf-8"))
+        assert summary["started"] == "2026-01-01T00:00:00Z"
+        assert isinstance(summary["duration_s"], float) and summary["duration_s"] > 0
+        assert summary["version"] == version(files.DISTRIBUTION)
+        head = subprocess.run(
+            ["git", "-C", str(files.SOURCE), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        if head.returncode == 0:
+            assert summary["commit"] == head.stdout.strip()
+
+    def test_no_commit_outside_git(self, tmp_path: Path) -> None:
+        """A folder that is no git checkout has no commit, and that is no error."""
+        assert files._commit(tmp_path) is None
+
+    def test_no_commit_without_git(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("PATH", str(tmp_path))  # no git to be found
+        assert files._commit() is None
+        summary = _write(tmp_path, [_passing(tmp_path)])
+        assert "commit" not in summary and summary["trials"] == 1

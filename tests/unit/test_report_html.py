@@ -24,6 +24,7 @@ from harness.check.invariants import TITLES, Verdict
 from harness.report import html as report_html
 from harness.report.html import TRIAL_PAGE, write_index_html, write_trial_page
 from harness.report.model import SelfCheckRow
+from harness.report.tables import fault_rows
 
 SCENARIO = "tests/data/scenarios/mini.toml"
 LABEL = "after_intent@3 <script>alert(1)</script>"
@@ -142,6 +143,68 @@ class TestIndexPage:
         assert table.index(failed.spec.trial_id) < table.index(trial.spec.trial_id)
         assert '<tr class="fail" data-status="fail">' in table
 
+    def test_failures_at_the_top_with_evidence_and_a_copyable_replay(
+        self, trial: TrialResult
+    ) -> None:
+        """Above every table: each failed trial, the invariant it broke with its first line
+        of evidence, and its replay command in a code block with a copy button."""
+        run_dir = trial.directory.parent.parent
+        failed = _failing(trial, run_dir)
+        write_index_html(run_dir, [trial, failed], [])
+        index = (run_dir / "index.html").read_text("utf-8")
+        top = index[index.index('<h2 id="failures">') : index.index("<h2>Invariants</h2>")]
+        assert "Failures: 1 trial failed, 0 could not be judged" in top
+        assert failed.spec.trial_id in top and trial.spec.trial_id not in top
+        assert "I1</span> " + html.escape(TITLES["I1"]) + ": s001 ran twice" in top
+        replay = html.escape(failed.spec.replay_command())
+        assert f'<code>{replay}</code><button class="copy"' in top
+
+    def test_no_failure_list_when_every_trial_passed(self, trial: TrialResult) -> None:
+        run_dir = trial.directory.parent.parent
+        write_index_html(run_dir, [trial], [])
+        assert 'id="failures"' not in (run_dir / "index.html").read_text("utf-8")
+
+    def test_self_check_badges_say_caught_or_not_caught(self, trial: TrialResult) -> None:
+        """A broken runtime caught is CAUGHT (not PASS: it did not pass); one that escaped
+        is NOT CAUGHT; one that does not apply says so; the invariant that caught nothing
+        is named in the every-invariant-can-fail table."""
+        run_dir = trial.directory.parent.parent
+        caught = _failing(trial, run_dir)
+        rows = [
+            SelfCheckRow("replay-success", "re-runs successes", "sigkill", ("I1",), 9, caught),
+            SelfCheckRow("skip-verify", "skips VERIFY", "sigkill", ("I2",), 4, None),
+            SelfCheckRow("x", "y", "torn_tail", ("I4",), 0, None, not_applicable="no journal"),
+        ]
+        write_index_html(run_dir, [trial], rows)
+        index = (run_dir / "index.html").read_text("utf-8")
+        checks = index[index.index("<h2>Self-check: each") : index.index("<h2>Trials</h2>")]
+        assert checks.count('<span class="badge pass">CAUGHT</span>') == 1
+        assert checks.count('<span class="badge fail">NOT CAUGHT</span>') == 1
+        assert checks.count('<span class="badge not-judged">NOT APPLICABLE</span>') == 1
+        assert ">PASS<" not in checks
+        every = checks[checks.index("every invariant can fail") :]
+        assert "<td>I1</td>" in every and "replay-success" in every
+        assert every.count("NOTHING CAUGHT BY IT") == len(TITLES) - 2  # all but I1 and F
+
+    def test_faults_table_as_the_console_prints_it(self, trial: TrialResult) -> None:
+        """A row per fault kind, from the same rows as the console's table."""
+        run_dir = trial.directory.parent.parent
+        write_index_html(run_dir, [trial], [])
+        index = (run_dir / "index.html").read_text("utf-8")
+        faults = index[index.index("<h2>Faults injected (trials)</h2>") :]
+        for row in fault_rows([trial], trial.spec.runtime):
+            assert f"<code>{row.kind}</code>" in faults
+
+    def test_trials_filter_by_status_and_page(self, trial: TrialResult) -> None:
+        """The trials table has a status filter with the counts and a pager."""
+        run_dir = trial.directory.parent.parent
+        write_index_html(run_dir, [trial, _failing(trial, run_dir)], [])
+        index = (run_dir / "index.html").read_text("utf-8")
+        assert '<input type="radio" name="status" value="fail"> failed (1)' in index
+        assert '<input type="radio" name="status" value="pass"> passed (1)' in index
+        assert 'id="prev"' in index and 'id="next"' in index and "const PAGE=100" in index
+        assert "http://" not in index and "https://" not in index  # nothing fetched
+
     def test_pages_for_passing_trials_are_capped(
         self, trial: TrialResult, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -161,7 +224,7 @@ class TestIndexPage:
         assert (failed.directory / TRIAL_PAGE).exists()
         index = (run_dir / "index.html").read_text("utf-8")
         assert "at most 2 passing ones (3 of 5 trials)" in index
-        assert index.count(f"/{TRIAL_PAGE}") == 3
+        assert index.count(f'/{TRIAL_PAGE}">timeline</a>') == 3  # the trials table's links
 
     def test_a_page_that_cannot_be_written_is_not_linked(self, trial: TrialResult) -> None:
         """A trial whose folder is gone still has its row, without a link."""
@@ -309,6 +372,30 @@ class TestTrialPage:
         verify = [text for tone, text in rows if tone == "verify"]
         assert any("s003" in t and "running [non_idempotent] → VERIFY" in t for t in verify)
         assert any("hint" in t and "s003" in t and "may already have run" in t for t in verify)
+
+    def test_the_hint_event_is_a_row_in_its_place(self, trial: TrialResult) -> None:
+        """The model reading s003's hint is a row right after the hint record, before the
+        model resolved it; no raw JSON anywhere on the page."""
+        write_trial_page(trial.directory.parent.parent, trial)
+        page = _page_of(trial)
+        rows = [text for _, text in _rows(page[page.index("Life 2") :])]
+        read = next(i for i, t in enumerate(rows) if "hint read" in t)
+        assert "s003" in rows[read] and "the model was handed the hint" in rows[read]
+        assert "hint" in rows[read - 1] and "may already have run" in rows[read - 1]
+        resolved = next(i for i, t in enumerate(rows) if "the model resolved it" in t)
+        assert read < resolved
+        assert '"event":' not in html.unescape(page)  # the event is not dumped as JSON
+
+    def test_marks_the_rows_of_the_ops_a_failed_invariant_names(self, trial: TrialResult) -> None:
+        """The evidence "s001 ran twice" marks s001's rows, and only those."""
+        failed = _failing(trial, trial.directory.parent.parent)
+        write_trial_page(trial.directory.parent.parent, failed)
+        page = _page_of(failed)
+        marked = re.findall(r'<li class="r \w+ mark" title="([^"]*)">(.*?)</li>', page, re.S)
+        assert marked
+        for title, body in marked:
+            assert "named by the evidence of I1" in title and "s001" in body
+        assert 'class="r ok"' in page  # other ops unmarked
 
     def test_places_ledger_rows_between_intent_and_finish(self, trial: TrialResult) -> None:
         """Every execution is a blue row, after its intent and before its finish."""

@@ -1,0 +1,226 @@
+"""A headless Chromium to look at the reports as a person does: render a page, read it back.
+
+Only the screenshots (``harness.screenshots``) and the rendering test use
+it; nothing else in the harness does. The browser is no download of its own:
+it is the Chromium that the npm package ``@sparticuz/chromium`` ships inside its
+tarball (brotli-compressed, built to run on a bare Linux), fetched from the npm
+registry by ``npm pack`` at a pinned version, checked against its pinned
+SHA-512, and unpacked into ``build/browser/`` (``make browser``, or
+``python -m harness.report.browser fetch``). Playwright (the ``screenshots``
+extra, from PyPI) drives it through its ``executable_path``.
+
+``render`` opens a page (a path or URL), optionally clicks, and returns what a
+set of CSS selectors shows: the text of each match, so a test can assert on
+what a reader sees rather than on the HTML written.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes.util
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+__all__ = [
+    "BROWSER_DIR",
+    "CHROMIUM_PACKAGE",
+    "BrowserMissing",
+    "Rendered",
+    "chromium_path",
+    "fetch",
+    "open_page",
+    "render",
+]
+
+CHROMIUM_PACKAGE = "@sparticuz/chromium@153.0.0"
+"""The npm package whose tarball holds the Chromium (153.0.8010.0), pinned."""
+CHROMIUM_INTEGRITY = (
+    "sha512-jiGWqSvPMdu4+P9TilYqAR7yEGPEHINx+lCvE/NqNO/"
+    "EHYzF/x1hUiI5T6ioVIt7dEy7n88byyT0vk+dnsgQwA=="
+)
+"""The tarball's SHA-512, as the npm registry states it (``npm view ... dist.integrity``)."""
+BROWSER_DIR = Path(__file__).resolve().parents[2] / "build" / "browser"
+"""Where ``fetch`` unpacks it (``build/`` is not in git)."""
+ARGS = (
+    "--no-sandbox",  # root in a container: Chromium's sandbox needs what it has not
+    "--no-zygote",
+    "--disable-gpu",
+    "--disable-background-networking",  # nothing to reach: no update, no sync, no probes
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--font-render-hinting=none",
+)
+
+
+class BrowserMissing(RuntimeError):
+    """The browser was not fetched (``make browser``), or Playwright is not installed."""
+
+
+def chromium_path(folder: Path = BROWSER_DIR) -> Path:
+    """The unpacked Chromium, or ``BrowserMissing`` saying how to get it."""
+    binary = folder / "chromium"
+    if not binary.is_file():
+        raise BrowserMissing(
+            f"no headless Chromium at {binary}: run `make browser` (it fetches "
+            f"{CHROMIUM_PACKAGE} from the npm registry into {folder})"
+        )
+    return binary
+
+
+def _integrity(tarball: Path) -> str:
+    digest = hashlib.sha512(tarball.read_bytes()).digest()
+    return "sha512-" + base64.b64encode(digest).decode()
+
+
+# Node's zlib unpacks brotli; Python's standard library has no brotli.
+_UNBROTLI = (
+    "const fs=require('fs'),z=require('zlib');"
+    "fs.writeFileSync(process.argv[2],z.brotliDecompressSync(fs.readFileSync(process.argv[1])))"
+)
+
+
+def fetch(folder: Path = BROWSER_DIR) -> Path:
+    """Fetch and unpack the pinned Chromium into ``folder``; nothing to do when it is there."""
+    marker = folder / "package.txt"
+    if marker.is_file() and marker.read_text("utf-8").strip() == CHROMIUM_PACKAGE:
+        return chromium_path(folder)
+    for tool in ("npm", "node"):
+        if shutil.which(tool) is None:
+            raise BrowserMissing(f"`make browser` needs {tool} (Node.js) to fetch the browser")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        subprocess.run(
+            ["npm", "pack", CHROMIUM_PACKAGE, "--silent", "--pack-destination", str(work)],
+            check=True,
+            timeout=600,
+            stdout=subprocess.DEVNULL,
+        )
+        (tarball,) = work.glob("*.tgz")
+        if (got := _integrity(tarball)) != CHROMIUM_INTEGRITY:
+            raise BrowserMissing(f"{tarball.name}: integrity {got}, not the pinned one")
+        with tarfile.open(tarball) as archive:
+            archive.extractall(work, filter="data")
+        bin_dir = work / "package" / "bin"
+        subprocess.run(
+            ["node", "-e", _UNBROTLI, str(bin_dir / "chromium.br"), str(folder / "chromium")],
+            check=True,
+            timeout=300,
+        )
+        (folder / "chromium").chmod(0o755)
+        # Its GL libraries (SwiftShader) sit beside the binary, where it looks for them.
+        shaders = work / "swiftshader.tar"
+        subprocess.run(
+            ["node", "-e", _UNBROTLI, str(bin_dir / "swiftshader.tar.br"), str(shaders)],
+            check=True,
+            timeout=300,
+        )
+        with tarfile.open(shaders) as archive:
+            archive.extractall(folder, filter="data")
+        # NSS, NSPR and expat, for a machine without them (used only then: ``_env``).
+        libraries = work / "al2023.tar"
+        subprocess.run(
+            ["node", "-e", _UNBROTLI, str(bin_dir / "al2023.tar.br"), str(libraries)],
+            check=True,
+            timeout=300,
+        )
+        with tarfile.open(libraries) as archive:
+            archive.extractall(folder, filter="data")
+    marker.write_text(CHROMIUM_PACKAGE + "\n", "utf-8")
+    return chromium_path(folder)
+
+
+def _env(folder: Path) -> dict[str, str | float | bool] | None:
+    """The browser's environment: the machine's, plus the libraries that came with it
+    when the machine has no NSS of its own."""
+    if ctypes.util.find_library("nss3") is not None:
+        return None
+    paths = [str(folder / "lib"), *filter(None, [os.environ.get("LD_LIBRARY_PATH")])]
+    return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(paths)}
+
+
+@contextmanager
+def open_page(
+    target: str | Path, *, width: int = 1280, height: int = 900, folder: Path = BROWSER_DIR
+) -> Iterator[Page]:
+    """A page of the headless Chromium showing ``target`` (a file path or a URL)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise BrowserMissing(
+            "Playwright is not installed: pip install -e '.[screenshots]' (or `make browser`)"
+        ) from None
+    binary = chromium_path(folder)
+    url = target.resolve().as_uri() if isinstance(target, Path) else target
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(binary), args=list(ARGS), env=_env(folder), timeout=60_000
+        )
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(30_000)
+            page.goto(url)
+            yield page
+        finally:
+            browser.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """What a page showed: the title, and per selector the visible text of each match."""
+
+    title: str
+    found: dict[str, list[str]] = field(default_factory=dict)
+
+
+def render(
+    target: str | Path,
+    queries: Mapping[str, str] | Sequence[str],
+    *,
+    clicks: Sequence[str] = (),
+    folder: Path = BROWSER_DIR,
+) -> Rendered:
+    """Open ``target``, click each of ``clicks`` (CSS selectors) in turn, then read each
+    query (a CSS selector; a mapping names them): the inner text of every visible match."""
+    named = dict(queries) if isinstance(queries, Mapping) else {q: q for q in queries}
+    with open_page(target, folder=folder) as page:
+        for selector in clicks:
+            page.click(selector)
+        found = {
+            name: [
+                match.inner_text() for match in page.query_selector_all(css) if match.is_visible()
+            ]
+            for name, css in named.items()
+        }
+        return Rendered(page.title(), found)
+
+
+def main(argv: Sequence[str]) -> int:
+    if list(argv) != ["fetch"]:
+        print("usage: python -m harness.report.browser fetch", file=sys.stderr)
+        return 2
+    try:
+        print(f"headless Chromium ({CHROMIUM_PACKAGE}): {fetch()}")
+    except (BrowserMissing, subprocess.SubprocessError) as exc:
+        print(f"no browser fetched: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

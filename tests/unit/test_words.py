@@ -1,0 +1,22 @@
+"""Counts in words: one noun in the singular, any other count in the plural."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.words import many
+
+
+@pytest.mark.parametrize(
+    ("count", "noun", "plural", "words"),
+    [
+        (1, "unknown outcome", "", "1 unknown outcome"),
+        (2, "unknown outcome", "", "2 unknown outcomes"),
+        (0, "scheduled fault", "", "0 scheduled faults"),
+        (1, "scheduled fault", "", "1 scheduled fault"),
+        (1, "life", "lives", "1 life"),
+        (3, "life", "lives", "3 lives"),
+    ],
+)
+def test_many(count: int, noun: str, plural: str, words: str) -> None:
+    assert many(count, noun, plural) == words
