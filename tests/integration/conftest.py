@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from harness.chaos.schedule import CrashSchedule
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+from harness.report.browser import BrowserMissing, chromium_path
 
 MINI = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini.toml")
 MINI_SEED = 3
@@ -123,3 +126,32 @@ def run_mini_compact(
 ) -> TrialRunner:
     """Trials of ``mini_compact``: mini, each restarted life compacting its journal first."""
     return TrialRunner(tmp_path / "compact", mini_compact_golden, supervisor, tables, MINI_COMPACT)
+
+
+@pytest.fixture(scope="module")
+def browser() -> None:
+    """The headless Chromium, fetched by ``make browser`` when it is not there yet."""
+    try:
+        chromium_path()
+        import playwright  # noqa: F401
+    except (BrowserMissing, ImportError):
+        try:
+            done = subprocess.run(
+                [
+                    "make",
+                    "-C",
+                    str(Path(__file__).resolve().parents[2]),
+                    "browser",
+                    f"PY={sys.executable}",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            own = ("make:", "make[")  # make's own lines say only that the target failed
+            said = [s for s in done.stderr.splitlines() if s and not s.startswith(own)]
+            why = (said or ["no message"])[-1]
+        except OSError as exc:  # no make
+            done, why = None, str(exc)
+        if done is None or done.returncode != 0:
+            pytest.fail(f"no headless Chromium, and `make browser` could not fetch it: {why}")

@@ -49,10 +49,10 @@ def _commands(console: str) -> str:
     return "\n".join(commands)
 
 
-def test_the_site_builds_strict(tmp_path: Path) -> None:
-    """``mkdocs build --strict`` (any warning fails it) builds every page, and the command
-    reference generated from the parsers holds every command's usage."""
-    site = tmp_path / "site"
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site as ``mkdocs build --strict`` (any warning fails it) builds it."""
+    site = tmp_path_factory.mktemp("docs") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
@@ -63,6 +63,12 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return site
+
+
+def test_the_site_builds_strict(site: Path) -> None:
+    """Every page builds, and the command reference generated from the parsers holds every
+    command's usage."""
     from harness import cli
 
     commands = html.unescape((site / "reference" / "commands" / "index.html").read_text())
@@ -103,3 +109,23 @@ def test_runnable_block_exits_0(where: str, script: str, tmp_path: Path) -> None
         timeout=240,
     )
     assert done.returncode == 0, f"{where}\n{script}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.browser
+def test_the_home_page_shows_what_it_is_and_where_to_go(site: Path, browser: None) -> None:
+    """The home page, opened in a headless Chromium: its heading, the picture of a real
+    run loaded (not a broken image), and the navigation to the docs' sections."""
+    from harness.report.browser import open_page
+
+    with open_page(site / "index.html") as page:
+        heading = page.inner_text("article h1")
+        picture = page.eval_on_selector(
+            "article img[src*='index.png']", "img => img.complete && img.naturalWidth"
+        )
+        nav = page.inner_text("nav.md-nav--primary")
+        text = page.inner_text("article")
+    assert heading.rstrip("¶") == "agent-crash-harness"  # the permalink sign follows
+    assert picture and picture > 0, "the picture of a real run did not load"
+    for section in ("Concepts", "Guides", "Reference", "Findings"):
+        assert section in nav, nav
+    assert "SKIP" in text and "VERIFY" in text, text[:500]

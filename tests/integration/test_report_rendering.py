@@ -10,8 +10,6 @@ reason when it cannot: never skipped.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import pytest
 
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialResult
-from harness.report.browser import BrowserMissing, chromium_path, open_page, render
+from harness.report.browser import open_page, render
 from harness.report.files import write_run_reports
 from harness.report.html import write_index_html
 from harness.report.model import RunInfo, SelfCheckRow
@@ -28,29 +26,6 @@ from tests.integration.conftest import TrialRunner
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def browser() -> None:
-    """The headless Chromium, fetched by ``make browser`` when it is not there yet."""
-    try:
-        chromium_path()
-        import playwright  # noqa: F401
-    except (BrowserMissing, ImportError):
-        try:
-            done = subprocess.run(
-                ["make", "-C", str(ROOT), "browser", f"PY={sys.executable}"],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            own = ("make:", "make[")  # make's own lines say only that the target failed
-            said = [s for s in done.stderr.splitlines() if s and not s.startswith(own)]
-            why = (said or ["no message"])[-1]
-        except OSError as exc:  # no make
-            done, why = None, str(exc)
-        if done is None or done.returncode != 0:
-            pytest.fail(f"no headless Chromium, and `make browser` could not fetch it: {why}")
 
 
 @pytest.fixture(scope="module")
