@@ -4,7 +4,8 @@ Only the screenshots (``harness.screenshots``) and the rendering test use
 it; nothing else in the harness does. The browser is no download of its own:
 it is the Chromium that the npm package ``@sparticuz/chromium`` ships inside its
 tarball (brotli-compressed, built to run on a bare Linux), fetched from the npm
-registry by ``npm pack`` at a pinned version, checked against its pinned
+registry at a pinned version (by ``npm pack``; without Node.js, straight from
+the registry and unpacked by the ``brotli`` wheel), checked against its pinned
 SHA-512, and unpacked into ``build/browser/`` (``make browser``, or
 ``python -m harness.report.browser fetch``). Playwright (the ``screenshots``
 extra, from PyPI) drives it through its ``executable_path``.
@@ -86,25 +87,23 @@ def _integrity(tarball: Path) -> str:
     return "sha512-" + base64.b64encode(digest).decode()
 
 
-# Node's zlib unpacks brotli; Python's standard library has no brotli.
+# Node's zlib unpacks brotli; without Node, the ``brotli`` wheel of the screenshots extra.
 _UNBROTLI = (
     "const fs=require('fs'),z=require('zlib');"
     "fs.writeFileSync(process.argv[2],z.brotliDecompressSync(fs.readFileSync(process.argv[1])))"
 )
+REGISTRY = os.environ.get("npm_config_registry", "https://registry.npmjs.org/")  # noqa: SIM112
+"""The npm registry a machine without npm fetches the tarball from (npm's own variable)."""
 
 
-def fetch(folder: Path = BROWSER_DIR) -> Path:
-    """Fetch and unpack the pinned Chromium into ``folder``; nothing to do when it is there."""
-    marker = folder / "package.txt"
-    if marker.is_file() and marker.read_text("utf-8").strip() == CHROMIUM_PACKAGE:
-        return chromium_path(folder)
-    for tool in ("npm", "node"):
-        if shutil.which(tool) is None:
-            raise BrowserMissing(f"`make browser` needs {tool} (Node.js) to fetch the browser")
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    with tempfile.TemporaryDirectory() as scratch:
-        work = Path(scratch)
+def _has_node() -> bool:
+    return shutil.which("npm") is not None and shutil.which("node") is not None
+
+
+def _pack(work: Path) -> Path:
+    """The package's tarball in ``work``: by ``npm pack`` (which honours npm's own
+    settings), or straight from the registry when this machine has no Node.js."""
+    if _has_node():
         subprocess.run(
             ["npm", "pack", CHROMIUM_PACKAGE, "--silent", "--pack-destination", str(work)],
             check=True,
@@ -112,33 +111,55 @@ def fetch(folder: Path = BROWSER_DIR) -> Path:
             stdout=subprocess.DEVNULL,
         )
         (tarball,) = work.glob("*.tgz")
+        return tarball
+    import urllib.request
+
+    scope_name, version = CHROMIUM_PACKAGE.rsplit("@", 1)
+    url = f"{REGISTRY.rstrip('/')}/{scope_name}/-/{scope_name.split('/')[-1]}-{version}.tgz"
+    tarball = work / f"{scope_name.split('/')[-1]}-{version}.tgz"
+    with urllib.request.urlopen(url, timeout=600) as answer, tarball.open("wb") as out:
+        shutil.copyfileobj(answer, out)
+    return tarball
+
+
+def _unbrotli(source: Path, target: Path) -> None:
+    if _has_node():
+        subprocess.run(["node", "-e", _UNBROTLI, str(source), str(target)], check=True, timeout=300)
+        return
+    try:
+        import brotli  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        raise BrowserMissing(
+            "`make browser` needs Node.js or the brotli wheel (pip install -e '.[screenshots]')"
+        ) from None
+    target.write_bytes(brotli.decompress(source.read_bytes()))
+
+
+def fetch(folder: Path = BROWSER_DIR) -> Path:
+    """Fetch and unpack the pinned Chromium into ``folder``; nothing to do when it is there."""
+    marker = folder / "package.txt"
+    if marker.is_file() and marker.read_text("utf-8").strip() == CHROMIUM_PACKAGE:
+        return chromium_path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        tarball = _pack(work)
         if (got := _integrity(tarball)) != CHROMIUM_INTEGRITY:
             raise BrowserMissing(f"{tarball.name}: integrity {got}, not the pinned one")
         with tarfile.open(tarball) as archive:
             archive.extractall(work, filter="data")
         bin_dir = work / "package" / "bin"
-        subprocess.run(
-            ["node", "-e", _UNBROTLI, str(bin_dir / "chromium.br"), str(folder / "chromium")],
-            check=True,
-            timeout=300,
-        )
+        _unbrotli(bin_dir / "chromium.br", folder / "chromium")
         (folder / "chromium").chmod(0o755)
         # Its GL libraries (SwiftShader) sit beside the binary, where it looks for them.
         shaders = work / "swiftshader.tar"
-        subprocess.run(
-            ["node", "-e", _UNBROTLI, str(bin_dir / "swiftshader.tar.br"), str(shaders)],
-            check=True,
-            timeout=300,
-        )
+        _unbrotli(bin_dir / "swiftshader.tar.br", shaders)
         with tarfile.open(shaders) as archive:
             archive.extractall(folder, filter="data")
         # NSS, NSPR and expat, for a machine without them (used only then: ``_env``).
         libraries = work / "al2023.tar"
-        subprocess.run(
-            ["node", "-e", _UNBROTLI, str(bin_dir / "al2023.tar.br"), str(libraries)],
-            check=True,
-            timeout=300,
-        )
+        _unbrotli(bin_dir / "al2023.tar.br", libraries)
         with tarfile.open(libraries) as archive:
             archive.extractall(folder, filter="data")
     marker.write_text(CHROMIUM_PACKAGE + "\n", "utf-8")
