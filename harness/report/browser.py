@@ -127,7 +127,7 @@ def _unbrotli(source: Path, target: Path) -> None:
         subprocess.run(["node", "-e", _UNBROTLI, str(source), str(target)], check=True, timeout=300)
         return
     try:
-        import brotli  # type: ignore[import-not-found, unused-ignore]
+        import brotli  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError:
         raise BrowserMissing(
             "`make browser` needs Node.js or the brotli wheel (pip install -e '.[screenshots]')"
