@@ -108,7 +108,7 @@ class TestLostReply:
         """A random-time kill timed from a point the server hits ends agent and server alike:
         the agent dies of the timer's signal, in the effect-finish window, and the restart
         copes."""
-        op = mini_golden.calls[0][0]
+        op = mini_golden.calls[0].op
         result = run_mini(json.dumps([{"kill_after_ms": 0, "aim": f"op.reply {op}"}]), "mcp")
         exits = [e for e in _events(result) if e["event"] == "exit"]
         assert exits[0]["returncode"] == -AIMED_KILL_SIGNAL
