@@ -46,6 +46,7 @@ from harness.agent.plan import plan_id
 from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.check.lives import lives_changed
+from harness.failpoint_spec import parse_spec
 from harness.world.store import OK, EffectRow, LedgerEntry, result_digest, step_of
 
 __all__ = ["INVARIANTS", "OUTCOMES", "TITLES", "Status", "Verdict", "check_trial", "trial_status"]
@@ -936,12 +937,17 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     lives = {life.life: life for life in ev.lives}
     for number, planned in enumerate(ev.schedule, 1):
         life = lives.get(number)
-        asked = [spec for spec in str(planned.get("failpoints", "")).split(",") if spec]
-        kills = [spec for spec in asked if spec.endswith("=kill")]
-        losses = [spec for spec in asked if spec.endswith(("=lost-reply", "=lost-request"))]
-        cancels = [spec for spec in asked if spec.endswith("=cancel")]
+        try:
+            asked = parse_spec(str(planned.get("failpoints", "")), source=f"life {number}")
+        except ValueError as exc:
+            problems.append(f"its schedule cannot be read: {exc}")
+            continue
+        kills = [spec for spec in asked if spec.action == "kill"]
+        losses = [spec for spec in asked if spec.action in ("lost-reply", "lost-request")]
+        cancels = [spec for spec in asked if spec.action == "cancel"]
+        full_disk = any(spec.action == "enospc" for spec in asked)
         wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
-        wanted += "=enospc" in ",".join(asked)
+        wanted += full_disk
         wanted += "after_death" in planned
         if not wanted:
             continue
@@ -952,9 +958,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
             )
             continue
         for spec in kills:
-            name, _, hit = spec.removesuffix("=kill").partition("@")
-            at = f"{name} {hit}" if hit else name
-            if life.killed == "failpoint" and (life.reached or "").startswith(at):
+            if life.killed == "failpoint" and (life.reached or "").startswith(spec.at):
                 landed += 1
             else:
                 problems.append(f"life {number}: the kill at {spec} never fired ({_ended(life)})")
@@ -968,26 +972,25 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                     f"fired ({_ended(life)})"
                 )
         for spec in losses:
-            where, _, kind = spec.partition("=")
-            name, _, hit = where.partition("@")
-            at = f"{name} {hit}" if hit else name
-            if any(str(e.get("at", "")).startswith(at) for e in ev.events_of(kind, number)):
+            if any(
+                str(e.get("at", "")).startswith(spec.at) for e in ev.events_of(spec.action, number)
+            ):
                 landed += 1
             else:
                 problems.append(
-                    f"life {number}: the {kind.replace('-', ' ')} at {spec} never happened"
+                    f"life {number}: the {spec.action.replace('-', ' ')} at {spec} never happened"
                 )
         for spec in cancels:
-            name, _, hit = spec.removesuffix("=cancel").partition("@")
-            at = f"{name} {hit}" if hit else name
-            if any(str(e.get("at", "")).startswith(at) for e in ev.events_of("cancel", number)):
+            if any(
+                str(e.get("at", "")).startswith(spec.at) for e in ev.events_of("cancel", number)
+            ):
                 landed += 1
             else:
                 problems.append(
                     f"life {number}: the cancel at {spec} never happened (no asyncio task "
                     "was running there, or the point was never hit)"
                 )
-        if "=enospc" in ",".join(asked):
+        if full_disk:
             if life.returncode == EXIT_WRITE_FAILED:
                 landed += 1
             else:
