@@ -17,7 +17,8 @@ process:
              | lost-request
 
 ``op.after_effect@3=kill`` kills the process on the third hit of that point;
-without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3,
+without ``@N`` the action fires on every hit. ``exit(3)`` exits with status 3 (``exit``
+alone with ``harness.exits.AGENT_FAILPOINT_EXIT``),
 ``sleep(250)`` sleeps 250 ms, ``raise`` raises ``FailpointTriggered`` (the
 runtime stops dead there, as a crash would), ``enospc`` raises
 ``OSError(ENOSPC)`` where the point is (the journal's append site stands for a
@@ -60,6 +61,7 @@ import time
 from collections.abc import Mapping
 
 from harness.errors import FailpointSpecError
+from harness.exits import AGENT_FAILPOINT_EXIT
 from harness.failpoint_spec import FailpointSpec, parse_spec
 from harness.runtime.errors import FailpointTriggered, TransientToolError
 from harness.runtime.hooks import CRASH_POINTS, set_crash_hook
@@ -355,7 +357,7 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
     if spec.action == "kill":
         _kill_here(spec.name, hit, detail)
     elif spec.action == "exit":
-        os._exit(70 if spec.arg is None else spec.arg)
+        os._exit(AGENT_FAILPOINT_EXIT if spec.arg is None else spec.arg)
     elif spec.action == "raise":
         raise FailpointTriggered(f"failpoint {spec.name} fired on hit {hit}")
     elif spec.action == "sleep":

@@ -87,10 +87,10 @@ Options come from the environment, set by the adapter (``harness.adapters``):
 and ``HARNESS_LANGGRAPH_GUARD``; ``HARNESS_TOOL_TABLE`` as for ``harness.agent``
 (the guard's table). ``incarnation`` counts the starts in ``langgraph-incarnation``.
 
-Exit status: 0 the graph ended; 1 it ended in error; 2 refused before any tool ran
-(bad failpoint spec or option, unreadable plan; guarded: a corrupt or locked
-journal); 3 guarded, a journal append could not be made durable (disk full);
-4 stopped by containment.
+Exit status (``harness.exits``): ``AGENT_DONE`` the graph ended; ``AGENT_ERROR`` it ended in
+error; ``AGENT_REFUSED`` refused before any tool ran (bad failpoint spec or option, unreadable
+plan; guarded: a corrupt or locked journal); ``AGENT_WRITE_FAILED`` guarded, a journal append
+could not be made durable (disk full); ``AGENT_CONTAINED`` stopped by containment.
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES, REDO_SUFFIX
 from harness.agent.plan import Plan, PlanStep, batches, load_plan
 from harness.errors import FailpointSpecError
+from harness.exits import AGENT_DONE, AGENT_ERROR, AGENT_REFUSED, AGENT_WRITE_FAILED
 from harness.failpoints import (
     arm_from_environ,
     failpoint,
@@ -170,10 +171,6 @@ REPORT_SUFFIX = ".report"
 MAX_ATTEMPTS = 3
 TASK = "Carry out the plan, one step after another."
 DONE = "Every step of the plan is done."
-EXIT_DONE = 0
-EXIT_ERROR = 1
-EXIT_REFUSED = 2
-EXIT_WRITE_FAILED = 3
 
 _HINT = re.compile(rf'call {re.escape(VERIFY_TOOL)} with op_id "([^"]+)"')
 _JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "list": "array"}
@@ -506,7 +503,7 @@ def _recursion_limit(plan: Plan) -> int:
 
 
 class Refused(Exception):
-    """The guard's journal or table cannot be used: nothing was run (exit status 2)."""
+    """The guard's journal or table cannot be used: nothing was run (``AGENT_REFUSED``)."""
 
 
 async def run_life(trial: Path, plan: Plan, durability: Durability, guarded: bool) -> None:
@@ -550,7 +547,7 @@ async def _open_guard(trial: Path, tools: Sequence[BaseTool]) -> LangGraphGuard:
         table = ToolTable.load(table_path) if table_path else ToolTable.shipped()
         return await LangGraphGuard.open(trial / "journal", tools, table=table)
     except JournalWriteError:
-        raise  # the disk filled up as the life began: exit status 3
+        raise  # the disk filled up as the life began: ``AGENT_WRITE_FAILED``
     except HarnessError as exc:  # a corrupt or locked journal, a bad table
         raise Refused(str(exc)) from exc
 
@@ -558,7 +555,7 @@ async def _open_guard(trial: Path, tools: Sequence[BaseTool]) -> LangGraphGuard:
 def main(argv: list[str]) -> int:
     trial = begin_life(argv, "harness.adapters.langgraph_agent")  # langgraph imported
     if trial is None:
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         arm_from_environ()
         durability = _durability()
@@ -566,21 +563,21 @@ def main(argv: list[str]) -> int:
         plan = load_plan(trial / "plan.json")
     except (FailpointSpecError, OSError, ValueError, KeyError) as exc:
         print(f"harness.adapters.langgraph_agent: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         asyncio.run(run_life(trial, plan, durability, guarded))
     except JournalWriteError as exc:  # the guard's journal: the disk filled up
         print(f"harness.adapters.langgraph_agent: stopped: {exc}", file=sys.stderr)
-        return EXIT_WRITE_FAILED
+        return AGENT_WRITE_FAILED
     except Refused as exc:
         print(f"harness.adapters.langgraph_agent: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     except Exception as exc:
         print(f"harness.adapters.langgraph_agent: graph failed: {exc!r}", file=sys.stderr)
-        return EXIT_ERROR
+        return AGENT_ERROR
     failpoint("agent.before_exit")  # done: a random-time kill still pending lands here
     report_hit_counts()
-    return EXIT_DONE
+    return AGENT_DONE
 
 
 if __name__ == "__main__":

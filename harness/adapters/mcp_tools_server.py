@@ -26,9 +26,9 @@ What this process promises:
   writes its failpoint hits there as it exits, for the agent to report with
   its own (``harness.failpoints.hit_report``).
 
-Exit status: 0 its stdin ended (or its agent was gone before a reply could
-reach it); 2 refused before serving (bad arguments, a parent that is not the
-agent named, a bad failpoint spec).
+Exit status (``harness.exits``): ``AGENT_DONE`` its stdin ended (or its agent was gone
+before a reply could reach it); ``AGENT_REFUSED`` refused before serving (bad arguments, a
+parent that is not the agent named, a bad failpoint spec).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from mcp.types import (
 from harness.adapters.mcp_wire import context_of, error_payload, input_schema
 from harness.agent.plan import load_plan
 from harness.errors import FailpointSpecError
+from harness.exits import AGENT_DONE, AGENT_REFUSED
 from harness.failpoints import aim_at_process_group, arm_from_environ, hit_report
 from harness.runtime.errors import FailpointTriggered, ToolError
 from harness.runtime.executor import ToolFunction
@@ -66,8 +67,6 @@ from harness.world.tools import make_tool_function
 __all__ = ["SERVER_NAME", "build_server", "input_schema", "main"]
 
 SERVER_NAME = "agent-crash-harness-world"
-EXIT_DONE = 0
-EXIT_REFUSED = 2
 
 
 def build_server(execute: ToolFunction, declared: Iterable[ToolSpec] = ()) -> Server[Any]:
@@ -129,12 +128,12 @@ def main(argv: list[str]) -> int:
             f"process's parent (now {os.getppid()}): its agent is gone, or never was",
             file=sys.stderr,
         )
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         arm_from_environ()
     except FailpointSpecError as exc:
         print(f"mcp_tools_server: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     aim_at_process_group()
     trial: Path = args.trial
     with WorldStore.open(
@@ -150,7 +149,7 @@ def main(argv: list[str]) -> int:
                 raise
     if args.hits is not None:
         args.hits.write_text(json.dumps(hit_report()), "utf-8")
-    return EXIT_DONE
+    return AGENT_DONE
 
 
 if __name__ == "__main__":

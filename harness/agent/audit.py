@@ -22,7 +22,7 @@ Reading anywhere is allowed: imports read files. Paths are resolved
 (symbolic links followed) before they are compared; ``/dev/null`` is allowed.
 
 Contract: a violation writes ``harness.agent: containment: <event> <args>`` to
-stderr and ends the process with status 4 through ``os._exit``, which nothing
+stderr and ends the process with status ``AGENT_CONTAINED`` through ``os._exit``, which nothing
 can catch (an exception raised by a hook could be swallowed by the caller).
 The hook cannot be removed once installed. Installing also stops the
 interpreter from writing bytecode caches, which would be writes outside.
@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["CONTAINMENT_ENV", "EXIT_CONTAINED", "install_containment"]
+from harness.exits import AGENT_CONTAINED
+
+__all__ = ["CONTAINMENT_ENV", "install_containment"]
 
 CONTAINMENT_ENV = "HARNESS_CONTAINMENT"
 """Set to ``1`` to make the agent install containment before anything else."""
-
-EXIT_CONTAINED = 4
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _ALLOWED_PATHS = frozenset({Path("/dev/null")})
@@ -154,7 +154,8 @@ _EVENTS: Mapping[str, ReachesOutside] = {
 
 
 def install_containment(trial_dir: Path) -> None:
-    """Stop this process (status 4) at its first event that reaches outside ``trial_dir``."""
+    """Stop this process (``AGENT_CONTAINED``) at its first event that reaches outside
+    ``trial_dir``."""
     boundary = _Boundary(trial_dir)
     sys.dont_write_bytecode = True  # a cache write next to an imported module is outside
 
@@ -171,4 +172,4 @@ def _stop(event: str, args: tuple[Any, ...]) -> None:
     try:
         os.write(2, message.encode("utf-8", "backslashreplace"))
     finally:
-        os._exit(EXIT_CONTAINED)
+        os._exit(AGENT_CONTAINED)

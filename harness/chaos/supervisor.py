@@ -57,6 +57,7 @@ from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.tables import BASE
 from harness.check.journal import read_journal_bytes
 from harness.check.stitch import checkpoint_of
+from harness.exits import AGENT_WRITE_FAILED
 from harness.failpoints import (
     AIM_ENV,
     AIMED_KILL_SIGNAL,
@@ -542,9 +543,6 @@ class History:
         self._out.flush()
 
 
-EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (harness.agent.__main__)
-
-
 class LedgerWatch:
     """The supervisor's own look at the world's ledger while a life runs.
 
@@ -636,7 +634,7 @@ def _restart(result: LifeResult, life: Life) -> bool:
         return True
     if life.after_death and result.killed is None and result.returncode == 0:
         return True
-    return result.returncode == EXIT_WRITE_FAILED and "=enospc" in life.failpoints
+    return result.returncode == AGENT_WRITE_FAILED and "=enospc" in life.failpoints
 
 
 def _sigkill(proc: AgentProcess) -> None:

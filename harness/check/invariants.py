@@ -46,6 +46,7 @@ from harness.agent.plan import plan_id
 from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.check.lives import lives_changed
+from harness.exits import AGENT_REFUSED, AGENT_WRITE_FAILED
 from harness.failpoint_spec import parse_spec
 from harness.world.store import OK, EffectRow, LedgerEntry, result_digest, step_of
 
@@ -53,8 +54,6 @@ __all__ = ["INVARIANTS", "OUTCOMES", "TITLES", "Status", "Verdict", "check_trial
 
 Status = Literal["pass", "fail", "unknown", "not-judged"]
 OUTCOMES: tuple[Status, ...] = ("pass", "fail", "unknown", "not-judged")
-EXIT_REFUSED = 2  # the agent's status when it refuses to start (harness.agent.__main__)
-EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (disk full)
 
 # World tables that are not effects: asking a person again is harmless by the
 # recovery table's definition, so the question log is left out of the end-state check.
@@ -495,7 +494,7 @@ def _finished(ev: TrialEvidence) -> bool:
 def check_liveness(ev: TrialEvidence) -> Verdict:
     """I7: the trial finished within its restart budget and every step is accounted for."""
     problems = []
-    if ev.corrupted and ev.lives and ev.lives[-1].returncode == EXIT_REFUSED:
+    if ev.corrupted and ev.lives and ev.lives[-1].returncode == AGENT_REFUSED:
         # The trial ends on the corruption or newer frame it injected; I9 judges the refusal.
         return Verdict(
             "I7", TITLES["I7"], "pass", (f"stopped on {_at_rest(ev)}, as it must (see I9)",)
@@ -759,7 +758,7 @@ def _refused_corruption(ev: TrialEvidence, fault: dict[str, object]) -> list[str
     refused = after[0]
     expected = f"byte {fault['record_offset']} (record #{fault['record']})"
     problems = []
-    if refused.returncode != EXIT_REFUSED or expected not in refused.stderr:
+    if refused.returncode != AGENT_REFUSED or expected not in refused.stderr:
         problems.append(
             f"life {refused.life} did not refuse the corrupt journal naming "
             f"{expected}: exit {refused.returncode}, {refused.stderr.strip()[-200:]}"
@@ -780,7 +779,7 @@ def _refused_newer_frame(ev: TrialEvidence, fault: dict[str, object]) -> list[st
     offset, version = fault["offset"], fault["version"]
     expected = f"journal: at byte {offset}: a frame of format {version}"
     problems = []
-    if refused.returncode != EXIT_REFUSED or expected not in refused.stderr:
+    if refused.returncode != AGENT_REFUSED or expected not in refused.stderr:
         problems.append(
             f"life {refused.life} did not refuse the frame of format {version} at byte "
             f"{offset} naming the journal, the offset and the version: exit "
@@ -991,7 +990,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                     "was running there, or the point was never hit)"
                 )
         if full_disk:
-            if life.returncode == EXIT_WRITE_FAILED:
+            if life.returncode == AGENT_WRITE_FAILED:
                 landed += 1
             else:
                 problems.append(

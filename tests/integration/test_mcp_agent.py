@@ -25,6 +25,7 @@ from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialResult, write_plan_for
 from harness.check.evidence import TrialEvidence
+from harness.exits import AGENT_REFUSED
 from harness.failpoints import AIMED_KILL_SIGNAL
 from harness.world.store import read_ledger
 from tests.integration.conftest import MINI, MINI_SEED, TrialRunner
@@ -181,7 +182,7 @@ class TestServerProcess:
         done = subprocess.run(
             command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
         )
-        assert done.returncode == 2
+        assert done.returncode == AGENT_REFUSED
         assert "is not this process's parent" in done.stderr
         assert not (tmp_path / "world.db").exists()
 

@@ -18,6 +18,7 @@ import pytest
 
 import harness.runtime.hooks as hooks
 from harness.errors import FailpointSpecError
+from harness.exits import AGENT_FAILPOINT_EXIT
 from harness.failpoint_spec import parse_spec
 from harness.failpoints import (
     CHANNEL_ENV,
@@ -292,9 +293,9 @@ class TestProcessActions:
         assert proc.stdout.split("\n") == ["before 1", "before 2", ""]
 
     def test_exit_default_status(self) -> None:
-        """exit without an argument exits with status 70."""
+        """exit without an argument exits with AGENT_FAILPOINT_EXIT."""
         proc = _run_victim("op.after_effect=exit")
-        assert proc.returncode == 70, proc.stderr
+        assert proc.returncode == AGENT_FAILPOINT_EXIT, proc.stderr
         assert proc.stdout == "before 1\n"
 
     def test_kill_alone_sigkills_itself(self) -> None:

@@ -23,7 +23,8 @@ graph of imports among the package's own modules, and fails on:
   fire: its runtime's crash points, the world's ``op.reply`` and its own
   ``agent.before_exit``. They bring in ``harness.errors`` for their
   ``FailpointSpecError``, which imports only the runtime's errors, and
-  ``harness.failpoint_spec``, their grammar (stdlib only).
+  ``harness.failpoint_spec``, their grammar (stdlib only). The agent's exit statuses
+  are named in ``harness.exits`` (stdlib only).
 
 What this does not see: ``importlib.import_module`` with a computed name (the
 launchers import agent programs that way, by design), or ``import harness``
@@ -54,6 +55,7 @@ AGENT_PROCESS_MAY_IMPORT = (
     "harness.failpoints",
     "harness.errors",
     "harness.failpoint_spec",
+    "harness.exits",
 )
 
 
@@ -348,11 +350,12 @@ class TestTheWalkerCanFail:
             "harness.runtime -> harness.runtime.journal -> harness.world.store -> "
             "harness.check.invariants -> harness.check): it may import only harness.runtime, "
             "harness.world, harness.agent, harness.failpoints, harness.errors, "
-            "harness.failpoint_spec",
+            "harness.failpoint_spec, harness.exits",
             "the agent process imports harness.check.invariants (harness.agent.__main__ -> "
             "harness.runtime -> harness.runtime.journal -> harness.world.store -> "
             "harness.check.invariants): it may import only harness.runtime, harness.world, "
-            "harness.agent, harness.failpoints, harness.errors, harness.failpoint_spec",
+            "harness.agent, harness.failpoints, harness.errors, harness.failpoint_spec, "
+            "harness.exits",
         ]
 
     def test_an_allowed_agent_process_passes(self, tmp_path: Path) -> None:
