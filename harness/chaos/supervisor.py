@@ -57,6 +57,7 @@ from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.tables import BASE
 from harness.check.journal import read_journal_bytes
 from harness.check.stitch import checkpoint_of
+from harness.errors import SupervisorError
 from harness.exits import AGENT_WRITE_FAILED
 from harness.failpoints import (
     AIM_ENV,
@@ -293,7 +294,8 @@ class Supervisor:
     def _spawn(
         self, trial_dir: Path, life_no: int, env: dict[str, str], module: str
     ) -> tuple[AgentProcess, int]:
-        """Start one incarnation with the channel's write end; the read end is returned."""
+        """Start one incarnation with the channel's write end; the read end is returned.
+        ``SupervisorError`` when the launcher cannot start it."""
         read_fd, write_fd = os.pipe()
         env[CHANNEL_ENV] = str(write_fd)
         stderr_path = trial_dir / f"agent-{life_no}.stderr"
@@ -307,6 +309,12 @@ class Supervisor:
                 self.launch, self.python, where, env, write_fd, stderr_path, module=module
             )
             _LIVE[proc.pid] = proc
+        except OSError as exc:
+            os.close(read_fd)
+            raise SupervisorError(
+                f"{trial_dir}: life {life_no}: the agent {module} could not be started "
+                f"({self.launch}, {self.python}): {exc}"
+            ) from exc
         except BaseException:
             os.close(read_fd)
             raise

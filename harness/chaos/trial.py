@@ -34,7 +34,7 @@ from harness.chaos.tables import BASE
 from harness.check.evidence import TrialEvidence
 from harness.check.invariants import Status, Verdict, check_trial, trial_status
 from harness.check.windows import kill_windows
-from harness.errors import ScenarioError
+from harness.errors import ScenarioError, TrialError
 from harness.failpoints import FAILPOINTS, hit_ops_path
 from harness.world.declared import canonical_json
 from harness.world.store import WorldStore
@@ -261,7 +261,7 @@ def prepare_golden(
     _write_lives(directory, lives)
     last = lives[-1]
     if not last.done:
-        raise RuntimeError(
+        raise TrialError(
             f"golden run of {scenario} (seed {seed}) did not finish: exit {last.returncode}, "
             f"{last.killed or ''} {last.stderr.strip()[-500:]}"
         )
@@ -302,7 +302,11 @@ def prove_checks(
         proof_file=proofs,
     )
     if not lives[-1].done:
-        raise RuntimeError(f"the run proving the checks of {scenario} (seed {seed}) did not finish")
+        last = lives[-1]
+        raise TrialError(
+            f"the run proving the checks of {scenario} (seed {seed}) did not finish: exit "
+            f"{last.returncode}, {last.killed or ''} {last.stderr.strip()[-500:]}"
+        )
     lines = proofs.read_text("utf-8").splitlines() if proofs.exists() else []
     found = [json.loads(line) for line in lines]
     plan = load_plan(directory / "plan.json")
