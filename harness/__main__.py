@@ -17,6 +17,8 @@ import importlib.util  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
+from harness.exits import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM  # noqa: E402
+
 _NEEDED = ("faker", "hypothesis", "multiprocess", "psutil", "pydantic", "rich")
 
 try:
@@ -27,15 +29,15 @@ try:
             f"{', '.join(_missing)}); install it with: pip install 'agent-crash-harness[harness]'",
             file=sys.stderr,
         )
-        status = 2
+        status = EXIT_BAD_INPUT
     else:
         from harness.cli import main
 
         status = main()
 except KeyboardInterrupt:  # a signal main() could not answer itself
     print("harness: interrupted", file=sys.stderr)
-    status = 130
-if status in (130, 143):
+    status = EXIT_SIGINT
+if status in (EXIT_SIGINT, EXIT_SIGTERM):
     # Everything is stopped and reported. Leave now, without the interpreter's
     # own shutdown: a KeyboardInterrupt that passed through an ``exec`` (a
     # dataclass being made, say) leaves CPython's flag for an unhandled Ctrl-C

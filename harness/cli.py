@@ -45,7 +45,7 @@ from harness.commands import (
     table,
     trial,
 )
-from harness.exits import EXIT_BAD_INPUT
+from harness.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_SIGINT
 from harness.runtime.errors import HarnessError
 
 __all__ = ["COMMANDS", "main", "prog_name", "version"]
@@ -144,12 +144,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"harness: {exc}", file=sys.stderr)
         status = EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        status = 130
+        status = EXIT_SIGINT
     finally:
         signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)  # a second Ctrl-C waits for the sweep
         kill_all()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     if received:  # even if some library swallowed the exception the handler raised
         print("harness: interrupted", file=sys.stderr)
-        return 128 + received[0]
+        return EXIT_INTERRUPTED + received[0]
     return status

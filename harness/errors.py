@@ -20,8 +20,8 @@ the same root. Catch ``HarnessError`` to handle any of them.
     │   └── TransientToolError    a failure worth retrying, if the class allows
     ├── FailpointSpecError        a failpoint spec cannot be parsed          (harness)
     ├── ScenarioError             a scenario file is unreadable or invalid   (harness)
-    ├── SupervisorError           the supervisor cannot drive the agent      (harness)
-    └── TrialError                a trial cannot be set up or completed      (harness)
+    ├── SupervisorError           the supervisor cannot start the agent      (harness)
+    └── TrialError                a trial's crash-free runs did not finish   (harness)
 """
 
 from __future__ import annotations
@@ -120,18 +120,24 @@ class ScenarioError(HarnessError):
 
 
 class SupervisorError(HarnessError):
-    """The supervisor cannot start, signal or hear from the agent process.
+    """The supervisor cannot start an incarnation of the agent.
 
-    Cause: the agent would not start (bad interpreter, import error), died in a
-    way no fault explains, or broke the control protocol. Remedy: read the
-    agent's stderr saved in the trial directory; the message names the trial.
+    Cause: the launcher failed (``harness.chaos.launch``): the interpreter does not
+    exist or cannot be run, or the fork server would not start, import the agent
+    program or fork it. Raised by ``Supervisor.run`` before the life runs. Remedy:
+    the message names the trial folder, the life and the launcher; check the
+    interpreter and the agent program (``--runtime``), or try ``--launch exec``.
+    An agent that starts and then dies is no error: the checkers judge its lives.
     """
 
 
 class TrialError(HarnessError):
-    """A trial cannot be set up or did not complete within its budget.
+    """A trial cannot be set up: a crash-free run it needs did not finish.
 
-    Cause: its directory cannot be created, its golden run failed, or the agent
-    exhausted its restart budget. Remedy: see the message and the trial
-    directory; replay it with its seed and schedule printed with the failure.
+    Cause: the golden run of its scenario and seed (``prepare_golden``), or the run
+    that proves the scenario's checks (``prove_checks``), ended without the plan
+    done: the agent refused or failed with no fault injected. Raised before any
+    trial of that scenario runs. Remedy: the message gives the exit status and the
+    end of the agent's stderr; the run's folder is kept under the run folder's
+    ``golden``. A trial that runs out of restarts is no error: I7 judges it.
     """

@@ -25,14 +25,14 @@ import _thread
 import errno
 import json
 import os
-import re
 import signal
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from harness.errors import FailpointSpecError
+from harness.exits import AGENT_FAILPOINT_EXIT
+from harness.failpoint_spec import FailpointSpec, parse_spec
 from harness.runtime.errors import FailpointTriggered, TransientToolError
 from harness.runtime.hooks import CRASH_POINTS, set_crash_hook
 
@@ -103,17 +103,6 @@ EXIT_HOLD_POINT = "agent.before_exit"
 """An agent program's last point, after its work and before it exits: a supervisor
 holds a life there when a random-time kill it scheduled has not fired yet."""
 
-ACTIONS = (
-    "kill",
-    "exit",
-    "raise",
-    "sleep",
-    "enospc",
-    "lost-reply",
-    "count",
-    "cancel",
-    "lost-request",
-)
 
 _AIM = "aim"
 """The action of a point a random-time kill is timed from (``AIM_ENV``); not in the
@@ -123,61 +112,14 @@ grammar: the supervisor arms it through ``AIM_ENV`` only."""
 # so that a dead supervisor never leaves it hanging.
 _HANDSHAKE_TIMEOUT_S = 30.0
 
-_ENTRY = re.compile(
-    r"^(?P<name>[a-z_]+(?:\.[a-z_]+)+)(?:@(?P<hit>[0-9]+))?=(?P<action>[a-z][a-z-]*)"
-    r"(?:\((?P<arg>[0-9]+)\))?$"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class FailpointSpec:
-    """One armed point: act on hit ``hit`` (every hit when None)."""
-
-    name: str
-    action: str
-    hit: int | None = None
-    arg: int | None = None
-
-    def __str__(self) -> str:
-        at = "" if self.hit is None else f"@{self.hit}"
-        arg = "" if self.arg is None else f"({self.arg})"
-        return f"{self.name}{at}={self.action}{arg}"
-
 
 def parse_failpoints(text: str, *, source: str = FAILPOINTS_ENV) -> tuple[FailpointSpec, ...]:
-    """Parse a spec; ``FailpointSpecError`` names the source, the entry and the problem."""
-    specs: list[FailpointSpec] = []
-    for raw in text.split(","):
-        entry = raw.strip()
-        if not entry:
-            continue
-        match = _ENTRY.match(entry)
-        if match is None:
-            raise FailpointSpecError(
-                f"{source}: entry {entry!r} is not name[@N]=action[(arg)], "
-                f"e.g. op.after_effect@3=kill"
-            )
-        name, action = match["name"], match["action"]
-        if name not in FAILPOINTS:
-            raise FailpointSpecError(
-                f"{source}: entry {entry!r}: unknown failpoint {name!r} "
-                f"(known: {', '.join(FAILPOINTS)})"
-            )
-        if action not in ACTIONS:
-            raise FailpointSpecError(
-                f"{source}: entry {entry!r}: unknown action {action!r} "
-                f"(known: {', '.join(ACTIONS)})"
-            )
-        hit = int(match["hit"]) if match["hit"] is not None else None
-        if hit == 0:
-            raise FailpointSpecError(f"{source}: entry {entry!r}: hits count from 1")
-        arg = int(match["arg"]) if match["arg"] is not None else None
-        if action == "sleep" and arg is None:
-            raise FailpointSpecError(
-                f"{source}: entry {entry!r}: sleep needs milliseconds, sleep(250)"
-            )
-        specs.append(FailpointSpec(name, action, hit, arg))
-    return tuple(specs)
+    """Parse a spec (``harness.failpoint_spec.parse_spec``), every entry naming one of
+    ``FAILPOINTS``; ``FailpointSpecError`` names the source, the entry and the problem."""
+    try:
+        return parse_spec(text, source=source, known=FAILPOINTS)
+    except ValueError as exc:
+        raise FailpointSpecError(str(exc)) from None
 
 
 class _Trigger:
@@ -395,7 +337,7 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
     if spec.action == "kill":
         _kill_here(spec.name, hit, detail)
     elif spec.action == "exit":
-        os._exit(70 if spec.arg is None else spec.arg)
+        os._exit(AGENT_FAILPOINT_EXIT if spec.arg is None else spec.arg)
     elif spec.action == "raise":
         raise FailpointTriggered(f"failpoint {spec.name} fired on hit {hit}")
     elif spec.action == "sleep":

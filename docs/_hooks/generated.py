@@ -5,7 +5,8 @@
 - In any page, a line ``<!-- generated: NAME -->`` is replaced by the table NAME, built from
   the registry that the code runs on: ``invariants`` (``harness.check.invariants.TITLES``),
   ``faults`` (``harness.chaos.faults.FAULT_KINDS``), ``broken-runtimes``
-  (``harness.agent.broken.BROKEN_RUNTIMES``), ``exit-codes`` (``harness.exits``).
+  (``harness.agent.broken.BROKEN_RUNTIMES``). The exit statuses' tables are written by
+  hand; ``tests/unit/test_exits.py`` holds them to ``harness.exits``.
 """
 
 from __future__ import annotations
@@ -86,21 +87,10 @@ def _broken_runtimes() -> str:
     return "\n".join([header, "|---|---|---|---|", *rows])
 
 
-def _exit_codes() -> str:
-    import harness.exits
-
-    doc = harness.exits.__doc__ or ""
-    table = "\n".join(line for line in doc.splitlines() if line.startswith("|"))
-    if not table:
-        raise ValueError("harness.exits no longer holds its table of exit statuses")
-    return table
-
-
 _TABLES = {
     "invariants": _invariants,
     "faults": _faults,
     "broken-runtimes": _broken_runtimes,
-    "exit-codes": _exit_codes,
 }
 
 

@@ -33,6 +33,7 @@ from dbos import error as dbos_error  # type: ignore[import-not-found, unused-ig
 from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.plan import Plan, load_plan
 from harness.errors import FailpointSpecError
+from harness.exits import AGENT_DONE, AGENT_ERROR, AGENT_REFUSED
 from harness.failpoints import (
     arm_from_environ,
     failpoint,
@@ -55,9 +56,6 @@ APP_NAME = "harness-dbos-agent"
 APP_VERSION = "harness-dbos-agent-1"
 MAX_ATTEMPTS = 3
 POLL_S = 0.02  # how often a later life looks whether the recovered run has ended
-EXIT_DONE = 0
-EXIT_ERROR = 1
-EXIT_REFUSED = 2
 
 
 class _Life:
@@ -157,13 +155,13 @@ def dbos_config(trial: Path) -> DBOSConfig:
 def main(argv: list[str]) -> int:
     trial = begin_life(argv, "harness.adapters.dbos_agent")  # imports (dbos included) done
     if trial is None:
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         arm_from_environ()
         _Life.plan = load_plan(trial / "plan.json")
     except (FailpointSpecError, OSError, ValueError, KeyError) as exc:
         print(f"harness.adapters.dbos_agent: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     _Life.trial = trial
     _Life.incarnation = next_incarnation(trial, INCARNATION_FILE)
     # Creates the world's schema now; steps open their own connections (see _Life.execute).
@@ -178,12 +176,12 @@ def main(argv: list[str]) -> int:
         handle.get_result(polling_interval_sec=POLL_S)
     except Exception as exc:
         print(f"harness.adapters.dbos_agent: workflow failed: {exc!r}", file=sys.stderr)
-        return EXIT_ERROR
+        return AGENT_ERROR
     finally:
         DBOS.destroy()
     failpoint("agent.before_exit")  # done: a random-time kill still pending lands here
     report_hit_counts()
-    return EXIT_DONE
+    return AGENT_DONE
 
 
 if __name__ == "__main__":

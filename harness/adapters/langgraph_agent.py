@@ -45,6 +45,7 @@ from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES, REDO_SUFFIX
 from harness.agent.plan import Plan, PlanStep, batches, load_plan
 from harness.errors import FailpointSpecError
+from harness.exits import AGENT_DONE, AGENT_ERROR, AGENT_REFUSED, AGENT_WRITE_FAILED
 from harness.failpoints import (
     arm_from_environ,
     failpoint,
@@ -89,10 +90,6 @@ REPORT_SUFFIX = ".report"
 MAX_ATTEMPTS = 3
 TASK = "Carry out the plan, one step after another."
 DONE = "Every step of the plan is done."
-EXIT_DONE = 0
-EXIT_ERROR = 1
-EXIT_REFUSED = 2
-EXIT_WRITE_FAILED = 3
 
 _HINT = re.compile(rf'call {re.escape(VERIFY_TOOL)} with op_id "([^"]+)"')
 _JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean", "list": "array"}
@@ -425,7 +422,7 @@ def _recursion_limit(plan: Plan) -> int:
 
 
 class Refused(Exception):
-    """The guard's journal or table cannot be used: nothing was run (exit status 2)."""
+    """The guard's journal or table cannot be used: nothing was run (``AGENT_REFUSED``)."""
 
 
 async def run_life(trial: Path, plan: Plan, durability: Durability, guarded: bool) -> None:
@@ -469,7 +466,7 @@ async def _open_guard(trial: Path, tools: Sequence[BaseTool]) -> LangGraphGuard:
         table = ToolTable.load(table_path) if table_path else ToolTable.shipped()
         return await LangGraphGuard.open(trial / "journal", tools, table=table)
     except JournalWriteError:
-        raise  # the disk filled up as the life began: exit status 3
+        raise  # the disk filled up as the life began: ``AGENT_WRITE_FAILED``
     except HarnessError as exc:  # a corrupt or locked journal, a bad table
         raise Refused(str(exc)) from exc
 
@@ -477,7 +474,7 @@ async def _open_guard(trial: Path, tools: Sequence[BaseTool]) -> LangGraphGuard:
 def main(argv: list[str]) -> int:
     trial = begin_life(argv, "harness.adapters.langgraph_agent")  # langgraph imported
     if trial is None:
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         arm_from_environ()
         durability = _durability()
@@ -485,21 +482,21 @@ def main(argv: list[str]) -> int:
         plan = load_plan(trial / "plan.json")
     except (FailpointSpecError, OSError, ValueError, KeyError) as exc:
         print(f"harness.adapters.langgraph_agent: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         asyncio.run(run_life(trial, plan, durability, guarded))
     except JournalWriteError as exc:  # the guard's journal: the disk filled up
         print(f"harness.adapters.langgraph_agent: stopped: {exc}", file=sys.stderr)
-        return EXIT_WRITE_FAILED
+        return AGENT_WRITE_FAILED
     except Refused as exc:
         print(f"harness.adapters.langgraph_agent: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     except Exception as exc:
         print(f"harness.adapters.langgraph_agent: graph failed: {exc!r}", file=sys.stderr)
-        return EXIT_ERROR
+        return AGENT_ERROR
     failpoint("agent.before_exit")  # done: a random-time kill still pending lands here
     report_hit_counts()
-    return EXIT_DONE
+    return AGENT_DONE
 
 
 if __name__ == "__main__":

@@ -45,9 +45,9 @@ from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 
 from harness.adapters.mcp_wire import ToolServerError, call_meta, raise_error
-from harness.agent.__main__ import EXIT_REFUSED
 from harness.agent.__main__ import main as agent_main
 from harness.agent.audit import CONTAINMENT_ENV
+from harness.exits import AGENT_ERROR, AGENT_REFUSED
 from harness.failpoints import CHANNEL_ENV, COUNTS_ENV, absorb_hits
 from harness.runtime.executor import CallContext, ToolFunction
 
@@ -208,12 +208,12 @@ def main(argv: list[str]) -> int:
             "harness.adapters.mcp_agent: refused: containment forbids starting the tool server",
             file=sys.stderr,
         )
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         return agent_main(argv, tools=mcp_tools, program="harness.adapters.mcp_agent")
     except ToolServerError as exc:
         print(f"harness.adapters.mcp_agent: stopped: {exc}", file=sys.stderr)
-        return 1
+        return AGENT_ERROR
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from mcp.types import (
 from harness.adapters.mcp_wire import context_of, error_payload, input_schema
 from harness.agent.plan import load_plan
 from harness.errors import FailpointSpecError
+from harness.exits import AGENT_DONE, AGENT_REFUSED
 from harness.failpoints import aim_at_process_group, arm_from_environ, hit_report
 from harness.runtime.errors import FailpointTriggered, ToolError
 from harness.runtime.executor import ToolFunction
@@ -47,8 +48,6 @@ from harness.world.tools import make_tool_function
 __all__ = ["SERVER_NAME", "build_server", "input_schema", "main"]
 
 SERVER_NAME = "agent-crash-harness-world"
-EXIT_DONE = 0
-EXIT_REFUSED = 2
 
 
 def build_server(execute: ToolFunction, declared: Iterable[ToolSpec] = ()) -> Server[Any]:
@@ -110,12 +109,12 @@ def main(argv: list[str]) -> int:
             f"process's parent (now {os.getppid()}): its agent is gone, or never was",
             file=sys.stderr,
         )
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         arm_from_environ()
     except FailpointSpecError as exc:
         print(f"mcp_tools_server: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     aim_at_process_group()
     trial: Path = args.trial
     with WorldStore.open(
@@ -131,7 +130,7 @@ def main(argv: list[str]) -> int:
                 raise
     if args.hits is not None:
         args.hits.write_text(json.dumps(hit_report()), "utf-8")
-    return EXIT_DONE
+    return AGENT_DONE
 
 
 if __name__ == "__main__":

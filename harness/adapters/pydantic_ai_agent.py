@@ -50,6 +50,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, 
 from harness.adapters.starts import begin_life, next_incarnation
 from harness.agent.model import CHECK_SUFFIX, MAX_REDOES
 from harness.agent.plan import Plan, PlanStep, batches, load_plan, plan_id
+from harness.exits import AGENT_DONE, AGENT_ERROR, AGENT_REFUSED, AGENT_WRITE_FAILED
 from harness.failpoints import (
     arm_from_environ,
     failpoint,
@@ -96,10 +97,6 @@ DONE = "done"
 REPORT_SUFFIX = ".report"
 MAX_ATTEMPTS = 3
 POLL_S = 0.02
-EXIT_DONE = 0
-EXIT_ERROR = 1
-EXIT_REFUSED = 2
-EXIT_WRITE_FAILED = 3
 
 # What a run imports on its way (the libraries import them lazily), imported with this
 # module: the fork server preloads an adapter by importing it, so that every incarnation
@@ -267,9 +264,9 @@ class _StopOnJournalErrors(WrapperToolset[None]):
         try:
             return await self.wrapped.get_tools(ctx)  # the guard opens its journal here
         except JournalWriteError as exc:
-            _stop(EXIT_WRITE_FAILED, f"stopped: {exc}")
+            _stop(AGENT_WRITE_FAILED, f"stopped: {exc}")
         except (HarnessError, ValueError) as exc:
-            _stop(EXIT_REFUSED, f"refused: {exc}")
+            _stop(AGENT_REFUSED, f"refused: {exc}")
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[None], tool: ToolsetTool[None]
@@ -277,7 +274,7 @@ class _StopOnJournalErrors(WrapperToolset[None]):
         try:
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
         except JournalWriteError as exc:
-            _stop(EXIT_WRITE_FAILED, f"stopped: {exc}")
+            _stop(AGENT_WRITE_FAILED, f"stopped: {exc}")
 
 
 def _stop(code: int, message: str) -> NoReturn:
@@ -482,7 +479,7 @@ def main(argv: list[str]) -> int:
     program = "harness.adapters.pydantic_ai_agent"
     trial = begin_life(argv, program)  # imports (pydantic_ai and dbos included) are done
     if trial is None:
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     variant = os.environ.get(VARIANT_ENV, "bare")
     try:
         if variant not in VARIANTS:
@@ -493,7 +490,7 @@ def main(argv: list[str]) -> int:
         table = ToolTable.load(table_path) if table_path else ToolTable.shipped()
     except (HarnessError, OSError, ValueError, KeyError) as exc:
         print(f"{program}: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     _Life.trial, _Life.plan = trial, plan
     if variant == "guarded":
         _Life.journal = trial / "journal"
@@ -517,15 +514,15 @@ def main(argv: list[str]) -> int:
         output: object = handle.get_result(polling_interval_sec=POLL_S)
     except Exception as exc:
         print(f"{program}: workflow failed: {exc!r}", file=sys.stderr)
-        return EXIT_ERROR
+        return AGENT_ERROR
     finally:
         DBOS.destroy()
     if output != DONE:
         print(f"{program}: the run ended with {output!r}, not {DONE!r}", file=sys.stderr)
-        return EXIT_ERROR
+        return AGENT_ERROR
     failpoint("agent.before_exit")  # done: a random-time kill still pending lands here
     report_hit_counts()
-    return EXIT_DONE
+    return AGENT_DONE
 
 
 if __name__ == "__main__":

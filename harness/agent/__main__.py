@@ -27,6 +27,7 @@ from harness.agent.broken import RUNTIMES
 from harness.agent.compaction import compact_at_start
 from harness.agent.model import MODELS
 from harness.agent.plan import Plan, load_plan
+from harness.exits import AGENT_DONE, AGENT_REFUSED, AGENT_WRITE_FAILED
 from harness.failpoints import (
     EXIT_HOLD_POINT,
     arm_from_environ,
@@ -47,9 +48,6 @@ from harness.runtime import (
 from harness.world.store import WorldStore, key_seen, trial_clock
 from harness.world.tools import make_tool_function
 
-EXIT_DONE = 0
-EXIT_REFUSED = 2
-EXIT_WRITE_FAILED = 3
 IDENTITY_ENV = "HARNESS_IDENTITY"
 
 ToolsOpener = Callable[[Path], AbstractContextManager[ToolFunction]]
@@ -82,7 +80,7 @@ def main(
 ) -> int:
     if len(argv) != 1:
         print(f"usage: python -m {program} TRIAL_DIR", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     trial = Path(argv[0])
     if os.environ.get(CONTAINMENT_ENV) == "1":
         install_containment(trial)
@@ -95,7 +93,7 @@ def main(
             f"harness.agent: unknown runtime {name!r} (known: {', '.join(RUNTIMES)})",
             file=sys.stderr,
         )
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         table_path = os.environ.get("HARNESS_TOOL_TABLE")
         table = ToolTable.load(table_path) if table_path else ToolTable.shipped()
@@ -116,22 +114,22 @@ def main(
         )
     except JournalWriteError as exc:  # the disk filled up as the life began
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
-        return EXIT_WRITE_FAILED
+        return AGENT_WRITE_FAILED
     except (HarnessError, ValueError) as exc:
         print(f"harness.agent: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return AGENT_REFUSED
     try:
         compact_at_start(runtime, trial / "journal", plan.compact_at)
         with tools(trial) as execute:
             model_class(runtime, plan, execute).run()
     except JournalWriteError as exc:
         print(f"harness.agent: stopped: {exc}", file=sys.stderr)
-        return EXIT_WRITE_FAILED
+        return AGENT_WRITE_FAILED
     finally:
         runtime.close()
     failpoint(EXIT_HOLD_POINT)  # the work is done: a pending random-time kill lands here
     report_hit_counts()
-    return EXIT_DONE
+    return AGENT_DONE
 
 
 if __name__ == "__main__":

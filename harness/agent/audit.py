@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["CONTAINMENT_ENV", "EXIT_CONTAINED", "install_containment"]
+from harness.exits import AGENT_CONTAINED
+
+__all__ = ["CONTAINMENT_ENV", "install_containment"]
 
 CONTAINMENT_ENV = "HARNESS_CONTAINMENT"
 """Set to ``1`` to make the agent install containment before anything else."""
-
-EXIT_CONTAINED = 4
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _ALLOWED_PATHS = frozenset({Path("/dev/null")})
@@ -147,7 +147,8 @@ _EVENTS: Mapping[str, ReachesOutside] = {
 
 
 def install_containment(trial_dir: Path) -> None:
-    """Stop this process (status 4) at its first event that reaches outside ``trial_dir``."""
+    """Stop this process (``AGENT_CONTAINED``) at its first event that reaches outside
+    ``trial_dir``."""
     boundary = _Boundary(trial_dir)
     sys.dont_write_bytecode = True  # a cache write next to an imported module is outside
 
@@ -164,4 +165,4 @@ def _stop(event: str, args: tuple[Any, ...]) -> None:
     try:
         os.write(2, message.encode("utf-8", "backslashreplace"))
     finally:
-        os._exit(EXIT_CONTAINED)
+        os._exit(AGENT_CONTAINED)

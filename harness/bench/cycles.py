@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from harness.bench.figures import BenchError
+from harness.exits import AGENT_ERROR
 
 __all__ = [
     "CHUNK",
@@ -191,7 +192,7 @@ def raw_child(journal: Path, db_path: Path, ready_fd: int, cycle: int) -> None:
         os.write(ready_fd, b".")
         time.sleep(_HANDSHAKE_TIMEOUT_S)  # the SIGKILL arrives while we wait
     finally:
-        os._exit(1)
+        os._exit(AGENT_ERROR)  # never killed, or failed before its hand-shake
 
 
 def fork_loop(root: Path, cycles: int) -> float:

@@ -43,6 +43,7 @@ from harness.blackbox import (
 )
 from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
+from harness.exits import AGENT_CANNOT_START
 from harness.failpoints import (
     AIMED_KILL_SIGNAL,
     aim_at_process_group,
@@ -56,9 +57,8 @@ from harness.world.store import WorldStore
 
 TABLE_ENV = "HARNESS_TOOL_TABLE"  # the supervisor's (harness.chaos.supervisor.TABLE_ENV)
 
-__all__ = ["EXIT_CANNOT_START", "main", "resolve_command"]
+__all__ = ["main", "resolve_command"]
 
-EXIT_CANNOT_START = 127
 BRIDGE = Path(__file__).with_name("stdio_bridge.py")
 
 
@@ -205,7 +205,7 @@ def main(argv: list[str]) -> int:
                 )
         except (OSError, ValueError) as exc:
             print(f"harness: the agent's command {command!r} cannot start: {exc}", file=sys.stderr)
-            return EXIT_CANNOT_START
+            return AGENT_CANNOT_START
         code = agent.wait()
         _stop_leftovers()
         with server.lock:  # a request under way finishes first

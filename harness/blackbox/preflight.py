@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from harness.blackbox import MODEL_RECORD, TOOL_RECORD
-from harness.blackbox.host import EXIT_CANNOT_START, resolve_command
+from harness.blackbox.host import resolve_command
+from harness.exits import AGENT_CANNOT_START
 from harness.runtime.errors import HarnessError
 
 __all__ = ["PREFLIGHT_TIMEOUT_S", "check_agent"]
@@ -65,7 +66,7 @@ def check_agent(
                 f"within {timeout_s:g} s (it called the model {asked} times, tools {called} "
                 "times)"
             )
-        if life.returncode == EXIT_CANNOT_START:
+        if life.returncode == AGENT_CANNOT_START:
             raise HarnessError(f"{name}: the command does not start: {said[0]}")
         if life.returncode != 0 and not asked:
             raise HarnessError(

@@ -204,11 +204,11 @@ def _appends_in_batches(golden: Golden, plan: Plan) -> tuple[int, ...]:
     """The golden run's appends made while one of its batches was under way."""
     batch_of = {step.op_id: step.batch for step in plan.steps if step.batch is not None}
     spans: dict[int, tuple[float, float]] = {}
-    for op_id, start, end, _ in golden.calls:
-        batch = batch_of.get(op_id)
+    for call in golden.calls:
+        batch = batch_of.get(call.op)
         if batch is not None:
-            first, last = spans.get(batch, (start, end))
-            spans[batch] = (min(first, start), max(last, end))
+            first, last = spans.get(batch, (call.start_ms, call.end_ms))
+            spans[batch] = (min(first, call.start_ms), max(last, call.end_ms))
     return appends_in_batches(golden.moments.get("journal.append", ()), tuple(spans.values()))
 
 

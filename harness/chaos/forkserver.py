@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.exits import PYTHON_UNCAUGHT
+
 __all__ = ["FORK_SERVER_MODULE", "MAX_PACKET", "fork_agent", "main", "preload", "serve"]
 
 FORK_SERVER_MODULE = "harness.chaos.forkserver"
@@ -157,7 +159,7 @@ def fork_agent(
 def _run_child(
     module: str, trial_dir: Path, env: dict[str, str], channel_fd: int, stderr_fd: int
 ) -> None:
-    code = 1
+    code = PYTHON_UNCAUGHT  # what Python gives if the program raises
     try:
         os.setsid()
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):

@@ -27,6 +27,7 @@ from typing import Any
 import multiprocess
 
 from harness.chaos.supervisor import kill_all
+from harness.exits import EXIT_INTERRUPTED
 from harness.runtime.errors import HarnessError
 
 __all__ = ["WorkerError", "WorkerPool", "WorkerRefusal"]
@@ -58,7 +59,7 @@ class _Refused:
 
 def _die_with_agents(signum: int, frame: object) -> None:
     kill_all()
-    os._exit(128 + signum)
+    os._exit(EXIT_INTERRUPTED + signum)
 
 
 def _worker_main(

@@ -18,7 +18,7 @@ import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from harness.blackbox import BLACKBOX_POINTS, CALL_POINTS
 from harness.chaos import observer
@@ -36,8 +36,10 @@ __all__ = [
     "OP_FAILPOINTS",
     "RECOVERY_FAILPOINTS",
     "BatchCall",
+    "Call",
     "CrashSchedule",
     "Life",
+    "Window",
     "appends_in_batches",
     "black_box_schedules",
     "exhaustive_schedules",
@@ -483,13 +485,32 @@ LOST_REPLY_SHARE = 1 / 6
 """Random trials whose first life loses the reply of one call and is killed at a later
 call's reply (the effect done, the finish not yet written)."""
 
-Window = tuple[str, float, float]
-"""A window of the protocol inside a call: the point it opens at, and when it opened
-and closed in the golden run (ms after ready)."""
 
-Call = tuple[str, float, float, tuple[Window, ...]]
-"""A tool call of the golden run: its op id, its first intent and last finish in ms
-after ready, and its windows (before intent, intent-effect, effect-finish)."""
+class Window(NamedTuple):
+    """A window of the protocol inside a call, in the golden run (ms after ready)."""
+
+    point: str
+    """The point it opens at."""
+    opened_ms: float
+    closed_ms: float
+
+
+class Call(NamedTuple):
+    """A tool call of the golden run (a list in ``golden.json``: ``Call.from_json``)."""
+
+    op: str
+    start_ms: float
+    """Its first intent (or a black box's first point), in ms after ready."""
+    end_ms: float
+    """Its last finish (or a black box's last point), in ms after ready."""
+    windows: tuple[Window, ...]
+    """Between its points: before intent, intent-effect, effect-finish."""
+
+    @classmethod
+    def from_json(cls, item: Sequence[Any]) -> Call:
+        op_id, start, end, *rest = item
+        windows = tuple(Window(str(p), float(a), float(b)) for p, a, b in (rest[0] if rest else ()))
+        return cls(str(op_id), float(start), float(end), windows)
 
 
 def _kill_moment(
@@ -503,19 +524,23 @@ def _kill_moment(
     if calls and not left:
         return None
     if restarted and left and rng.random() < RECOVERY_SHARE:
-        return rng.uniform(0.0, calls[0][1] * RESTART_SHARE), None, done
+        return rng.uniform(0.0, calls[0].start_ms * RESTART_SHARE), None, done
     if not left or rng.random() < START_UP_SHARE:
         moment = rng.uniform(0.0, span_ms)
         if not left:
             return moment, None, done
         # How far a kill timed from "ready" got: a restarted life starts over first.
-        offset = left[0][1] - (calls[0][1] * RESTART_SHARE if restarted else left[0][1])
-        passed = sum(1 for call in left if call[2] - offset <= moment)
+        first = left[0].start_ms
+        offset = first - (calls[0].start_ms * RESTART_SHARE if restarted else first)
+        passed = sum(1 for call in left if call.end_ms - offset <= moment)
         return moment, None, done + passed
     aimed = rng.randrange(min(len(left), NEAR_WINDOWS) if restarted else len(left))
-    op, start, end, windows = left[aimed]
-    point, opened, closed = rng.choice(windows) if windows else ("invoke", start, end)
-    return rng.uniform(0.0, max(closed - opened, 0.0)), f"{point} {op}", done + aimed + 1
+    call = left[aimed]
+    window = (
+        rng.choice(call.windows) if call.windows else Window("invoke", call.start_ms, call.end_ms)
+    )
+    span = max(window.closed_ms - window.opened_ms, 0.0)
+    return rng.uniform(0.0, span), f"{window.point} {call.op}", done + aimed + 1
 
 
 def _after_a_kill(rng: random.Random) -> str | None:

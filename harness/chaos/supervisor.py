@@ -27,6 +27,7 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from enum import Enum
 from pathlib import Path
 from typing import IO, Any
 
@@ -40,6 +41,8 @@ from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.tables import BASE
 from harness.check.journal import read_journal_bytes
 from harness.check.stitch import checkpoint_of
+from harness.errors import SupervisorError
+from harness.exits import AGENT_WRITE_FAILED
 from harness.failpoints import (
     AIM_ENV,
     AIMED_KILL_SIGNAL,
@@ -235,13 +238,51 @@ class Supervisor:
         history: History,
         module: str,
     ) -> LifeResult:
+        """One life: start it, follow its channel (``LifeWatch``) until it exits or is to
+        be killed, kill it then, and note its exit."""
         handed = _read(trial_dir / "journal")  # the journal this life starts with
-        journal_size = None if handed is None else len(handed)
-        journal_crc = None if handed is None else zlib.crc32(handed)
+        started = time.monotonic()
+        proc, read_fd = self._spawn(trial_dir, life_no, env, module)
+        _event(
+            events,
+            "spawn",
+            life=life_no,
+            pid=proc.pid,
+            faults=life.describe(),
+            journal_size=None if handed is None else len(handed),
+            journal_crc=None if handed is None else zlib.crc32(handed),
+            table=env.get(TABLE_ENV),
+            **_torn_tail(handed),
+        )
+        watch = LifeWatch(life_no, started, events, history, LedgerWatch(trial_dir / "world.db"))
+        try:
+            channel = ChannelReader(read_fd, deadline)
+            timed = life.kill_after_ms is not None
+            watch.follow(channel, timed=timed)
+            if watch.state is LifeState.EXITED and timed and proc.wait() == -AIMED_KILL_SIGNAL:
+                watch.on(Seen.AIMED_SIGNAL)  # by the timer it armed (AIM_ENV)
+            if watch.killed is not None:
+                _sigkill(proc)
+                proc.wait()
+                watch.after_kill(channel, proc.pid, life)
+            returncode = proc.wait()
+        finally:
+            if proc.poll() is None:
+                _sigkill(proc)
+                proc.wait()
+            _LIVE.pop(proc.pid, None)
+            os.close(read_fd)
+            watch.ledger.close()
+        return self._end_life(trial_dir, life_no, proc.pid, returncode, watch, handed, events)
+
+    def _spawn(
+        self, trial_dir: Path, life_no: int, env: dict[str, str], module: str
+    ) -> tuple[AgentProcess, int]:
+        """Start one incarnation with the channel's write end; the read end is returned.
+        ``SupervisorError`` when the launcher cannot start it."""
         read_fd, write_fd = os.pipe()
         env[CHANNEL_ENV] = str(write_fd)
         stderr_path = trial_dir / f"agent-{life_no}.stderr"
-        started = time.monotonic()
         # An interrupt between the start of an agent and its registration would
         # leave it unknown to kill_all, so it waits until the agent is on the list.
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
@@ -252,85 +293,34 @@ class Supervisor:
                 self.launch, self.python, where, env, write_fd, stderr_path, module=module
             )
             _LIVE[proc.pid] = proc
+        except OSError as exc:
+            os.close(read_fd)
+            raise SupervisorError(
+                f"{trial_dir}: life {life_no}: the agent {module} could not be started "
+                f"({self.launch}, {self.python}): {exc}"
+            ) from exc
+        except BaseException:
+            os.close(read_fd)
+            raise
         finally:
             os.close(write_fd)
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        _event(
-            events,
-            "spawn",
-            life=life_no,
-            pid=proc.pid,
-            faults=life.describe(),
-            journal_size=journal_size,
-            journal_crc=journal_crc,
-            table=env.get(TABLE_ENV),
-            **_torn_tail(handed),
-        )
-        killed: str | None = None
-        reached: str | None = None
-        ready_ms: float | None = None
-        ledger = LedgerWatch(trial_dir / "world.db")
-        try:
-            buffer = b""
-            timed = life.kill_after_ms is not None
-            while killed is None:
-                wait_s = max(0.0, deadline - time.monotonic())
-                readable, _, _ = select.select([read_fd], [], [], wait_s)
-                if not readable:
-                    killed = "timeout"
-                    break
-                chunk = os.read(read_fd, 4096)
-                if not chunk:
-                    break  # the agent exited and closed its end (or its timer killed it)
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    message = line.decode(errors="replace")
-                    if message == "ready":
-                        ready_ms = (time.monotonic() - started) * 1000
-                        _event(events, "ready", life=life_no, ms=round(ready_ms, 3))
-                    if message.startswith("reached "):
-                        reached = message.removeprefix("reached ")
-                        # A random moment after the life's work (or aimed at a call it
-                        # never made): the agent waits at its exit to be killed.
-                        at_exit = reached.startswith(EXIT_HOLD_POINT) and timed
-                        killed = "timed" if at_exit else "failpoint"
-                        break
-                    history.note(message, life_no, events, ledger)  # ignores "ready"
-            if killed is None and timed and proc.wait() == -AIMED_KILL_SIGNAL:
-                killed = "timed"  # by the timer it armed (AIM_ENV)
-            if killed is not None:
-                _sigkill(proc)
-                returncode = proc.wait()
-                # Acks the victim wrote before it died still count: read them to EOF.
-                while chunk := os.read(read_fd, 4096):
-                    buffer += chunk
-                for text in buffer.decode(errors="replace").splitlines():
-                    if not text.startswith("reached "):
-                        history.note(text, life_no, events, ledger)
-                    elif reached is None:
-                        reached = text.removeprefix("reached ")  # it got there first
+        return proc, read_fd
 
-                _event(
-                    events,
-                    "kill",
-                    life=life_no,
-                    pid=proc.pid,
-                    how=killed,
-                    at=reached,
-                    after_ms=life.kill_after_ms if killed == "timed" else None,
-                    since=life.kill_since if killed == "timed" else None,
-                )
-            returncode = proc.wait()
-        finally:
-            if proc.poll() is None:
-                _sigkill(proc)
-                proc.wait()
-            _LIVE.pop(proc.pid, None)
-            os.close(read_fd)
-            ledger.close()
-        history.ended(life_no)
-        duration_ms = (time.monotonic() - started) * 1000
+    def _end_life(
+        self,
+        trial_dir: Path,
+        life_no: int,
+        pid: int,
+        returncode: int,
+        watch: LifeWatch,
+        handed: bytes | None,
+        events: IO[str],
+    ) -> LifeResult:
+        """Close the life's history, keep its stderr if it said anything, and note its exit."""
+        watch.history.ended(life_no)
+        duration_ms = (time.monotonic() - watch.started) * 1000
+        stderr_path = trial_dir / f"agent-{life_no}.stderr"
         stderr_text = stderr_path.read_text("utf-8", errors="replace")[-2000:]
         if not stderr_text:
             stderr_path.unlink()
@@ -338,13 +328,153 @@ class Supervisor:
             events,
             "exit",
             life=life_no,
-            pid=proc.pid,
+            pid=pid,
             returncode=returncode,
             ms=round(duration_ms, 3),
             **_journal_left(handed, _read(trial_dir / "journal")),
         )
         return LifeResult(
-            life_no, proc.pid, returncode, killed, reached, ready_ms, duration_ms, stderr_text
+            life_no,
+            pid,
+            returncode,
+            watch.killed,
+            watch.reached,
+            watch.ready_ms,
+            duration_ms,
+            stderr_text,
+        )
+
+
+class ChannelReader:
+    """The agent's channel (the failpoint hand-shake pipe), read a line at a time.
+
+    ``next`` waits no later than the trial's deadline; ``rest`` is for after a
+    kill, when the writer is gone and every line it wrote is already there.
+    """
+
+    def __init__(self, fd: int, deadline: float) -> None:
+        self._fd = fd
+        self._deadline = deadline
+        self._buffer = b""
+
+    def next(self) -> str | Seen:
+        """The next whole line, or ``Seen.CLOSED`` (the agent exited and closed its end,
+        or its timer killed it) or ``Seen.TIMEOUT`` (the trial's time ran out)."""
+        while b"\n" not in self._buffer:
+            wait_s = max(0.0, self._deadline - time.monotonic())
+            readable, _, _ = select.select([self._fd], [], [], wait_s)
+            if not readable:
+                return Seen.TIMEOUT
+            chunk = os.read(self._fd, 4096)
+            if not chunk:
+                return Seen.CLOSED
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode(errors="replace")
+
+    def rest(self) -> list[str]:
+        """Every line not yet read, to EOF, the last one even if cut short."""
+        while chunk := os.read(self._fd, 4096):
+            self._buffer += chunk
+        rest, self._buffer = self._buffer, b""
+        return rest.decode(errors="replace").splitlines()
+
+
+class LifeState(Enum):
+    """Where a running life stands, as the supervisor sees it."""
+
+    RUNNING = "running"  # waiting for the agent's next line
+    EXITED = "exited"  # it closed its channel: it exited, or its own timer killed it
+    FAILPOINT = "failpoint"  # it reported an armed point: the supervisor kills it there
+    TIMED = "timed"  # a random-time kill: held at its exit, or by the timer it armed
+    TIMEOUT = "timeout"  # the trial's time ran out: killed, and the trial stops
+
+
+class Seen(Enum):
+    """What moves a life from one state to another."""
+
+    REACHED = "reached"  # "reached <failpoint>"
+    HELD_AT_EXIT = "held at exit"  # "reached <exit hold point>" in a life with a timed kill
+    CLOSED = "closed"  # EOF on the channel
+    TIMEOUT = "timeout"  # no line before the trial's deadline
+    AIMED_SIGNAL = "aimed signal"  # it died by the signal its own timer sends
+
+
+_TRANSITIONS: dict[tuple[LifeState, Seen], LifeState] = {
+    (LifeState.RUNNING, Seen.REACHED): LifeState.FAILPOINT,
+    (LifeState.RUNNING, Seen.HELD_AT_EXIT): LifeState.TIMED,
+    (LifeState.RUNNING, Seen.CLOSED): LifeState.EXITED,
+    (LifeState.RUNNING, Seen.TIMEOUT): LifeState.TIMEOUT,
+    (LifeState.EXITED, Seen.AIMED_SIGNAL): LifeState.TIMED,
+}
+"""Every change of a life's state; a pair not listed is a bug of the supervisor."""
+
+
+class LifeWatch:
+    """One running life: its state, where it was killed, and what its lines tell."""
+
+    def __init__(
+        self,
+        life_no: int,
+        started: float,
+        events: IO[str],
+        history: History,
+        ledger: LedgerWatch,
+    ) -> None:
+        self.life_no = life_no
+        self.started = started
+        self.events = events
+        self.history = history
+        self.ledger = ledger
+        self.state = LifeState.RUNNING
+        self.reached: str | None = None  # "op.after_intent 3 s002" for a failpoint kill
+        self.ready_ms: float | None = None
+
+    @property
+    def killed(self) -> str | None:
+        """How the supervisor's side ended the life, in ``LifeResult``'s words."""
+        ends = (LifeState.FAILPOINT, LifeState.TIMED, LifeState.TIMEOUT)
+        return self.state.value if self.state in ends else None
+
+    def on(self, seen: Seen) -> None:
+        self.state = _TRANSITIONS[(self.state, seen)]
+
+    def follow(self, channel: ChannelReader, *, timed: bool) -> None:
+        """Read the agent's lines until it is to be killed, or its channel closes."""
+        while self.state is LifeState.RUNNING:
+            line = channel.next()
+            if isinstance(line, Seen):
+                self.on(line)
+            elif line.startswith("reached "):
+                self.reached = line.removeprefix("reached ")
+                # A random moment after the life's work (or aimed at a call it
+                # never made): the agent waits at its exit to be killed.
+                at_exit = self.reached.startswith(EXIT_HOLD_POINT) and timed
+                self.on(Seen.HELD_AT_EXIT if at_exit else Seen.REACHED)
+            else:
+                if line == "ready":
+                    self.ready_ms = (time.monotonic() - self.started) * 1000
+                    _event(self.events, "ready", life=self.life_no, ms=round(self.ready_ms, 3))
+                self.history.note(line, self.life_no, self.events, self.ledger)  # not "ready"
+
+    def after_kill(self, channel: ChannelReader, pid: int, life: Life) -> None:
+        """Note the kill, once the lines the victim wrote before it died are read: its
+        acks still count, and a point it reached first is where it was killed."""
+        for line in channel.rest():
+            if not line.startswith("reached "):
+                self.history.note(line, self.life_no, self.events, self.ledger)
+            elif self.reached is None:
+                self.reached = line.removeprefix("reached ")  # it got there first
+        timed = self.killed == "timed"
+        _event(
+            self.events,
+            "kill",
+            life=self.life_no,
+            pid=pid,
+            how=self.killed,
+            at=self.reached,
+            after_ms=life.kill_after_ms if timed else None,
+            since=life.kill_since if timed else None,
         )
 
 
@@ -403,9 +533,6 @@ class History:
         record = {"type": kind, "op": op_id, "life": life, "t_ns": time.time_ns(), **extra}
         self._out.write(json.dumps(record) + "\n")
         self._out.flush()
-
-
-EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (harness.agent.__main__)
 
 
 class LedgerWatch:
@@ -499,7 +626,7 @@ def _restart(result: LifeResult, life: Life) -> bool:
         return True
     if life.after_death and result.killed is None and result.returncode == 0:
         return True
-    return result.returncode == EXIT_WRITE_FAILED and "=enospc" in life.failpoints
+    return result.returncode == AGENT_WRITE_FAILED and "=enospc" in life.failpoints
 
 
 def _sigkill(proc: AgentProcess) -> None:

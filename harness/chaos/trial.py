@@ -28,13 +28,13 @@ from typing import Any
 from harness.adapters import get_adapter
 from harness.agent.plan import load_plan, plan_to_json
 from harness.blackbox import CALL_POINTS
-from harness.chaos.schedule import Call, CrashSchedule, Life
+from harness.chaos.schedule import Call, CrashSchedule, Life, Window
 from harness.chaos.supervisor import LifeResult, Supervisor
 from harness.chaos.tables import BASE
 from harness.check.evidence import TrialEvidence
 from harness.check.invariants import Status, Verdict, check_trial, trial_status
 from harness.check.windows import kill_windows
-from harness.errors import ScenarioError
+from harness.errors import ScenarioError, TrialError
 from harness.failpoints import FAILPOINTS, hit_ops_path
 from harness.world.declared import canonical_json
 from harness.world.store import WorldStore
@@ -148,7 +148,7 @@ class Golden:
         if not 0 < hit <= len(moments):
             return (op,)
         moment = moments[hit - 1]
-        beside = [c[0] for c in self.calls if c[0] != op and c[1] <= moment <= c[2]]
+        beside = [c.op for c in self.calls if c.op != op and c.start_ms <= moment <= c.end_ms]
         return (op, *beside)
 
 
@@ -244,7 +244,7 @@ def prepare_golden(
     info = directory / "golden.json"
     if info.exists():
         data = json.loads(info.read_text("utf-8"))
-        calls = [_call_from_json(item) for item in data.get("calls", ())]
+        calls = [Call.from_json(item) for item in data.get("calls", ())]
         table = None if data.get("table") is None else Path(data["table"])
         return Golden(
             directory,
@@ -269,7 +269,7 @@ def prepare_golden(
     _write_lives(directory, lives)
     last = lives[-1]
     if not last.done:
-        raise RuntimeError(
+        raise TrialError(
             f"golden run of {scenario} (seed {seed}) did not finish: exit {last.returncode}, "
             f"{last.killed or ''} {last.stderr.strip()[-500:]}"
         )
@@ -349,7 +349,11 @@ def prove_checks(
         proof_file=proofs,
     )
     if not lives[-1].done:
-        raise RuntimeError(f"the run proving the checks of {scenario} (seed {seed}) did not finish")
+        last = lives[-1]
+        raise TrialError(
+            f"the run proving the checks of {scenario} (seed {seed}) did not finish: exit "
+            f"{last.returncode}, {last.killed or ''} {last.stderr.strip()[-500:]}"
+        )
     lines = proofs.read_text("utf-8").splitlines() if proofs.exists() else []
     found = [json.loads(line) for line in lines]
     plan = load_plan(directory / "plan.json")
@@ -403,18 +407,12 @@ def golden_calls(
         if not (first in seen and last in seen):
             continue
         windows = tuple(
-            (opens, a, b) for (opens, a), (_, b) in itertools.pairwise(points) if b >= a
+            Window(opens, a, b) for (opens, a), (_, b) in itertools.pairwise(points) if b >= a
         )
         start, end = seen[first], seen[last]
         if end >= start:
-            calls.append((op_id, start, end, windows))
-    return sorted(calls, key=lambda call: (call[1], call[2]))
-
-
-def _call_from_json(item: Sequence[Any]) -> Call:
-    op_id, start, end, *rest = item
-    windows = tuple((str(p), float(a), float(b)) for p, a, b in (rest[0] if rest else ()))
-    return str(op_id), float(start), float(end), windows
+            calls.append(Call(op_id, start, end, windows))
+    return sorted(calls, key=lambda call: (call.start_ms, call.end_ms))
 
 
 def run_trial(

@@ -32,6 +32,8 @@ from harness.agent.plan import plan_id
 from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.check.lives import lives_changed
+from harness.exits import AGENT_REFUSED, AGENT_WRITE_FAILED
+from harness.failpoint_spec import parse_spec
 from harness.words import many
 from harness.world.store import OK, EffectRow, LedgerEntry, result_digest, step_of
 
@@ -39,8 +41,6 @@ __all__ = ["INVARIANTS", "OUTCOMES", "TITLES", "Status", "Verdict", "check_trial
 
 Status = Literal["pass", "fail", "unknown", "not-judged"]
 OUTCOMES: tuple[Status, ...] = ("pass", "fail", "unknown", "not-judged")
-EXIT_REFUSED = 2  # the agent's status when it refuses to start (harness.agent.__main__)
-EXIT_WRITE_FAILED = 3  # the agent's status when an append failed (disk full)
 
 # World tables that are not effects: asking a person again is harmless by the
 # recovery table's definition, so the question log is left out of the end-state check.
@@ -510,7 +510,7 @@ def _finished(ev: TrialEvidence) -> bool:
 def check_liveness(ev: TrialEvidence) -> Verdict:
     """I7: the trial finished within its restart budget and every step is accounted for."""
     problems = []
-    if ev.corrupted and ev.lives and ev.lives[-1].returncode == EXIT_REFUSED:
+    if ev.corrupted and ev.lives and ev.lives[-1].returncode == AGENT_REFUSED:
         # The trial ends on the corruption or newer frame it injected; I9 judges the refusal.
         return Verdict(
             "I7", TITLES["I7"], "pass", (f"stopped on {_at_rest(ev)}, as it must (see I9)",)
@@ -774,7 +774,7 @@ def _refused_corruption(ev: TrialEvidence, fault: dict[str, object]) -> list[str
     refused = after[0]
     expected = f"byte {fault['record_offset']} (record #{fault['record']})"
     problems = []
-    if refused.returncode != EXIT_REFUSED or expected not in refused.stderr:
+    if refused.returncode != AGENT_REFUSED or expected not in refused.stderr:
         problems.append(
             f"life {refused.life} did not refuse the corrupt journal naming "
             f"{expected}: exit {refused.returncode}, {refused.stderr.strip()[-200:]}"
@@ -795,7 +795,7 @@ def _refused_newer_frame(ev: TrialEvidence, fault: dict[str, object]) -> list[st
     offset, version = fault["offset"], fault["version"]
     expected = f"journal: at byte {offset}: a frame of format {version}"
     problems = []
-    if refused.returncode != EXIT_REFUSED or expected not in refused.stderr:
+    if refused.returncode != AGENT_REFUSED or expected not in refused.stderr:
         problems.append(
             f"life {refused.life} did not refuse the frame of format {version} at byte "
             f"{offset} naming the journal, the offset and the version: exit "
@@ -954,12 +954,17 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     lives = {life.life: life for life in ev.lives}
     for number, planned in enumerate(ev.schedule, 1):
         life = lives.get(number)
-        asked = [spec for spec in str(planned.get("failpoints", "")).split(",") if spec]
-        kills = [spec for spec in asked if spec.endswith("=kill")]
-        losses = [spec for spec in asked if spec.endswith(("=lost-reply", "=lost-request"))]
-        cancels = [spec for spec in asked if spec.endswith("=cancel")]
+        try:
+            asked = parse_spec(str(planned.get("failpoints", "")), source=f"life {number}")
+        except ValueError as exc:
+            problems.append(f"its schedule cannot be read: {exc}")
+            continue
+        kills = [spec for spec in asked if spec.action == "kill"]
+        losses = [spec for spec in asked if spec.action in ("lost-reply", "lost-request")]
+        cancels = [spec for spec in asked if spec.action == "cancel"]
+        full_disk = any(spec.action == "enospc" for spec in asked)
         wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
-        wanted += "=enospc" in ",".join(asked)
+        wanted += full_disk
         wanted += "after_death" in planned
         if not wanted:
             continue
@@ -970,9 +975,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
             )
             continue
         for spec in kills:
-            name, _, hit = spec.removesuffix("=kill").partition("@")
-            at = f"{name} {hit}" if hit else name
-            if life.killed == "failpoint" and (life.reached or "").startswith(at):
+            if life.killed == "failpoint" and (life.reached or "").startswith(spec.at):
                 landed += 1
             else:
                 problems.append(f"life {number}: the kill at {spec} never fired ({_ended(life)})")
@@ -986,27 +989,26 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                     f"fired ({_ended(life)})"
                 )
         for spec in losses:
-            where, _, kind = spec.partition("=")
-            name, _, hit = where.partition("@")
-            at = f"{name} {hit}" if hit else name
-            if any(str(e.get("at", "")).startswith(at) for e in ev.events_of(kind, number)):
+            if any(
+                str(e.get("at", "")).startswith(spec.at) for e in ev.events_of(spec.action, number)
+            ):
                 landed += 1
             else:
                 problems.append(
-                    f"life {number}: the {kind.replace('-', ' ')} at {spec} never happened"
+                    f"life {number}: the {spec.action.replace('-', ' ')} at {spec} never happened"
                 )
         for spec in cancels:
-            name, _, hit = spec.removesuffix("=cancel").partition("@")
-            at = f"{name} {hit}" if hit else name
-            if any(str(e.get("at", "")).startswith(at) for e in ev.events_of("cancel", number)):
+            if any(
+                str(e.get("at", "")).startswith(spec.at) for e in ev.events_of("cancel", number)
+            ):
                 landed += 1
             else:
                 problems.append(
                     f"life {number}: the cancel at {spec} never happened (no asyncio task "
                     "was running there, or the point was never hit)"
                 )
-        if "=enospc" in ",".join(asked):
-            if life.returncode == EXIT_WRITE_FAILED:
+        if full_disk:
+            if life.returncode == AGENT_WRITE_FAILED:
                 landed += 1
             else:
                 problems.append(

@@ -26,12 +26,12 @@ from rich.table import Table
 from harness.bench.figures import BenchReport, figures_table
 from harness.bench.plot import plot_scaling
 from harness.bench.run import FULL, QUICK, STEPS, run_bench
+from harness.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 
 __all__ = ["EXIT_BAD_ARGUMENTS", "add_parser", "main", "print_report", "run"]
 
-EXIT_OK = 0
-EXIT_BROKEN = 1
-EXIT_BAD_ARGUMENTS = 2
+EXIT_BROKEN = EXIT_FAILED
+EXIT_BAD_ARGUMENTS = EXIT_BAD_INPUT
 DEFAULT_OUT = Path("reports") / "bench"
 DESCRIPTION = "Benchmarks: each figure a ratio against a baseline of the same run."
 

@@ -25,7 +25,7 @@ def _kills(result: TrialResult) -> list[dict[str, object]]:
 
 def test_a_kill_aimed_at_a_call_lands_inside_it(run_mini: TrialRunner, mini_golden: Golden) -> None:
     """Killed at once after invoking the second call: it is in flight, and recovery copes."""
-    op = mini_golden.calls[1][0]
+    op = mini_golden.calls[1].op
     result = run_mini(json.dumps([{"kill_after_ms": 0, "aim": f"invoke {op}"}]))
     kill = _kills(result)[0]
     assert (kill["how"], kill["since"], kill["after_ms"]) == ("timed", f"invoke {op}", 0)
@@ -51,7 +51,7 @@ def test_a_kill_timed_from_a_point_lands_in_the_window_it_opens(
 ) -> None:
     """Timed from the first call's reply (its effect committed): the kill lands before
     its finish is written, in the effect-finish window, and the restart copes."""
-    op = mini_golden.calls[0][0]
+    op = mini_golden.calls[0].op
     result = run_mini(json.dumps([{"kill_after_ms": 0, "aim": f"op.reply {op}"}]))
     assert result.windows == ("effect-finish",)
     assert _kills(result)[0]["since"] == f"op.reply {op}"

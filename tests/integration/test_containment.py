@@ -2,7 +2,7 @@
 
 The agent runs ``scenarios/containment.toml`` (``rm -rf /``, a write to
 ``/etc/passwd``, a POST to a real address, ...) with ``HARNESS_CONTAINMENT=1``,
-so an audit hook stops it (exit 4) at its first attempt to reach outside its
+so an audit hook stops it (AGENT_CONTAINED) at its first attempt to reach outside its
 trial directory. The run must finish, the world must hold the calls, and
 files outside the trial must be untouched. Negative controls show that the
 same hook does stop a process that tries, and a trial with kills shows that
@@ -28,6 +28,7 @@ from harness.chaos.scenario import compile_plan, load_scenario, write_plan
 from harness.chaos.schedule import OP_FAILPOINTS, CrashSchedule, Life
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialSpec, prepare_golden, run_trial
+from harness.exits import AGENT_CONTAINED
 from harness.world.store import effect_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,12 +191,12 @@ class TestContainedAgent:
 
 class TestAgentInstallsTheHook:
     def test_stops_a_write_outside(self, tmp_path: Path, outside: Outside) -> None:
-        """Told to write its hit counts outside the trial, a contained agent is stopped (exit 4)."""
+        """Told to write its hit counts outside the trial, a contained agent is stopped."""
         new_trial(tmp_path / "trial")
         counts = outside.sibling / "counts.json"
         env = agent_env(HARNESS_FAILPOINT_COUNTS=str(counts))
         done = run_agent(tmp_path / "trial", env)
-        assert done.returncode == 4, done.stderr
+        assert done.returncode == AGENT_CONTAINED, done.stderr
         assert f"{MESSAGE}open ('{counts}'" in done.stderr
         assert not counts.exists()
 
@@ -298,7 +299,7 @@ class TestHookStops:
         event, action = STOPPED[case]
         before = fresh_outside.guarded()
         done = run_script(action, tmp_path / "trial", fresh_outside)
-        assert done.returncode == 4, done.stderr
+        assert done.returncode == AGENT_CONTAINED, done.stderr
         assert f"{MESSAGE}{event}" in done.stderr
         assert "survived" not in done.stdout
         assert fresh_outside.guarded() == before

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from harness.chaos.scenario import compile_plan, load_scenario, write_plan
+from harness.exits import AGENT_WRITE_FAILED
 from harness.failpoints import arm, disarm, parse_failpoints
 from harness.runtime import CallContext, Decision, JournalWriteError, OpState, Runtime
 from harness.runtime.journal import FILE_HEADER, encode_frame, scan_journal
@@ -45,7 +46,6 @@ from tests.conftest import FakeTool, journal_records, open_runtime, subprocess_e
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MINI = Path(__file__).parent.parent / "data" / "scenarios" / "mini.toml"
 MINI_SEED = 3
-EXIT_WRITE_FAILED = 3  # harness.agent's status when an append could not be made durable
 SMALL_CALLS = 3
 
 
@@ -355,7 +355,7 @@ class TestAgentOnAFullDisk:
             assert (disk / "journal").stat().st_size < boundary
             full = run_agent(trial)
 
-            assert full.returncode == EXIT_WRITE_FAILED, full.stderr
+            assert full.returncode == AGENT_WRITE_FAILED, full.stderr
             assert any(
                 str(trial / "journal") in line and "failed" in line
                 for line in full.stderr.splitlines()
@@ -398,7 +398,7 @@ class TestAgentOnAFullDisk:
             (trial / "journal").symlink_to(disk / "journal")
             filler = fill_leaving(disk, free_pages=0)
             full = run_agent(trial)
-            assert full.returncode == EXIT_WRITE_FAILED, full.stderr
+            assert full.returncode == AGENT_WRITE_FAILED, full.stderr
             assert any(
                 str(trial / "journal") in line and "failed" in line
                 for line in full.stderr.splitlines()

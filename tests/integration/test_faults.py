@@ -18,6 +18,7 @@ from harness.chaos.faults import PRISTINE_JOURNAL
 from harness.chaos.trial import Golden, TrialResult
 from harness.check.evidence import TrialEvidence
 from harness.check.invariants import check_trial
+from harness.exits import AGENT_REFUSED, AGENT_WRITE_FAILED
 from harness.runtime.journal import FILE_HEADER, encode_frame, scan_journal
 from harness.runtime.records import TailDroppedRecord
 from harness.world.store import read_ledger
@@ -136,7 +137,7 @@ class TestCorruption:
         fault = _events(result, "fault")[0]
         assert fault["landed"], fault
         lives = json.loads((result.directory / "lives.json").read_text())
-        assert [life["returncode"] for life in lives] == [-signal.SIGKILL, 2]
+        assert [life["returncode"] for life in lives] == [-signal.SIGKILL, AGENT_REFUSED]
         assert f"byte {fault['record_offset']} (record #{fault['record']})" in lives[1]["stderr"]
         assert str(result.directory / "journal") in lives[1]["stderr"]
         assert not [
@@ -168,7 +169,7 @@ class TestVersionSkew:
         fault = _events(result, "fault")[0]
         assert fault["landed"] and fault["version"] == 2, fault
         lives = json.loads((result.directory / "lives.json").read_text())
-        assert [life["returncode"] for life in lives] == [-signal.SIGKILL, 2]
+        assert [life["returncode"] for life in lives] == [-signal.SIGKILL, AGENT_REFUSED]
         assert f"journal: at byte {fault['offset']}: a frame of format 2" in lives[1]["stderr"]
         assert not [
             e for e in read_ledger(result.directory / "world.db") if e.pid == lives[1]["pid"]
@@ -199,10 +200,11 @@ class TestVersionSkew:
 class TestDiskFull:
     @pytest.mark.parametrize("hit", [1, 3, 8])
     def test_full_disk_stops_cleanly_and_recovers(self, hit: int, run_mini: TrialRunner) -> None:
-        """ENOSPC on an append stops the agent (exit 3) before the op; the next start recovers."""
+        """ENOSPC on an append stops the agent (AGENT_WRITE_FAILED) before the op; the next
+        start recovers."""
         result = run_mini(json.dumps([{"failpoints": f"journal.append@{hit}=enospc"}]))
         lives = json.loads((result.directory / "lives.json").read_text())
-        assert lives[0]["returncode"] == 3 and "failed" in lives[0]["stderr"]
+        assert lives[0]["returncode"] == AGENT_WRITE_FAILED and "failed" in lives[0]["stderr"]
         assert lives[-1]["returncode"] == 0
         assert result.status == "pass", result.verdicts
 
@@ -258,7 +260,7 @@ class TestSecondAgent:
                     text=True,
                     timeout=30,
                 )
-                assert second.returncode == 2
+                assert second.returncode == AGENT_REFUSED
                 assert "held by another live process" in second.stderr
                 assert first.poll() is None, "the first agent was disturbed"
                 first.communicate("go on\n", timeout=30)  # let go only after the refusal

@@ -21,6 +21,7 @@ from harness.chaos.schedule import CrashSchedule
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, run_trial
 from harness.check.invariants import Verdict
+from harness.exits import AGENT_REFUSED, AGENT_WRITE_FAILED
 from harness.world.store import read_ledger
 from tests.integration.conftest import MINI, MINI_BATCH, TrialRunner
 
@@ -69,14 +70,17 @@ class TestGuarded:
     @pytest.mark.parametrize(
         ("schedule", "refused"),
         [
-            ('[{"failpoints":"op.after_finish@2=kill","after_death":"corrupt:0.5"}]', 2),
-            ('[{"failpoints":"journal.append@3=enospc"}]', 3),
+            (
+                '[{"failpoints":"op.after_finish@2=kill","after_death":"corrupt:0.5"}]',
+                AGENT_REFUSED,
+            ),
+            ('[{"failpoints":"journal.append@3=enospc"}]', AGENT_WRITE_FAILED),
         ],
     )
     def test_journal_faults_stop_it_before_any_tool(
         self, run_mini: TrialRunner, schedule: str, refused: int
     ) -> None:
-        """A corrupt journal is refused (exit 2) and a full disk stops the life (exit 3), as
+        """A corrupt journal is refused and a full disk stops the life, as
         our agent does; every invariant holds."""
         result = run_mini(schedule, runtime="langgraph-guarded")
         assert _failed(result.verdicts) == {}

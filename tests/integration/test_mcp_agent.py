@@ -25,6 +25,7 @@ from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialResult, write_plan_for
 from harness.check.evidence import TrialEvidence
+from harness.exits import AGENT_REFUSED
 from harness.failpoints import AIMED_KILL_SIGNAL
 from harness.world.store import read_ledger
 from tests.integration.conftest import MINI, MINI_SEED, TrialRunner
@@ -108,7 +109,7 @@ class TestLostReply:
         """A random-time kill timed from a point the server hits ends agent and server alike:
         the agent dies of the timer's signal, in the effect-finish window, and the restart
         copes."""
-        op = mini_golden.calls[0][0]
+        op = mini_golden.calls[0].op
         result = run_mini(json.dumps([{"kill_after_ms": 0, "aim": f"op.reply {op}"}]), "mcp")
         exits = [e for e in _events(result) if e["event"] == "exit"]
         assert exits[0]["returncode"] == -AIMED_KILL_SIGNAL
@@ -181,7 +182,7 @@ class TestServerProcess:
         done = subprocess.run(
             command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
         )
-        assert done.returncode == 2
+        assert done.returncode == AGENT_REFUSED
         assert "is not this process's parent" in done.stderr
         assert not (tmp_path / "world.db").exists()
 

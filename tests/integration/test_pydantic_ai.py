@@ -22,6 +22,7 @@ from harness.chaos.campaign import CampaignConfig, run_trials
 from harness.chaos.schedule import CrashSchedule
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+from harness.exits import AGENT_WRITE_FAILED
 from harness.world.store import read_ledger
 from tests.integration.conftest import MINI, MINI_BATCH, MINI_SEED, TrialRunner
 
@@ -80,7 +81,7 @@ class TestGuardedAgent:
             '[{"failpoints":"journal.append@6=enospc"}]', runtime="pydantic-ai-guarded"
         )
         lives = json.loads((result.directory / "lives.json").read_text())
-        assert [life["returncode"] for life in lives][:1] == [3], lives
+        assert [life["returncode"] for life in lives][:1] == [AGENT_WRITE_FAILED], lives
         assert result.status == "pass", [v for v in result.verdicts if v.status != "pass"]
 
 

@@ -24,21 +24,23 @@ from harness.chaos.schedule import (
     RECOVERY_SHARE,
     RESTART_SHARE,
     START_UP_SHARE,
+    Call,
     CrashSchedule,
+    Window,
     _kill_moment,
     random_schedule,
 )
 
 # A golden run like phone_task's: nine calls, each an op and its window in ms after ready.
 CALLS = tuple(
-    (
+    Call(
         f"s{n + 1:03d}",
         6.0 + 1.5 * n,
         7.0 + 1.5 * n,
         (
-            ("op.before_intent", 6.0 + 1.5 * n, 6.2 + 1.5 * n),
-            ("op.after_intent", 6.2 + 1.5 * n, 6.7 + 1.5 * n),
-            ("op.reply", 6.7 + 1.5 * n, 7.0 + 1.5 * n),
+            Window("op.before_intent", 6.0 + 1.5 * n, 6.2 + 1.5 * n),
+            Window("op.after_intent", 6.2 + 1.5 * n, 6.7 + 1.5 * n),
+            Window("op.reply", 6.7 + 1.5 * n, 7.0 + 1.5 * n),
         ),
     )
     for n in range(9)
@@ -73,8 +75,8 @@ def test_every_drawn_fault_can_land(seed: int, journal: bool) -> None:
             assert 0.0 <= life.kill_after_ms <= WORKING_MS
             if life.aim is not None:  # within the window of the call it is timed from
                 point, op = life.aim.split(" ")
-                windows = next(call[3] for call in CALLS if call[0] == op)
-                _, opened, closed = next(w for w in windows if w[0] == point)
+                windows = next(call.windows for call in CALLS if call.op == op)
+                _, opened, closed = next(w for w in windows if w.point == point)
                 assert life.kill_after_ms <= closed - opened + 1e-3  # rounded to a µs
     if not journal:
         assert not schedule.fault_kinds & (JOURNAL_FAULTS | FILE_FAULTS)
@@ -103,7 +105,7 @@ def test_kills_are_aimed_at_the_calls() -> None:
     ]
     aims = [life.aim.split(" ") for life in first if life.aim is not None]
     assert len(aims) / len(first) > 1 - 2 * START_UP_SHARE
-    assert {op for _, op in aims} == {call[0] for call in CALLS}
+    assert {op for _, op in aims} == {call.op for call in CALLS}
     points = Counter(point for point, _ in aims)
     assert set(points) == {"op.before_intent", "op.after_intent", "op.reply"}
     assert min(points.values()) > len(aims) / 4, points
@@ -118,7 +120,7 @@ def test_later_lives_aim_at_the_next_calls_left() -> None:
     ops = [drawn[1] for drawn in later if drawn is not None]
     assert len(ops) == len(later)
     ops = [None if aim is None else aim.split(" ")[1] for aim in ops]
-    near = {call[0] for call in CALLS[4 : 4 + NEAR_WINDOWS]}
+    near = {call.op for call in CALLS[4 : 4 + NEAR_WINDOWS]}
     timed_from_ready = START_UP_SHARE + RECOVERY_SHARE
     assert sum(op in near for op in ops) / len(ops) > 1 - 1.5 * timed_from_ready
     assert all(op in near for op in ops if op is not None)
@@ -127,7 +129,7 @@ def test_later_lives_aim_at_the_next_calls_left() -> None:
     assert len(into_recovery) / len(later) > RECOVERY_SHARE / 2  # kills in the recovery
     for seed in range(500):
         aimed = [life.aim.split(" ")[1] for life in _draw(seed).lives if life.aim]
-        order = [next(n for n, call in enumerate(CALLS) if call[0] == op) for op in aimed]
+        order = [next(n for n, call in enumerate(CALLS) if call.op == op) for op in aimed]
         assert order == sorted(set(order)), "each kill aims past the one before it"
 
 

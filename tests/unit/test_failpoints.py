@@ -18,6 +18,8 @@ import pytest
 
 import harness.runtime.hooks as hooks
 from harness.errors import FailpointSpecError
+from harness.exits import AGENT_FAILPOINT_EXIT
+from harness.failpoint_spec import parse_spec
 from harness.failpoints import (
     CHANNEL_ENV,
     FAILPOINTS,
@@ -112,6 +114,19 @@ class TestGrammar:
     def test_spec_prints_in_its_grammar(self, spec: FailpointSpec) -> None:
         """A spec prints as the text that parses back to it."""
         assert parse_failpoints(str(spec)) == (spec,)
+
+    def test_the_checkers_grammar_is_the_agents(self) -> None:
+        """The checkers parse a schedule with the grammar the agent arms it with
+        (``harness.failpoint_spec``), only without the list of names."""
+        text = "op.reply@2=lost-reply,some.point=exit(3)"
+        assert parse_spec(text, source="schedule") == (
+            FailpointSpec("op.reply", "lost-reply", 2),
+            FailpointSpec("some.point", "exit", None, 3),
+        )
+        with pytest.raises(FailpointSpecError, match=r"unknown failpoint 'some\.point'"):
+            parse_failpoints(text)
+        with pytest.raises(ValueError, match=r"schedule: entry 'op\.reply@2=lost'"):
+            parse_spec("op.reply@2=lost", source="schedule")
 
     @pytest.mark.parametrize("name", FAILPOINTS)
     def test_every_compiled_point_is_armable(self, name: str) -> None:
@@ -278,9 +293,9 @@ class TestProcessActions:
         assert proc.stdout.split("\n") == ["before 1", "before 2", ""]
 
     def test_exit_default_status(self) -> None:
-        """exit without an argument exits with status 70."""
+        """exit without an argument exits with AGENT_FAILPOINT_EXIT."""
         proc = _run_victim("op.after_effect=exit")
-        assert proc.returncode == 70, proc.stderr
+        assert proc.returncode == AGENT_FAILPOINT_EXIT, proc.stderr
         assert proc.stdout == "before 1\n"
 
     def test_kill_alone_sigkills_itself(self) -> None:

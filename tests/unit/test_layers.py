@@ -22,7 +22,9 @@ graph of imports among the package's own modules, and fails on:
   of the harness, kept out of the runtime, but the agent process is where they
   fire: its runtime's crash points, the world's ``op.reply`` and its own
   ``agent.before_exit``. They bring in ``harness.errors`` for their
-  ``FailpointSpecError``, which imports only the runtime's errors.
+  ``FailpointSpecError``, which imports only the runtime's errors, and
+  ``harness.failpoint_spec``, their grammar (stdlib only). The agent's exit statuses
+  are named in ``harness.exits`` (stdlib only).
 
 What this does not see: ``importlib.import_module`` with a computed name (the
 launchers import agent programs that way, by design), or ``import harness``
@@ -52,6 +54,8 @@ AGENT_PROCESS_MAY_IMPORT = (
     "harness.agent",
     "harness.failpoints",
     "harness.errors",
+    "harness.failpoint_spec",
+    "harness.exits",
 )
 
 
@@ -345,11 +349,13 @@ class TestTheWalkerCanFail:
             "the agent process imports harness.check (harness.agent.__main__ -> "
             "harness.runtime -> harness.runtime.journal -> harness.world.store -> "
             "harness.check.invariants -> harness.check): it may import only harness.runtime, "
-            "harness.world, harness.agent, harness.failpoints, harness.errors",
+            "harness.world, harness.agent, harness.failpoints, harness.errors, "
+            "harness.failpoint_spec, harness.exits",
             "the agent process imports harness.check.invariants (harness.agent.__main__ -> "
             "harness.runtime -> harness.runtime.journal -> harness.world.store -> "
             "harness.check.invariants): it may import only harness.runtime, harness.world, "
-            "harness.agent, harness.failpoints, harness.errors",
+            "harness.agent, harness.failpoints, harness.errors, harness.failpoint_spec, "
+            "harness.exits",
         ]
 
     def test_an_allowed_agent_process_passes(self, tmp_path: Path) -> None:

@@ -213,6 +213,18 @@ class TestTheLostRequest:
     def test_it_parses(self) -> None:
         (spec,) = parse_failpoints("op.request@3=lost-request")
         assert (spec.name, spec.hit, spec.action) == ("op.request", 3, "lost-request")
+        assert spec.at == "op.request 3"  # as the agent names the hit on its channel
+
+    def test_f_cannot_judge_a_schedule_it_cannot_read(self, tmp_path: Path) -> None:
+        """F reads the schedule with the agent's own grammar: an entry it refuses leaves
+        the trial unknown, instead of a fault counted as asked for or not."""
+        ev = _evidence(tmp_path, [_fault("lost-request", "s003")])
+        ev.__dict__["schedule"] = ({"failpoints": "op.request@0=lost-request"},)
+        verdict = check_faults_landed(ev)
+        assert verdict.status == "unknown"
+        assert "its schedule cannot be read: life 1: entry 'op.request@0=lost-request'" in str(
+            verdict
+        )
 
     def test_the_campaign_loses_the_request_of_each_unsafe_call_once(self) -> None:
         served = ["s001", "s002", "s003", "s004"]  # s001 and s003 retry-safe

@@ -1,0 +1,92 @@
+"""The grammar of a failpoint spec (``name[@N]=action[(arg)]``, see ``harness.failpoints``)
+and its one parser.
+
+Stdlib only, and loading nothing of the runtime: the checkers (``harness.check``) read a
+trial's schedule with it as the agent's ``harness.failpoints`` arms it. A malformed spec
+raises ``ValueError`` here; ``harness.failpoints.parse_failpoints``, which also knows
+every failpoint's name, raises ``FailpointSpecError`` (a ``ValueError`` too).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+
+__all__ = ["ACTIONS", "FailpointSpec", "parse_spec"]
+
+ACTIONS = (
+    "kill",
+    "exit",
+    "raise",
+    "sleep",
+    "enospc",
+    "lost-reply",
+    "count",
+    "cancel",
+    "lost-request",
+)
+
+_ENTRY = re.compile(
+    r"^(?P<name>[a-z_]+(?:\.[a-z_]+)+)(?:@(?P<hit>[0-9]+))?=(?P<action>[a-z][a-z-]*)"
+    r"(?:\((?P<arg>[0-9]+)\))?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FailpointSpec:
+    """One armed point: act on hit ``hit`` (every hit when None)."""
+
+    name: str
+    action: str
+    hit: int | None = None
+    arg: int | None = None
+
+    def __str__(self) -> str:
+        at = "" if self.hit is None else f"@{self.hit}"
+        arg = "" if self.arg is None else f"({self.arg})"
+        return f"{self.name}{at}={self.action}{arg}"
+
+    @property
+    def at(self) -> str:
+        """How the agent names the hit it acts on, on its channel: ``op.reply 3`` (the op
+        id follows), or the name alone for every hit."""
+        return self.name if self.hit is None else f"{self.name} {self.hit}"
+
+
+def parse_spec(
+    text: str, *, source: str, known: Collection[str] | None = None
+) -> tuple[FailpointSpec, ...]:
+    """Parse a spec; ``ValueError`` names the source, the entry and the problem.
+
+    ``known``: the failpoints an entry may name (None: any name of the grammar's shape).
+    """
+    specs: list[FailpointSpec] = []
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        match = _ENTRY.match(entry)
+        if match is None:
+            raise ValueError(
+                f"{source}: entry {entry!r} is not name[@N]=action[(arg)], "
+                f"e.g. op.after_effect@3=kill"
+            )
+        name, action = match["name"], match["action"]
+        if known is not None and name not in known:
+            raise ValueError(
+                f"{source}: entry {entry!r}: unknown failpoint {name!r} (known: {', '.join(known)})"
+            )
+        if action not in ACTIONS:
+            raise ValueError(
+                f"{source}: entry {entry!r}: unknown action {action!r} "
+                f"(known: {', '.join(ACTIONS)})"
+            )
+        hit = int(match["hit"]) if match["hit"] is not None else None
+        if hit == 0:
+            raise ValueError(f"{source}: entry {entry!r}: hits count from 1")
+        arg = int(match["arg"]) if match["arg"] is not None else None
+        if action == "sleep" and arg is None:
+            raise ValueError(f"{source}: entry {entry!r}: sleep needs milliseconds, sleep(250)")
+        specs.append(FailpointSpec(name, action, hit, arg))
+    return tuple(specs)
