@@ -20,7 +20,9 @@ implements; the runtime's class still comes from its tool table::
     path = "value"
     equals = 1900
 
-A provider that deduplicates by key: ``dedupe = "key"`` with its ``window``.
+A provider that deduplicates by key: ``dedupe = "key"`` with its ``window``; one that
+only records the key a call carried, so its effect can be looked up by it:
+``lookup = "key"``.
 The full note: docs/reference/modules.md (``harness/chaos/declarations.py``).
 """
 
@@ -77,7 +79,7 @@ FIELDS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = MappingProxyType(
         "opaque": (frozenset(), frozenset({"multi_step"})),
     }
 )
-_KEYED = frozenset({"dedupe", "window"})
+_KEYED = frozenset({"dedupe", "window", "lookup"})
 FIELDS = MappingProxyType(
     {b: (needs, takes | _KEYED if b != "read" else takes) for b, (needs, takes) in FIELDS.items()}
 )
@@ -102,6 +104,7 @@ _MEANING: Mapping[str, str] = MappingProxyType(
         "verify": "how a read reveals its effect",
         "dedupe": 'what its provider drops a repeat by: "key" (the idempotency key)',
         "window": 'how long its provider keeps a key: "24h", "30m", or seconds',
+        "lookup": 'what its provider finds an effect by: "key" (the idempotency key it carried)',
     }
 )
 
@@ -129,6 +132,7 @@ class ToolDeclaration(BaseModel):
     """Checked by ``harness.chaos.scenario`` once every declaration is known."""
     dedupe: Literal["key"] | None = None
     window: str | int | None = None
+    lookup: Literal["key"] | None = None
 
     def given(self) -> set[str]:
         """The optional fields the declaration sets (``multi_step`` counts when true)."""
@@ -238,6 +242,7 @@ class ToolDeclaration(BaseModel):
             self.multi_step,
             self.dedupe,
             None if self.window is None else parse_window(self.window),
+            self.lookup,
         )
 
 

@@ -210,10 +210,10 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
 
 def _reconciled_in(ev: TrialEvidence, life: int, op_id: str, tool: str) -> bool:
     """Whether a reconciler closed the op in that life instead of the model: the journal
-    resolves it there, and its tool's provider can be asked by key (``dedupe``). What it
-    claimed is the world's to confirm (I8)."""
+    resolves it there, and its tool's provider can be asked by key (``dedupe`` or
+    ``lookup``). What it claimed is the world's to confirm (I8)."""
     declared = ev.plan.tools.get(tool)
-    if declared is None or declared.dedupe is None:
+    if declared is None or not declared.by_key:
         return False
     return any(e.kind == "resolved" and e.op_id == op_id for e in ev.entries_of(life))
 
@@ -222,7 +222,7 @@ def _reconciled_present(ev: TrialEvidence, op_id: str) -> bool:
     """Whether a reconciler closed the op as present (its tool's provider asked by key)."""
     tool = _tool_of(ev, op_id)
     declared = None if tool is None else ev.plan.tools.get(tool)
-    if declared is None or declared.dedupe is None:
+    if declared is None or not declared.by_key:
         return False
     return any(
         e.kind == "resolved" and e.op_id == op_id and e.payload["resolution"] == "effect present"

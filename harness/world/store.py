@@ -393,8 +393,8 @@ def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def key_seen(db_path: Path, tool: str, key: str) -> bool:
-    """Whether the deduplicating provider of ``tool`` holds a call under ``key``: the
-    look-up by key a reconciler makes (read-only)."""
+    """Whether the provider of ``tool`` (deduplicating, or recording keys) holds a call
+    under ``key``: the look-up by key a reconciler makes (read-only)."""
     with _read_only(db_path) as db:
         row = db.execute(
             "SELECT 1 FROM idempotency_keys WHERE tool = ? AND key = ?", (tool, key)
