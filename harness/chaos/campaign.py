@@ -217,20 +217,26 @@ def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
     with: True or False when all of them are (one op, or a batch of one kind), None for
     a batch of both kinds or an op of no plan step."""
     table = ToolTable.shipped() if golden.table is None else ToolTable.load(golden.table)
-    tools = {step.op_id: step.tool for step in load_plan(golden.directory / "plan.json").steps}
+    plan = load_plan(golden.directory / "plan.json")
+    tools = {step.op_id: step.tool for step in plan.steps}
 
     def safe(failpoint: str, hit: int) -> bool | None:
         in_flight = golden.in_flight_at(failpoint, hit)
-        kinds = {_retried(table.classify(tools[op])) if op in tools else None for op in in_flight}
+        kinds = {
+            _retried(table.classify(tools[op]), plan.clock_step) if op in tools else None
+            for op in in_flight
+        }
         return kinds.pop() if len(kinds) == 1 else None
 
     return safe
 
 
-def _retried(tool_class: ToolClass) -> bool:
-    """Whether a restart retries an op of this class left running (a keyed tool's key is
-    within its window: the trial's clock stands still between lives)."""
-    return tool_class.retry_safe or tool_class.keyed
+def _retried(tool_class: ToolClass, clock_step: float | None = None) -> bool:
+    """Whether the next life retries an op of this class left running: a keyed tool's key
+    is then ``clock_step`` seconds old (the trial's clock moves that much per restart,
+    none without one), retried while that is inside its window."""
+    window = tool_class.key_window
+    return tool_class.retry_safe or (window is not None and (clock_step or 0.0) < window)
 
 
 def _unsafe_call(golden: Golden) -> Callable[[str, int], bool]:

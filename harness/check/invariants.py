@@ -174,7 +174,7 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
     if ev.has_journal:
         for life in ev.lives:
             for op_id, op in ev.ops_at_start(life.life).items():
-                if op.resolved or op.state != "running" or ev.op_retry_safe(op):
+                if op.resolved or op.state != "running" or ev.op_retry_safe(op, life.life):
                     continue
                 if not ev.progressed(life.life):
                     continue  # killed before it wrote anything: it decided nothing
@@ -346,7 +346,7 @@ def check_safe_outcome_retried(ev: TrialEvidence) -> Verdict:
     checked = 0
     for life in ev.lives:
         for op_id, op in ev.ops_at_start(life.life).items():
-            if op.resolved or op.state != "running" or not ev.op_retry_safe(op):
+            if op.resolved or op.state != "running" or not ev.op_retry_safe(op, life.life):
                 continue
             if not ev.progressed(life.life):
                 continue
