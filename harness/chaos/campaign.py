@@ -141,6 +141,7 @@ def exhaustive_specs(
         disk_full=_appends_in_batches(golden, plan) if threads else (),
         unsafe_call=_unsafe_call(golden),
         compacts=plan.compact_at is not None,
+        reconciled=_reconciled(golden),
     )
     specs = [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
@@ -237,6 +238,27 @@ def _retried(tool_class: ToolClass, clock_step: float | None = None) -> bool:
     none without one), retried while that is inside its window."""
     window = tool_class.key_window
     return tool_class.retry_safe or (window is not None and (clock_step or 0.0) < window)
+
+
+def _reconciled(golden: Golden) -> Callable[[str, int], bool]:
+    """Whether every op in flight at a golden run's hit is, left unknown, put to a reconciler
+    at the next start: decided VERIFY there (not retried), and its tool's effect can be
+    looked up by key (the agent gives such a tool a reconciler)."""
+    safe = _in_flight_safe(golden)
+    plan = load_plan(golden.directory / "plan.json")
+    tools = {step.op_id: step.tool for step in plan.steps}
+
+    def reconciled(failpoint: str, hit: int) -> bool:
+        in_flight = golden.in_flight_at(failpoint, hit)
+        asked = [op in tools and _by_key(plan, tools[op]) for op in in_flight]
+        return bool(asked) and all(asked) and safe(failpoint, hit) is False
+
+    return reconciled
+
+
+def _by_key(plan: Plan, tool: str) -> bool:
+    declared = plan.tools.get(tool)
+    return declared is not None and declared.by_key
 
 
 def _unsafe_call(golden: Golden) -> Callable[[str, int], bool]:
