@@ -933,6 +933,63 @@ class KeyChangesOnRetry(BrokenRuntime):
         )
 
 
+_RECONCILED = (
+    "a tool whose effect a reconciler looks up by key (scenarios/payment_flow.toml: lookup)"
+)
+
+
+class _FreshKeyRedoExecutor(Executor):
+    reconciling = 0
+    """How deep the runtime is in asking a reconciler (its redo comes through here)."""
+
+    def steps(
+        self,
+        op_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        snapshot: ToolClass,
+        *,
+        attempt: int = 1,
+        redo_of: str | None = None,
+        key_op: str | None = None,
+        fresh: bool = False,
+    ) -> Steps[FinishRecord]:
+        if self.reconciling and redo_of is not None:
+            key_op = op_id  # the mistake: the redo is keyed as a call of its own
+        return super().steps(
+            op_id,
+            tool,
+            args,
+            snapshot,
+            attempt=attempt,
+            redo_of=redo_of,
+            key_op=key_op,
+            fresh=fresh,
+        )
+
+
+class ReconcileNewKey(BrokenRuntime):
+    mistake = "redoes an op its reconciler found absent under a new idempotency key"
+    caught_by = ("I8",)
+    needs_step = _RECONCILED
+    _executor_class = _FreshKeyRedoExecutor
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("reconciled", True) in golden_kinds
+
+    def _reconcile_steps(self, op: OpHistory, depth: int = 0) -> Steps[CallOutcome | None]:
+        # The redo an ABSENT answer makes is journaled as the op's (``redo_of``), but sent
+        # under its own key: a look-up by the op's key (the chain's) never finds its effect.
+        executor = self.executor
+        assert isinstance(executor, _FreshKeyRedoExecutor)
+        executor.reconciling += 1
+        try:
+            return (yield from super()._reconcile_steps(op, depth))
+        finally:
+            executor.reconciling -= 1
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -971,6 +1028,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "compaction-unsynced": CompactionUnsynced,
     "compaction-no-dir-fsync": CompactionNoDirFsync,
     "key-changes-on-retry": KeyChangesOnRetry,
+    "reconcile-new-key": ReconcileNewKey,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}
