@@ -20,9 +20,7 @@ implements; the runtime's class still comes from its tool table::
     path = "value"
     equals = 1900
 
-A provider that deduplicates by key: ``dedupe = "key"`` with its ``window``; one that
-only records the key a call carried, so its effect can be looked up by it:
-``lookup = "key"``.
+Keys: ``dedupe = "key"`` with a ``window`` drops repeats; ``lookup = "key"`` records it only.
 The full note: docs/reference/modules.md (``harness/chaos/declarations.py``).
 """
 

@@ -269,11 +269,16 @@ def _unsafe_op(ev: TrialEvidence, op_id: str, life: int) -> bool:
 
 def _hinted_before_ack(ev: TrialEvidence) -> list[str]:
     """In a life: an unsafe op whose reply or request was lost is not reported done before
-    the model reported reading its VERIFY hint. One entry per such fault, "" if it held."""
+    the model reported reading its VERIFY hint, unless a reconciler closed it in that life.
+    One entry per such fault, "" if it held."""
     found = []
     for at, fault in ev.in_life_faults:
         op_id, life = _fault_op(fault), int(fault["life"])
         if fault["event"] == "cancel" or not _unsafe_op(ev, op_id, life):
+            continue
+        tool = _tool_of(ev, op_id)
+        if tool is not None and _reconciled_in(ev, life, op_id, tool):
+            found.append("")  # its provider, asked by key, closed it: no hint to read
             continue
         problem = ""
         for later in ev.events[at + 1 :]:
