@@ -990,6 +990,27 @@ class ReconcileNewKey(BrokenRuntime):
             executor.reconciling -= 1
 
 
+class KeyWindowNeverPasses(BrokenRuntime):
+    mistake = "ages a keyed op's key from this start, so its window never passes: retried"
+    caught_by = ("I2",)
+    needs_step = _KEYED
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("keyed", True) in golden_kinds
+
+    def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
+        return [
+            self._ageless(d) if d.snapshot.keyed and d.state is OpState.RUNNING else d
+            for d in super().plan(not_started)
+        ]
+
+    def _ageless(self, d: RecoveryDecision) -> RecoveryDecision:
+        # The mistake: the key's age is taken as 0, however long ago its first intent was.
+        args = self.ops[d.op_id].args
+        return decide_for_operation(d.op_id, d.tool, d.state, d.snapshot, args, age=0.0)
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -1029,6 +1050,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "compaction-no-dir-fsync": CompactionNoDirFsync,
     "key-changes-on-retry": KeyChangesOnRetry,
     "reconcile-new-key": ReconcileNewKey,
+    "key-window-never-passes": KeyWindowNeverPasses,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -28,6 +28,8 @@ from harness.chaos.schedule import CrashSchedule
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import scenario_tables
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+from harness.check.evidence import TrialEvidence
+from harness.check.invariants import check_safe_outcome_retried, check_unknown_outcome_verified
 from harness.check.journal import read_journal
 from harness.world.store import read_key_replays, read_ledger, world_digest
 
@@ -197,6 +199,30 @@ class TestPastTheWindow:
         ]
         assert _effects(result, "place_hold") == ["s004.redo"]
         assert read_key_replays(result.directory / "world.db") == []
+
+    def test_a_runtime_whose_window_never_passes_retries_it_and_is_caught(
+        self,
+        tmp_path: Path,
+        payment_golden: Golden,
+        supervisor: Supervisor,
+        tables: dict[str, Path],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """key-window-never-passes retries the hold an hour later. Killed before its effect,
+        it holds once: only the window measured on the supervisor's clocks tells (I2); with
+        every keyed op taken as retried, as before the clock moved, I2 and I3 pass."""
+        schedule = '[{"failpoints":"op.after_intent@4=kill"},{}]'
+        runtime = "key-window-never-passes"
+        result = _trial(tmp_path, payment_golden, supervisor, tables, runtime, schedule)
+        assert result.failed_invariants == ("I2",), _failed(result)
+        i2 = "\n".join(next(v for v in result.verdicts if v.invariant == "I2").evidence)
+        assert "s004 (place_hold) was RUNNING at the start of life 2 and got retry" in i2
+        assert _effects(result, "place_hold") == ["s004"]
+        real = TrialEvidence.op_retry_safe
+        monkeypatch.setattr(TrialEvidence, "op_retry_safe", lambda ev, op, life=None: real(ev, op))
+        before = TrialEvidence(result.directory, payment_golden.directory)
+        assert check_unknown_outcome_verified(before).status == "pass"
+        assert check_safe_outcome_retried(before).status == "pass"
 
 
 class TestAReceiptLookedUpByKey:
