@@ -50,6 +50,7 @@ JOURNAL_POINTS = frozenset(
         "compact.before_rename",
         "compact.before_dir_fsync",
         "compact.after_dir_fsync",
+        "recovery.reconcile",
     }
 )
 """The failpoints of this project's runtime: its recovery, its journal's appends and its

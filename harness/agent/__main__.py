@@ -64,15 +64,16 @@ def world_tools(trial: Path) -> Iterator[ToolFunction]:
 
 
 def world_reconcilers(trial: Path, plan: Plan) -> dict[str, Reconciler]:
-    """A reconciler for each declared tool whose provider deduplicates by key: it asks the
-    provider (the world, read-only) whether it holds a call under the op's key."""
+    """A reconciler for each declared tool whose effect can be looked up by key (its provider
+    deduplicates by it, or records it): it asks the provider (the world, read-only)
+    whether it holds a call under the op's key."""
     world = trial / "world.db"
 
     def reconcile(args: Mapping[str, Any], ctx: CallContext) -> Reconciled:
         found = key_seen(world, ctx.tool, ctx.idempotency_key)
         return Reconciled.PRESENT if found else Reconciled.ABSENT
 
-    return {name: reconcile for name, tool in plan.tools.items() if tool.dedupe == "key"}
+    return {name: reconcile for name, tool in plan.tools.items() if tool.by_key}
 
 
 def main(

@@ -933,6 +933,84 @@ class KeyChangesOnRetry(BrokenRuntime):
         )
 
 
+_RECONCILED = (
+    "a tool whose effect a reconciler looks up by key (scenarios/payment_flow.toml: lookup)"
+)
+
+
+class _FreshKeyRedoExecutor(Executor):
+    reconciling = 0
+    """How deep the runtime is in asking a reconciler (its redo comes through here)."""
+
+    def steps(
+        self,
+        op_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        snapshot: ToolClass,
+        *,
+        attempt: int = 1,
+        redo_of: str | None = None,
+        key_op: str | None = None,
+        fresh: bool = False,
+    ) -> Steps[FinishRecord]:
+        if self.reconciling and redo_of is not None:
+            key_op = op_id  # the mistake: the redo is keyed as a call of its own
+        return super().steps(
+            op_id,
+            tool,
+            args,
+            snapshot,
+            attempt=attempt,
+            redo_of=redo_of,
+            key_op=key_op,
+            fresh=fresh,
+        )
+
+
+class ReconcileNewKey(BrokenRuntime):
+    mistake = "redoes an op its reconciler found absent under a new idempotency key"
+    caught_by = ("I8",)
+    needs_step = _RECONCILED
+    _executor_class = _FreshKeyRedoExecutor
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("reconciled", True) in golden_kinds
+
+    def _reconcile_steps(self, op: OpHistory, depth: int = 0) -> Steps[CallOutcome | None]:
+        # The redo an ABSENT answer makes is journaled as the op's (``redo_of``), but sent
+        # under its own key: a look-up by the op's key (the chain's) never finds its effect.
+        executor = self.executor
+        assert isinstance(executor, _FreshKeyRedoExecutor)
+        executor.reconciling += 1
+        try:
+            return (yield from super()._reconcile_steps(op, depth))
+        finally:
+            executor.reconciling -= 1
+
+
+class KeyWindowNeverPasses(BrokenRuntime):
+    mistake = "ages a keyed op's key from this start, so its window never passes: retried"
+    caught_by = ("I2",)
+    needs_step = _KEYED
+
+    @classmethod
+    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
+        return ("keyed", True) in golden_kinds
+
+    def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
+        return [
+            self._ageless(d) if d.snapshot.keyed and d.state is OpState.RUNNING else d
+            for d in super().plan(not_started)
+        ]
+
+    def _ageless(self, d: RecoveryDecision) -> RecoveryDecision:
+        # The mistake: the key's age is taken as 0, however long ago its first intent was.
+        args = self.ops[d.op_id].args
+        return decide_for_operation(d.op_id, d.tool, d.state, d.snapshot, args, age=0.0)
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -971,6 +1049,8 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "compaction-unsynced": CompactionUnsynced,
     "compaction-no-dir-fsync": CompactionNoDirFsync,
     "key-changes-on-retry": KeyChangesOnRetry,
+    "reconcile-new-key": ReconcileNewKey,
+    "key-window-never-passes": KeyWindowNeverPasses,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -136,6 +136,9 @@ class Plan:
     duplicate_delivery: bool = False
     compact_at: int | None = None
     """Each life whose journal is this many bytes or more compacts it as it starts."""
+    clock_step: float | None = None
+    """Seconds the trial's clock moves at each restart: the supervisor gives life N the
+    clock N times it (``harness.world.store.TRIAL_CLOCK_ENV``); None: 0 in every life."""
 
 
 def _verification(data: Mapping[str, Any] | None) -> Verification | None:
@@ -177,6 +180,7 @@ def load_plan(path: Path | str) -> Plan:
         data.get("batch_driver", "async"),
         data.get("duplicate_delivery", False),
         data.get("compact_at"),
+        data.get("clock_step"),
     )
 
 
@@ -218,6 +222,8 @@ def plan_to_json(plan: Plan) -> str:
         data["duplicate_delivery"] = True
     if plan.compact_at is not None:
         data["compact_at"] = plan.compact_at
+    if plan.clock_step is not None:
+        data["clock_step"] = plan.clock_step
     if plan.tools:
         data["tools"] = {name: tool.to_json() for name, tool in plan.tools.items()}
     if plan.world:

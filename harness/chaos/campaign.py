@@ -141,6 +141,7 @@ def exhaustive_specs(
         disk_full=_appends_in_batches(golden, plan) if threads else (),
         unsafe_call=_unsafe_call(golden),
         compacts=plan.compact_at is not None,
+        reconciled=_reconciled(golden),
     )
     specs = [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
@@ -217,20 +218,47 @@ def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
     with: True or False when all of them are (one op, or a batch of one kind), None for
     a batch of both kinds or an op of no plan step."""
     table = ToolTable.shipped() if golden.table is None else ToolTable.load(golden.table)
-    tools = {step.op_id: step.tool for step in load_plan(golden.directory / "plan.json").steps}
+    plan = load_plan(golden.directory / "plan.json")
+    tools = {step.op_id: step.tool for step in plan.steps}
 
     def safe(failpoint: str, hit: int) -> bool | None:
         in_flight = golden.in_flight_at(failpoint, hit)
-        kinds = {_retried(table.classify(tools[op])) if op in tools else None for op in in_flight}
+        kinds = {
+            _retried(table.classify(tools[op]), plan.clock_step) if op in tools else None
+            for op in in_flight
+        }
         return kinds.pop() if len(kinds) == 1 else None
 
     return safe
 
 
-def _retried(tool_class: ToolClass) -> bool:
-    """Whether a restart retries an op of this class left running (a keyed tool's key is
-    within its window: the trial's clock stands still between lives)."""
-    return tool_class.retry_safe or tool_class.keyed
+def _retried(tool_class: ToolClass, clock_step: float | None = None) -> bool:
+    """Whether the next life retries an op of this class left running: a keyed tool's key
+    is then ``clock_step`` seconds old (the trial's clock moves that much per restart,
+    none without one), retried while that is inside its window."""
+    window = tool_class.key_window
+    return tool_class.retry_safe or (window is not None and (clock_step or 0.0) < window)
+
+
+def _reconciled(golden: Golden) -> Callable[[str, int], bool]:
+    """Whether every op in flight at a golden run's hit is, left unknown, put to a reconciler
+    at the next start: decided VERIFY there (not retried), and its tool's effect can be
+    looked up by key (the agent gives such a tool a reconciler)."""
+    safe = _in_flight_safe(golden)
+    plan = load_plan(golden.directory / "plan.json")
+    tools = {step.op_id: step.tool for step in plan.steps}
+
+    def reconciled(failpoint: str, hit: int) -> bool:
+        in_flight = golden.in_flight_at(failpoint, hit)
+        asked = [op in tools and _by_key(plan, tools[op]) for op in in_flight]
+        return bool(asked) and all(asked) and safe(failpoint, hit) is False
+
+    return reconciled
+
+
+def _by_key(plan: Plan, tool: str) -> bool:
+    declared = plan.tools.get(tool)
+    return declared is not None and declared.by_key
 
 
 def _unsafe_call(golden: Golden) -> Callable[[str, int], bool]:

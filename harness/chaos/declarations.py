@@ -20,7 +20,7 @@ implements; the runtime's class still comes from its tool table::
     path = "value"
     equals = 1900
 
-A provider that deduplicates by key: ``dedupe = "key"`` with its ``window``.
+Keys: ``dedupe = "key"`` with a ``window`` drops repeats; ``lookup = "key"`` records it only.
 The full note: docs/reference/modules.md (``harness/chaos/declarations.py``).
 """
 
@@ -77,7 +77,7 @@ FIELDS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = MappingProxyType(
         "opaque": (frozenset(), frozenset({"multi_step"})),
     }
 )
-_KEYED = frozenset({"dedupe", "window"})
+_KEYED = frozenset({"dedupe", "window", "lookup"})
 FIELDS = MappingProxyType(
     {b: (needs, takes | _KEYED if b != "read" else takes) for b, (needs, takes) in FIELDS.items()}
 )
@@ -102,6 +102,7 @@ _MEANING: Mapping[str, str] = MappingProxyType(
         "verify": "how a read reveals its effect",
         "dedupe": 'what its provider drops a repeat by: "key" (the idempotency key)',
         "window": 'how long its provider keeps a key: "24h", "30m", or seconds',
+        "lookup": 'what its provider finds an effect by: "key" (the idempotency key it carried)',
     }
 )
 
@@ -129,6 +130,7 @@ class ToolDeclaration(BaseModel):
     """Checked by ``harness.chaos.scenario`` once every declaration is known."""
     dedupe: Literal["key"] | None = None
     window: str | int | None = None
+    lookup: Literal["key"] | None = None
 
     def given(self) -> set[str]:
         """The optional fields the declaration sets (``multi_step`` counts when true)."""
@@ -238,6 +240,7 @@ class ToolDeclaration(BaseModel):
             self.multi_step,
             self.dedupe,
             None if self.window is None else parse_window(self.window),
+            self.lookup,
         )
 
 

@@ -63,7 +63,7 @@ from harness.chaos.declarations import (
     read_text_file,
 )
 from harness.errors import ScenarioError
-from harness.runtime.classes import IdempotencyClass, ToolTable
+from harness.runtime.classes import IdempotencyClass, ToolTable, parse_window
 from harness.runtime.errors import ToolTableError
 from harness.runtime.identity import Identity
 from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
@@ -201,6 +201,7 @@ _KEYS_TOP = (
     "batch_driver",
     "duplicate_delivery",
     "compact_at",
+    "clock_step",
     "repeat",
     "sample",
     "tools",
@@ -557,6 +558,9 @@ class Scenario(BaseModel):
     batch_driver: str = "async"
     duplicate_delivery: StrictBool = False
     compact_at: int | None = Field(default=None, ge=0, strict=True)
+    clock_step: str | int | None = None
+    """How far the trial's clock moves at each restart (``"1h"``, seconds): life N's
+    clock reads N times it, so an idempotency key can outlive its window in a trial."""
     repeat: int = Field(default=1, ge=1, le=10_000, strict=True)
     sample: int | None = Field(default=None, ge=1, strict=True)
     tools: dict[str, ToolDeclaration] = Field(default_factory=dict)
@@ -628,6 +632,16 @@ class Scenario(BaseModel):
             hint = did_you_mean(value, _IDENTITIES)
             known = ", ".join(_IDENTITIES)
             raise _problem(None, f"unknown identity {value!r}{hint}; known: {known}")
+        return value
+
+    @field_validator("clock_step")
+    @classmethod
+    def _a_window(cls, value: str | int | None) -> str | int | None:
+        if value is not None:
+            try:
+                parse_window(value)
+            except ValueError as exc:
+                raise _problem(None, str(exc).replace("window", "clock step")) from None
         return value
 
     @field_validator("batch_driver")
@@ -851,6 +865,7 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         scenario.batch_driver,
         scenario.duplicate_delivery,
         scenario.compact_at,
+        None if scenario.clock_step is None else parse_window(scenario.clock_step),
     )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "FILE_FAULTS",
     "JOURNAL_FAULTS",
     "OP_FAILPOINTS",
+    "RECONCILE_FAILPOINT",
     "RECOVERY_FAILPOINTS",
     "BatchCall",
     "Call",
@@ -55,6 +56,8 @@ OP_FAILPOINTS = (
     "op.after_finish",
 )
 RECOVERY_FAILPOINTS = ("recovery.after_decision", "recovery.before_retry", "recovery.after_hint")
+RECONCILE_FAILPOINT = "recovery.reconcile"
+"""Where a restart that asks a reconciler is killed: after its answer, before it is written."""
 COMPACTION_FAILPOINTS = (
     "compact.before_write",
     "compact.mid_write",
@@ -296,6 +299,10 @@ InFlightSafe = Callable[[str, int], "bool | None"]
 BatchCall = Callable[[str, int], "str | None"]
 """Given a failpoint and a hit: the op id of the batch call it served (None: no batch call)."""
 
+Reconciled = Callable[[str, int], bool]
+"""Given a failpoint and a hit: whether the op in flight there, left unknown, is put to a
+reconciler at the next start (decided VERIFY, and its tool's provider asked by key)."""
+
 UnsafeCall = Callable[[str, int], bool]
 """Given a failpoint and a hit: whether the call it served is of a class that must not run
 twice (non-idempotent or unknown)."""
@@ -326,6 +333,7 @@ def exhaustive_schedules(
     disk_full: Sequence[int] = (),
     unsafe_call: UnsafeCall | None = None,
     compacts: bool = False,
+    reconciled: Reconciled | None = None,
 ) -> Iterator[tuple[str, CrashSchedule]]:
     """Every op failpoint at every hit the crash-free run made, then recovery kills.
 
@@ -361,6 +369,13 @@ def exhaustive_schedules(
     after an intent by a kill of the next life once its work is done, so that a
     third life compacts the ops the second one recovered and resolved, once
     alone and once followed by a power cut.
+
+    ``reconciled``: which kills leave an op that the next start puts to a reconciler.
+    Its answer closes the op without a hint, so the next life is killed at
+    ``recovery.reconcile`` instead of ``recovery.after_hint`` (the life after must
+    ask again and decide the same); after a kill following an intent (the effect
+    absent: the reconciler redoes it), also inside that redo once its effect is made,
+    so that the life after finds the redo itself unknown and asks by the same key.
     """
     compaction = 0
     for name in OP_FAILPOINTS:
@@ -370,6 +385,11 @@ def exhaustive_schedules(
             if name in ("op.after_intent", "op.after_effect", "op.mid_effect"):
                 safe = None if in_flight_safe is None else in_flight_safe(name, hit)
                 points = (RECOVERY_FAILPOINTS[0],) if threads else recovery_points(safe)
+                asked = not threads and reconciled is not None and reconciled(name, hit)
+                if asked:
+                    points = (RECOVERY_FAILPOINTS[0], RECONCILE_FAILPOINT)
+                    if name == "op.after_intent":  # the first effect of the next life: the redo's
+                        points += ("op.after_effect",)
                 for point in points:
                     yield (
                         f"{name}@{hit}+{point}@1",

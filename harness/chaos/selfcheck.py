@@ -168,7 +168,8 @@ def _run_stage(
 def _golden_finishes(config: CampaignConfig) -> list[tuple[str, bool]]:
     """Every settling finish of the selected scenarios' golden runs, as (kind, succeeded),
     ``("compacts", True)`` for each whose plan compacts the journal (``compact_at``) and
-    ``("keyed", True)`` for each with a tool whose provider deduplicates by key."""
+    ``("keyed", True)`` for each with a tool whose provider deduplicates by key and
+    ``("reconciled", True)`` for each with a tool whose effect can be looked up by key."""
     found = []
     for scenario in config.scenarios:
         journal = golden_dir(config.run_dir, scenario, scenario_seed(config.seed, scenario))
@@ -180,6 +181,8 @@ def _golden_finishes(config: CampaignConfig) -> list[tuple[str, bool]]:
             found.append(("compacts", True))
         if any(tool.dedupe == "key" for tool in plan.tools.values()):
             found.append(("keyed", True))
+        if any(tool.by_key for tool in plan.tools.values()):
+            found.append(("reconciled", True))
     return found
 
 

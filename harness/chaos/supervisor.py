@@ -51,6 +51,7 @@ from harness.failpoints import (
     EXIT_HOLD_POINT,
     FAILPOINTS_ENV,
 )
+from harness.world.store import TRIAL_CLOCK_ENV, life_clock
 
 __all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents"]
 
@@ -183,6 +184,7 @@ class Supervisor:
                 life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
                 env = self._env(trial_dir, life, adapter, tables or {}, counts_file)
                 env.update(observed)
+                env[TRIAL_CLOCK_ENV] = life_clock(trial_dir, life_no)  # keys age per restart
                 if proof_file is not None:
                     env[PROOF_ENV] = str(proof_file)
                 result = self._run_life(
@@ -252,6 +254,7 @@ class Supervisor:
             journal_size=None if handed is None else len(handed),
             journal_crc=None if handed is None else zlib.crc32(handed),
             table=env.get(TABLE_ENV),
+            clock=float(env.get(TRIAL_CLOCK_ENV) or 0),
             **_torn_tail(handed),
         )
         watch = LifeWatch(life_no, started, events, history, LedgerWatch(trial_dir / "world.db"))

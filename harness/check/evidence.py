@@ -104,6 +104,8 @@ class LifeSeen:
     compacted_from: tuple[int, int] | None = None
     """The size and CRC-32 of the file a compaction in this life replaced, as the checkpoint
     of the journal at its end names them (None: it ended with no compaction of its own)."""
+    clock: float = 0.0
+    """The trial's clock the supervisor handed this life (``HARNESS_TRIAL_CLOCK``)."""
 
 
 @dataclass
@@ -166,6 +168,7 @@ class TrialEvidence:
                 exits.get(d["life"], {}).get("journal_crc"),
                 exits.get(d["life"], {}).get("journal_kept"),
                 _pair(exits.get(d["life"], {}).get("journal_compacted_from")),
+                float(spawns.get(d["life"], {}).get("clock") or 0.0),
             )
             for d in data
         )
@@ -615,11 +618,31 @@ class TrialEvidence:
         """``(class, ask_user)`` of an op by the table handed to the life of its first intent."""
         return self.table_of(self.life_of_offset(op.first_intent.offset)).class_of(op.tool)
 
-    def op_retry_safe(self, op: OpView) -> bool:
-        """Retried at a restart: a safe class, or a keyed tool (its key within the window:
-        the trial's clock, which the supervisor leaves the same in every life)."""
+    def op_retry_safe(self, op: OpView, life: int | None = None) -> bool:
+        """Retried at the start of ``life``: a safe class, or a keyed tool whose key is
+        younger than its window there. The key's age is the clock the supervisor handed
+        ``life`` less the one it handed the life of the first intent of the op's chain of
+        redoes (they share its key); without ``life``, any keyed op counts as retried."""
         table = self.table_of(self.life_of_offset(op.first_intent.offset))
-        return retry_safe(*self.class_of(op)) or op.tool in table.keyed
+        window = table.keyed.get(op.tool)
+        if retry_safe(*self.class_of(op)) or (window is not None and life is None):
+            return True
+        if window is None or life is None:
+            return False
+        age = self.clock_of(life) - self.clock_of(self.life_of_offset(self._key_root(op).offset))
+        return 0 <= age < window
+
+    def clock_of(self, life: int | None) -> float:
+        """The trial's clock the supervisor handed ``life`` (0 when not known)."""
+        return next((x.clock for x in self.lives if x.life == life), 0.0)
+
+    def _key_root(self, op: OpView) -> JournalEntry:
+        """The first intent of the first op of ``op``'s chain of redoes."""
+        ops, first, seen = self.final_ops, op, {op.op_id}
+        while (parent := first.first_intent.payload.get("redo_of")) in ops and parent not in seen:
+            seen.add(parent)
+            first = ops[parent]
+        return first.first_intent
 
     def tool_retry_safe(self, tool: str, life: int | None) -> bool:
         table = self.table_of(life)

@@ -175,7 +175,7 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
     if ev.has_journal:
         for life in ev.lives:
             for op_id, op in ev.ops_at_start(life.life).items():
-                if op.resolved or op.state != "running" or ev.op_retry_safe(op):
+                if op.resolved or op.state != "running" or ev.op_retry_safe(op, life.life):
                     continue
                 if not ev.progressed(life.life):
                     continue  # killed before it wrote anything: it decided nothing
@@ -214,10 +214,10 @@ def check_unknown_outcome_verified(ev: TrialEvidence) -> Verdict:
 
 def _reconciled_in(ev: TrialEvidence, life: int, op_id: str, tool: str) -> bool:
     """Whether a reconciler closed the op in that life instead of the model: the journal
-    resolves it there, and its tool's provider can be asked by key (``dedupe``). What it
-    claimed is the world's to confirm (I8)."""
+    resolves it there, and its tool's provider can be asked by key (``dedupe`` or
+    ``lookup``). What it claimed is the world's to confirm (I8)."""
     declared = ev.plan.tools.get(tool)
-    if declared is None or declared.dedupe is None:
+    if declared is None or not declared.by_key:
         return False
     return any(e.kind == "resolved" and e.op_id == op_id for e in ev.entries_of(life))
 
@@ -226,7 +226,7 @@ def _reconciled_present(ev: TrialEvidence, op_id: str) -> bool:
     """Whether a reconciler closed the op as present (its tool's provider asked by key)."""
     tool = _tool_of(ev, op_id)
     declared = None if tool is None else ev.plan.tools.get(tool)
-    if declared is None or declared.dedupe is None:
+    if declared is None or not declared.by_key:
         return False
     return any(
         e.kind == "resolved" and e.op_id == op_id and e.payload["resolution"] == "effect present"
@@ -273,11 +273,16 @@ def _unsafe_op(ev: TrialEvidence, op_id: str, life: int) -> bool:
 
 def _hinted_before_ack(ev: TrialEvidence) -> list[str]:
     """In a life: an unsafe op whose reply or request was lost is not reported done before
-    the model reported reading its VERIFY hint. One entry per such fault, "" if it held."""
+    the model reported reading its VERIFY hint, unless a reconciler closed it in that life.
+    One entry per such fault, "" if it held."""
     found = []
     for at, fault in ev.in_life_faults:
         op_id, life = _fault_op(fault), int(fault["life"])
         if fault["event"] == "cancel" or not _unsafe_op(ev, op_id, life):
+            continue
+        tool = _tool_of(ev, op_id)
+        if tool is not None and _reconciled_in(ev, life, op_id, tool):
+            found.append("")  # its provider, asked by key, closed it: no hint to read
             continue
         problem = ""
         for later in ev.events[at + 1 :]:
@@ -350,7 +355,7 @@ def check_safe_outcome_retried(ev: TrialEvidence) -> Verdict:
     checked = 0
     for life in ev.lives:
         for op_id, op in ev.ops_at_start(life.life).items():
-            if op.resolved or op.state != "running" or not ev.op_retry_safe(op):
+            if op.resolved or op.state != "running" or not ev.op_retry_safe(op, life.life):
                 continue
             if not ev.progressed(life.life):
                 continue

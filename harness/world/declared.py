@@ -15,7 +15,8 @@ world store:
 What each behaviour does, and what running it twice does:
 
 A tool declared with ``dedupe = "key"`` and a ``window`` stands for a provider
-that deduplicates by the idempotency key, on the trial's clock (docs/keys.md).
+that deduplicates by the idempotency key, on the trial's clock (docs/keys.md); one
+declared with ``lookup = "key"`` records the key with its effect and drops nothing.
 
 The full note: docs/reference/modules.md (``harness/world/declared.py``).
 """
@@ -104,6 +105,15 @@ class DeclaredTool:
     """``"key"``: its provider drops a repeat of an idempotency key within ``window``."""
     window: float | None = None
     """Seconds a deduplicating provider remembers a key (on the trial's clock)."""
+    lookup: str | None = None
+    """``"key"``: its provider records the key a call carried with its effect (and drops
+    no repeat), so a look-up by key tells whether the effect is there."""
+
+    @property
+    def by_key(self) -> bool:
+        """Whether its effect can be looked up by the idempotency key (the agent gives it
+        a reconciler): a deduplicating provider, or one that records the key."""
+        return self.dedupe is not None or self.lookup is not None
 
     @property
     def spec(self) -> ToolSpec:
@@ -151,6 +161,7 @@ class DeclaredTool:
             "missing": self.missing,
             "multi_step": self.multi_step,
             **({"dedupe": self.dedupe, "window": self.window} if self.dedupe else {}),
+            **({"lookup": self.lookup} if self.lookup else {}),
         }
 
     @classmethod
@@ -169,6 +180,7 @@ class DeclaredTool:
             data["multi_step"],
             data.get("dedupe"),
             data.get("window"),
+            data.get("lookup"),
         )
 
 
@@ -220,8 +232,9 @@ def _keep_key(
     ctx: CallContext,
     result: dict[str, Any],
 ) -> dict[str, Any]:
-    """Remember the key of a call the provider made, in the transaction of its effect."""
-    if tool.dedupe is not None:
+    """Remember the key of a call the provider made, in the transaction of its effect (a
+    provider that only records keys keeps the last call's: it never answers from it)."""
+    if tool.by_key:
         db.execute(
             "INSERT OR REPLACE INTO idempotency_keys (tool, key, call, result, at, op_id) "
             "VALUES (?, ?, ?, ?, ?, ?)",

@@ -42,6 +42,7 @@ __all__ = [
     "effect_rows",
     "fold_wal",
     "key_seen",
+    "life_clock",
     "read_key_replays",
     "read_ledger",
     "result_digest",
@@ -60,6 +61,16 @@ what a provider's idempotency window is measured on, the same in every replay.""
 def trial_clock() -> float:
     """The trial's clock for this life (``TRIAL_CLOCK_ENV``), constant within the life."""
     return float(os.environ.get(TRIAL_CLOCK_ENV) or 0.0)
+
+
+def life_clock(trial_dir: Path, life: int) -> str:
+    """What ``TRIAL_CLOCK_ENV`` reads in life ``life`` (from 1) of a trial: ``life`` times
+    its plan's ``clock_step`` (a key then ages a step at each restart), "0" without one."""
+    try:
+        step = json.loads((trial_dir / "plan.json").read_text("utf-8")).get("clock_step")
+    except FileNotFoundError:
+        step = None
+    return "0" if step is None else repr(life * float(step))
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,8 +404,8 @@ def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
 
 
 def key_seen(db_path: Path, tool: str, key: str) -> bool:
-    """Whether the deduplicating provider of ``tool`` holds a call under ``key``: the
-    look-up by key a reconciler makes (read-only)."""
+    """Whether the provider of ``tool`` (deduplicating, or recording keys) holds a call
+    under ``key``: the look-up by key a reconciler makes (read-only)."""
     with _read_only(db_path) as db:
         row = db.execute(
             "SELECT 1 FROM idempotency_keys WHERE tool = ? AND key = ?", (tool, key)

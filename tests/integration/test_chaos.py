@@ -128,9 +128,16 @@ TARGETED = {
     "compaction-unsynced": '[{"failpoints":"op.after_intent@3=kill"}]',
     "compaction-no-dir-fsync": '[{"failpoints":"op.after_intent@3=kill"}]',
     "key-changes-on-retry": '[{"failpoints":"op.after_effect@1=kill"}]',
+    "reconcile-new-key": (
+        '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"op.after_effect@1=kill"}]'
+    ),
+    "key-window-never-passes": '[{"failpoints":"op.after_intent@1=kill"}]',
 }
-# Caught where a provider deduplicates by key (tests/integration/test_keys.py); mini has none.
-KEYED_ELSEWHERE = frozenset({"key-changes-on-retry"})
+# Caught where a provider deduplicates by key, or is asked by key by a reconciler
+# (tests/integration/test_keys.py); mini has neither.
+KEYED_ELSEWHERE = frozenset(
+    {"key-changes-on-retry", "reconcile-new-key", "key-window-never-passes"}
+)
 # Killed once a restarted life's compaction is done (renamed, its folder fsynced).
 _AFTER_COMPACTION = (
     '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"compact.after_dir_fsync@1=kill"%s}]'

@@ -111,7 +111,7 @@ class TestCheckTable:
             "tool table scenarios/payment_flow/tools.toml against what its tools do"
         )
         assert (
-            "PASS: 5 calls of 5 tools in 1 scenario; unsafe: none; 0 unjudged, 0 notes"
+            "PASS: 7 calls of 7 tools in 1 scenario; unsafe: none; 0 unjudged, 0 notes"
             in (lines[keyed:])
         )
         assert run.last_line == (

@@ -5,6 +5,9 @@ of a key inside its window (on the trial's clock): the first call's result, no
 second effect, no ledger row (a ``key_replays`` row); a new key, or one past its
 window, has its effect; the same key with other arguments is refused naming it.
 check-table holds a keyed class to that: same key, no change; new key, a change.
+One declared with ``lookup = "key"`` records the key and drops nothing. The trial's
+clock moves a scenario's ``clock_step`` at each restart (life N reads N steps), and
+an op left to a reconciler is killed at ``recovery.reconcile`` in the next life.
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.chaos.scenario import compile_plan, load_scenario
+from harness.agent.plan import load_plan
+from harness.chaos.campaign import _retried
+from harness.chaos.scenario import compile_plan, load_scenario, write_plan
+from harness.chaos.schedule import RECONCILE_FAILPOINT, exhaustive_schedules
+from harness.errors import ScenarioError
 from harness.runtime import CallContext, ToolError, ToolTable
 from harness.table_audit import audit_table
 from harness.world.declared import DeclaredTool
@@ -23,6 +30,7 @@ from harness.world.store import (
     WorldStore,
     effect_rows,
     key_seen,
+    life_clock,
     read_key_replays,
     read_ledger,
 )
@@ -122,3 +130,105 @@ class TestCheckTableOfKeyedTools:
             "same key its replay changed the world",
         )
         assert found["refund"] == ("ok", ())
+
+
+class TestAProviderThatRecordsKeys:
+    def test_it_sends_every_time_and_a_look_up_by_key_finds_each_message(
+        self, tmp_path: Path
+    ) -> None:
+        plan = compile_plan(load_scenario(SCENARIO), seed=1, source=str(SCENARIO))
+        receipt = plan.tools["send_receipt"]
+        assert receipt.lookup == "key" and receipt.dedupe is None and receipt.by_key
+        db = tmp_path / "world.db"
+        args = {"to": "a@example.com", "body": "paid"}
+        with WorldStore.open(db) as world:
+            execute = make_tool_function(world, {"send_receipt": receipt})
+            assert not key_seen(db, "send_receipt", _ctx("s003").idempotency_key)
+            execute("send_receipt", args, _ctx("s003"))
+            execute("send_receipt", args, _ctx("s003", attempt=2))  # no provider drops it
+            assert key_seen(db, "send_receipt", _ctx("s003").idempotency_key)
+            assert not key_seen(db, "send_receipt", _ctx("s004").idempotency_key)
+        assert sum(1 for row in effect_rows(db) if row.table == "outbox") == 2
+        assert read_key_replays(db) == []
+
+
+class TestTheTrialClock:
+    def test_each_life_reads_its_number_of_clock_steps(self, tmp_path: Path) -> None:
+        plan = compile_plan(load_scenario(SCENARIO), seed=1, source=str(SCENARIO))
+        assert plan.clock_step == 3600.0
+        write_plan(plan, tmp_path / "plan.json")
+        assert load_plan(tmp_path / "plan.json").clock_step == 3600.0
+        assert [life_clock(tmp_path, life) for life in (1, 2, 3)] == [
+            "3600.0",
+            "7200.0",
+            "10800.0",
+        ]
+
+    def test_without_a_clock_step_every_life_reads_zero(self, tmp_path: Path) -> None:
+        assert life_clock(tmp_path, 2) == "0"  # no plan at all
+        mini = Path("scenarios/phone_task.toml")
+        plan = compile_plan(load_scenario(mini), seed=1, source=str(mini))
+        assert plan.clock_step is None
+        write_plan(plan, tmp_path / "plan.json")
+        assert "clock_step" not in (tmp_path / "plan.json").read_text("utf-8")
+        assert life_clock(tmp_path, 5) == "0"
+
+    @pytest.mark.parametrize(("step", "seconds"), [("90s", 90.0), (30, 30.0), ("2d", 172800.0)])
+    def test_a_clock_step_is_written_as_a_window(
+        self, tmp_path: Path, step: str | int, seconds: float
+    ) -> None:
+        scenario = tmp_path / "s.toml"
+        step_toml = f'"{step}"' if isinstance(step, str) else str(step)
+        scenario.write_text(f"{_MINIMAL}\nclock_step = {step_toml}\n{_STEP}", "utf-8")
+        plan = compile_plan(load_scenario(scenario), seed=1, source=str(scenario))
+        assert plan.clock_step == seconds
+
+    @pytest.mark.parametrize("step", ['"soon"', "0", '"-1h"'])
+    def test_a_bad_clock_step_is_refused_naming_it(self, tmp_path: Path, step: str) -> None:
+        scenario = tmp_path / "s.toml"
+        scenario.write_text(f"{_MINIMAL}\nclock_step = {step}\n{_STEP}", "utf-8")
+        with pytest.raises(ScenarioError, match="clock_step"):
+            load_scenario(scenario)
+
+    def test_a_keyed_op_is_retried_at_the_next_start_only_if_a_step_is_inside_its_window(
+        self,
+    ) -> None:
+        table = ToolTable.load(SCENARIO.parent / "payment_flow" / "tools.toml")
+        charge, hold = table.classify("charge"), table.classify("place_hold")
+        assert _retried(charge, 3600.0) and _retried(charge, None)
+        assert not _retried(hold, 3600.0) and _retried(hold, None) and _retried(hold, 1799.0)
+        assert not _retried(table.classify("send_receipt"), None)
+
+
+_MINIMAL = 'name = "clocked"\ndescription = "a clocked scenario"'
+_STEP = '[[steps]]\ntool = "app_install"\nargs = { package = "com.example.todo" }'
+
+
+class TestKillsAtTheReconciler:
+    def test_an_op_left_to_a_reconciler_is_killed_at_recovery_reconcile_next(self) -> None:
+        """The hit of op 2 (of 3) is left to a reconciler: after its in-flight kill the next
+        life is killed at recovery.reconcile (not at after_hint, which it never reaches),
+        and after its intent inside the reconciler's redo; the other hits are unchanged."""
+        hits = {"op.after_intent": 3, "op.after_effect": 3}
+        plain = dict(exhaustive_schedules(hits, lambda point, hit: False))
+        asked = dict(
+            exhaustive_schedules(
+                hits, lambda point, hit: False, reconciled=lambda point, hit: hit == 2
+            )
+        )
+        added = sorted(set(asked) - set(plain))
+        gone = sorted(set(plain) - set(asked))
+        assert added == [
+            "op.after_effect@2+recovery.reconcile@1",
+            "op.after_intent@2+op.after_effect@1",
+            "op.after_intent@2+recovery.reconcile@1",
+        ]
+        assert gone == [
+            "op.after_effect@2+recovery.after_hint@1",
+            "op.after_intent@2+recovery.after_hint@1",
+        ]
+        schedule = asked["op.after_intent@2+recovery.reconcile@1"]
+        assert [life.failpoints for life in schedule.lives] == [
+            "op.after_intent@2=kill",
+            f"{RECONCILE_FAILPOINT}@1=kill",
+        ]
