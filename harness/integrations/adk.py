@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from google.adk.agents.llm_agent import ToolUnion
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
 from google.adk.tools.tool_context import ToolContext
@@ -98,7 +99,7 @@ class AdkGuard:
     def __init__(self, guard: ToolGuard, tools: Sequence[BaseTool]) -> None:
         self.guard = guard
         self._guarded = frozenset(tool.name for tool in tools)
-        self.tools: list[BaseTool] = [*tools, FunctionTool(self._verify_tool())]
+        self.tools: list[ToolUnion] = [*tools, FunctionTool(self._verify_tool())]
         """What to give the ``LlmAgent`` (``tools=``): the tools, and ``report_verification``."""
 
     @classmethod
@@ -147,6 +148,8 @@ class AdkGuard:
                 return {"error": str(exc)}
             finally:
                 _INVOKING.reset(token)
+            if reply.outcome.op_id == op_id:  # recorded, not redone: the record is the answer
+                return {"result": reply.text}
             return _answer(reply)
 
         report_verification.__doc__ = VERIFY_TOOL_DOC

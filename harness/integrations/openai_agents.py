@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from agents import FunctionTool
+from agents import FunctionTool, Tool
 from agents.tool_context import ToolContext
 from pydantic_core import to_jsonable_python
 
@@ -175,7 +175,7 @@ class OpenAIAgentsGuard:
 
     def __init__(self, guard: ToolGuard, tools: Sequence[FunctionTool]) -> None:
         self.guard = guard
-        self.tools = guard_tools(guard, tools)
+        self.tools: list[Tool] = [*guard_tools(guard, tools)]
         """What to give the ``Agent`` (``tools=``) instead of the tools."""
 
     @classmethod
