@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv observer test test-long chaos lint audit bench docs browser screenshots clean
+.PHONY: venv observer test test-long chaos lint audit bench docs browser screenshots clean guards-env test-guards
 
 venv: $(STAMP)
 
@@ -21,10 +21,10 @@ observer: $(STAMP)
 
 # `make test` stays under 10 minutes on 2 cores; tests over a minute are `make test-long`.
 test: $(STAMP) observer
-	$(PY) -m pytest -q -m "not long"
+	$(PY) -m pytest -q -m "not long" --ignore=tests/guards
 
 test-long: $(STAMP) observer
-	$(PY) -m pytest -q -m long
+	$(PY) -m pytest -q -m long --ignore=tests/guards
 
 chaos: $(STAMP) observer
 	$(PY) -m harness chaos $(CHAOS_ARGS)
@@ -43,7 +43,7 @@ docs: $(STAMP)
 
 # A headless Chromium for the screenshots and the rendering test, from the npm registry
 # (the Chromium inside the pinned @sparticuz/chromium tarball, checked against its SHA-512)
-# into build/browser (harness/report/browser.py). Needs Node.js; the harness never does.
+# into build/browser (harness/report/browser.py): by npm, or without Node.js by the brotli wheel.
 browser:
 	$(PY) -m harness.report.browser fetch
 
@@ -51,10 +51,29 @@ browser:
 screenshots: $(STAMP) observer browser
 	$(PY) -m harness.screenshots
 
+# The OpenAI Agents SDK and Google ADK guards: their own venv, .venv-guards, with the project
+# (its `guards` extra) and those SDKs at the pins of constraints-guards.txt; never in .venv.
+GUARDS_VENV := .venv-guards
+GUARDS_PY := $(GUARDS_VENV)/bin/python
+GUARDS_STAMP := $(GUARDS_VENV)/.installed
+
+guards-env: $(GUARDS_STAMP)
+
+$(GUARDS_STAMP): pyproject.toml constraints-guards.txt
+	test -x $(GUARDS_PY) || $(PYTHON) -m venv $(GUARDS_VENV)
+	$(GUARDS_PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==25.3
+	$(GUARDS_PY) -m pip install --quiet --disable-pip-version-check -c constraints-guards.txt \
+		-e '.[guards]' pytest pytest-timeout
+	touch $(GUARDS_STAMP)
+
+# tests/guards/ (which `make test` leaves out: they need the SDKs), under .venv-guards.
+test-guards: $(GUARDS_STAMP)
+	$(GUARDS_PY) -m pytest -q -p no:cacheprovider tests/guards
+
 lint: $(STAMP)
 	$(PY) -m ruff check harness tests
 	$(PY) -m ruff format --check harness tests
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) build site *.egg-info
+	rm -rf $(VENV) $(GUARDS_VENV) build site *.egg-info

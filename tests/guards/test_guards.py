@@ -1,0 +1,155 @@
+"""Both guards in this process: a tool's failure, the call a tool serves, the tool names.
+
+Each run is one "life": a guard on a journal, and an agent whose scripted model makes
+one call to ``pay``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents.testing import ScriptedModel, assistant_message, function_call
+from google.adk.agents import LlmAgent
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import InMemoryRunner
+from google.genai import types
+
+from harness.integrations import adk, openai_agents
+from harness.integrations.adk import AdkGuard
+from harness.integrations.openai_agents import OpenAIAgentsGuard
+from harness.runtime import CallContext
+from harness.runtime.records import FinishRecord, IntentRecord
+from tests.conftest import journal_records
+
+set_tracing_disabled(True)
+
+
+def _agents_run(journal: Path, pay: Any) -> str:
+    async def life() -> str:
+        model = ScriptedModel(
+            [
+                [function_call("pay", {"invoice": "A-17"}, call_id="call-1")],
+                [assistant_message("done")],
+            ]
+        )
+        async with await OpenAIAgentsGuard.open(journal, [pay]) as guard:
+            result = await Runner.run(Agent(name="payer", model=model, tools=guard.tools), "Pay")
+        return str(result.new_items[1].output)
+
+    return asyncio.run(life())
+
+
+class _Llm(BaseLlm):
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        last = (llm_request.contents[-1].parts or [types.Part()])[0]
+        if last.function_response is None:
+            call = types.FunctionCall(id="call-1", name="pay", args={"invoice": "A-17"})
+            part = types.Part(function_call=call)
+        else:
+            part = types.Part(text="done")
+        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+
+def _adk_run(journal: Path, pay: Any) -> dict[str, Any]:
+    async def life() -> dict[str, Any]:
+        async with await AdkGuard.open(journal, [pay]) as guard:
+            agent = LlmAgent(
+                name="payer",
+                model=_Llm(model="scripted"),
+                tools=guard.tools,
+                before_tool_callback=guard.before_tool_callback,
+            )
+            runner = InMemoryRunner(agent)
+            session = await runner.session_service.create_session(
+                app_name=runner.app_name, user_id="me"
+            )
+            message = types.Content(role="user", parts=[types.Part(text="Pay")])
+            responses = [
+                part.function_response.response or {}
+                async for event in runner.run_async(
+                    user_id="me", session_id=session.id, new_message=message
+                )
+                for part in (event.content.parts or [] if event.content else [])
+                if part.function_response is not None
+            ]
+        assert len(responses) == 1, responses
+        return responses[0]
+
+    return asyncio.run(life())
+
+
+def _finishes(journal: Path) -> list[tuple[str, bool]]:
+    return [(r.op_id, r.succeeded) for r in journal_records(journal) if isinstance(r, FinishRecord)]
+
+
+class TestOpenAIAgents:
+    def test_a_failure_it_lets_out_is_journaled_failed_and_read_as_an_error(
+        self, tmp_path: Path
+    ) -> None:
+        def pay(invoice: str) -> str:
+            raise RuntimeError(f"card declined for {invoice}")
+
+        output = _agents_run(tmp_path / "j", function_tool(pay, failure_error_function=None))
+        assert output.startswith("error: ") and "card declined for A-17" in output
+        assert _finishes(tmp_path / "j") == [("call-1", False)]
+        assert _agents_run(tmp_path / "j", function_tool(pay)) == output  # from the journal
+
+    def test_the_tool_reads_the_call_it_serves(self, tmp_path: Path) -> None:
+        served: list[CallContext | None] = []
+
+        def pay(invoice: str) -> str:
+            served.append(openai_agents.current_call())
+            return "paid"
+
+        assert _agents_run(tmp_path / "j", function_tool(pay)) == "paid"
+        assert [(c.op_id, c.tool, c.attempt) for c in served if c] == [("call-1", "pay", 1)]
+        assert openai_agents.current_call() is None
+
+    def test_a_tool_named_as_the_guards_own_is_refused_before_the_journal(
+        self, tmp_path: Path
+    ) -> None:
+        def report_verification(op_id: str) -> str:
+            return op_id
+
+        with pytest.raises(ValueError, match="report_verification"):
+            _agents_run(tmp_path / "j", function_tool(report_verification))
+        assert not (tmp_path / "j").exists()
+
+
+class TestAdk:
+    def test_a_failure_is_journaled_failed_and_read_as_an_error(self, tmp_path: Path) -> None:
+        def pay(invoice: str) -> str:
+            """Pay an invoice."""
+            raise RuntimeError(f"card declined for {invoice}")
+
+        response = _adk_run(tmp_path / "j", pay)
+        assert list(response) == ["error"] and "card declined for A-17" in response["error"]
+        assert _finishes(tmp_path / "j") == [("call-1", False)]
+        assert _adk_run(tmp_path / "j", pay) == response  # from the journal, not run again
+
+    def test_the_tool_reads_the_call_it_serves_and_its_dict_is_the_answer(
+        self, tmp_path: Path
+    ) -> None:
+        served: list[CallContext | None] = []
+
+        def pay(invoice: str) -> dict[str, str]:
+            """Pay an invoice."""
+            served.append(adk.current_call())
+            return {"receipt": f"R-{invoice}"}
+
+        assert _adk_run(tmp_path / "j", pay) == {"receipt": "R-A-17"}
+        assert [(c.op_id, c.tool, c.attempt) for c in served if c] == [("call-1", "pay", 1)]
+        intents = [r for r in journal_records(tmp_path / "j") if isinstance(r, IntentRecord)]
+        assert [(r.op_id, r.tool, json.dumps(r.args)) for r in intents] == [
+            ("call-1", "pay", '{"invoice": "A-17"}')
+        ]
