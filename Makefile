@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml constraints.txt
 observer: $(STAMP)
 	$(PY) -m harness.chaos.observer
 
-# `make test` stays under 10 minutes on 2 cores; tests over a minute are `make test-long`.
+# `make test` stays under 10 minutes on 2 cores; the slow end of the suite is `make test-long`
+# (CI runs both).
 test: $(STAMP) observer
 	$(PY) -m pytest -q -m "not long" --ignore=tests/guards
 

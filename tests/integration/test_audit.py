@@ -92,6 +92,7 @@ class TestLoader:
 
 
 class TestAuditBudget:
+    @pytest.mark.long
     def test_stops_at_its_budget_writes_junit_and_passes(self, tmp_path: Path) -> None:
         """With a tiny AUDIT_MINUTES the audit stops early, writes JUnit XML and exits 0."""
         prop = tmp_path / "test_prop.py"
@@ -142,6 +143,7 @@ class TestAuditBudget:
         assert _junit_cases(out / "hypothesis-junit.xml")
         assert (out / "index.html").exists()
 
+    @pytest.mark.long
     def test_a_failing_trial_fails_the_audit(self, tmp_path: Path) -> None:
         """An audit of a broken runtime exits 1 and its JUnit XML holds the failures."""
         out = tmp_path / "run"
@@ -260,6 +262,7 @@ def sharded_audit(tmp_path_factory: pytest.TempPathFactory) -> ShardedRuns:
     return ShardedRuns(runs[0], (runs[1], runs[2]), merged, merge)
 
 
+@pytest.mark.long
 class TestShardsAndMerge:
     def test_two_shards_merged_are_one_run(self, sharded_audit: ShardedRuns) -> None:
         """Two shards of a seed share no trial, and merged they hold exactly one run's trials."""
@@ -297,6 +300,7 @@ class TestShardsAndMerge:
             assert summary["shard"] == {"index": k, "count": 2}
 
 
+@pytest.mark.long
 class TestChaosShard:
     def test_chaos_shards_split_the_campaign(self, tmp_path: Path) -> None:
         """``chaos --shard`` splits exhaustive and random trials alike, without a self-check."""

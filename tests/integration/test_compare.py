@@ -70,6 +70,7 @@ class TestCompareCommand:
         assert "trials that could not be judged" in run.stdout
         assert _compare_json(tmp_path)["outcomes"] == {"real": "held"}
 
+    @pytest.mark.long
     def test_an_unexpected_failure_exits_1(self, tmp_path: Path) -> None:
         """A runtime that fails without --expect-fail makes compare exit 1, saying so."""
         run = _compare(tmp_path, "--runtime", "real", "--runtime", BROKEN)
@@ -80,6 +81,7 @@ class TestCompareCommand:
             "expected to fail: none (every other runtime expected to hold)"
         )
 
+    @pytest.mark.long
     def test_an_expected_failure_exits_0(self, tmp_path: Path) -> None:
         """With --expect-fail, a runtime that fails while the other holds exits 0."""
         run = _compare(tmp_path, "--runtime", "real", "--runtime", BROKEN, "--expect-fail", BROKEN)
@@ -93,6 +95,7 @@ class TestCompareCommand:
         assert "| trials that could not be judged |" in markdown
         assert markdown.rstrip().splitlines()[-1] == _last_line(run)
 
+    @pytest.mark.long
     def test_an_expected_failure_that_held_exits_1(self, tmp_path: Path) -> None:
         """A runtime expected to fail that held everything makes compare exit 1, saying so."""
         run = _compare(tmp_path, "--runtime", "real", "--expect-fail", "real")

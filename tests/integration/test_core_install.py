@@ -140,6 +140,7 @@ def _project_copy(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_core_install_is_the_runtime_alone(tmp_path: Path) -> None:
     venv = tmp_path / "venv"

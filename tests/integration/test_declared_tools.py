@@ -51,6 +51,7 @@ def billing_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class TestBillingCampaign:
+    @pytest.mark.long
     def test_the_real_runtime_holds_on_every_exhaustive_trial(
         self, billing_copy: Path, tmp_path: Path
     ) -> None:

@@ -160,6 +160,7 @@ def _sigint_at_random_moments(tmp_path: Path, moments: int, rng: random.Random) 
 
 
 class TestInterrupt:
+    @pytest.mark.long
     def test_sigint_at_random_moments_leaves_nothing(self, tmp_path: Path) -> None:
         """Ctrl-C at a few random moments kills everything; a checked trial leaves a report."""
         _sigint_at_random_moments(tmp_path, MOMENTS, random.Random(20261203))

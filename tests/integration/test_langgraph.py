@@ -121,6 +121,7 @@ class TestContained:
 
 
 class TestCampaign:
+    @pytest.mark.long
     def test_side_by_side_the_guarded_agent_holds(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:

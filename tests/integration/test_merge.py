@@ -79,6 +79,7 @@ def _set_verdict(run_dir: Path, invariant: str, status: str) -> str:
     return trial.name
 
 
+@pytest.mark.long
 class TestCompleteSet:
     def test_every_shard_merges_into_a_complete_run(
         self, shards: dict[int, Path], tmp_path: Path

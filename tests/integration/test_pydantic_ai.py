@@ -85,6 +85,7 @@ class TestGuardedAgent:
         assert result.status == "pass", [v for v in result.verdicts if v.status != "pass"]
 
 
+@pytest.mark.long
 class TestSideBySide:
     @pytest.mark.parametrize("scenario", [MINI, MINI_BATCH], ids=["mini", "mini_batch"])
     def test_a_small_campaign(

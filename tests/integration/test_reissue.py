@@ -153,6 +153,7 @@ def _harness(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 class TestReissueCommands:
+    @pytest.mark.long
     def test_compare_shows_id_identity_failing_and_content_holding(self, tmp_path: Path) -> None:
         """``compare --model reissue``: real fails I1, I2 and I8; real-content fails nothing."""
         run = _harness(

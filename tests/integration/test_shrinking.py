@@ -135,6 +135,7 @@ class TestRealRuntimeHolds:
         _holds(scenario, data, cases)
 
 
+@pytest.mark.long
 class TestBrokenRuntimesShrink:
     @pytest.mark.parametrize("runtime", SHRUNK_RUNTIMES)
     def test_failure_shrinks_small_and_replays(self, runtime: str, tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ def _verdicts(results: list[TrialResult]) -> dict[str, list[tuple[str, str, tupl
 
 
 class TestWorkdir:
+    @pytest.mark.long
     def test_the_same_verdicts_in_ram_and_in_the_run_folder(self, tmp_path: Path) -> None:
         """Every exhaustive trial of a fixed seed: the same verdicts, evidence included, and
         each trial's folder in the run folder either way."""
