@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.chaos.schedule import CrashSchedule
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, run_trial
