@@ -114,6 +114,7 @@ class TestBadScenarioFiles:
         assert SPAWNED not in done.stderr
         assert not reports.exists()
 
+    @pytest.mark.long
     @pytest.mark.parametrize("bad_file", BAD_FILES, ids=lambda p: p.stem)
     def test_trial_refuses_before_anything_runs(
         self, bad_file: Path, tmp_path: Path, observer: Path

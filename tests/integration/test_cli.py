@@ -135,6 +135,7 @@ class TestOwnRuntime:
             "module:my_agent"
         }
 
+    @pytest.mark.long
     @pytest.mark.slow
     def test_the_documented_campaign_of_my_agent(self, tmp_path: Path) -> None:
         """docs/own-agent.md's command: no trial unknown, no self-check, and every failure

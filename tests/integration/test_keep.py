@@ -120,6 +120,7 @@ def test_a_record_rebuilds_the_result(sampled_run: tuple[Path, str]) -> None:
         assert trial_record(result, run_dir) == record
 
 
+@pytest.mark.long
 def test_keep_all_keeps_every_folder(tmp_path: Path) -> None:
     run_dir, done = _chaos(tmp_path, "--keep", "all")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -128,6 +129,7 @@ def test_keep_all_keeps_every_folder(tmp_path: Path) -> None:
     assert all(r["folder"] == f"trials/{r['trial']}" for r in records)
 
 
+@pytest.mark.long
 def test_failing_trials_keep_their_folder(tmp_path: Path) -> None:
     """Every trial a broken runtime fails keeps its whole folder under the default."""
     run_dir, done = _chaos(tmp_path, "--runtime", "drop-verify-hint")

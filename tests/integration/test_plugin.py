@@ -159,6 +159,7 @@ class TestAssertSurvives:
             assert_survives([])
 
 
+@pytest.mark.long
 class TestExampleSuite:
     def test_passes_against_the_real_runtime(self, tmp_path: Path) -> None:
         """``pytest examples --chaos-runtime real`` passes."""
