@@ -172,14 +172,24 @@ class TestReadmeSelection:
             "stale-offset-truncate",
             "cancel-left-running",
             "content-by-tool",
+            "compaction-drops-running",
+            "compaction-drops-resolution",
+            "compaction-unsynced",
+            "compaction-no-dir-fsync",
+            "key-changes-on-retry",
+            "reconcile-new-key",
+            "key-window-never-passes",
         ], summary["self_check"]
         assert "fails for good" in skipped[0]["outcome"]
         threaded = {"no-op-lock", "stale-offset-truncate"}
         assert all(
             ("a batch on threads" if c["runtime"] in threaded else "a batch step") in c["outcome"]
-            for c in skipped[1:-1]
+            for c in skipped[1:6]
         )
-        assert "a scenario of the replan model" in skipped[-1]["outcome"]
+        assert "a scenario of the replan model" in skipped[6]["outcome"]
+        assert all("a scenario that compacts its journal" in c["outcome"] for c in skipped[7:11])
+        needs_key = ("a keyed tool", "a reconciler looks up by key")
+        assert all(any(n in c["outcome"] for n in needs_key) for c in skipped[11:])
         # Each mistake that needs a fault beyond SIGKILL is caught under it only: it
         # escaped every trial without it, and the outcome says so with their number.
         beyond = [
