@@ -16,7 +16,7 @@ import contextlib
 import json
 import os
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -90,10 +90,27 @@ class BrokenRuntime(Runtime):
     mistake: the self-check then shows it caught in a scenario of that model, and
     escaping every trial of the scenarios that know calls by content under another."""
 
+    exposing: ClassVar[tuple[str, bool] | None] = None
+    """The finish a golden run must have for the mistake to show (``needs_step`` says it
+    in words): ``("finish", False)`` a step failed for good, ``("compacts", True)`` a
+    journal compacted, and so on; ``None`` for every run."""
+
     @classmethod
     def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
         """Whether a golden run can expose it: its finishes as ``(kind, succeeded)``."""
-        return True
+        return cls.exposing is None or cls.exposing in golden_kinds
+
+
+@contextlib.contextmanager
+def _journal_function(name: str, stand_in: Callable[..., Any]) -> Iterator[None]:
+    """``harness.runtime.journal``'s function ``name`` replaced by ``stand_in`` for the block:
+    how a broken writer leaves out (or misdirects) one fsync of the real code."""
+    real = getattr(journal_module, name)
+    setattr(journal_module, name, stand_in)
+    try:
+        yield
+    finally:
+        setattr(journal_module, name, real)
 
 
 def _rewrite(
@@ -125,10 +142,7 @@ class RetryFailed(BrokenRuntime):
     mistake = "retries ops whose FAILED finish is durable"
     caught_by = ("I4",)
     needs_step = "a step that fails for good (scenarios/device_maintenance.toml has one)"
-
-    @classmethod
-    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
-        return ("finish", False) in golden_kinds
+    exposing = ("finish", False)
 
     def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
         return _rewrite(super().plan(not_started), OpState.FAILED, Decision.RETRY)
@@ -768,11 +782,8 @@ class _WrongFdWriter(JournalWriter):
         # The mistake: the fsync is given another open descriptor than the one written to
         # (it succeeds, and the journal's own bytes stay in the page cache).
         real = journal_module._fsync
-        journal_module._fsync = lambda fd: real(self._elsewhere)
-        try:
+        with _journal_function("_fsync", lambda fd: real(self._elsewhere)):
             yield
-        finally:
-            journal_module._fsync = real
 
     def _release(self) -> None:
         super()._release()
@@ -823,10 +834,7 @@ class CompactionDropsRunning(BrokenRuntime):
     mistake = "compacts the journal without the records of an op still RUNNING"
     caught_by = ("I9",)
     needs_step = _COMPACTS
-
-    @classmethod
-    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
-        return ("compacts", True) in golden_kinds
+    exposing = ("compacts", True)
 
     def _compacted(self, records: list[Record], size: int, crc: int, now: float) -> list[Record]:
         kept = super()._compacted(records, size, crc, now)
@@ -839,10 +847,7 @@ class CompactionDropsResolution(BrokenRuntime):
     mistake = "compacts a resolved op without its resolution (it is RUNNING again)"
     caught_by = ("I9",)
     needs_step = _COMPACTS
-
-    @classmethod
-    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
-        return ("compacts", True) in golden_kinds
+    exposing = ("compacts", True)
 
     def _compacted(self, records: list[Record], size: int, crc: int, now: float) -> list[Record]:
         # The mistake: the model's resolution is not carried into the settled op.
@@ -859,12 +864,8 @@ class _UnsyncedCompactionWriter(JournalWriter):
         # The mistake: the compacted file is renamed into place (and its folder fsynced)
         # unsynced, on the theory that the next append's fsync covers it; a power cut
         # before that append leaves the journal's name on an empty file.
-        real = journal_module._fsync
-        journal_module._fsync = lambda fd: None
-        try:
+        with _journal_function("_fsync", lambda fd: None):
             return super().compact(build)
-        finally:
-            journal_module._fsync = real
 
 
 class CompactionUnsynced(BrokenRuntime):
@@ -873,22 +874,15 @@ class CompactionUnsynced(BrokenRuntime):
     needs_fault = "power-loss"
     needs_step = _COMPACTS
     _journal_class = _UnsyncedCompactionWriter
-
-    @classmethod
-    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
-        return ("compacts", True) in golden_kinds
+    exposing = ("compacts", True)
 
 
 class _CompactionNoDirFsyncWriter(JournalWriter):
     def compact(self, build: Any) -> int:
         # The mistake: the rename is never made durable; the appends that follow go to the
         # new file, fsynced, under a name a power cut gives back to the old one.
-        real = journal_module.fsync_dir
-        journal_module.fsync_dir = lambda directory: None
-        try:
+        with _journal_function("fsync_dir", lambda directory: None):
             return super().compact(build)
-        finally:
-            journal_module.fsync_dir = real
 
 
 class CompactionNoDirFsync(BrokenRuntime):
@@ -897,10 +891,7 @@ class CompactionNoDirFsync(BrokenRuntime):
     needs_fault = "power-loss"
     needs_step = _COMPACTS
     _journal_class = _CompactionNoDirFsyncWriter
-
-    @classmethod
-    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
-        return ("compacts", True) in golden_kinds
+    exposing = ("compacts", True)
 
 
 _KEYED = "a keyed tool whose provider deduplicates (scenarios/payment_flow.toml: dedupe)"
@@ -910,10 +901,7 @@ class KeyChangesOnRetry(BrokenRuntime):
     mistake = "retries an op left RUNNING under a new idempotency key (the attempt in the key)"
     caught_by = ("I2", "I8")
     needs_step = _KEYED
-
-    @classmethod
-    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
-        return ("keyed", True) in golden_kinds
+    exposing = ("keyed", True)
 
     def _retry_steps(self, op: OpHistory) -> Steps[CallOutcome]:
         # The mistake: the key is made from the op and its attempt, so a keyed op retried
@@ -973,10 +961,7 @@ class ReconcileNewKey(BrokenRuntime):
     caught_by = ("I8",)
     needs_step = _RECONCILED
     _executor_class = _FreshKeyRedoExecutor
-
-    @classmethod
-    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
-        return ("reconciled", True) in golden_kinds
+    exposing = ("reconciled", True)
 
     def _reconcile_steps(self, op: OpHistory, depth: int = 0) -> Steps[CallOutcome | None]:
         # The redo an ABSENT answer makes is journaled as the op's (``redo_of``), but sent
@@ -994,10 +979,7 @@ class KeyWindowNeverPasses(BrokenRuntime):
     mistake = "ages a keyed op's key from this start, so its window never passes: retried"
     caught_by = ("I2",)
     needs_step = _KEYED
-
-    @classmethod
-    def exposed_by(cls, golden_kinds: Sequence[tuple[str, bool]]) -> bool:
-        return ("keyed", True) in golden_kinds
+    exposing = ("keyed", True)
 
     def plan(self, not_started: Mapping[str, str] | None = None) -> list[RecoveryDecision]:
         return [
