@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv observer test test-long chaos lint audit bench docs browser screenshots clean guards-env test-guards
+.PHONY: venv observer test test-long chaos lint audit bench docs browser screenshots clean guards-env test-guards agents
 
 venv: $(STAMP)
 
@@ -71,10 +71,21 @@ $(GUARDS_STAMP): pyproject.toml constraints-guards.txt
 test-guards: $(GUARDS_STAMP)
 	$(GUARDS_PY) -m pytest -q -p no:cacheprovider tests/guards
 
+# Example agents of other frameworks (examples/agents/NAME, each with an agent.toml), tested
+# as black boxes: each in its own environment from its own pins (requirements.txt into
+# NAME/.venv, or package-lock.json into NAME/node_modules), never in .venv and never by
+# `make test`. `make agents` builds them all, `make agent-NAME` one.
+AGENT_NAMES := $(notdir $(patsubst %/agent.toml,%,$(wildcard examples/agents/*/agent.toml)))
+
+agents: $(AGENT_NAMES:%=agent-%)
+
+agent-%:
+	PYTHON=$(PYTHON) sh examples/agents/build.sh $*
+
 lint: $(STAMP)
 	$(PY) -m ruff check harness tests
 	$(PY) -m ruff format --check harness tests
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) $(GUARDS_VENV) build site *.egg-info
+	rm -rf $(VENV) $(GUARDS_VENV) build site *.egg-info examples/agents/*/.venv examples/agents/*/node_modules

@@ -141,11 +141,11 @@ class BlackBoxServer(ThreadingHTTPServer):
 def serve(trial: Path, world: WorldStore) -> BlackBoxServer:
     """The model and the tools of one life, on a free port of 127.0.0.1, served from a thread."""
     plan = load_plan(trial / "plan.json")
-    tools = ToolEndpoint(
-        plan, world, trial / TOOL_RECORD, failpoint, issued_calls(trial / MODEL_RECORD)
-    )
     table = (
         ToolTable.load(os.environ[TABLE_ENV]) if TABLE_ENV in os.environ else ToolTable.shipped()
+    )
+    tools = ToolEndpoint(
+        plan, world, trial / TOOL_RECORD, failpoint, issued_calls(trial / MODEL_RECORD), table
     )
     model = ModelEndpoint(
         plan,

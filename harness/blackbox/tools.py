@@ -2,7 +2,9 @@
 
 MCP's JSON-RPC over streamable HTTP (each ``POST`` answered with one JSON body, no
 server-sent stream): ``initialize``, ``ping``, ``tools/list`` and ``tools/call``;
-notifications are accepted (202). The stdio transport is a bridge to it
+notifications are accepted (202). Each listed tool carries the MCP annotations its
+class in the trial's tool table gives (``annotations``), as a well-annotated server's
+would. The stdio transport is a bridge to it
 (``harness/blackbox/stdio_bridge.py``). Each call runs through the world's tool
 function (``harness.world.tools.make_tool_function``), ledgered under the life's
 pid (the host's: the process the supervisor started), with the points of a call
@@ -34,16 +36,35 @@ from typing import Any
 from harness.adapters.mcp_wire import error_payload, input_schema
 from harness.agent.plan import Plan
 from harness.blackbox.model import Reply
+from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.runtime.errors import FailpointTriggered, ToolError, TransientToolError
 from harness.runtime.executor import CallContext
 from harness.world.catalog import CATALOG
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 
-__all__ = ["PROTOCOL_VERSION", "SERVER_NAME", "ToolEndpoint", "content_key"]
+__all__ = ["PROTOCOL_VERSION", "SERVER_NAME", "ToolEndpoint", "annotations", "content_key"]
 
 SERVER_NAME = "agent-crash-harness-world"
 PROTOCOL_VERSION = "2025-06-18"
+
+
+_HINTS: Mapping[IdempotencyClass, dict[str, bool]] = {
+    IdempotencyClass.READ_ONLY: {"readOnlyHint": True},
+    IdempotencyClass.IDEMPOTENT_WRITE: {"readOnlyHint": False, "idempotentHint": True},
+    IdempotencyClass.NON_IDEMPOTENT: {
+        "readOnlyHint": False,
+        "idempotentHint": False,
+        "destructiveHint": True,
+    },
+}
+
+
+def annotations(idempotency: IdempotencyClass) -> dict[str, Any]:
+    """A tool's MCP annotations as its class in the trial's table gives them (none for an
+    unknown class), so that a client classing tools from annotations gets the table's."""
+    hints = _HINTS.get(idempotency)
+    return {"annotations": dict(hints)} if hints else {}
 
 
 def content_key(tool: str, args: Mapping[str, Any]) -> str:
@@ -62,6 +83,7 @@ class ToolEndpoint:
         record: Path,
         hit: Callable[[str, str], None],
         issued: list[tuple[str, str]],
+        table: ToolTable,
     ) -> None:
         self.plan = plan
         self.execute = make_tool_function(world, plan.tools)
@@ -70,7 +92,12 @@ class ToolEndpoint:
         self.issued = issued
         specs = [*CATALOG.values(), *(tool.spec for tool in plan.tools.values())]
         self.tools = [
-            {"name": s.name, "description": s.summary, "inputSchema": input_schema(s)}
+            {
+                "name": s.name,
+                "description": s.summary,
+                "inputSchema": input_schema(s),
+                **annotations(table.classify(s.name).idempotency),
+            }
             for s in specs
         ]
         self._attempts: dict[str, int] = {}

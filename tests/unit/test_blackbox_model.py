@@ -21,6 +21,7 @@ from harness.blackbox.model import ModelEndpoint, call_id
 from harness.blackbox.tools import ToolEndpoint
 from harness.blackbox.windows import black_box_window, is_black_box_trial
 from harness.failpoints import arm, disarm, parse_failpoints
+from harness.runtime.classes import ToolTable, class_from_annotations
 from harness.world.store import WorldStore, read_ledger, result_digest
 
 TAP = PlanStep(
@@ -74,7 +75,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
             hits.append((name, detail))
             failpoint(name, detail)
 
-        tools = ToolEndpoint(PLAN, world, tools_record, hit, [])
+        tools = ToolEndpoint(PLAN, world, tools_record, hit, [], ToolTable.shipped())
         model = ModelEndpoint(PLAN, record, told.append, hit, tools.note_issued)
         server = BlackBoxServer(model, tools)
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -189,8 +190,13 @@ def test_mcp_over_http_runs_a_call_on_the_world_as_the_op_the_model_asked(
 ) -> None:
     init = rpc(served, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})
     assert init["result"]["capabilities"] == {"tools": {"listChanged": False}}
-    names = {t["name"] for t in rpc(served, "tools/list", {})["result"]["tools"]}
-    assert {"ui_tap", "input_text", "ui_dump"} <= names
+    listed = {t["name"]: t for t in rpc(served, "tools/list", {})["result"]["tools"]}
+    assert {"ui_tap", "input_text", "ui_dump"} <= set(listed)
+    # Each tool's annotations give back its class in the table (the classes a guard reads).
+    shipped = ToolTable.shipped()
+    for name, tool in listed.items():
+        read = class_from_annotations(tool.get("annotations")).idempotency
+        assert read is shipped.classify(name).idempotency, name
     chat(served, [USER])  # the model asks s001: ui_tap ok_button
     answer = rpc(served, "tools/call", {"name": "ui_tap", "arguments": {"element": "ok_button"}})
     assert answer["result"]["isError"] is False

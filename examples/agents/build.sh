@@ -1,0 +1,28 @@
+#!/bin/sh
+# Builds one example agent's own environment from its pins: sh examples/agents/build.sh NAME
+# (from the project's root; `make agent-NAME` calls it). A Python agent gets NAME/.venv from
+# NAME/requirements.txt (every package pinned), and this project without its dependencies
+# when it has a guarded variant (guarded.py); a Node agent gets NAME/node_modules from
+# NAME/package-lock.json. Nothing is rebuilt while the pins are older than the environment.
+set -eu
+name="$1"
+dir="examples/agents/$name"
+[ -f "$dir/agent.toml" ] || { echo "build.sh: $dir/agent.toml: no such example agent" >&2; exit 2; }
+if [ -f "$dir/package-lock.json" ]; then
+    stamp="$dir/node_modules/.installed"
+    [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ] && exit 0
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+    touch "$stamp"
+    exit 0
+fi
+stamp="$dir/.venv/.installed"
+[ -f "$stamp" ] && [ "$stamp" -nt "$dir/requirements.txt" ] && exit 0
+rm -rf "$dir/.venv"
+"${PYTHON:-python3}" -m venv "$dir/.venv"
+pip="$dir/.venv/bin/python -m pip --quiet --disable-pip-version-check"
+$pip install --upgrade pip==25.3
+$pip install -r "$dir/requirements.txt"
+if [ -f "$dir/guarded.py" ]; then
+    $pip install --no-deps -e .
+fi
+touch "$stamp"
