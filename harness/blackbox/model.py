@@ -4,8 +4,10 @@ It reads only the conversation each request carries, never its own memory: from 
 tool results already in it, it works out which plan calls are done and answers with
 the next plan call (a batch's calls together) as ``tool_calls``, or with a final
 text once every call is settled. Its tool-call ids name the plan call they stand
-for (``call_s003_7``: op ``s003``, issued when the conversation held 7 items), so
-the next request tells it which of its calls each result answers.
+for (``call_s003_7_12``: op ``s003``, issued when the conversation held 7 items, in the
+trial's 12th answer), so the next request tells it which of its calls each result
+answers. No two answers share an id, as with a real model: a call asked again after a
+restart comes under a new id, so an agent that knows calls by id alone sees a new call.
 
 How it reads a tool result (the text the agent put in the conversation):
 
@@ -58,15 +60,17 @@ UNKNOWN_MARKS = ("verify", "outcome unknown", "interrupted", "timed out", "no re
 """Words of a tool result (any case) that say its outcome is unknown."""
 
 
-def call_id(op_id: str, position: int) -> str:
-    """The id of a tool call the model asks for: the op it stands for, and where."""
-    return f"call_{op_id}_{position}"
+def call_id(op_id: str, position: int, answer: int) -> str:
+    """The id of a tool call the model asks for: the op it stands for, where, and in which of
+    the trial's answers. No two answers share an id, as with a real model: a call asked
+    again after a restart comes under a new id, never the one its lost twin had."""
+    return f"call_{op_id}_{position}_{answer}"
 
 
 def op_of_call(call: str) -> str | None:
     """The op a tool-call id of this model names (None: not one of its ids)."""
-    head, _, position = call.rpartition("_")
-    if not head.startswith("call_") or not position.isdigit():
+    head, position, answer = (call.rsplit("_", 2) + ["", ""])[:3]
+    if not head.startswith("call_") or not (position.isdigit() and answer.isdigit()):
         return None
     return head.removeprefix("call_") or None
 
@@ -129,12 +133,16 @@ def _shipped_retry_safe(tool: str) -> bool:
 
 
 def decide(
-    plan: Plan, items: Sequence[Item], retry_safe: Callable[[str], bool] = _shipped_retry_safe
+    plan: Plan,
+    items: Sequence[Item],
+    retry_safe: Callable[[str], bool] = _shipped_retry_safe,
+    number: int = 0,
 ) -> Answer:
     """The answer to a conversation: a function of the plan and ``items`` alone.
 
     ``retry_safe`` says which tools may simply be asked again when their outcome is
-    unknown (the tool table's retry-safe classes); any other is verified."""
+    unknown (the tool table's retry-safe classes); any other is verified. ``number`` is
+    the answer's place among the trial's answers, which only the new calls' ids carry."""
     steps = {s.op_id: s for s in plan.steps}
     answer = Answer()
     issued: dict[str, str] = {}
@@ -169,7 +177,7 @@ def decide(
         if wanted:
             position = len(items)
             for op, tool, args in wanted:
-                answer.calls.append((call_id(op, position), op, tool, args))
+                answer.calls.append((call_id(op, position, number), op, tool, args))
             return answer
     told = {s.op_id: state.get(s.op_id, ("?", ""))[0] for s in plan.steps}
     answer.final = f"Done: {len(plan.steps)} steps, " + ", ".join(
@@ -318,7 +326,8 @@ class ModelEndpoint:
         self.issued = issued
         self.retry_safe = retry_safe
         self._told: set[str] = set()
-        self._served = 0
+        # Answers are numbered across the trial's lives (the record holds every life's).
+        self._served = len(record.read_bytes().splitlines()) if record.exists() else 0
 
     def handle(self, method: str, path: str, body: bytes) -> Reply:
         path = path.split("?", 1)[0].rstrip("/")
@@ -346,7 +355,7 @@ class ModelEndpoint:
         else:
             return _error(404, f"{path}: not served (chat/completions, responses, models)")
         stream = bool(request.get("stream")) and api == "chat"
-        answer = decide(self.plan, items, self.retry_safe)
+        answer = decide(self.plan, items, self.retry_safe, self._served)
         self._served += 1
         self._write_record(api, stream, answer)
         new = [(key, line) for key, line in answer.told if key not in self._told]

@@ -102,7 +102,7 @@ USER = {"role": "user", "content": "go"}
 def test_chat_asks_the_plan_calls_in_order_and_tells_what_it_was_shown(served: Served) -> None:
     first = chat(served, [USER])
     (call,) = first["tool_calls"]
-    assert call["id"] == call_id("s001", 0)
+    assert call["id"] == call_id("s001", 0, 0)
     assert call["function"]["name"] == "ui_tap"
     assert json.loads(call["function"]["arguments"]) == {"element": "ok_button"}
     assert served.told == ["invoke s001"]
@@ -120,8 +120,12 @@ def test_chat_asks_the_plan_calls_in_order_and_tells_what_it_was_shown(served: S
 
 
 def test_the_same_conversation_gets_the_same_answer(served: Served) -> None:
-    """It keeps no memory: asked twice, it answers twice alike (and tells once)."""
-    assert chat(served, [USER]) == chat(served, [USER])
+    """It keeps no memory: asked twice, it answers twice alike (and tells once), but for
+    the ids, which a real model never gives twice."""
+    first, second = chat(served, [USER]), chat(served, [USER])
+    ids = [first["tool_calls"][0].pop("id"), second["tool_calls"][0].pop("id")]
+    assert first == second
+    assert ids == [call_id("s001", 0, 0), call_id("s001", 0, 1)]
     assert served.told == ["invoke s001"]
 
 
@@ -132,7 +136,7 @@ def test_chat_streamed_as_server_sent_events(served: Served) -> None:
     assert data[-1] == "[DONE]"
     chunks = [json.loads(d) for d in data[:-1]]
     calls = [c for chunk in chunks for c in chunk["choices"][0]["delta"].get("tool_calls", ())]
-    assert [(c["id"], c["function"]["name"]) for c in calls] == [(call_id("s001", 0), "ui_tap")]
+    assert [(c["id"], c["function"]["name"]) for c in calls] == [(call_id("s001", 0, 0), "ui_tap")]
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
@@ -154,7 +158,7 @@ def test_an_unknown_outcome_is_verified_then_redone_only_if_absent(served: Serve
     lost = result_of(call, "the tool call was interrupted, its outcome unknown")
     conversation = [USER, first, lost]
     check = chat(served, conversation)["tool_calls"][0]
-    assert check["id"] == call_id("s001.check", 2)
+    assert check["id"] == call_id("s001.check", 2, 1)
     assert check["function"]["name"] == "ui_dump"
     assert served.told[1:] == ["info s001", "hint s001"]
     asked = {"role": "assistant", "content": None, "tool_calls": [check]}
@@ -166,7 +170,7 @@ def test_an_unknown_outcome_is_verified_then_redone_only_if_absent(served: Serve
         f"ack s001 {result_digest(None)}",  # handed no result: the check found the effect
     ]
     absent = chat(served, [*conversation, asked, result_of(check, '{"taps": []}')])
-    assert absent["tool_calls"][0]["id"] == call_id("s001.redo", 4)
+    assert absent["tool_calls"][0]["id"] == call_id("s001.redo", 4, 3)
 
 
 def test_a_transient_failure_is_asked_again_a_tool_error_fails(served: Served) -> None:
@@ -282,3 +286,18 @@ def test_a_black_box_kill_is_placed_by_the_last_thing_its_life_did(tmp_path: Pat
         "after a model answer",
         "after the final answer",
     ]
+
+
+def test_a_restarted_life_asks_again_under_a_new_id(tmp_path: Path) -> None:
+    """A life's model numbers its answers after every earlier life's (the record holds them
+    all), so the call a restarted agent asks for again never has its lost twin's id."""
+    record = tmp_path / "model.jsonl"
+    body = json.dumps({"model": "m", "messages": [USER]}).encode()
+    ids = []
+    for _life in range(2):
+        endpoint = ModelEndpoint(PLAN, record, lambda line: None, lambda name, detail: None)
+        reply = endpoint.handle("POST", "/v1/chat/completions", body)
+        ids.append(
+            json.loads(b"".join(reply.chunks))["choices"][0]["message"]["tool_calls"][0]["id"]
+        )
+    assert ids == [call_id("s001", 0, 0), call_id("s001", 0, 1)]
