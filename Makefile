@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv observer test test-long chaos lint audit bench docs browser screenshots clean guards-env test-guards agents
+.PHONY: venv observer test test-long chaos lint audit bench docs browser screenshots clean guards-env test-guards agents scoreboard
 
 venv: $(STAMP)
 
@@ -81,6 +81,10 @@ agents: $(AGENT_NAMES:%=agent-%)
 
 agent-%:
 	PYTHON=$(PYTHON) sh examples/agents/build.sh $*
+
+# Every example agent, bare and guarded, under the same campaign: docs/scoreboard.md.
+scoreboard: $(STAMP) observer agents
+	$(PY) -m harness.blackbox.scoreboard $(SCOREBOARD_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check harness tests

@@ -1,0 +1,275 @@
+"""``python -m harness.blackbox.scoreboard``: every example agent under the same campaign.
+
+Each example agent (``examples/agents/NAME/agent.toml``: its framework, version, where it
+keeps its state, its command and, where it has one, its guarded command) is run as a
+black box by ``harness chaos --runtime cmd:"..." --only phone_task --random 20`` on one
+seed, bare and guarded, and ``docs/scoreboard.md`` is written from what those runs
+recorded (their ``summary.json`` and ``trials.jsonl``): per agent, the trials, the
+failures per invariant, the tools that ran twice, and every failing trial's replay
+command. An agent whose environment is not built (``make agent-NAME``) is listed as such,
+never left out. ``--render`` writes the page again from the last runs without running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTS = ROOT / "examples" / "agents"
+SCENARIO = "phone_task"
+REPLAYED = re.compile(
+    r"\(([A-Za-z_][\w.-]*), (?:read_only|idempotent_write|non_idempotent|unknown)"
+)
+"""A tool named in an I1 or I2 failure's evidence: ``s003 (ui_tap, non_idempotent) ran...``."""
+FIELDS = ("framework", "package", "version", "state", "command")
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    framework: str
+    package: str
+    version: str
+    state: str
+    command: str
+    guarded: str | None
+
+    @property
+    def built(self) -> bool:
+        """Whether its environment is built (an agent with no pins needs none)."""
+        folder = AGENTS / self.name
+        if not (folder / "requirements.txt").exists() and not (folder / "package.json").exists():
+            return True
+        stamps = (folder / ".venv" / ".installed", folder / "node_modules" / ".installed")
+        return any(stamp.exists() for stamp in stamps)
+
+    def variants(self) -> list[tuple[str, str]]:
+        """(label, command) of each run: bare, then guarded where there is a guard."""
+        runs = [(self.name, self.command)]
+        return runs + ([(f"{self.name}-guarded", self.guarded)] if self.guarded else [])
+
+
+def load_agents() -> list[Agent]:
+    """Every example agent, by name; an ``agent.toml`` missing a field stops here (exit 2)."""
+    agents = []
+    for path in sorted(AGENTS.glob("*/agent.toml")):
+        data = tomllib.loads(path.read_text("utf-8"))
+        missing = [f for f in FIELDS if not isinstance(data.get(f), str)]
+        if missing:
+            raise SystemExit(f"{path.relative_to(ROOT)}: missing {', '.join(missing)}")
+        guarded = data.get("guarded")
+        agents.append(Agent(path.parent.name, *(data[f] for f in FIELDS), guarded))
+    return agents
+
+
+def run_campaign(label: str, command: str, args: argparse.Namespace) -> Path | None:
+    """Run one agent's campaign into its own reports folder; its run folder."""
+    reports = args.reports / label
+    reports.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "chaos",
+            "--runtime",
+            f"cmd:{command}",
+            "--only",
+            SCENARIO,
+            "--random",
+            str(args.random),
+            "--seed",
+            str(args.seed),
+            "--workers",
+            str(args.workers),
+            "--reports",
+            str(reports),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    run = latest_run(reports)
+    said = verdict_line(read_outcome(run)) if run is not None else "no run folder"
+    print(f"{label}: {said} ({time.monotonic() - started:.0f} s)", flush=True)
+    if ran.returncode == 2:
+        print(ran.stderr.strip(), file=sys.stderr)
+    return run
+
+
+def latest_run(reports: Path) -> Path | None:
+    runs = sorted(p.parent for p in reports.glob("*/summary.json"))
+    return runs[-1] if runs else None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one campaign recorded."""
+
+    trials: int
+    failed: int
+    unknown: int
+    kills: int
+    by_invariant: dict[str, int]
+    replayed: Counter[str]
+    failures: list[tuple[str, list[str], str]]
+    """(trial, failed invariants, replay command) of every failing or unjudged trial."""
+    seconds: float | None
+
+
+def _invariant_order(item: tuple[str, object]) -> tuple[int, str]:
+    digits = item[0].removeprefix("I")
+    return (int(digits), "") if digits.isdigit() else (1000, item[0])
+
+
+def read_outcome(run: Path) -> Outcome:
+    summary = json.loads((run / "summary.json").read_text("utf-8"))
+    by_invariant = {
+        key: counts.get("fail", 0)
+        for key, counts in sorted(summary["invariants"].items(), key=_invariant_order)
+        if counts.get("fail", 0)
+    }
+    replayed: Counter[str] = Counter()
+    for line in (run / summary["trials_file"]).read_text("utf-8").splitlines():
+        record = json.loads(line)
+        tools = {
+            tool
+            for verdict in record.get("verdicts", ())
+            if verdict.get("status") == "fail" and verdict.get("invariant") in ("I1", "I2")
+            for evidence in verdict.get("evidence", ())
+            for tool in REPLAYED.findall(str(evidence))
+        }
+        replayed.update(tools)
+    failures = [
+        (entry["trial"], entry["invariants"], entry["replay"])
+        for entry in (*summary["failures"], *summary["unjudged"])
+    ]
+    return Outcome(
+        summary["trials"],
+        summary["failed"],
+        summary["unknown"],
+        summary["kills"],
+        by_invariant,
+        replayed,
+        failures,
+        summary.get("duration_s"),
+    )
+
+
+def verdict_line(outcome: Outcome) -> str:
+    word = "PASS" if not outcome.failed and not outcome.unknown else "FAIL"
+    return (
+        f"{word}: {outcome.trials} trials, {outcome.failed} failed, "
+        f"{outcome.unknown} could not be judged, {outcome.kills} kills"
+    )
+
+
+def render(agents: list[Agent], runs: dict[str, Path | None], args: argparse.Namespace) -> str:
+    """The scoreboard page, from the runs found for each agent's variants."""
+    outcomes = {label: read_outcome(run) for label, run in runs.items() if run is not None}
+    lines = [
+        "# Scoreboard: real agents, killed",
+        "",
+        "Each example agent under `examples/agents/` is a plain program of its framework that",
+        "knows nothing of this project: it talks to a model at `OPENAI_BASE_URL` and to its",
+        "tools over MCP, and keeps its state with its framework's own persistence in its working",
+        "folder. Each ran as a black box under the same campaign: "
+        f'`chaos --runtime cmd:"..." --only {SCENARIO} --random {args.random} --seed {args.seed}`',
+        "(every harness failpoint at every hit of the agent's own crash-free run, every reply",
+        "lost once, and random-time kills). A guarded run is the same agent with this project's",
+        "guard in front of its tools. What holds is a finding too.",
+        "",
+        "Made by `make scoreboard` (after `make agents`); each replay command below runs one",
+        "trial again.",
+        "",
+        "| agent | framework | state kept in | run | trials | failed | unknown | "
+        "failures by invariant | tools run twice |",
+        "|---|---|---|---|---:|---:|---:|---|---|",
+    ]
+    for agent in agents:
+        for label, _command in agent.variants():
+            run = "guarded" if label.endswith("-guarded") else "bare"
+            outcome = outcomes.get(label)
+            head = f"| `{agent.name}` | {agent.framework} {agent.version} | {agent.state} | {run} |"
+            if outcome is None:
+                why = "not built" if not agent.built else "not run"
+                lines.append(f"{head} {why} | | | | |")
+                continue
+            invariants = ", ".join(f"{k} {n}" for k, n in outcome.by_invariant.items()) or "none"
+            tools = ", ".join(f"`{t}`" for t in sorted(outcome.replayed)) or "none"
+            lines.append(
+                f"{head} {outcome.trials} | {outcome.failed} | {outcome.unknown} | "
+                f"{invariants} | {tools} |"
+            )
+    for agent in agents:
+        lines += ["", f"## {agent.framework} (`examples/agents/{agent.name}`)", ""]
+        lines.append(f"`{agent.package}` {agent.version}; state: {agent.state}.")
+        for label, command in agent.variants():
+            outcome = outcomes.get(label)
+            lines += ["", f"**{label}**: `cmd:{command}`", ""]
+            if outcome is None:
+                lines.append("Not run here: build it with `make agent-" + agent.name + "`.")
+                continue
+            seconds = f" in {outcome.seconds:.0f} s" if outcome.seconds else ""
+            lines.append(f"`{verdict_line(outcome)}`{seconds}.")
+            if not outcome.failures:
+                continue
+            lines += [
+                "",
+                "<details><summary>Replay commands of the "
+                f"{len(outcome.failures)} failing trials</summary>",
+                "",
+                "```sh",
+            ]
+            lines += [
+                f"# {trial}: {' '.join(inv)}\n{replay}" for trial, inv, replay in outcome.failures
+            ]
+            lines += ["```", "", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.blackbox.scoreboard",
+        description="Run every example agent (bare and guarded) under the same campaign and "
+        "write the scoreboard page.",
+    )
+    parser.add_argument("--only", action="append", default=[], help="an agent's folder name")
+    parser.add_argument("--seed", type=int, default=7, help="the campaign seed (default 7)")
+    parser.add_argument("--random", type=int, default=20, help="random-time trials (20)")
+    parser.add_argument("--workers", type=int, default=2, help="trials at once (2)")
+    parser.add_argument("--reports", type=Path, default=ROOT / "reports" / "scoreboard")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "scoreboard.md")
+    parser.add_argument(
+        "--render", action="store_true", help="write the page from the last runs, run nothing"
+    )
+    args = parser.parse_args(argv)
+    agents = load_agents()
+    unknown = sorted(set(args.only) - {a.name for a in agents})
+    if unknown:
+        parser.error(f"--only {unknown[0]}: no examples/agents/{unknown[0]}/agent.toml")
+    runs: dict[str, Path | None] = {}
+    for agent in agents:
+        for label, command in agent.variants():
+            chosen = not args.only or agent.name in args.only
+            if args.render or not chosen or not agent.built:
+                runs[label] = latest_run(args.reports / label)
+                continue
+            runs[label] = run_campaign(label, command, args)
+    args.out.write_text(render(agents, runs, args), "utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

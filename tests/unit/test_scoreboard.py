@@ -1,0 +1,105 @@
+"""The scoreboard page, written from what campaigns recorded, and the example agents it lists."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+from harness.blackbox.scoreboard import AGENTS, Agent, load_agents, read_outcome, render
+
+SCRIPT_IMPORT = re.compile(r"""(?:\bfrom|\brequire\(|\bimport\(?)\s*['"]([^'"]+)['"]""")
+"""What a TypeScript or JavaScript file imports: ``from "x"``, ``require("x")``, ``import("x")``."""
+TAP_TWICE = "s003 (ui_tap, non_idempotent) ran 2 times in 2 lives"
+
+
+def fake_run(folder: Path) -> Path:
+    """A run folder as a campaign leaves it: two trials, one failed on I2 and I8."""
+    folder.mkdir(parents=True)
+    failed = {"trial": "t-kill", "invariants": ["I2", "I8"], "seed": 1, "replay": "replay t-kill"}
+    summary = {
+        "trials": 2,
+        "failed": 1,
+        "unknown": 0,
+        "kills": 3,
+        "duration_s": 12.5,
+        "trials_file": "trials.jsonl",
+        "invariants": {
+            "I10": {"pass": 2, "fail": 0},
+            "I2": {"pass": 1, "fail": 1},
+            "I8": {"pass": 1, "fail": 1},
+        },
+        "failures": [failed],
+        "unjudged": [],
+    }
+    (folder / "summary.json").write_text(json.dumps(summary))
+    verdicts = [
+        {"invariant": "I2", "status": "fail", "evidence": [TAP_TWICE]},
+        {"invariant": "I8", "status": "fail", "evidence": ["taps differ (ui_tap, x)"]},
+    ]
+    lines = [{"verdicts": verdicts}, {"verdicts": [{"invariant": "I2", "status": "pass"}]}]
+    (folder / "trials.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return folder
+
+
+def test_a_run_is_read_from_its_own_files(tmp_path: Path) -> None:
+    outcome = read_outcome(fake_run(tmp_path / "run"))
+    assert (outcome.trials, outcome.failed, outcome.kills) == (2, 1, 3)
+    assert outcome.by_invariant == {"I2": 1, "I8": 1}
+    assert set(outcome.replayed) == {"ui_tap"}  # from I2's evidence, not I8's
+    assert outcome.failures == [("t-kill", ["I2", "I8"], "replay t-kill")]
+
+
+def test_the_page_lists_each_variant_and_every_replay(tmp_path: Path) -> None:
+    bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", "python g.py")
+    args = argparse.Namespace(random=20, seed=7)
+    page = render([bare], {"demo": fake_run(tmp_path / "run"), "demo-guarded": None}, args)
+    rows = [line for line in page.splitlines() if line.startswith("| `demo`")]
+    assert rows[0].endswith("| bare | 2 | 1 | 0 | I2 1, I8 1 | `ui_tap` |")
+    assert "| guarded | not built |" in rows[1] or "| guarded | not run |" in rows[1]
+    assert "# t-kill: I2 I8\nreplay t-kill" in page
+    assert "`FAIL: 2 trials, 1 failed, 0 could not be judged, 3 kills` in 12 s." in page
+
+
+def test_every_example_agent_declares_what_the_scoreboard_needs() -> None:
+    agents = load_agents()
+    assert {a.name for a in agents} == {p.parent.name for p in AGENTS.glob("*/agent.toml")}
+    assert "plain_python" in {a.name for a in agents}
+    for agent in agents:
+        for _label, command in agent.variants():
+            assert f"examples/agents/{agent.name}/" in command, (agent.name, command)
+
+
+def imported_modules(source: Path) -> set[str]:
+    tree = ast.parse(source.read_text("utf-8"))
+    return {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        (node.module or "").split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 0
+    }
+
+
+def test_no_example_agent_imports_this_project() -> None:
+    """A black box knows nothing of the harness: only its guarded variant may import it."""
+    sources = [p for p in AGENTS.glob("*/*.py") if p.name != "guarded.py"]
+    sources += [p for p in AGENTS.glob("*/*.[tj]s") if "node_modules" not in p.parts]
+    assert any(p.name == "agent.py" for p in sources)
+    for source in sources:
+        if source.suffix == ".py":
+            imported = imported_modules(source)
+            assert imported, f"{source}: imports nothing, the check would test nothing"
+            assert "harness" not in imported, source
+        else:
+            specs = SCRIPT_IMPORT.findall(source.read_text("utf-8"))
+            assert specs, f"{source}: imports nothing, the check would test nothing"
+            assert not [s for s in specs if "harness" in s or s.startswith("../")], source
+    plain = imported_modules(AGENTS / "plain_python" / "agent.py")
+    assert plain <= set(sys.stdlib_module_names) | {"__future__"}, plain
