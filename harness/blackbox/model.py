@@ -69,7 +69,7 @@ def call_id(op_id: str, position: int, answer: int) -> str:
 
 def op_of_call(call: str) -> str | None:
     """The op a tool-call id of this model names (None: not one of its ids)."""
-    head, position, answer = (call.rsplit("_", 2) + ["", ""])[:3]
+    head, position, answer = [*call.rsplit("_", 2), "", ""][:3]
     if not head.startswith("call_") or not (position.isdigit() and answer.isdigit()):
         return None
     return head.removeprefix("call_") or None

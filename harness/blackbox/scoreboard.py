@@ -67,7 +67,8 @@ def load_agents() -> list[Agent]:
         if missing:
             raise SystemExit(f"{path.relative_to(ROOT)}: missing {', '.join(missing)}")
         guarded = data.get("guarded")
-        agents.append(Agent(path.parent.name, *(data[f] for f in FIELDS), guarded))
+        fields = {f: data[f] for f in FIELDS}
+        agents.append(Agent(name=path.parent.name, guarded=guarded, **fields))
     return agents
 
 

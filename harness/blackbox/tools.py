@@ -3,7 +3,7 @@
 MCP's JSON-RPC over streamable HTTP (each ``POST`` answered with one JSON body, no
 server-sent stream): ``initialize``, ``ping``, ``tools/list`` and ``tools/call``;
 notifications are accepted (202). Each listed tool carries the MCP annotations its
-class in the trial's tool table gives (``annotations``), as a well-annotated server's
+class in the trial's tool table gives (``mcp_annotations``), as a well-annotated server's
 would. The stdio transport is a bridge to it
 (``harness/blackbox/stdio_bridge.py``). Each call runs through the world's tool
 function (``harness.world.tools.make_tool_function``), ledgered under the life's
@@ -43,7 +43,7 @@ from harness.world.catalog import CATALOG
 from harness.world.store import WorldStore
 from harness.world.tools import make_tool_function
 
-__all__ = ["PROTOCOL_VERSION", "SERVER_NAME", "ToolEndpoint", "annotations", "content_key"]
+__all__ = ["PROTOCOL_VERSION", "SERVER_NAME", "ToolEndpoint", "content_key", "mcp_annotations"]
 
 SERVER_NAME = "agent-crash-harness-world"
 PROTOCOL_VERSION = "2025-06-18"
@@ -60,7 +60,7 @@ _HINTS: Mapping[IdempotencyClass, dict[str, bool]] = {
 }
 
 
-def annotations(idempotency: IdempotencyClass) -> dict[str, Any]:
+def mcp_annotations(idempotency: IdempotencyClass) -> dict[str, Any]:
     """A tool's MCP annotations as its class in the trial's table gives them (none for an
     unknown class), so that a client classing tools from annotations gets the table's."""
     hints = _HINTS.get(idempotency)
@@ -96,7 +96,7 @@ class ToolEndpoint:
                 "name": s.name,
                 "description": s.summary,
                 "inputSchema": input_schema(s),
-                **annotations(table.classify(s.name).idempotency),
+                **mcp_annotations(table.classify(s.name).idempotency),
             }
             for s in specs
         ]
