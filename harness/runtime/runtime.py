@@ -17,6 +17,7 @@ import _thread
 import heapq
 import os
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -150,7 +151,7 @@ class Runtime:
         self.executor = self._executor_class(
             journal,
             self.incarnation,
-            on_record=self._note,
+            on_record=_weakly(self._note),
             max_attempts=max_attempts,
             clock=self.clock,
         )
@@ -795,6 +796,20 @@ class _Gate:
     def __init__(self) -> None:
         self.lock = _thread.allocate_lock()
         self.users = 0
+
+
+def _weakly(note: Callable[[Record], None]) -> Callable[[Record], None]:
+    """``note`` (a runtime's bound method) held weakly: the executor it is handed does not
+    keep its runtime alive, so a dropped runtime is freed at once, with the file a
+    compacted journal's settled ops are read from, not at the next garbage collection."""
+    method = weakref.WeakMethod(note)
+
+    def call(record: Record) -> None:
+        bound = method()
+        if bound is not None:
+            bound(record)
+
+    return call
 
 
 def _skip_key(record: Record) -> tuple[str, OpState] | None:

@@ -419,3 +419,32 @@ class TestSettledOpsLeftInTheFile:
 
 def _records(path: Path) -> list[Record]:
     return [s.record for s in scan_journal(path).records]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
+def test_a_dropped_runtime_lets_go_of_its_settled_ops_file_at_once(tmp_path: Path) -> None:
+    """A runtime on a compacted journal reads its settled ops from a file it keeps open; a
+    closed and dropped runtime lets go of it then, not at the next garbage collection
+    (a service that opens a journal per task would otherwise run out of descriptors)."""
+    import gc
+
+    path = tmp_path / "agent.journal"
+    _history(path)
+    with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+        rt.compact()
+
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    gc.collect()
+    gc.disable()  # only reference counting may free what a dropped runtime held
+    try:
+        before = open_files()
+        for _ in range(3):
+            runtime = Runtime.open(path, table=TABLE, compaction=NEVER)
+            assert runtime.outcome_of("s1").ok  # read from the settled block
+            runtime.close()
+            del runtime
+        assert open_files() == before
+    finally:
+        gc.enable()
