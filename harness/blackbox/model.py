@@ -20,7 +20,9 @@ How it reads a tool result (the text the agent put in the conversation):
   table) is then asked again; for any other, as ``harness.agent.model`` does with a
   VERIFY hint, it asks for the step's read-only check (op ``s003.check``), and for a
   redo (``s003.redo``) only when the check shows the effect absent; a step no check
-  can tell is left unknown.
+  can tell is left unknown. When the result is a guard's hint naming the op to report
+  on and the agent offers ``report_verification``, the check's finding is reported to
+  the guard instead (``s003.report-absent``), which redoes an absent effect itself.
 
 The full note: docs/reference/modules.md (``harness/blackbox/model.py``).
 """
@@ -29,8 +31,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,8 +59,23 @@ CHECK_SUFFIX = ".check"
 REDO_SUFFIX = ".redo"
 MAX_REDOES = 8
 MAX_RETRIES = 3
-UNKNOWN_MARKS = ("verify", "outcome unknown", "interrupted", "timed out", "no reply")
-"""Words of a tool result (any case) that say its outcome is unknown."""
+REPORT_SUFFIX = ".report-"
+VERIFY_TOOL = "report_verification"
+"""The tool a guard offers for the model's report on an op of unknown outcome."""
+UNKNOWN_MARKS = (
+    "verify",
+    "outcome unknown",
+    "interrupt",
+    "timed out",
+    "no reply",
+    "may already have run",
+    VERIFY_TOOL,
+)
+"""Words of a tool result (any case) that say its outcome is unknown (the last two are this
+project's VERIFY hint and a guard's request for a report)."""
+GUARD_OP = re.compile(VERIFY_TOOL + r'\b.*?\bop_id\W+"([^"]+)"', re.DOTALL)
+"""The op a guard's hint asks the model to report on: ``call report_verification with
+op_id "X"``."""
 
 
 def call_id(op_id: str, position: int, answer: int) -> str:
@@ -106,6 +124,10 @@ def classify(text: str) -> tuple[str, Any]:
     try:
         value = json.loads(stripped)
     except ValueError:
+        # Text: it says the outcome is unknown, or wraps a result (or an error) in words;
+        # JSON inside a hint is the call's arguments, never a result.
+        if any(mark in stripped.lower() for mark in UNKNOWN_MARKS):
+            return "unknown", None
         start = stripped.find("{")
         if start >= 0:
             try:
@@ -116,8 +138,7 @@ def classify(text: str) -> tuple[str, Any]:
         return ("transient" if value["error"] == "TransientToolError" else "error"), value
     if value is not None and isinstance(value, dict | list):
         return "ok", value
-    lowered = stripped.lower()
-    if any(mark in lowered for mark in UNKNOWN_MARKS):
+    if any(mark in stripped.lower() for mark in UNKNOWN_MARKS):
         return "unknown", None
     return "error", stripped
 
@@ -137,12 +158,16 @@ def decide(
     items: Sequence[Item],
     retry_safe: Callable[[str], bool] = _shipped_retry_safe,
     number: int = 0,
+    offered: Collection[str] = (),
 ) -> Answer:
     """The answer to a conversation: a function of the plan and ``items`` alone.
 
     ``retry_safe`` says which tools may simply be asked again when their outcome is
     unknown (the tool table's retry-safe classes); any other is verified. ``number`` is
-    the answer's place among the trial's answers, which only the new calls' ids carry."""
+    the answer's place among the trial's answers, which only the new calls' ids carry.
+    ``offered``: the tools the request offers. When it offers ``report_verification``
+    and a guard's hint named the op to report on, what a check found is reported to the
+    guard (which redoes an absent effect itself) instead of redone by the model."""
     steps = {s.op_id: s for s in plan.steps}
     answer = Answer()
     issued: dict[str, str] = {}
@@ -159,6 +184,7 @@ def decide(
     # ok, fail, info, or the call to ask next: ("retry"|"check"|"redo", op).
     state: dict[str, tuple[str, str]] = {}
     retries: dict[str, int] = {}
+    guard_ops: dict[str, str] = {}  # step: the op a guard's hint asked a report on
     for call, op in issued.items():
         if call not in results:
             answer.shown.append({"call": call, "op": op, "shown": "nothing"})
@@ -169,9 +195,12 @@ def decide(
             {"call": call, "op": op, "shown": kind}
             | ({"digest": result_digest(value)} if kind == "ok" else {})
         )
+        if kind == "unknown" and (named := GUARD_OP.search(results[call])):
+            guard_ops[step.op_id] = named.group(1)
         if kind == "unknown" and retry_safe(step.tool) and not op.endswith(CHECK_SUFFIX):
             kind = "transient"  # a retry-safe call is asked again, as the executor retries
-        _settle(step, op, call, kind, value, state, retries, answer)
+        report = guard_ops.get(step.op_id) if VERIFY_TOOL in offered else None
+        _settle(step, op, call, kind, value, state, retries, answer, report)
     for batch in batches(plan.steps):
         wanted = [want for s in batch if (want := _wanted(s, state.get(s.op_id))) is not None]
         if wanted:
@@ -195,9 +224,24 @@ def _settle(
     state: dict[str, tuple[str, str]],
     retries: dict[str, int],
     answer: Answer,
+    report: str | None = None,
 ) -> None:
-    """What one result shown to the model makes of its step, and what it tells."""
+    """What one result shown to the model makes of its step, and what it tells. ``report``:
+    the guard's op to report a check's finding on (None: the model redoes it itself)."""
     name = step.op_id
+    if REPORT_SUFFIX in op:  # the guard's answer to a report: a redo's outcome, if absent
+        if op.endswith("present"):
+            state[name] = ("ok", "")
+        elif kind == "ok":
+            state[name] = ("ok", "")
+            answer.told.append((f"{call} ack", f"ack {name} {result_digest(value)}"))
+        elif kind in ("error", "transient"):
+            state[name] = ("fail", "")
+            answer.told.append((f"{call} fail", f"fail {name}"))
+        else:
+            state[name] = ("info", "")
+            answer.told.append((f"{call} info", f"info {name}"))
+        return
     if op.endswith(CHECK_SUFFIX):
         hinted = op.removesuffix(CHECK_SUFFIX)
         if kind != "ok" or step.verify is None:
@@ -208,8 +252,11 @@ def _settle(
         found = "present" if holds else "absent"
         answer.told.append((f"{call} check", f"check {hinted} {result_digest(value)} {found}"))
         if holds:
-            state[name] = ("ok", "")
             answer.told.append((f"{call} ack", f"ack {name} {result_digest(None)}"))
+        if report is not None and (holds or hinted.count(REDO_SUFFIX) < MAX_REDOES):
+            state[name] = ("report", f"{hinted}{REPORT_SUFFIX}{found} {report}")
+        elif holds:
+            state[name] = ("ok", "")
         elif hinted.count(REDO_SUFFIX) >= MAX_REDOES:
             state[name] = ("info", "")
             answer.told.append((f"{call} info", f"info {name}"))
@@ -243,10 +290,26 @@ def _wanted(step: PlanStep, state: tuple[str, str] | None) -> tuple[str, str, An
         return op, step.tool, dict(step.args)
     if what == "check" and step.verify is not None:
         return op + CHECK_SUFFIX, step.verify.tool, dict(step.verify.args)
+    if what == "report":
+        reporting, guard_op = op.split(" ", 1)
+        found = reporting.rsplit(REPORT_SUFFIX, 1)[1]
+        return reporting, VERIFY_TOOL, {"op_id": guard_op, "found": found}
     return None
 
 
 # -- the wire: Chat Completions and Responses ---------------------------------------------
+
+
+def offered_tools(request: Mapping[str, Any]) -> frozenset[str]:
+    """The names of the tools a Chat Completions or Responses request offers the model."""
+    names = set()
+    for tool in request.get("tools") or ():
+        if isinstance(tool, dict):
+            function = tool.get("function")
+            named = function if isinstance(function, dict) else tool
+            if isinstance(named.get("name"), str):
+                names.add(named["name"])
+    return frozenset(names)
 
 
 def chat_items(messages: Any) -> list[Item]:
@@ -355,7 +418,7 @@ class ModelEndpoint:
         else:
             return _error(404, f"{path}: not served (chat/completions, responses, models)")
         stream = bool(request.get("stream")) and api == "chat"
-        answer = decide(self.plan, items, self.retry_safe, self._served)
+        answer = decide(self.plan, items, self.retry_safe, self._served, offered_tools(request))
         self._served += 1
         self._write_record(api, stream, answer)
         new = [(key, line) for key, line in answer.told if key not in self._told]
@@ -365,6 +428,11 @@ class ModelEndpoint:
         first = next((line.split(" ")[1] for _, line in new if not line.startswith("check")), "")
         self.hit("model.received", first)
         for _, op, tool, args in answer.calls:
+            if tool == VERIFY_TOOL and args.get("found") == "absent":
+                # The guard redoes it: the call it makes is the step's redo.
+                step = next(s for s in self.plan.steps if s.op_id == _step_op(op))
+                redo = op.rsplit(REPORT_SUFFIX, 1)[0] + REDO_SUFFIX
+                self.issued(redo, step.tool, step.args)
             self.issued(op, tool, args)
             key = f"invoke {op} {len(items)}"
             if "." not in op and key not in self._told and not self._retry(items, op):

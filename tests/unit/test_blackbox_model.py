@@ -17,11 +17,22 @@ import pytest
 
 from harness.agent.plan import Plan, PlanStep, Verification
 from harness.blackbox.host import BRIDGE, BlackBoxServer
-from harness.blackbox.model import ModelEndpoint, call_id
+from harness.blackbox.model import (
+    VERIFY_TOOL,
+    Answer,
+    Item,
+    ModelEndpoint,
+    call_id,
+    classify,
+    decide,
+)
 from harness.blackbox.tools import ToolEndpoint
 from harness.blackbox.windows import black_box_window, is_black_box_trial
 from harness.failpoints import arm, disarm, parse_failpoints
+from harness.integrations.guard import hint_message
+from harness.runtime import VerifyHint
 from harness.runtime.classes import ToolTable, class_from_annotations
+from harness.runtime.matrix import verify_hint
 from harness.world.store import WorldStore, read_ledger, result_digest
 
 TAP = PlanStep(
@@ -301,3 +312,51 @@ def test_a_restarted_life_asks_again_under_a_new_id(tmp_path: Path) -> None:
             json.loads(b"".join(reply.chunks))["choices"][0]["message"]["tool_calls"][0]["id"]
         )
     assert ids == [call_id("s001", 0, 0), call_id("s001", 0, 1)]
+
+
+GUARD_HINT = hint_message(
+    VerifyHint(
+        "call_9", "ui_tap", {"element": "ok_button"}, verify_hint("call_9", "ui_tap", TAP.args)
+    )
+)
+"""A guard's answer for an op of unknown outcome (it names the op and the tool to report)."""
+
+
+def ask(items: list[Item], offered: tuple[str, ...] = (VERIFY_TOOL,)) -> Answer:
+    return decide(PLAN, items, lambda tool: False, 5, offered)
+
+
+def test_a_guard_hint_is_an_unknown_outcome_though_it_holds_json() -> None:
+    assert '{"element": "ok_button"}' in GUARD_HINT  # the arguments, not a result
+    assert classify(GUARD_HINT)[0] == "unknown"
+    assert classify(f'{{"x": 1}} {GUARD_HINT}')[0] == "unknown"
+    assert classify('{"taps": []}')[0] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("found", "dump"), [("absent", {"taps": []}), ("present", {"taps": ["ok_button"]})]
+)
+def test_a_check_is_reported_to_the_guard_that_offers_report_verification(
+    found: str, dump: dict[str, Any]
+) -> None:
+    """Offered ``report_verification``, the model reports its check to the guard (which
+    redoes an absent effect itself) instead of asking for the redo."""
+    tap, check = call_id("s001", 0, 0), call_id("s001.check", 2, 1)
+    items = [Item("call", tap), Item("result", tap, GUARD_HINT), Item("call", check)]
+    items.append(Item("result", check, json.dumps(dump)))
+    (reported,) = ask(items).calls
+    assert reported[1:] == (
+        f"s001.report-{found}",
+        VERIFY_TOOL,
+        {"op_id": "call_9", "found": found},
+    )
+    redone = '{"tapped": "ok_button"}'
+    items += [Item("call", reported[0]), Item("result", reported[0], redone)]
+    after = ask(items)
+    assert [c[1] for c in after.calls] == ["s002"]  # the step is settled, the next one asked
+    acks = [line for _, line in after.told if line.startswith("ack s001")]
+    digest = result_digest(json.loads(redone) if found == "absent" else None)
+    assert acks[-1] == f"ack s001 {digest}"
+    # Not offered the tool, the model redoes an absent effect itself, as without a guard.
+    if found == "absent":
+        assert [c[1] for c in ask(items[:4], offered=()).calls] == ["s001.redo"]
