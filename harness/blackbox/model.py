@@ -398,25 +398,28 @@ class ModelEndpoint:
             listed = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "harness"}
             return _json_reply(200, {"object": "list", "data": [listed]})
         if method != "POST":
-            return _error(405, f"{method} {path}: not served")
+            return self._refuse(path, 405, f"{method} {path}: not served")
         try:
             request = json.loads(body or b"{}")
         except ValueError as exc:
-            return _error(400, f"the request is not JSON: {exc}")
+            return self._refuse(path, 400, f"the request is not JSON: {exc}")
         if not isinstance(request, dict):
-            return _error(400, "the request is not a JSON object")
+            return self._refuse(path, 400, "the request is not a JSON object")
         if path.endswith("/chat/completions"):
             api, items = "chat", chat_items(request.get("messages"))
         elif path.endswith("/responses"):
             if request.get("previous_response_id"):
-                return _error(
+                return self._refuse(
+                    path,
                     400,
                     "previous_response_id: this model keeps no state between requests; "
                     "send the whole conversation as input",
                 )
             api, items = "responses", responses_items(request.get("input"))
         else:
-            return _error(404, f"{path}: not served (chat/completions, responses, models)")
+            return self._refuse(
+                path, 404, f"{path}: not served (chat/completions, responses, models)"
+            )
         stream = bool(request.get("stream")) and api == "chat"
         answer = decide(self.plan, items, self.retry_safe, self._served, offered_tools(request))
         self._served += 1
@@ -451,6 +454,13 @@ class ModelEndpoint:
         """Whether ``op`` was asked for before in this conversation (asked again after a
         transient failure: the same call, not a new one)."""
         return any(i.kind == "call" and op_of_call(i.call) == op for i in items)
+
+    def _refuse(self, path: str, status: int, message: str) -> Reply:
+        """The API's own error for a request the script cannot answer, and a line of evidence."""
+        line = {"t_ns": time.time_ns(), "pid": os.getpid(), "path": path, "refused": message}
+        with open(self.record, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+        return _error(status, message)
 
     def _write_record(self, api: str, stream: bool, answer: Answer) -> None:
         line = {

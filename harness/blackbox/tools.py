@@ -21,7 +21,9 @@ fails transiently on its first attempts (``fail_attempts``) succeeds when asked
 again.
 
 A lost reply or a lost request (``op.reply=lost-reply``, ``op.request=lost-request``)
-drops the response: the connection closes with no answer.
+drops the response: the connection closes with no answer. A call of a tool the server
+does not list, or with arguments that are not an object, is refused with MCP's own error
+(JSON-RPC -32602) and recorded (``refused: ...``), never run.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class ToolEndpoint:
             }
             for s in specs
         ]
+        self.names = frozenset(tool["name"] for tool in self.tools)
         self._attempts: dict[str, int] = {}
         for line in _lines(record):
             op = str(line.get("op"))
@@ -158,7 +161,18 @@ class ToolEndpoint:
         elif method == "tools/list":
             result = {"tools": self.tools}
         elif method == "tools/call" and isinstance(params, dict):
-            called = self._call(str(params.get("name")), params.get("arguments") or {}, via)
+            name, args = params.get("name"), params.get("arguments") or {}
+            problem = (
+                f"unknown tool: {name!r}"
+                if name not in self.names
+                else "arguments must be a JSON object"
+                if not isinstance(args, dict)
+                else None
+            )
+            if problem is not None:  # MCP's own error, and a line of evidence
+                self._write("refused", str(name), args, 0, f"refused: {problem}", via)
+                return _rpc_error(rid, -32602, problem)
+            called = self._call(str(name), args, via)
             if called is None:
                 return _DROP
             result = called
@@ -166,9 +180,7 @@ class ToolEndpoint:
             return _rpc_error(rid, -32601, f"method not found: {method}")
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
-    def _call(self, tool: str, args: Any, via: str) -> dict[str, Any] | None:
-        if not isinstance(args, dict):
-            args = {}
+    def _call(self, tool: str, args: dict[str, Any], via: str) -> dict[str, Any] | None:
         op = self.op_for(tool, args)
         attempt = self._attempts.get(op, 0) + 1
         self._attempts[op] = attempt

@@ -360,3 +360,20 @@ def test_a_check_is_reported_to_the_guard_that_offers_report_verification(
     # Not offered the tool, the model redoes an absent effect itself, as without a guard.
     if found == "absent":
         assert [c[1] for c in ask(items[:4], offered=()).calls] == ["s001.redo"]
+
+
+def test_what_the_script_cannot_answer_gets_the_protocols_error_and_is_recorded(
+    served: Served,
+) -> None:
+    unknown = rpc(served, "tools/call", {"name": "no_such_tool", "arguments": {}})
+    malformed = rpc(served, "tools/call", {"name": "ui_tap", "arguments": ["ok_button"]})
+    assert unknown["error"]["code"] == malformed["error"]["code"] == -32602
+    assert "no_such_tool" in unknown["error"]["message"]
+    refused = [json.loads(line) for line in served.tools_record.read_text().splitlines()]
+    assert [line["outcome"].split(":")[0] for line in refused] == ["refused", "refused"]
+    assert read_ledger(served.world) == []  # nothing ran
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        served.post("/v1/chat/completions", ["not", "an", "object"])
+    assert bad.value.code == 400
+    assert json.loads(bad.value.read())["error"]["type"] == "invalid_request_error"
+    assert "not a JSON object" in served.records()[-1]["refused"]
