@@ -28,6 +28,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("negative random", ["chaos", "--random", "-5"], "--random: -5 is not a count"),
     ("compare no workers", ["compare", "--workers", "0"], "--workers: 0 is not at least 1"),
     (
+        "compare a black box with a runtime",
+        ["compare", "--runtime", "cmd:python3 agent.py", "--runtime", "real"],
+        "--runtime cmd:python3 agent.py: a black box is compared only with black boxes, not with real",
+    ),
+    (
         "bogus power loss",
         ["trial", MINI, "--seed", "1", "--schedule", '[{"after_death":"power-loss:bogus"}]'],
         "life 1: 'power-loss:bogus': power-loss is drop",
