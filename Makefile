@@ -92,4 +92,4 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) $(GUARDS_VENV) build site *.egg-info examples/agents/*/.venv examples/agents/*/node_modules
+	rm -rf $(VENV) $(GUARDS_VENV) build site *.egg-info examples/agents/*/.venv examples/agents/*/node_modules examples/agents/*/dist

@@ -3,16 +3,20 @@
 # (from the project's root; `make agent-NAME` calls it). A Python agent gets NAME/.venv from
 # NAME/requirements.txt (every package pinned), and this project without its dependencies
 # when it has a guarded variant (guarded.py); a Node agent gets NAME/node_modules from
-# NAME/package-lock.json. Nothing is rebuilt while the pins are older than the environment.
+# NAME/package-lock.json, then runs its package's build script when it has one (a TypeScript
+# agent compiled to NAME/dist, every time: it is quick). Nothing is reinstalled while the pins
+# are older than the environment.
 set -eu
 name="$1"
 dir="examples/agents/$name"
 [ -f "$dir/agent.toml" ] || { echo "build.sh: $dir/agent.toml: no such example agent" >&2; exit 2; }
 if [ -f "$dir/package-lock.json" ]; then
     stamp="$dir/node_modules/.installed"
-    [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ] && exit 0
-    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
-    touch "$stamp"
+    if ! { [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ]; }; then
+        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+        touch "$stamp"
+    fi
+    npm run build --prefix "$dir" --if-present --silent
     exit 0
 fi
 stamp="$dir/.venv/.installed"
