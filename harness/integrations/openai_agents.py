@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from agents import FunctionTool, Tool
+from agents.tool import ValidToolOutputPydanticModelsTypeAdapter
 from agents.tool_context import ToolContext
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from harness.integrations.guard import VERIFY_TOOL, VERIFY_TOOL_DOC, GuardReply, ToolGuard
@@ -110,16 +112,35 @@ def tool_function(tools: Sequence[FunctionTool]) -> AsyncToolFunction:
     return execute
 
 
-def _answer(reply: GuardReply) -> str:
-    """What the model reads: a text result as it is, anything else as the reply's text."""
+def _structured(result: Any) -> bool:
+    """Whether a tool's output, as journaled, is one the SDK shows its model as content
+    parts: a ``ToolOutputText``, ``ToolOutputImage`` or ``ToolOutputFileContent`` (a dict
+    with its ``type``), or a list of them. An MCP tool's output always is one."""
+    parts = result if isinstance(result, list) and result else [result]
+    for part in parts:
+        if not isinstance(part, dict) or "type" not in part:
+            return False
+        try:
+            ValidToolOutputPydanticModelsTypeAdapter.validate_python(part)
+        except ValidationError:
+            return False
+    return True
+
+
+def _answer(reply: GuardReply) -> Any:
+    """What the tool returns to the SDK: a text result, or a structured output (which the
+    SDK converts for its model as it converts the tool's own), as it is; anything else as
+    the reply's text."""
     result = reply.outcome.result
-    return result if reply.status == "ok" and isinstance(result, str) else reply.text
+    if reply.status == "ok" and (isinstance(result, str) or _structured(result)):
+        return result
+    return reply.text
 
 
 def _guarded(guard: ToolGuard, tool: FunctionTool) -> FunctionTool:
     name = tool.name
 
-    async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
+    async def invoke(ctx: ToolContext[Any], arguments: str) -> Any:
         try:
             args = json.loads(arguments) if arguments.strip() else {}
         except ValueError as exc:  # the model's mistake: it reads why, nothing is journaled
@@ -137,7 +158,7 @@ def _guarded(guard: ToolGuard, tool: FunctionTool) -> FunctionTool:
 
 
 def _verify_tool(guard: ToolGuard) -> FunctionTool:
-    async def report(ctx: ToolContext[Any], arguments: str) -> str:
+    async def report(ctx: ToolContext[Any], arguments: str) -> Any:
         token = _INVOKING.set(ctx)
         try:
             args = json.loads(arguments)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents import Agent, Runner, ToolOutputText, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 from google.adk.agents import LlmAgent
 from google.adk.models.base_llm import BaseLlm
@@ -32,19 +32,29 @@ from tests.conftest import journal_records
 set_tracing_disabled(True)
 
 
-def _agents_run(journal: Path, pay: Any) -> str:
-    async def life() -> str:
+def _agents_output(journal: Path | None, pay: Any) -> Any:
+    """The function-call output the model is sent for ``pay``'s call (no guard: ``None``)."""
+
+    async def life() -> Any:
         model = ScriptedModel(
             [
                 [function_call("pay", {"invoice": "A-17"}, call_id="call-1")],
                 [assistant_message("done")],
             ]
         )
-        async with await OpenAIAgentsGuard.open(journal, [pay]) as guard:
-            result = await Runner.run(Agent(name="payer", model=model, tools=guard.tools), "Pay")
-        return str(result.new_items[1].output)
+        if journal is None:
+            result = await Runner.run(Agent(name="payer", model=model, tools=[pay]), "Pay")
+        else:
+            async with await OpenAIAgentsGuard.open(journal, [pay]) as guard:
+                agent = Agent(name="payer", model=model, tools=guard.tools)
+                result = await Runner.run(agent, "Pay")
+        return result.new_items[1].raw_item["output"]
 
     return asyncio.run(life())
+
+
+def _agents_run(journal: Path, pay: Any) -> str:
+    return str(_agents_output(journal, pay))
 
 
 class _Llm(BaseLlm):
@@ -114,6 +124,23 @@ class TestOpenAIAgents:
         assert _agents_run(tmp_path / "j", function_tool(pay)) == "paid"
         assert [(c.op_id, c.tool, c.attempt) for c in served if c] == [("call-1", "pay", 1)]
         assert openai_agents.current_call() is None
+
+    def test_a_structured_output_reaches_the_model_as_without_the_guard(
+        self, tmp_path: Path
+    ) -> None:
+        """An MCP tool's output is a ``ToolOutputText`` (a dict once journaled): the model
+        is sent its text as a content part, as without the guard, never the JSON of it."""
+        ran: list[str] = []
+
+        def pay(invoice: str) -> ToolOutputText:
+            ran.append(invoice)
+            return ToolOutputText(text=json.dumps({"receipt": f"R-{invoice}"}))
+
+        bare = _agents_output(None, function_tool(pay))
+        assert bare == [{"type": "input_text", "text": '{"receipt": "R-A-17"}'}]
+        assert _agents_output(tmp_path / "j", function_tool(pay)) == bare
+        assert _agents_output(tmp_path / "j", function_tool(pay)) == bare  # from the journal
+        assert ran == ["A-17", "A-17"]  # bare, then guarded once
 
     def test_a_tool_named_as_the_guards_own_is_refused_before_the_journal(
         self, tmp_path: Path
