@@ -15,6 +15,9 @@ How it reads a tool result (the text the agent put in the conversation):
 - ``{"error": "TransientToolError", ...}``: a transient failure, the call is asked again
   (at most ``MAX_RETRIES`` times);
 - ``{"error": ..., "message": ...}`` of any other class, or text that is not JSON: failed;
+- an MCP ``CallToolResult`` passed on whole (``{"content": [{"type": "text", ...}],
+  "isError": ...}``, as Google ADK's ``McpTool`` answers): read as the text of its
+  content, and failed when ``isError`` is true;
 - empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``
   or ``no reply``: the outcome is unknown. A call of a retry-safe tool (by the tool
   table) is then asked again; for any other, as ``harness.agent.model`` does with a
@@ -97,8 +100,34 @@ class Answer:
     """For the record: each of its calls in the conversation and what the agent showed."""
 
 
+MCP_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta", "meta"})
+"""The keys of an MCP ``CallToolResult`` as an MCP client dumps it (the SDK's spellings)."""
+
+
+def _mcp_result(value: Any) -> tuple[str, bool] | None:
+    """The text of an MCP ``CallToolResult`` an agent showed its model whole, and its
+    ``isError``; None when ``value`` is not one (a list of typed parts, only its keys)."""
+    if not isinstance(value, dict) or "content" not in value or not set(value) <= MCP_RESULT_KEYS:
+        return None
+    parts = value["content"]
+    if not isinstance(parts, list) or not all(isinstance(p, dict) and "type" in p for p in parts):
+        return None
+    text = "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+    return text, value.get("isError") is True
+
+
 def classify(text: str) -> tuple[str, Any]:
     """``ok`` (and the result), ``transient``, ``error`` or ``unknown`` (see the module)."""
+    kind, value = _classify(text)
+    if kind == "ok" and (whole := _mcp_result(value)) is not None:
+        inner, is_error = whole
+        kind, value = _classify(inner)
+        if is_error and kind == "ok":
+            kind = "error"
+    return kind, value
+
+
+def _classify(text: str) -> tuple[str, Any]:
     stripped = text.strip()
     if not stripped:
         return "unknown", None
