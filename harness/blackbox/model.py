@@ -15,9 +15,12 @@ How it reads a tool result (the text the agent put in the conversation):
 - ``{"error": "TransientToolError", ...}``: a transient failure, the call is asked again
   (at most ``MAX_RETRIES`` times);
 - ``{"error": ..., "message": ...}`` of any other class, or text that is not JSON: failed;
-- an MCP ``CallToolResult`` passed on whole (``{"content": [{"type": "text", ...}],
-  "isError": ...}``, as Google ADK's ``McpTool`` answers): read as the text of its
-  content, and failed when ``isError`` is true;
+- a wrapper around the tool's answer is read as what it holds: an MCP ``CallToolResult``
+  passed on whole (``{"content": [{"type": "text", ...}], "isError": ...}``, as Google
+  ADK's ``McpTool`` answers) as the text of its content, failed when ``isError`` is true;
+  Google ADK's function response of one key (ADK wraps a tool's answer that is not a
+  dict as ``{"result": ...}``, and errors come as ``{"error": ...}``) as its value,
+  failed for ``error``. A failed wrapper of a result that reads as a success: failed;
 - empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``
   or ``no reply``: the outcome is unknown. A call of a retry-safe tool (by the tool
   table) is then asked again; for any other, as ``harness.agent.model`` does with a
@@ -104,10 +107,17 @@ MCP_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta",
 """The keys of an MCP ``CallToolResult`` as an MCP client dumps it (the SDK's spellings)."""
 
 
-def _mcp_result(value: Any) -> tuple[str, bool] | None:
-    """The text of an MCP ``CallToolResult`` an agent showed its model whole, and its
-    ``isError``; None when ``value`` is not one (a list of typed parts, only its keys)."""
-    if not isinstance(value, dict) or "content" not in value or not set(value) <= MCP_RESULT_KEYS:
+def _wrapped(value: Any) -> tuple[str, bool] | None:
+    """What a wrapper an agent put around a tool's answer holds, as text, and whether the
+    wrapper says it failed; None when ``value`` is no wrapper (see the module): an MCP
+    ``CallToolResult`` dumped whole (a list of typed parts, only its keys), or Google ADK's
+    function response of one key (``{"result": ...}``, ``{"error": ...}``)."""
+    if not isinstance(value, dict):
+        return None
+    if set(value) in ({"result"}, {"error"}):
+        inner = value.get("result", value.get("error"))
+        return (inner if isinstance(inner, str) else json.dumps(inner)), "error" in value
+    if "content" not in value or not set(value) <= MCP_RESULT_KEYS:
         return None
     parts = value["content"]
     if not isinstance(parts, list) or not all(isinstance(p, dict) and "type" in p for p in parts):
@@ -119,11 +129,15 @@ def _mcp_result(value: Any) -> tuple[str, bool] | None:
 def classify(text: str) -> tuple[str, Any]:
     """``ok`` (and the result), ``transient``, ``error`` or ``unknown`` (see the module)."""
     kind, value = _classify(text)
-    if kind == "ok" and (whole := _mcp_result(value)) is not None:
-        inner, is_error = whole
+    failed = False
+    for _ in range(4):  # a wrapper in a wrapper, at most a few deep
+        if kind != "ok" or (wrapper := _wrapped(value)) is None:
+            break
+        inner, wrapper_failed = wrapper
+        failed = failed or wrapper_failed
         kind, value = _classify(inner)
-        if is_error and kind == "ok":
-            kind = "error"
+    if failed and kind == "ok":
+        kind = "error"
     return kind, value
 
 

@@ -209,6 +209,23 @@ def test_an_mcp_call_tool_result_passed_on_whole_is_read_as_its_content(served: 
     assert shown == ["ok", "transient", "error", "error"]  # isError: failed, whatever it says
 
 
+def test_an_adk_function_response_is_read_as_the_value_it_wraps(served: Served) -> None:
+    """ADK hands a model a dict: a tool's answer that is not one as ``{"result": ...}``
+    (a guard's VERIFY hint among them), an error as ``{"error": ...}``."""
+    first = chat(served, [USER])
+    call = first["tool_calls"][0]
+    hint = json.dumps({"result": "Operation call_1 may already have run. VERIFY it first."})
+    check = chat(served, [USER, first, result_of(call, hint)])["tool_calls"][0]
+    assert check["function"]["name"] == "ui_dump"  # unknown: checked, not taken as done
+    result = {"tapped": "ok_button"}
+    chat(served, [USER, first, result_of(call, json.dumps({"result": result}))])
+    assert f"ack s001 {result_digest(result)}" in served.told
+    failed = json.dumps({"error": "ui_tap failed: ToolError: no such element"})
+    chat(served, [USER, first, result_of(call, failed)])
+    shown = [line["shown"][0]["shown"] for line in served.records()[1:]]
+    assert shown == ["unknown", "ok", "error"]
+
+
 def rpc(served: Served, method: str, params: dict[str, Any], rid: int = 1) -> Any:
     return served.post("/mcp", {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
 
