@@ -21,12 +21,13 @@ How it reads a tool result (the text the agent put in the conversation):
   Google ADK's function response of one key (ADK wraps a tool's answer that is not a
   dict as ``{"result": ...}``, and errors come as ``{"error": ...}``) as its value,
   failed for ``error``. A failed wrapper of a result that reads as a success: failed;
-- empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``
-  or ``no reply``: the outcome is unknown. A call of a retry-safe tool (by the tool
-  table) is then asked again; for any other, as ``harness.agent.model`` does with a
-  VERIFY hint, it asks for the step's read-only check (op ``s003.check``), and for a
-  redo (``s003.redo``) only when the check shows the effect absent; a step no check
-  can tell is left unknown.
+- empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``,
+  ``no reply`` or ``may already have run`` (the runtime's VERIFY hint, which quotes the
+  call's arguments: JSON in such a text is not a result): the outcome is unknown. A call
+  of a retry-safe tool (by the tool table) is then asked again; for any other, as
+  ``harness.agent.model`` does with a VERIFY hint, it asks for the step's read-only
+  check (op ``s003.check``), and for a redo (``s003.redo``) only when the check shows
+  the effect absent; a step no check can tell is left unknown.
 
 The full note: docs/reference/modules.md (``harness/blackbox/model.py``).
 """
@@ -62,7 +63,14 @@ CHECK_SUFFIX = ".check"
 REDO_SUFFIX = ".redo"
 MAX_REDOES = 8
 MAX_RETRIES = 3
-UNKNOWN_MARKS = ("verify", "outcome unknown", "interrupted", "timed out", "no reply")
+UNKNOWN_MARKS = (
+    "verify",
+    "outcome unknown",
+    "interrupted",
+    "timed out",
+    "no reply",
+    "may already have run",  # the runtime's VERIFY hint (harness.runtime.matrix.verify_hint)
+)
 """Words of a tool result (any case) that say its outcome is unknown."""
 
 
@@ -146,9 +154,12 @@ def _classify(text: str) -> tuple[str, Any]:
     if not stripped:
         return "unknown", None
     value: Any = None
+    lowered = stripped.lower()
     try:
         value = json.loads(stripped)
     except ValueError:
+        if any(mark in lowered for mark in UNKNOWN_MARKS):
+            return "unknown", None  # before any JSON in it: a hint quotes the call's arguments
         start = stripped.find("{")
         if start >= 0:
             try:
@@ -159,7 +170,6 @@ def _classify(text: str) -> tuple[str, Any]:
         return ("transient" if value["error"] == "TransientToolError" else "error"), value
     if value is not None and isinstance(value, dict | list):
         return "ok", value
-    lowered = stripped.lower()
     if any(mark in lowered for mark in UNKNOWN_MARKS):
         return "unknown", None
     return "error", stripped

@@ -21,7 +21,10 @@ from harness.blackbox.model import ModelEndpoint, call_id
 from harness.blackbox.tools import ToolEndpoint
 from harness.blackbox.windows import black_box_window, is_black_box_trial
 from harness.failpoints import arm, disarm, parse_failpoints
+from harness.integrations.guard import hint_message
+from harness.runtime import VerifyHint
 from harness.runtime.classes import ToolTable, class_from_annotations
+from harness.runtime.matrix import verify_hint
 from harness.world.store import WorldStore, read_ledger, result_digest
 
 TAP = PlanStep(
@@ -214,7 +217,7 @@ def test_an_adk_function_response_is_read_as_the_value_it_wraps(served: Served) 
     (a guard's VERIFY hint among them), an error as ``{"error": ...}``."""
     first = chat(served, [USER])
     call = first["tool_calls"][0]
-    hint = json.dumps({"result": "Operation call_1 may already have run. VERIFY it first."})
+    hint = json.dumps({"result": "Operation call_1 may have run. VERIFY it first."})
     check = chat(served, [USER, first, result_of(call, hint)])["tool_calls"][0]
     assert check["function"]["name"] == "ui_dump"  # unknown: checked, not taken as done
     result = {"tapped": "ok_button"}
@@ -224,6 +227,18 @@ def test_an_adk_function_response_is_read_as_the_value_it_wraps(served: Served) 
     chat(served, [USER, first, result_of(call, failed)])
     shown = [line["shown"][0]["shown"] for line in served.records()[1:]]
     assert shown == ["unknown", "ok", "error"]
+
+
+def test_a_guard_hint_is_an_unknown_outcome_though_it_quotes_json(served: Served) -> None:
+    """The runtime's VERIFY hint, as a guard hands it to a model, quotes the call's
+    arguments as JSON and never says VERIFY: the outcome is unknown, not that JSON."""
+    first = chat(served, [USER])
+    call = first["tool_calls"][0]
+    args = json.loads(call["function"]["arguments"])
+    text = hint_message(VerifyHint("call_1", "ui_tap", args, verify_hint("call_1", "ui_tap", args)))
+    check = chat(served, [USER, first, result_of(call, text)])["tool_calls"][0]
+    assert check["function"]["name"] == "ui_dump"
+    assert served.told[1:] == ["info s001", "hint s001"]
 
 
 def rpc(served: Served, method: str, params: dict[str, Any], rid: int = 1) -> Any:
