@@ -15,14 +15,22 @@ How it reads a tool result (the text the agent put in the conversation):
 - ``{"error": "TransientToolError", ...}``: a transient failure, the call is asked again
   (at most ``MAX_RETRIES`` times);
 - ``{"error": ..., "message": ...}`` of any other class, or text that is not JSON: failed;
-- empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``
-  or ``no reply``: the outcome is unknown. A call of a retry-safe tool (by the tool
-  table) is then asked again; for any other, as ``harness.agent.model`` does with a
-  VERIFY hint, it asks for the step's read-only check (op ``s003.check``), and for a
-  redo (``s003.redo``) only when the check shows the effect absent; a step no check
-  can tell is left unknown. When the result is a guard's hint naming the op to report
-  on and the agent offers ``report_verification``, the check's finding is reported to
-  the guard instead (``s003.report-absent``), which redoes an absent effect itself.
+- a wrapper around the tool's answer is read as what it holds: an MCP ``CallToolResult``
+  passed on whole (``{"content": [{"type": "text", ...}], "isError": ...}``, as Google
+  ADK's ``McpTool`` answers) as the text of its content, failed when ``isError`` is true;
+  Google ADK's function response of one key (ADK wraps a tool's answer that is not a
+  dict as ``{"result": ...}``, and errors come as ``{"error": ...}``) as its value,
+  failed for ``error``. A failed wrapper of a result that reads as a success: failed;
+- empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``,
+  ``no reply`` or ``may already have run`` (the runtime's VERIFY hint, which quotes the
+  call's arguments: JSON in such a text is not a result): the outcome is unknown. A call
+  of a retry-safe tool (by the tool table) is then asked again; for any other, as
+  ``harness.agent.model`` does with a VERIFY hint, it asks for the step's read-only
+  check (op ``s003.check``), and for a redo (``s003.redo``) only when the check shows
+  the effect absent; a step no check can tell is left unknown. When the result is a
+  guard's hint naming the op to report on and the agent offers ``report_verification``,
+  the check's finding is reported to the guard instead (``s003.report-absent``), which
+  redoes an absent effect itself.
 
 The full note: docs/reference/modules.md (``harness/blackbox/model.py``).
 """
@@ -115,19 +123,55 @@ class Answer:
     """For the record: each of its calls in the conversation and what the agent showed."""
 
 
+MCP_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta", "meta"})
+"""The keys of an MCP ``CallToolResult`` as an MCP client dumps it (the SDK's spellings)."""
+
+
+def _wrapped(value: Any) -> tuple[str, bool] | None:
+    """What a wrapper an agent put around a tool's answer holds, as text, and whether the
+    wrapper says it failed; None when ``value`` is no wrapper (see the module): an MCP
+    ``CallToolResult`` dumped whole (a list of typed parts, only its keys), or Google ADK's
+    function response of one key (``{"result": ...}``, ``{"error": ...}``)."""
+    if not isinstance(value, dict):
+        return None
+    if set(value) in ({"result"}, {"error"}):
+        inner = value.get("result", value.get("error"))
+        return (inner if isinstance(inner, str) else json.dumps(inner)), "error" in value
+    if "content" not in value or not set(value) <= MCP_RESULT_KEYS:
+        return None
+    parts = value["content"]
+    if not isinstance(parts, list) or not all(isinstance(p, dict) and "type" in p for p in parts):
+        return None
+    text = "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+    return text, value.get("isError") is True
+
+
 def classify(text: str) -> tuple[str, Any]:
     """``ok`` (and the result), ``transient``, ``error`` or ``unknown`` (see the module)."""
+    kind, value = _classify(text)
+    failed = False
+    for _ in range(4):  # a wrapper in a wrapper, at most a few deep
+        if kind != "ok" or (wrapper := _wrapped(value)) is None:
+            break
+        inner, wrapper_failed = wrapper
+        failed = failed or wrapper_failed
+        kind, value = _classify(inner)
+    if failed and kind == "ok":
+        kind = "error"
+    return kind, value
+
+
+def _classify(text: str) -> tuple[str, Any]:
     stripped = text.strip()
     if not stripped:
         return "unknown", None
     value: Any = None
+    lowered = stripped.lower()
     try:
         value = json.loads(stripped)
     except ValueError:
-        # Text: it says the outcome is unknown, or wraps a result (or an error) in words;
-        # JSON inside a hint is the call's arguments, never a result.
-        if any(mark in stripped.lower() for mark in UNKNOWN_MARKS):
-            return "unknown", None
+        if any(mark in lowered for mark in UNKNOWN_MARKS):
+            return "unknown", None  # before any JSON in it: a hint quotes the call's arguments
         start = stripped.find("{")
         if start >= 0:
             try:
@@ -138,7 +182,7 @@ def classify(text: str) -> tuple[str, Any]:
         return ("transient" if value["error"] == "TransientToolError" else "error"), value
     if value is not None and isinstance(value, dict | list):
         return "ok", value
-    if any(mark in stripped.lower() for mark in UNKNOWN_MARKS):
+    if any(mark in lowered for mark in UNKNOWN_MARKS):
         return "unknown", None
     return "error", stripped
 

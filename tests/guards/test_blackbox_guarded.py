@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ SCHEDULES = [
 ]
 
 
-def trial(tmp_path: Path, script: str, schedule: str) -> tuple[int, dict[str, dict]]:
+def trial(tmp_path: Path, script: str, schedule: str) -> tuple[int, dict[str, dict[str, Any]]]:
     """One trial of the example agent: its exit status and its verdicts by invariant."""
     reports = tmp_path / script
     environ = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}

@@ -30,7 +30,8 @@ CASES: list[tuple[str, list[str], str]] = [
     (
         "compare a black box with a runtime",
         ["compare", "--runtime", "cmd:python3 agent.py", "--runtime", "real"],
-        "--runtime cmd:python3 agent.py: a black box is compared only with black boxes, not with real",
+        "--runtime cmd:python3 agent.py: a black box is compared only with black boxes, "
+        "not with real",
     ),
     (
         "bogus power loss",

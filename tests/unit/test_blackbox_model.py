@@ -196,6 +196,59 @@ def test_a_transient_failure_is_asked_again_a_tool_error_fails(served: Served) -
     assert served.told[-2:] == ["fail s001", "invoke s002"]
 
 
+def call_tool_result(result: Any, is_error: bool = False) -> str:
+    """An MCP CallToolResult as an MCP client dumps it and an agent passes it on whole
+    (Google ADK's McpTool): the tool's JSON as text content, structured, and isError."""
+    whole = {"content": [{"type": "text", "text": json.dumps(result)}], "isError": is_error}
+    return json.dumps(whole | ({"structuredContent": result} if isinstance(result, dict) else {}))
+
+
+def test_an_mcp_call_tool_result_passed_on_whole_is_read_as_its_content(served: Served) -> None:
+    first = chat(served, [USER])
+    call = first["tool_calls"][0]
+    result = {"tapped": "ok_button"}
+    chat(served, [USER, first, result_of(call, call_tool_result(result))])
+    assert served.told[1] == f"ack s001 {result_digest(result)}"  # the tool's, not the wrapper's
+    transient = {"error": "TransientToolError", "message": "try again"}
+    again = chat(served, [USER, first, result_of(call, call_tool_result(transient, True))])
+    assert again["tool_calls"][0]["function"]["name"] == "ui_tap"
+    failed = {"error": "ToolError", "message": "no such element"}
+    chat(served, [USER, first, result_of(call, call_tool_result(failed, True))])
+    assert served.told[-1] == "fail s001"
+    chat(served, [USER, first, result_of(call, call_tool_result({"odd": 1}, True))])
+    shown = [line["shown"][0]["shown"] for line in served.records()[1:]]
+    assert shown == ["ok", "transient", "error", "error"]  # isError: failed, whatever it says
+
+
+def test_an_adk_function_response_is_read_as_the_value_it_wraps(served: Served) -> None:
+    """ADK hands a model a dict: a tool's answer that is not one as ``{"result": ...}``
+    (a guard's VERIFY hint among them), an error as ``{"error": ...}``."""
+    first = chat(served, [USER])
+    call = first["tool_calls"][0]
+    hint = json.dumps({"result": "Operation call_1 may have run. VERIFY it first."})
+    check = chat(served, [USER, first, result_of(call, hint)])["tool_calls"][0]
+    assert check["function"]["name"] == "ui_dump"  # unknown: checked, not taken as done
+    result = {"tapped": "ok_button"}
+    chat(served, [USER, first, result_of(call, json.dumps({"result": result}))])
+    assert f"ack s001 {result_digest(result)}" in served.told
+    failed = json.dumps({"error": "ui_tap failed: ToolError: no such element"})
+    chat(served, [USER, first, result_of(call, failed)])
+    shown = [line["shown"][0]["shown"] for line in served.records()[1:]]
+    assert shown == ["unknown", "ok", "error"]
+
+
+def test_a_guard_hint_is_an_unknown_outcome_though_it_quotes_json(served: Served) -> None:
+    """The runtime's VERIFY hint, as a guard hands it to a model, quotes the call's
+    arguments as JSON and never says VERIFY: the outcome is unknown, not that JSON."""
+    first = chat(served, [USER])
+    call = first["tool_calls"][0]
+    args = json.loads(call["function"]["arguments"])
+    text = hint_message(VerifyHint("call_1", "ui_tap", args, verify_hint("call_1", "ui_tap", args)))
+    check = chat(served, [USER, first, result_of(call, text)])["tool_calls"][0]
+    assert check["function"]["name"] == "ui_dump"
+    assert served.told[1:] == ["info s001", "hint s001"]
+
+
 def rpc(served: Served, method: str, params: dict[str, Any], rid: int = 1) -> Any:
     return served.post("/mcp", {"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
 
