@@ -14,6 +14,7 @@ import json
 import shlex
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from harness.blackbox import MODEL_RECORD, TOOL_RECORD
@@ -23,7 +24,7 @@ from harness.runtime.errors import HarnessError
 
 __all__ = ["PREFLIGHT_TIMEOUT_S", "check_agent"]
 
-PREFLIGHT_TIMEOUT_S = 60.0
+PREFLIGHT_TIMEOUT_S = 300.0
 
 
 def _count(path: Path) -> int:
@@ -36,8 +37,9 @@ def _found(word: str) -> bool:
 
 def check_agent(
     runtime: str, scenario: str, *, launch: str = "fork", timeout_s: float = PREFLIGHT_TIMEOUT_S
-) -> None:
-    """Refuse a black box (``cmd:`` runtime) that cannot take part in a trial (see module)."""
+) -> float:
+    """Refuse a black box (``cmd:`` runtime) that cannot take part in a trial (see module);
+    the seconds its crash-free run took."""
     from harness.chaos.schedule import CrashSchedule, Life
     from harness.chaos.supervisor import Supervisor
     from harness.chaos.trial import seed_world, write_plan_for
@@ -57,7 +59,9 @@ def check_agent(
         write_plan_for(scenario, 0, folder)
         seed_world(folder)
         supervisor = Supervisor(restart_budget=1, timeout_s=timeout_s, launch=launch)
+        started = time.monotonic()
         life = supervisor.run(folder, CrashSchedule((Life(),)), runtime=runtime)[-1]
+        took = time.monotonic() - started
         asked, called = _count(folder / MODEL_RECORD), _count(folder / TOOL_RECORD)
         said = life.stderr.strip().splitlines()[-1:] or ["nothing on stderr"]
         if life.killed == "timeout":
@@ -96,3 +100,4 @@ def check_agent(
             )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    return took

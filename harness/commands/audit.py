@@ -46,7 +46,9 @@ from harness.commands.options import (
     add_launch_option,
     add_only_option,
     add_scenario_options,
+    add_timeout_option,
     add_workdir_option,
+    check_black_box,
     check_reports,
     run_info,
     selected_scenarios,
@@ -430,6 +432,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="trials run at once (default: the number of CPUs)",
     )
     add_launch_option(audit)
+    add_timeout_option(audit)
     add_workdir_option(audit)
     add_keep_option(audit)
     audit.add_argument("--reports", default="reports", help="where the run folder goes")
@@ -470,6 +473,7 @@ def _config(args: argparse.Namespace) -> AuditConfig:
     paths = selected_scenarios(args)  # refuses a bad one before anything runs
     if args.out is None:
         check_reports(args.reports)
+    timeout = check_black_box(args.runtime, paths[0], args.launch, args.timeout)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1
     if args.out is not None:
         run_dir = Path(args.out).resolve()
@@ -492,6 +496,7 @@ def _config(args: argparse.Namespace) -> AuditConfig:
         workdir=workdir(args),
         keep=args.keep,
         whole=True,  # a scenario's sample caps its exhaustive trials in chaos, not here
+        timeout_s=timeout,
     )
     tests = () if args.no_hypothesis else tuple(args.hypothesis_tests)
     return AuditConfig(campaign, args.minutes, args.batches, tests, args.hypothesis_share)

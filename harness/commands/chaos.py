@@ -35,6 +35,7 @@ from harness.commands.options import (
     add_reports_option,
     add_scenario_options,
     add_shard_option,
+    add_timeout_option,
     add_workdir_option,
     add_workers_option,
     campaign_config,
@@ -82,6 +83,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="number of random-time trials (default 200)",
     )
     add_workers_option(chaos)
+    add_timeout_option(chaos)
     chaos.add_argument(
         "--runtime",
         default="real",

@@ -31,6 +31,7 @@ from harness.commands.options import (
     add_only_option,
     add_reports_option,
     add_scenario_options,
+    add_timeout_option,
     add_workdir_option,
     add_workers_option,
     campaign_config,
@@ -87,6 +88,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="random-time trials per runtime (default 0: the exhaustive trials only)",
     )
     add_workers_option(compare)
+    add_timeout_option(compare)
     add_reports_option(compare)
     add_launch_option(compare)
     add_maxfail_options(compare)

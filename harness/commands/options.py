@@ -32,6 +32,7 @@ __all__ = [
     "add_reports_option",
     "add_scenario_options",
     "add_shard_option",
+    "add_timeout_option",
     "add_workdir_option",
     "add_workers_option",
     "campaign_config",
@@ -41,6 +42,7 @@ __all__ = [
     "check_runtime",
     "count",
     "positive_int",
+    "positive_seconds",
     "run_id",
     "run_info",
     "selected_scenarios",
@@ -313,15 +315,51 @@ def check_runtime(name: str) -> None:
         )
 
 
-def check_black_box(runtime: str, scenario: str, launch: str) -> None:
-    """A black box (``cmd:``) runs once, crash-free, before any trial: a command that does
-    not start, exits at once or calls neither the model nor a tool is refused here."""
+DEFAULT_TIMEOUT_S = 60.0
+"""A trial's time limit, all its lives together, unless ``--timeout`` says otherwise."""
+BLACK_BOX_TIMES = 5
+"""A black box's trials may take this many times its crash-free run (a restart pays the
+agent's start-up again), and never less than ``DEFAULT_TIMEOUT_S``."""
+
+
+def add_timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help=f"a trial's time limit, all its lives together (default: {DEFAULT_TIMEOUT_S:g}; "
+        f"for a black box, {BLACK_BOX_TIMES} times its crash-free run, at least "
+        f"{DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def check_black_box(
+    runtime: str, scenario: str, launch: str, timeout: float | None = None
+) -> float:
+    """A trial's time limit: ``timeout`` when given. A black box (``cmd:``) runs once,
+    crash-free, before any trial (a command that does not start, exits at once or calls
+    neither the model nor a tool is refused here), and its trials get ``BLACK_BOX_TIMES``
+    the time that run took."""
     from harness.adapters import get_adapter
 
-    if get_adapter(runtime).black_box:
-        from harness.blackbox.preflight import check_agent
+    if not get_adapter(runtime).black_box:
+        return timeout or DEFAULT_TIMEOUT_S
+    from harness.blackbox.preflight import PREFLIGHT_TIMEOUT_S, check_agent
 
-        check_agent(runtime, scenario, launch=launch)
+    took = check_agent(runtime, scenario, launch=launch, timeout_s=timeout or PREFLIGHT_TIMEOUT_S)
+    return timeout or max(DEFAULT_TIMEOUT_S, BLACK_BOX_TIMES * took)
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -354,7 +392,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
     shard = _shard(args)
     paths = selected_scenarios(args)  # refuses a bad one before anything runs
     check_reports(args.reports)
-    check_black_box(args.runtime, paths[0], args.launch)
+    timeout = check_black_box(args.runtime, paths[0], args.launch, args.timeout)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1
     run_dir = Path(args.reports).resolve() / run_id()
     run_dir.mkdir(parents=True)
@@ -371,6 +409,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
         keep=args.keep,
         model=getattr(args, "model", None),
         whole=getattr(args, "whole", False),
+        timeout_s=timeout,
     )
 
 

@@ -17,6 +17,7 @@ from harness.commands.options import (
     add_launch_option,
     add_model_option,
     add_reports_option,
+    add_timeout_option,
     check_black_box,
     check_model,
     check_reports,
@@ -67,6 +68,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_reports_option(trial)
     add_launch_option(trial)
     add_model_option(trial)
+    add_timeout_option(trial)
     return trial
 
 
@@ -84,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         args.reports,
         args.launch,
         model=args.model,
+        timeout=args.timeout,
     )
 
 
@@ -96,6 +99,7 @@ def run_one_trial(
     launch: str = "fork",
     *,
     model: str | None = None,
+    timeout: float | None = None,
 ) -> int:
     """Run one trial in a new folder under ``reports``, print it; its exit status.
 
@@ -115,9 +119,9 @@ def run_one_trial(
     except ValueError as exc:
         raise HarnessError(f"--schedule: {exc}") from None
     check_reports(reports)
-    check_black_box(runtime, scenario, launch)
+    timeout_s = check_black_box(runtime, scenario, launch, timeout)
     run_dir = Path(reports) / f"{run_id()}-trial"
-    supervisor = Supervisor(launch=launch)
+    supervisor = Supervisor(launch=launch, timeout_s=timeout_s)
     # Labelled by its schedule, as a campaign's trial is by its faults.
     label = "-".join(life.describe() for life in schedule.lives) or "no-faults"
     spec = TrialSpec(scenario, seed, schedule, runtime, label, "custom", model)

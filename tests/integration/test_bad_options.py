@@ -27,6 +27,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("negative workers", ["chaos", "--workers", "-1"], "--workers: -1 is not at least 1"),
     ("negative random", ["chaos", "--random", "-5"], "--random: -5 is not a count"),
     ("compare no workers", ["compare", "--workers", "0"], "--workers: 0 is not at least 1"),
+    ("no time", ["chaos", "--timeout", "0"], "--timeout: 0 is not a positive number of seconds"),
+    ("words for time", ["trial", MINI, "--timeout", "soon"], "'soon' is not a number of seconds"),
     (
         "compare a black box with a runtime",
         ["compare", "--runtime", "cmd:python3 agent.py", "--runtime", "real"],
