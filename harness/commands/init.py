@@ -426,7 +426,7 @@ def render_scenario(
     lines = [
         *_wrapped(
             f"A scenario skeleton for the agent `{_comment(agent)}`, written by harness init "
-            f"from {_comment(source)}."
+            f"{'with' if example else 'from'} {_comment(source)}."
         ),
         "#",
         "# The harness serves these tools to the agent itself (HARNESS_MCP_URL, or",
@@ -501,7 +501,8 @@ def render_table(tools: list[Tool], source: str, *, example: bool) -> str:
     header = [
         line[2:]
         for line in _wrapped(
-            f"The classes of the tools of {_comment(source)}, written by harness init"
+            f"The classes of the tools {'in' if example else 'of'} {_comment(source)}, "
+            "written by harness init"
             + (
                 ": an example."
                 if example
@@ -563,7 +564,7 @@ def run(args: argparse.Namespace) -> int:
         source = f"the MCP server at {args.mcp_url}"
     else:
         listing = None
-        source = "no MCP server (an example tool)"
+        source = "no MCP server named (one example tool)"
     if listing is not None:
         source += f" ({listing.server_name} {listing.server_version})"
         if not listing.tools:
@@ -597,7 +598,8 @@ def run(args: argparse.Namespace) -> int:
     counts = {c: sum(t.tool_class is c for t in tools) for c in IdempotencyClass}
     by_class = ", ".join(f"{n} {c.value}" for c, n in counts.items() if n)
     print(
-        f"harness: wrote {out} ({len(tools)} tools from {source}: {by_class}) and its classes "
+        f"harness: wrote {out} ({len(tools)} tool{'s' if len(tools) != 1 else ''} "
+        f"{'with' if example_only else 'from'} {source}: {by_class}) and its classes "
         f"in {table_path}; fill in its TODOs, then run:",
         file=sys.stderr,
     )
