@@ -1,4 +1,4 @@
-"""Listing an MCP server's tools and their annotations, over stdio, with the MCP SDK.
+"""Listing an MCP server's tools and their annotations, over stdio (or HTTP), with the MCP SDK.
 
 ``list_mcp_tools(command)`` starts the server ``command`` as a child process
 with the SDK's stdio client, initializes a session, follows ``tools/list``'s
@@ -6,8 +6,8 @@ pagination cursors to the last page and returns every tool's name and
 annotations (as the wire spells them: ``readOnlyHint``, ``idempotentHint``,
 ...) in a ``McpListing``, with each tool's description and input schema
 (``McpListing.details``). ``list_mcp_tools_at(url)`` does the same with a
-server that is already running, over streamable HTTP. Turning annotations into classes is
-``ToolTable.from_annotations``; ``ToolTable.from_mcp`` does both.
+server that is already running, over streamable HTTP. Turning annotations into
+classes is ``ToolTable.from_annotations``; ``ToolTable.from_mcp`` does both.
 
 This module is the edge of the runtime that talks to a process, and the only
 part of the runtime that needs a third-party package: the SDK (``mcp``, the

@@ -88,7 +88,7 @@ def test_init_then_the_trial_it_prints(folder: Path) -> None:
     )
     scenario = load_scenario(work / out)
     assert list(scenario.declared_tools) == list(EXAMPLE_CLASSES)
-    assert [step.tool for step in scenario.steps] == list(EXAMPLE_CLASSES)
+    assert [call.spec.tool for call in scenario.calls] == list(EXAMPLE_CLASSES)
     table = ToolTable.load(work / "scenarios" / NAME / "tools.toml")
     assert {t: c.idempotency for t, c in table.entries.items()} == EXAMPLE_CLASSES
 

@@ -152,7 +152,7 @@ def test_a_listing_becomes_a_scenario_that_loads(
     assert list(scenario.declared_tools) == ["lookup", "set_mode", "mystery"]
     assert scenario.declared_tools["lookup"].behaviour == "read"
     assert scenario.declared_tools["set_mode"].behaviour == "opaque"
-    assert [s.tool for s in scenario.steps] == ["lookup", "read_file", "set_mode", "mystery"]
+    assert [c.spec.tool for c in scenario.calls] == ["lookup", "read_file", "set_mode", "mystery"]
     plan = compile_plan(scenario, seed=1, source=str(out))
     assert plan.steps[1].args == {"path": "TODO"}  # the built-in's own arguments
     text = out.read_text("utf-8")
@@ -206,7 +206,12 @@ def test_existing_files_are_refused_before_the_server_starts(
     replaces both."""
     monkeypatch.chdir(tmp_path)
     listed: list[object] = []
-    monkeypatch.setattr(init, "list_mcp_tools", lambda *a, **k: listed.append(a) or ODD)
+
+    def list_tools(*args: object, **kwargs: object) -> McpListing:
+        listed.append(args)
+        return ODD
+
+    monkeypatch.setattr(init, "list_mcp_tools", list_tools)
     Path("mine").mkdir()
     Path("mine/tools.toml").write_text("mine\n")
     with pytest.raises(HarnessError, match=r"^--out mine.toml: mine/tools.toml exists \(--force"):
