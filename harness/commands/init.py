@@ -10,10 +10,12 @@ server over stdio, in a scratch folder, as ``table --from-mcp`` does) or
 tool the server lists, in its order: its arguments from the input schema, its
 class guessed from its annotations (``MCP_ANNOTATION_CLASSES``; the comment names
 the annotation that decided it) and written to a tool table beside the scenario,
-and its behaviour a placeholder marked TODO that the loader accepts: a ``read``
-of an empty collection for a read-only tool, else ``opaque`` (the call is only
-recorded). A tool a scenario cannot declare (its name is not identifier-like, or
-an argument's) is written commented out, with the reason. Without a server:
+and its behaviour a placeholder marked TODO that the loader accepts and that does
+what the class says: a ``read`` of an empty collection for a read-only tool, a
+``put`` (keyed by its first required string argument) for an idempotent write,
+else ``opaque`` (the call is only recorded). A tool a scenario cannot declare
+(its name is not identifier-like, or an argument's) is written commented out,
+with the reason. Without a server:
 one example tool, with how to declare the agent's own by hand. The plan: one step
 per tool, its required arguments given placeholder values that fit the schema.
 
@@ -389,26 +391,41 @@ def _tools_of(listing: McpListing) -> list[Tool]:
     return tools
 
 
+def _placeholders(tool: Tool) -> list[dict[str, Any]]:
+    """The placeholder behaviours to try for ``tool``, best first: one that does what its
+    class says (a read changes nothing, a put of the same value again changes nothing), so
+    that the skeleton's world agrees with its table until the TODO is filled in; then
+    ``opaque``, which any tool can be."""
+    tried: list[dict[str, Any]] = []
+    if tool.tool_class is IdempotencyClass.READ_ONLY:
+        tried.append({"behaviour": "read", "collection": tool.name})
+    key = next((a.name for a in tool.args if a.required and a.type == "str"), None)
+    if tool.tool_class is IdempotencyClass.IDEMPOTENT_WRITE and key and len(tool.args) > 1:
+        tried.append({"behaviour": "put", "collection": tool.name, "key": key})
+    return [*tried, {"behaviour": "opaque"}]
+
+
 def _declaration(tool: Tool) -> tuple[dict[str, Any], str | None]:
     """The ``[tools.NAME]`` table of ``tool``, and why the loader would refuse it (or None)."""
     from harness.chaos.declarations import ToolDeclaration, check_tool_name
 
     args = {a.name: a.type + ("" if a.required else "?") for a in tool.args}
-    table: dict[str, Any] = {"behaviour": "opaque"}
-    if tool.tool_class is IdempotencyClass.READ_ONLY:
-        table = {"behaviour": "read", "collection": tool.name}
-    table |= {"summary": tool.summary, "args": args}
-    why = check_tool_name(tool.name)
-    if why is not None:
-        return table, why
-    try:
-        ToolDeclaration.model_validate(table)
-    except ValidationError as exc:
-        error = exc.errors(include_url=False)[0]
-        context = error.get("ctx") or {}
-        field = context.get("field") or ".".join(str(p) for p in error["loc"])
-        return table, f"{field}: {context.get('problem', error['msg'])}"
-    return table, None
+    named = check_tool_name(tool.name)
+    why: str | None = None
+    for behaviour in _placeholders(tool):
+        table = behaviour | {"summary": tool.summary, "args": args}
+        if named is not None:
+            return table, named
+        try:
+            ToolDeclaration.model_validate(table)
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            context = error.get("ctx") or {}
+            field = context.get("field") or ".".join(str(p) for p in error["loc"])
+            why = f"{field}: {context.get('problem', error['msg'])}"
+            continue
+        return table, None
+    return table, why
 
 
 def render_scenario(
@@ -432,8 +449,9 @@ def render_scenario(
         "# The harness serves these tools to the agent itself (HARNESS_MCP_URL, or",
         "# HARNESS_MCP_COMMAND over stdio), acting on its own world, not on your server:",
         "# each [tools.NAME] says what a call does to that world. Every behaviour is a",
-        '# TODO placeholder ("opaque": the call is only recorded; "read": an empty',
-        "# collection), so the file runs as written; replace each with what the tool",
+        '# TODO placeholder that does what its class says ("read" of an empty collection;',
+        '# "put" of the other arguments under the first string one; else "opaque": the call',
+        "# is only recorded), so the file runs as written; replace each with what the tool",
         "# really does: read, put, create, increment, delete or send (docs/guides/own-tools.md).",
         f"# The classes (what running a tool twice does) are in {table_file}: confirm each.",
         "# The steps are the plan the harness's scripted model asks the agent to carry out:",

@@ -151,7 +151,9 @@ def test_a_listing_becomes_a_scenario_that_loads(
     assert scenario.name == "plain_python"
     assert list(scenario.declared_tools) == ["lookup", "set_mode", "mystery"]
     assert scenario.declared_tools["lookup"].behaviour == "read"
-    assert scenario.declared_tools["set_mode"].behaviour == "opaque"
+    assert scenario.declared_tools["set_mode"].behaviour == "put"  # keyed by "to"
+    assert scenario.declared_tools["set_mode"].key == "to"
+    assert scenario.declared_tools["mystery"].behaviour == "opaque"
     assert [c.spec.tool for c in scenario.calls] == ["lookup", "read_file", "set_mode", "mystery"]
     plan = compile_plan(scenario, seed=1, source=str(out))
     assert plan.steps[1].args == {"path": "TODO"}  # the built-in's own arguments
