@@ -454,6 +454,8 @@ def render_scenario(
         "# is only recorded), so the file runs as written; replace each with what the tool",
         "# really does: read, put, create, increment, delete or send (docs/guides/own-tools.md).",
         f"# The classes (what running a tool twice does) are in {table_file}: confirm each.",
+        "# A writing tool needs a [tools.NAME.verify] (a read that reveals its effect) for the",
+        "# model to settle a call whose outcome is unknown: without one it is left unknown.",
         "# The steps are the plan the harness's scripted model asks the agent to carry out:",
         "# give them the arguments of a real task.",
         "",
