@@ -1,6 +1,8 @@
 """The command line: ``harness COMMAND`` (or ``python -m harness COMMAND``), the commands
-chaos, trial, compare, replay, audit, merge, table, check-table and bench.
+init, chaos, trial, compare, replay, audit, merge, table, check-table and bench.
 
+- ``init``: a scenario skeleton for an agent's tools (read from its MCP server's
+  listing, when given one), then the two commands that test the agent on it.
 - ``chaos``: the default campaign against the real runtime (every failpoint
   at every hit of every scenario, plus random-time kills), then the self-check
   (every broken runtime must be caught by the invariant it breaks). Exit 0
@@ -40,6 +42,7 @@ from harness.commands import (
     chaos,
     check_table,
     compare,
+    init,
     merge,
     replay,
     table,
@@ -50,7 +53,7 @@ from harness.runtime.errors import HarnessError
 
 __all__ = ["COMMANDS", "main", "prog_name", "version"]
 
-COMMANDS = (chaos, trial, compare, replay, audit, merge, table, check_table, bench)
+COMMANDS = (init, chaos, trial, compare, replay, audit, merge, table, check_table, bench)
 """The sub-commands, in the order ``--help`` lists them."""
 
 

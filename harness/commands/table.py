@@ -41,7 +41,7 @@ from harness.runtime.classes import IdempotencyClass, ToolTable, class_from_anno
 from harness.runtime.errors import HarnessError, McpServerError, ToolTableError
 from harness.runtime.mcp_table import DEFAULT_TIMEOUT_S, McpListing, list_mcp_tools
 
-__all__ = ["add_parser", "render", "run"]
+__all__ = ["add_parser", "render", "run", "whole_path", "write_whole"]
 
 _MAPPING_EXAMPLES: tuple[tuple[str, dict[str, object] | None], ...] = (
     ("readOnlyHint: true", {"readOnlyHint": True}),
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     # of a relative path (its database, say) is not left in this one. A path this folder
     # has is passed to it whole.
     with tempfile.TemporaryDirectory(prefix="harness-mcp-") as scratch:
-        command = [_whole_path(arg) for arg in args.command]
+        command = [whole_path(arg) for arg in args.command]
         listing = list_mcp_tools(command, env=os.environ, timeout=args.timeout, cwd=scratch)
     listing = dataclasses.replace(listing, command=tuple(args.command))
     try:
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         where = "stdout"
     else:
-        _write(Path(args.out), text, force=args.force)
+        write_whole(Path(args.out), text, force=args.force)
         where = args.out
     counts = Counter(c.idempotency for c in table.entries.values())
     by_class = ", ".join(f"{counts[c]} {c.value}" for c in IdempotencyClass if counts[c])
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _whole_path(arg: str) -> str:
+def whole_path(arg: str) -> str:
     """``arg`` made absolute when it names a file or folder of this folder (the server's
     script, say), else as it is (an option, or a file the server is to make)."""
     if arg.startswith("-") or os.path.isabs(arg) or not os.path.exists(arg):
@@ -166,7 +166,7 @@ def _check_out(path: Path, *, force: bool) -> None:
         raise HarnessError(f"--out {path}: exists (--force replaces it)")
 
 
-def _write(path: Path, text: str, *, force: bool) -> None:
+def write_whole(path: Path, text: str, *, force: bool) -> None:
     """Write ``text`` to ``path`` whole or not at all: a temporary file beside it, then
     renamed over ``path`` (``force``) or linked to it, which fails if it appeared since."""
     partial: Path | None = None

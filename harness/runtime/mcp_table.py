@@ -1,11 +1,13 @@
-"""Listing an MCP server's tools and their annotations, over stdio, with the MCP SDK.
+"""Listing an MCP server's tools and their annotations, over stdio (or HTTP), with the MCP SDK.
 
 ``list_mcp_tools(command)`` starts the server ``command`` as a child process
 with the SDK's stdio client, initializes a session, follows ``tools/list``'s
 pagination cursors to the last page and returns every tool's name and
 annotations (as the wire spells them: ``readOnlyHint``, ``idempotentHint``,
-...) in a ``McpListing``. Turning annotations into classes is
-``ToolTable.from_annotations``; ``ToolTable.from_mcp`` does both.
+...) in a ``McpListing``, with each tool's description and input schema
+(``McpListing.details``). ``list_mcp_tools_at(url)`` does the same with a
+server that is already running, over streamable HTTP. Turning annotations into
+classes is ``ToolTable.from_annotations``; ``ToolTable.from_mcp`` does both.
 
 This module is the edge of the runtime that talks to a process, and the only
 part of the runtime that needs a third-party package: the SDK (``mcp``, the
@@ -34,7 +36,14 @@ from harness.runtime.errors import McpNotInstalledError, McpServerError
 if TYPE_CHECKING:
     from mcp import ClientSession
 
-__all__ = ["DEFAULT_TIMEOUT_S", "McpListing", "McpTool", "list_mcp_tools"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "McpListing",
+    "McpTool",
+    "McpToolDetail",
+    "list_mcp_tools",
+    "list_mcp_tools_at",
+]
 
 DEFAULT_TIMEOUT_S = 30.0
 """How long a server has to start, initialize and list every page of its tools."""
@@ -51,6 +60,15 @@ class McpTool(NamedTuple):
     annotations: Mapping[str, object] | None
 
 
+class McpToolDetail(NamedTuple):
+    """What else a server listed of a tool: its description (empty when it gave none) and
+    the JSON schema of its arguments, as sent."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
 @dataclass(frozen=True, slots=True)
 class McpListing:
     """Every tool an MCP server listed, in its order, and who the server says it is."""
@@ -60,6 +78,8 @@ class McpListing:
     server_version: str
     protocol_version: str
     tools: tuple[McpTool, ...]
+    details: tuple[McpToolDetail, ...] = ()
+    """The tools' descriptions and input schemas, in the order of ``tools``."""
 
     @property
     def source(self) -> str:
@@ -104,6 +124,29 @@ def list_mcp_tools(
     return listing
 
 
+def list_mcp_tools_at(url: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> McpListing:
+    """List the tools of the MCP server running at ``url`` (streamable HTTP), every page of
+    them, as ``list_mcp_tools`` does; errors name the URL as the server's command."""
+    if not url:
+        raise McpServerError((url,), "no URL given")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout!r}")
+    try:
+        import anyio
+    except ModuleNotFoundError as exc:
+        raise _not_installed(exc) from exc
+    _import_sdk()
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as stderr:
+        lister = _Lister((url,), {}, timeout, stderr, url=url)
+        try:
+            listing: McpListing = anyio.run(lister.run)
+        except McpServerError:
+            raise
+        except Exception as exc:  # from the SDK or the connection: named, in one line
+            raise McpServerError((url,), lister.describe(exc)) from exc
+    return listing
+
+
 def _not_installed(exc: ModuleNotFoundError) -> McpNotInstalledError:
     return McpNotInstalledError(
         f"reading a tool table from an MCP server needs the MCP SDK (missing: {exc.name}); "
@@ -128,8 +171,11 @@ class _Lister:
         timeout: float,
         stderr: TextIO,
         cwd: str | Path | None = None,
+        *,
+        url: str | None = None,
     ) -> None:
         self.command = command
+        self.url = url
         self.cwd = cwd
         self.env = env
         self.timeout = timeout
@@ -139,11 +185,8 @@ class _Lister:
 
     async def run(self) -> McpListing:
         import anyio
-        from mcp import ClientSession, StdioServerParameters, stdio_client
+        from mcp import ClientSession
 
-        params = StdioServerParameters(
-            command=self.command[0], args=list(self.command[1:]), env=self.env, cwd=self.cwd
-        )
         listing: McpListing | None = None
         with anyio.move_on_after(self.timeout) as scope:
 
@@ -154,7 +197,7 @@ class _Lister:
                     scope.cancel()
 
             async with (
-                stdio_client(params, errlog=self.stderr) as (read, write),
+                self._transport() as (read, write),
                 ClientSession(read, write, message_handler=on_message) as session,
             ):
                 listing = await self._list(session)
@@ -172,12 +215,26 @@ class _Lister:
             )
         return listing
 
+    def _transport(self) -> Any:
+        """The SDK's client transport: over HTTP to ``url``, else the server's stdio."""
+        if self.url is not None:
+            from mcp.client.streamable_http import streamable_http_client
+
+            return streamable_http_client(self.url)
+        from mcp import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(
+            command=self.command[0], args=list(self.command[1:]), env=self.env, cwd=self.cwd
+        )
+        return stdio_client(params, errlog=self.stderr)
+
     async def _list(self, session: ClientSession) -> McpListing:
         from mcp.types import PaginatedRequestParams
 
         self.stage = "initialize"
         initialized = await session.initialize()
         tools: list[McpTool] = []
+        details: list[McpToolDetail] = []
         cursor: str | None = None
         cursors: set[str] = set()
         page = 1
@@ -187,6 +244,8 @@ class _Lister:
             result = await session.list_tools(params=params)
             for tool in result.tools:
                 tools.append(McpTool(tool.name, _wire_annotations(tool.annotations)))
+                schema = MappingProxyType(dict(tool.input_schema or {}))
+                details.append(McpToolDetail(tool.name, tool.description or "", schema))
             cursor = result.next_cursor
             if cursor is None:
                 break
@@ -199,7 +258,12 @@ class _Lister:
             page += 1
         info = initialized.server_info
         return McpListing(
-            self.command, info.name, info.version, initialized.protocol_version, tuple(tools)
+            self.command,
+            info.name,
+            info.version,
+            initialized.protocol_version,
+            tuple(tools),
+            tuple(details),
         )
 
     def describe(self, exc: BaseException) -> str:
