@@ -316,13 +316,10 @@ def _settle(
     elif kind in ("error", "transient"):
         state[name] = ("fail", "")
         answer.told.append((f"{call} fail", f"fail {name}"))
-    else:  # unknown: verify it when a read-only check can tell
+    else:  # unknown: shown so (its hint), then verified when a read-only check can tell
         answer.told.append((f"{call} info", f"info {name}"))
-        if step.verify is None:
-            state[name] = ("info", "")
-            return
         answer.told.append((f"{call} hint", f"hint {op}"))
-        state[name] = ("check", op)
+        state[name] = ("info", "") if step.verify is None else ("check", op)
 
 
 def _wanted(step: PlanStep, state: tuple[str, str] | None) -> tuple[str, str, Any] | None:

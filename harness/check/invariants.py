@@ -563,12 +563,15 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
 
 
 def _steps_settled_in_history(ev: TrialEvidence) -> list[str]:
+    """Steps the user was last told neither ok nor fail, but for one no check can tell
+    whose unknown outcome something excuses (as a journal's resolved op is)."""
     last = ev.last_report
+    unverifiable = _unverifiable_steps(ev)
     return [
         f"step {step.index} ({step.op_id} {step.tool}) ended as "
         f"{last.get(step.op_id, 'never invoked')}"
         for step in ev.plan.steps
-        if last.get(step.op_id) not in ("ok", "fail")
+        if last.get(step.op_id) not in ("ok", "fail") and step.op_id not in unverifiable
     ]
 
 

@@ -99,6 +99,12 @@ def test_init_then_the_trial_it_prints(folder: Path) -> None:
     assert trial.stdout.splitlines()[-1] == "PASS"
     for invariant in ("I1", "I2", "I7", "I8", "I10", "I11"):
         assert f"pass       {invariant} " in trial.stdout, invariant
+    # A lost reply of an unsafe call no check can tell (the skeleton declares no verify):
+    # the model is shown its outcome is unknown, and the step is accounted for as such.
+    lost = '[{"failpoints":"op.reply@3=lost-reply"}]'
+    trial = harness(*command, "--schedule", lost, "--reports", str(folder / "lost"), cwd=work)
+    assert trial.returncode == 0, trial.stdout[-3000:] + trial.stderr
+    assert "pass       I7 " in trial.stdout and "pass       I11 " in trial.stdout
 
 
 def free_port() -> int:
