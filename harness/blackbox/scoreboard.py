@@ -42,6 +42,9 @@ class Agent:
     state: str
     command: str
     guarded: str | None
+    finding: str = ""
+    """Why it does what it does, read from the framework's source (``finding`` in its
+    agent.toml): written by hand, beside the figures the runs give."""
 
     @property
     def built(self) -> bool:
@@ -66,9 +69,15 @@ def load_agents() -> list[Agent]:
         missing = [f for f in FIELDS if not isinstance(data.get(f), str)]
         if missing:
             raise SystemExit(f"{path.relative_to(ROOT)}: missing {', '.join(missing)}")
-        guarded = data.get("guarded")
         fields = {f: data[f] for f in FIELDS}
-        agents.append(Agent(name=path.parent.name, guarded=guarded, **fields))
+        agents.append(
+            Agent(
+                name=path.parent.name,
+                guarded=data.get("guarded"),
+                finding=" ".join(str(data.get("finding", "")).split()),
+                **fields,
+            )
+        )
     return agents
 
 
@@ -215,6 +224,8 @@ def render(agents: list[Agent], runs: dict[str, Path | None], args: argparse.Nam
     for agent in agents:
         lines += ["", f"## {agent.framework} (`examples/agents/{agent.name}`)", ""]
         lines.append(f"`{agent.package}` {agent.version}; state: {agent.state}.")
+        if agent.finding:
+            lines += ["", agent.finding]
         for label, command in agent.variants():
             outcome = outcomes.get(label)
             lines += ["", f"**{label}**: `cmd:{command}`", ""]
