@@ -25,6 +25,7 @@ from harness.blackbox.model import (
     call_id,
     classify,
     decide,
+    offered_name,
 )
 from harness.blackbox.tools import ToolEndpoint
 from harness.blackbox.windows import black_box_window, is_black_box_trial
@@ -128,6 +129,24 @@ def test_chat_asks_the_plan_calls_in_order_and_tells_what_it_was_shown(served: S
     shown = [[s["shown"] for s in line["shown"]] for line in served.records()]
     assert shown == [[], ["ok"], ["ok", "ok"]]
     assert served.records()[-1]["final"] == done["content"]
+
+
+def test_a_call_names_its_tool_as_the_request_offers_it(served: Served) -> None:
+    """A framework that offers an MCP server's tools under a prefix (CrewAI's ``mcps=``:
+    ``<server>_ui_tap``) is asked for them by that name, as a real model would; the record
+    and the tool server keep the plan's name."""
+    offered = [
+        {"type": "function", "function": {"name": f"mcp_127_0_0_1:8_mcp_{t}", "parameters": {}}}
+        for t in ("ui_tap", "input_text", "ui_dump")
+    ]
+    (call,) = chat(served, [USER], tools=offered)["tool_calls"]
+    assert call["function"]["name"] == "mcp_127_0_0_1:8_mcp_ui_tap"
+    assert served.records()[-1]["calls"][0]["tool"] == "ui_tap"
+    (plain,) = chat(served, [USER], tools=[{"type": "function", "name": "ui_tap"}])["tool_calls"]
+    assert plain["function"]["name"] == "ui_tap"
+    assert offered_name("ui_tap", ["a_ui_tap", "b_ui_tap"]) == "ui_tap"  # not one: as planned
+    assert offered_name("ui_tap", ["xui_tap"]) == "ui_tap"
+    assert offered_name("ui_tap", []) == "ui_tap"
 
 
 def test_the_same_conversation_gets_the_same_answer(served: Served) -> None:
