@@ -254,6 +254,19 @@ def test_mcp_over_http_runs_a_call_on_the_world_as_the_op_the_model_asked(
     assert len(read_ledger(served.world)) == 3  # the gate refused it: no execution
 
 
+def test_an_optional_argument_sent_as_null_is_one_not_given(served: Served) -> None:
+    """An adapter that fills every field of a tool's schema (crewai-tools'
+    MCPServerAdapter sends ``"fail_attempts": null``) makes the call the model asked."""
+    chat(served, [USER])  # the model asks s001: ui_tap ok_button
+    nulls = {"element": "ok_button", "form": None, "fail_attempts": None}
+    answer = rpc(served, "tools/call", {"name": "ui_tap", "arguments": nulls})
+    assert answer["result"]["isError"] is False
+    line = json.loads(served.tools_record.read_text().splitlines()[-1])
+    assert (line["op"], line["args"], line["outcome"]) == ("s001", {"element": "ok_button"}, "ok")
+    required = rpc(served, "tools/call", {"name": "ui_tap", "arguments": {"element": None}})
+    assert required["result"]["isError"] is True  # a required one stays, and the world says
+
+
 def test_a_lost_reply_drops_the_response_after_the_effect(served: Served) -> None:
     arm(parse_failpoints("op.reply@1=lost-reply"))
     try:
