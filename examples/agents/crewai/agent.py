@@ -5,11 +5,11 @@ The flow's state is kept by ``@persist`` with CrewAI's SQLite persistence,
 flow method completes. Its one working step has an ``Agent`` (model ``crewai.LLM`` at
 ``OPENAI_BASE_URL``, tools from the MCP server at ``HARNESS_MCP_URL`` through crewai-tools'
 ``MCPServerAdapter``: the agent's own ``mcps=`` reports every HTTP tool call as failed in
-this version on Python 3.11) carry out the task. Started again, the flow is kicked off with the same state id, so
-``@persist`` loads the last saved state and the flow runs from its start with it: a step
-whose result the state holds is skipped, a step that was under way when the process died
-runs again from the top. CrewAI's telemetry and tracing are turned off by their
-environment variables.
+this version on Python 3.11) carry out the task. Started again, the flow is kicked off
+with the same state id, so ``@persist`` loads the last saved state and the flow runs from
+its start with it: a step whose result the state holds is skipped, a step that was under
+way when the process died runs again from the top. CrewAI's telemetry and tracing are
+turned off by their environment variables.
 """
 
 from __future__ import annotations
