@@ -59,6 +59,7 @@ __all__ = [
     "call_id",
     "classify",
     "decide",
+    "offered_name",
     "op_of_call",
 ]
 
@@ -353,6 +354,17 @@ def offered_tools(request: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(names)
 
 
+def offered_name(tool: str, offered: Collection[str]) -> str:
+    """The name the request offers ``tool`` under, as a real model calls a tool by the name
+    it is offered: the name itself, else the one offered name that ends with it after a
+    prefix (a framework that names an MCP server's tools ``<server>_<tool>``, as CrewAI's
+    ``mcps=`` does); ``tool`` itself when none or several do."""
+    if tool in offered or not offered:
+        return tool
+    prefixed = [n for n in offered if n.endswith(tool) and n[: -len(tool)][-1:] in "_-.:/"]
+    return prefixed[0] if len(prefixed) == 1 else tool
+
+
 def chat_items(messages: Any) -> list[Item]:
     """The calls and results of a Chat Completions ``messages`` list."""
     items: list[Item] = []
@@ -462,7 +474,8 @@ class ModelEndpoint:
                 path, 404, f"{path}: not served (chat/completions, responses, models)"
             )
         stream = bool(request.get("stream")) and api == "chat"
-        answer = decide(self.plan, items, self.retry_safe, self._served, offered_tools(request))
+        offered = offered_tools(request)
+        answer = decide(self.plan, items, self.retry_safe, self._served, offered)
         self._served += 1
         self._write_record(api, stream, answer)
         new = [(key, line) for key, line in answer.told if key not in self._told]
@@ -484,6 +497,8 @@ class ModelEndpoint:
                 self.tell(f"invoke {op}")
         self.hit("model.before_reply", answer.calls[0][1] if answer.calls else "")
         model = str(request.get("model") or MODEL_NAME)
+        # On the wire each call names its tool as the request offers it.
+        answer.calls = [(c, op, offered_name(t, offered), a) for c, op, t, a in answer.calls]
         if api == "responses":
             return _json_reply(200, _responses_body(answer, model, self._served))
         if stream:

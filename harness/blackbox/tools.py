@@ -23,7 +23,8 @@ again.
 A lost reply or a lost request (``op.reply=lost-reply``, ``op.request=lost-request``)
 drops the response: the connection closes with no answer. A call of a tool the server
 does not list, or with arguments that are not an object, is refused with MCP's own error
-(JSON-RPC -32602) and recorded (``refused: ...``), never run.
+(JSON-RPC -32602) and recorded (``refused: ...``), never run. An optional argument sent as
+``null`` is taken as not given.
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ class ToolEndpoint:
             for s in specs
         ]
         self.names = frozenset(tool["name"] for tool in self.tools)
+        self._required = {t["name"]: set(t["inputSchema"].get("required", ())) for t in self.tools}
         self._attempts: dict[str, int] = {}
         for line in _lines(record):
             op = str(line.get("op"))
@@ -172,6 +174,9 @@ class ToolEndpoint:
             if problem is not None:  # MCP's own error, and a line of evidence
                 self._write("refused", str(name), args, 0, f"refused: {problem}", via)
                 return _rpc_error(rid, -32602, problem)
+            # An optional argument sent as null is one not given (an adapter that fills
+            # every field of the schema, as crewai-tools' MCPServerAdapter does).
+            args = {k: v for k, v in args.items() if v is not None or k in self._required[name]}
             called = self._call(str(name), args, via)
             if called is None:
                 return _DROP

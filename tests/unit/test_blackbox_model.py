@@ -25,6 +25,7 @@ from harness.blackbox.model import (
     call_id,
     classify,
     decide,
+    offered_name,
 )
 from harness.blackbox.tools import ToolEndpoint
 from harness.blackbox.windows import black_box_window, is_black_box_trial
@@ -128,6 +129,24 @@ def test_chat_asks_the_plan_calls_in_order_and_tells_what_it_was_shown(served: S
     shown = [[s["shown"] for s in line["shown"]] for line in served.records()]
     assert shown == [[], ["ok"], ["ok", "ok"]]
     assert served.records()[-1]["final"] == done["content"]
+
+
+def test_a_call_names_its_tool_as_the_request_offers_it(served: Served) -> None:
+    """A framework that offers an MCP server's tools under a prefix (CrewAI's ``mcps=``:
+    ``<server>_ui_tap``) is asked for them by that name, as a real model would; the record
+    and the tool server keep the plan's name."""
+    offered = [
+        {"type": "function", "function": {"name": f"mcp_127_0_0_1:8_mcp_{t}", "parameters": {}}}
+        for t in ("ui_tap", "input_text", "ui_dump")
+    ]
+    (call,) = chat(served, [USER], tools=offered)["tool_calls"]
+    assert call["function"]["name"] == "mcp_127_0_0_1:8_mcp_ui_tap"
+    assert served.records()[-1]["calls"][0]["tool"] == "ui_tap"
+    (plain,) = chat(served, [USER], tools=[{"type": "function", "name": "ui_tap"}])["tool_calls"]
+    assert plain["function"]["name"] == "ui_tap"
+    assert offered_name("ui_tap", ["a_ui_tap", "b_ui_tap"]) == "ui_tap"  # not one: as planned
+    assert offered_name("ui_tap", ["xui_tap"]) == "ui_tap"
+    assert offered_name("ui_tap", []) == "ui_tap"
 
 
 def test_the_same_conversation_gets_the_same_answer(served: Served) -> None:
@@ -286,6 +305,19 @@ def test_mcp_over_http_runs_a_call_on_the_world_as_the_op_the_model_asked(
     assert bad["result"]["isError"] is True
     assert json.loads(bad["result"]["content"][0]["text"])["error"] == "ToolError"
     assert len(read_ledger(served.world)) == 3  # the gate refused it: no execution
+
+
+def test_an_optional_argument_sent_as_null_is_one_not_given(served: Served) -> None:
+    """An adapter that fills every field of a tool's schema (crewai-tools'
+    MCPServerAdapter sends ``"fail_attempts": null``) makes the call the model asked."""
+    chat(served, [USER])  # the model asks s001: ui_tap ok_button
+    nulls = {"element": "ok_button", "form": None, "fail_attempts": None}
+    answer = rpc(served, "tools/call", {"name": "ui_tap", "arguments": nulls})
+    assert answer["result"]["isError"] is False
+    line = json.loads(served.tools_record.read_text().splitlines()[-1])
+    assert (line["op"], line["args"], line["outcome"]) == ("s001", {"element": "ok_button"}, "ok")
+    required = rpc(served, "tools/call", {"name": "ui_tap", "arguments": {"element": None}})
+    assert required["result"]["isError"] is True  # a required one stays, and the world says
 
 
 def test_a_lost_reply_drops_the_response_after_the_effect(served: Served) -> None:
