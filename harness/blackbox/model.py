@@ -15,6 +15,8 @@ How it reads a tool result (the text the agent put in the conversation):
 - ``{"error": "TransientToolError", ...}``: a transient failure, the call is asked again
   (at most ``MAX_RETRIES`` times);
 - ``{"error": ..., "message": ...}`` of any other class, or text that is not JSON: failed;
+- ``{"error": <text>}`` alone (how Pydantic AI 2.x wraps a tool's error): read by the
+  text it wraps (transient, unknown), else failed;
 - empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``
   or ``no reply``: the outcome is unknown. A call of a retry-safe tool (by the tool
   table) is then asked again; for any other, as ``harness.agent.model`` does with a
@@ -136,6 +138,13 @@ def classify(text: str) -> tuple[str, Any]:
                 value = None
     if isinstance(value, dict) and set(value) == {"error", "message"}:
         return ("transient" if value["error"] == "TransientToolError" else "error"), value
+    if isinstance(value, dict) and set(value) == {"error"}:
+        # A framework's wrapper of a failed call (Pydantic AI 2.x sends a tool's error so,
+        # its text or data inside): what it wraps tells transient, unknown or failed.
+        inner = value["error"]
+        text = inner if isinstance(inner, str) else json.dumps(inner)
+        status, detail = classify(text) if text.strip() else ("error", inner)
+        return (status, detail) if status in ("transient", "unknown") else ("error", inner)
     if value is not None and isinstance(value, dict | list):
         return "ok", value
     if any(mark in stripped.lower() for mark in UNKNOWN_MARKS):
