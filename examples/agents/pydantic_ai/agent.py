@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Awaitable, Callable
 
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 from pydantic_ai import Agent
@@ -38,7 +39,9 @@ CONFIG: DBOSConfig = {
     "enable_otlp": False,
 }
 
-mcp_tools = MCPToolset(os.environ["HARNESS_MCP_URL"], id="harness")
+
+def mcp_toolset() -> MCPToolset[None]:
+    return MCPToolset(os.environ["HARNESS_MCP_URL"], id="harness")
 
 
 def make_agent(toolset: AbstractToolset[None]) -> Agent[None, str]:
@@ -53,7 +56,7 @@ def make_agent(toolset: AbstractToolset[None]) -> Agent[None, str]:
     )
 
 
-agent = make_agent(mcp_tools)
+agent: Agent[None, str]  # made by main, before DBOS launches
 
 
 @DBOS.workflow()
@@ -62,16 +65,24 @@ async def run_task() -> str:
     return result.output
 
 
-async def main() -> int:
+async def serve(workflow: Callable[[], Awaitable[str]]) -> int:
+    """Launch DBOS (which recovers the workflow a killed life left pending), start the
+    workflow under its fixed id (an existing one is only handed back), print its answer."""
     DBOS(config=CONFIG)
-    DBOS.launch()  # recovers the workflow a killed life left pending
+    DBOS.launch()
     try:
         with SetWorkflowID(WORKFLOW_ID):
-            handle = await DBOS.start_workflow_async(run_task)
+            handle = await DBOS.start_workflow_async(workflow)
         print(await handle.get_result())
     finally:
         DBOS.destroy()
     return 0
+
+
+async def main() -> int:
+    global agent
+    agent = make_agent(mcp_toolset())
+    return await serve(run_task)
 
 
 if __name__ == "__main__":
