@@ -17,6 +17,8 @@ How it reads a tool result (the text the agent put in the conversation):
 - ``{"error": ..., "message": ...}`` of any other class, or text that is not JSON: failed;
 - ``{"error": <text>}`` alone (how Pydantic AI 2.x wraps a tool's error): read by the
   text it wraps (transient, unknown), else failed;
+- a JSON list of text content blocks (``[{"type": "text", "text": ...}]``, a content list
+  written out as text): read as the text the blocks carry;
 - empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``
   or ``no reply``: the outcome is unknown. A call of a retry-safe tool (by the tool
   table) is then asked again; for any other, as ``harness.agent.model`` does with a
@@ -136,6 +138,10 @@ def classify(text: str) -> tuple[str, Any]:
                 value, _ = json.JSONDecoder().raw_decode(stripped[start:])
             except ValueError:
                 value = None
+    if _text_blocks(value):
+        # Text content blocks written out as JSON (a guard's reply holding LangChain's or
+        # MCP's content list): read as the text they carry, as a model reads them.
+        return classify("".join(block["text"] for block in value))
     if isinstance(value, dict) and set(value) == {"error", "message"}:
         return ("transient" if value["error"] == "TransientToolError" else "error"), value
     if isinstance(value, dict) and set(value) == {"error"}:
@@ -150,6 +156,20 @@ def classify(text: str) -> tuple[str, Any]:
     if any(mark in stripped.lower() for mark in UNKNOWN_MARKS):
         return "unknown", None
     return "error", stripped
+
+
+def _text_blocks(value: Any) -> bool:
+    """Whether ``value`` is a list of text content blocks (``{"type": "text", "text": ...}``)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+            for block in value
+        )
+    )
 
 
 def _step_op(op_id: str) -> str:
