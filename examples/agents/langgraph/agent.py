@@ -20,12 +20,12 @@ import asyncio
 import os
 import sys
 
-os.environ.setdefault("LANGSMITH_TRACING", "false")  # no tracing beyond 127.0.0.1
+from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.prebuilt import create_react_agent
 
-from langchain_mcp_adapters.client import MultiServerMCPClient  # noqa: E402
-from langchain_openai import ChatOpenAI  # noqa: E402
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # noqa: E402
-from langgraph.prebuilt import create_react_agent  # noqa: E402
+os.environ.setdefault("LANGSMITH_TRACING", "false")  # LangSmith reads it when a run starts
 
 CHECKPOINTS = "checkpoints.db"
 THREAD = {"configurable": {"thread_id": "phone-task"}}
