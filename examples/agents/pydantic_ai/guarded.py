@@ -3,11 +3,12 @@
 The same agent, DBOS workflow id and restart as agent.py; its MCP toolset is wrapped in
 ``harness.integrations.pydantic_ai.GuardedToolset``, journaled in ``agent.journal`` in
 the working folder, with the tool table the MCP server's tool annotations give. As the
-guard's docstring asks under DBOS, the guard runs inside one DBOS step per tool call
-(``StepToolset``): DBOS makes each MCP call a step of its own, and a guard outside
-those steps, answering a call from its journal, would skip a step DBOS then expects
-on replay (``DBOSUnexpectedStepError``). The journal is closed at the end of the
-workflow's run, in the loop that opened it.
+guard's docstring asks under DBOS, each tool call is one DBOS step with the guard inside
+it (``StepToolset``), and no DBOS step under the guard: ``StepToolset`` is the leaf DBOS
+sees (``visit_and_replace``), so DBOS does not make each MCP call a step of its own. A
+guard over DBOS's MCP steps breaks replay (``DBOSUnexpectedStepError``): a call it
+answers from its journal skips a recorded step, and the retry of a retry-safe call at
+recovery adds one. The journal is closed at the end of the workflow's run.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class StepToolset(WrapperToolset[None]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[None], tool: ToolsetTool[None]
     ) -> Any:
         return await tool_call(self.wrapped, name, tool_args, ctx, tool)
+
+    def visit_and_replace(self, visitor: Any) -> AbstractToolset[None]:
+        return self  # DBOS steps each call here: no step of its own for the MCP calls inside
 
 
 @DBOS.workflow()
