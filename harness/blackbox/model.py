@@ -21,6 +21,10 @@ How it reads a tool result (the text the agent put in the conversation):
   Google ADK's function response of one key (ADK wraps a tool's answer that is not a
   dict as ``{"result": ...}``, and errors come as ``{"error": ...}``) as its value,
   failed for ``error``. A failed wrapper of a result that reads as a success: failed;
+- ``{"error": <text>}`` alone (how Pydantic AI 2.x wraps a tool's error, and ADK its
+  errors): read by the text it wraps (transient, unknown), else failed;
+- a JSON list of text content blocks (``[{"type": "text", "text": ...}]``, a content list
+  written out as text): read as the text the blocks carry;
 - empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``,
   ``no reply`` or ``may already have run`` (the runtime's VERIFY hint, which quotes the
   call's arguments: JSON in such a text is not a result): the outcome is unknown. A call
@@ -132,12 +136,12 @@ def _wrapped(value: Any) -> tuple[str, bool] | None:
     """What a wrapper an agent put around a tool's answer holds, as text, and whether the
     wrapper says it failed; None when ``value`` is no wrapper (see the module): an MCP
     ``CallToolResult`` dumped whole (a list of typed parts, only its keys), or Google ADK's
-    function response of one key (``{"result": ...}``, ``{"error": ...}``)."""
+    function response ``{"result": ...}`` (``{"error": ...}`` is read by ``_classify``)."""
     if not isinstance(value, dict):
         return None
-    if set(value) in ({"result"}, {"error"}):
-        inner = value.get("result", value.get("error"))
-        return (inner if isinstance(inner, str) else json.dumps(inner)), "error" in value
+    if set(value) == {"result"}:
+        inner = value["result"]
+        return (inner if isinstance(inner, str) else json.dumps(inner)), False
     if "content" not in value or not set(value) <= MCP_RESULT_KEYS:
         return None
     parts = value["content"]
@@ -179,13 +183,38 @@ def _classify(text: str) -> tuple[str, Any]:
                 value, _ = json.JSONDecoder().raw_decode(stripped[start:])
             except ValueError:
                 value = None
+    if _text_blocks(value):
+        # Text content blocks written out as JSON (a guard's reply holding LangChain's or
+        # MCP's content list): read as the text they carry, as a model reads them.
+        return classify("".join(block["text"] for block in value))
     if isinstance(value, dict) and set(value) == {"error", "message"}:
         return ("transient" if value["error"] == "TransientToolError" else "error"), value
+    if isinstance(value, dict) and set(value) == {"error"}:
+        # A framework's wrapper of a failed call (Pydantic AI 2.x sends a tool's error so,
+        # its text or data inside): what it wraps tells transient, unknown or failed.
+        inner = value["error"]
+        text = inner if isinstance(inner, str) else json.dumps(inner)
+        status, detail = classify(text) if text.strip() else ("error", inner)
+        return (status, detail) if status in ("transient", "unknown") else ("error", inner)
     if value is not None and isinstance(value, dict | list):
         return "ok", value
     if any(mark in lowered for mark in UNKNOWN_MARKS):
         return "unknown", None
     return "error", stripped
+
+
+def _text_blocks(value: Any) -> bool:
+    """Whether ``value`` is a list of text content blocks (``{"type": "text", "text": ...}``)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+            for block in value
+        )
+    )
 
 
 def _step_op(op_id: str) -> str:

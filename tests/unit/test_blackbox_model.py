@@ -462,3 +462,26 @@ def test_what_the_script_cannot_answer_gets_the_protocols_error_and_is_recorded(
     assert bad.value.code == 400
     assert json.loads(bad.value.read())["error"]["type"] == "invalid_request_error"
     assert "not a JSON object" in served.records()[-1]["refused"]
+
+
+def test_an_error_wrapped_alone_is_read_by_what_it_wraps() -> None:
+    """Pydantic AI 2.x sends a tool's error as ``{"error": <its text or data>}``."""
+    transient = '{"error": "TransientToolError", "message": "ui_dump: transient failure"}'
+    assert classify(json.dumps({"error": transient}))[0] == "transient"
+    assert classify(json.dumps({"error": json.loads(transient)}))[0] == "transient"
+    assert classify(json.dumps({"error": "the tool call was interrupted"}))[0] == "unknown"
+    assert classify(json.dumps({"error": '{"error": "ToolError", "message": "no"}'}))[0] == "error"
+    assert classify(json.dumps({"error": '{"taps": []}'}))[0] == "error"
+    assert classify(json.dumps({"error": ""}))[0] == "error"
+    assert classify('{"error": "x", "message": "y"}')[0] == "error"
+
+
+def test_text_content_blocks_written_as_json_are_read_as_their_text() -> None:
+    """A guard's reply can hold a tool's content list (LangChain's MCP tools return one)."""
+    dump = '{"fields": {}, "taps": ["ok_button"], "submissions": []}'
+    blocks = [{"type": "text", "text": dump, "id": "lc_1"}]
+    assert classify(json.dumps(blocks)) == ("ok", json.loads(dump))
+    transient = '{"error": "TransientToolError", "message": "ui_dump: transient failure"}'
+    assert classify(json.dumps([{"type": "text", "text": transient}]))[0] == "transient"
+    assert classify(json.dumps([{"type": "image", "data": "x"}]))[0] == "ok"  # not text blocks
+    assert classify("[]") == ("ok", [])
