@@ -3,10 +3,8 @@ init, chaos, trial, compare, replay, audit, merge, table, check-table and bench.
 
 - ``init``: a scenario skeleton for an agent's tools (read from its MCP server's
   listing, when given one), then the two commands that test the agent on it.
-- ``chaos``: the default campaign against the real runtime (every failpoint
-  at every hit of every scenario, plus random-time kills), then the self-check
-  (every broken runtime must be caught by the invariant it breaks). Exit 0
-  only if every trial passes and every broken runtime is caught as expected.
+- ``chaos``: the default campaign (every failpoint at every hit of every scenario,
+  plus random-time kills), then the self-check; exit 0 only if everything held.
 - ``trial``: one trial, given scenario, seed, runtime and schedule (the line a
   failure prints), against a fresh golden run.
 - ``replay``: run again the trial recorded in a trial folder.
@@ -33,7 +31,6 @@ import importlib.metadata
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from types import FrameType
 
 from harness.commands import (
@@ -48,6 +45,7 @@ from harness.commands import (
     table,
     trial,
 )
+from harness.commands.options import prog_name
 from harness.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_SIGINT
 from harness.runtime.errors import HarnessError
 
@@ -64,16 +62,6 @@ DESCRIPTION = (
     "inside its tool calls, restarts it, and judges the outcome from evidence the runtime "
     "cannot forge. Each command has its own --help."
 )
-
-
-def prog_name(argv0: str | None = None) -> str:
-    """The name usage lines give: ``harness`` run as the console script (or whatever name
-    it was installed under), ``python -m harness`` run as a module."""
-    argv0 = sys.argv[0] if argv0 is None else argv0
-    name = Path(argv0).name
-    if name in ("__main__.py", "-c", "-m", "") or name.endswith(".py"):
-        return "python -m harness"
-    return name
 
 
 def version() -> str:

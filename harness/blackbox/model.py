@@ -5,36 +5,13 @@ tool results already in it, it works out which plan calls are done and answers w
 the next plan call (a batch's calls together) as ``tool_calls``, or with a final
 text once every call is settled. Its tool-call ids name the plan call they stand
 for (``call_s003_7_12``: op ``s003``, issued when the conversation held 7 items, in the
-trial's 12th answer), so the next request tells it which of its calls each result
-answers. No two answers share an id, as with a real model: a call asked again after a
-restart comes under a new id, so an agent that knows calls by id alone sees a new call.
+trial's 12th answer). No two answers share an id, as with a real model: a call asked
+again after a restart comes under a new id.
 
-How it reads a tool result (the text the agent put in the conversation):
-
-- JSON that is not an error: the call succeeded, and that is the result it was handed;
-- ``{"error": "TransientToolError", ...}``: a transient failure, the call is asked again
-  (at most ``MAX_RETRIES`` times);
-- ``{"error": ..., "message": ...}`` of any other class, or text that is not JSON: failed;
-- a wrapper around the tool's answer is read as what it holds: an MCP ``CallToolResult``
-  passed on whole (``{"content": [{"type": "text", ...}], "isError": ...}``, as Google
-  ADK's ``McpTool`` answers) as the text of its content, failed when ``isError`` is true;
-  Google ADK's function response of one key (ADK wraps a tool's answer that is not a
-  dict as ``{"result": ...}``, and errors come as ``{"error": ...}``) as its value,
-  failed for ``error``. A failed wrapper of a result that reads as a success: failed;
-- ``{"error": <text>}`` alone (how Pydantic AI 2.x wraps a tool's error, and ADK its
-  errors): read by the text it wraps (transient, unknown), else failed;
-- a JSON list of text content blocks (``[{"type": "text", "text": ...}]``, a content list
-  written out as text): read as the text the blocks carry;
-- empty, or text that says ``VERIFY``, ``outcome unknown``, ``interrupted``, ``timed out``,
-  ``no reply`` or ``may already have run`` (the runtime's VERIFY hint, which quotes the
-  call's arguments: JSON in such a text is not a result): the outcome is unknown. A call
-  of a retry-safe tool (by the tool table) is then asked again; for any other, as
-  ``harness.agent.model`` does with a VERIFY hint, it asks for the step's read-only
-  check (op ``s003.check``), and for a redo (``s003.redo``) only when the check shows
-  the effect absent; a step no check can tell is left unknown. When the result is a
-  guard's hint naming the op to report on and the agent offers ``report_verification``,
-  the check's finding is reported to the guard instead (``s003.report-absent``), which
-  redoes an absent effect itself.
+A result is read as a success, a transient failure, a failure or an unknown outcome
+(``classify``), through the wrappers frameworks put around it; an unknown outcome of
+an unsafe call is checked with the step's read-only check before any redo, or reported
+to a guard that offers ``report_verification``.
 
 The full note: docs/reference/modules.md (``harness/blackbox/model.py``).
 """

@@ -118,8 +118,10 @@ def run_campaign(label: str, command: str, args: argparse.Namespace) -> Path | N
 
 
 def latest_run(reports: Path) -> Path | None:
+    """The latest run that went to its end (an interrupted one's figures are partial)."""
     runs = sorted(p.parent for p in reports.glob("*/summary.json"))
-    return runs[-1] if runs else None
+    complete = [r for r in runs if json.loads((r / "summary.json").read_text("utf-8"))["complete"]]
+    return complete[-1] if complete else None
 
 
 @dataclass(frozen=True)

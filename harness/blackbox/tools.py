@@ -2,9 +2,8 @@
 
 MCP's JSON-RPC over streamable HTTP (each ``POST`` answered with one JSON body, no
 server-sent stream): ``initialize``, ``ping``, ``tools/list`` and ``tools/call``;
-notifications are accepted (202). Each listed tool carries the MCP annotations its
-class in the trial's tool table gives (``mcp_annotations``), as a well-annotated server's
-would. The stdio transport is a bridge to it
+notifications are accepted (202); each listed tool has the MCP annotations of its class
+(``mcp_annotations``). The stdio transport is a bridge to it
 (``harness/blackbox/stdio_bridge.py``). Each call runs through the world's tool
 function (``harness.world.tools.make_tool_function``), ledgered under the life's
 pid (the host's: the process the supervisor started), with the points of a call
@@ -18,13 +17,10 @@ holds every life's), else the first plan step with that content, else an op of
 no step (``unplanned-<tool>``). Its attempt is one more than the calls of that op
 the server answered before, in any life (``tools.jsonl``), so a call the world
 fails transiently on its first attempts (``fail_attempts``) succeeds when asked
-again.
-
-A lost reply or a lost request (``op.reply=lost-reply``, ``op.request=lost-request``)
+again. A lost reply or a lost request (``op.reply=lost-reply``, ``op.request=lost-request``)
 drops the response: the connection closes with no answer. A call of a tool the server
 does not list, or with arguments that are not an object, is refused with MCP's own error
-(JSON-RPC -32602) and recorded (``refused: ...``), never run. An optional argument sent as
-``null`` is taken as not given.
+(-32602) and recorded, never run; an optional argument sent as ``null`` is not given.
 """
 
 from __future__ import annotations

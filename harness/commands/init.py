@@ -14,16 +14,13 @@ and its behaviour a placeholder marked TODO that the loader accepts and that doe
 what the class says: a ``read`` of an empty collection for a read-only tool, a
 ``put`` (keyed by its first required string argument) for an idempotent write,
 else ``opaque`` (the call is only recorded). A tool a scenario cannot declare
-(its name is not identifier-like, or an argument's) is written commented out,
-with the reason. Without a server:
-one example tool, with how to declare the agent's own by hand. The plan: one step
-per tool, its required arguments given placeholder values that fit the schema.
+(its name is not identifier-like, or an argument's) is written commented out, with
+the reason. Without a server: one example tool, with how to declare the agent's own
+by hand. The plan: one step per tool, its arguments placeholders that fit the schema.
 
 Files: ``scenarios/<agent-name>.toml`` (or ``--out FILE``) and its tool table
-``<folder>/<name>/tools.toml``. Either existing is refused (exit 2, one line,
-before any server starts) unless ``--force``. Both are written in a scratch
-folder first and loaded there (``load_scenario``, ``compile_plan``), then each
-written whole; a failure removes what was written.
+``<folder>/<name>/tools.toml``, refused if either exists (unless ``--force``); both are
+loaded in a scratch folder first, then each written whole (a failure removes them).
 """
 
 from __future__ import annotations
@@ -45,6 +42,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.commands.options import prog_name
 from harness.commands.table import whole_path, write_whole
 from harness.runtime.classes import (
     IdempotencyClass,
@@ -623,8 +621,6 @@ def run(args: argparse.Namespace) -> int:
         f"in {table_path}; fill in its TODOs, then run:",
         file=sys.stderr,
     )
-    from harness.cli import prog_name
-
     runtime = _shell_word(f"cmd:{args.agent}")
     print(f"{prog_name()} trial {shlex.quote(str(out))} --seed 1 --runtime {runtime}")
     print(f"{prog_name()} chaos --runtime {runtime} --scenario {shlex.quote(str(out))}")

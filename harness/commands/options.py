@@ -43,6 +43,7 @@ __all__ = [
     "count",
     "positive_int",
     "positive_seconds",
+    "prog_name",
     "run_id",
     "run_info",
     "selected_scenarios",
@@ -360,6 +361,16 @@ def positive_seconds(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
     return value
+
+
+def prog_name(argv0: str | None = None) -> str:
+    """The name usage lines give: ``harness`` run as the console script (or whatever name
+    it was installed under), ``python -m harness`` run as a module."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    name = Path(argv0).name
+    if name in ("__main__.py", "-c", "-m", "") or name.endswith(".py"):
+        return "python -m harness"
+    return name
 
 
 def positive_int(text: str) -> int:

@@ -34,6 +34,7 @@ def fake_run(folder: Path) -> Path:
         },
         "failures": [failed],
         "unjudged": [],
+        "complete": True,
     }
     (folder / "summary.json").write_text(json.dumps(summary))
     verdicts = [
