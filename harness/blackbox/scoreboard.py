@@ -214,8 +214,7 @@ def render(agents: list[Agent], runs: dict[str, Path | None], args: argparse.Nam
             outcome = outcomes.get(label)
             head = f"| `{agent.name}` | {agent.framework} {agent.version} | {agent.state} | {run} |"
             if outcome is None:
-                why = "not built" if not agent.built else "not run"
-                lines.append(f"{head} {why} | | | | |")
+                lines.append(f"{head} not run yet | | | | |")
                 continue
             invariants = ", ".join(f"{k} {n}" for k, n in outcome.by_invariant.items()) or "none"
             tools = ", ".join(f"`{t}`" for t in sorted(outcome.replayed)) or "none"
@@ -232,7 +231,10 @@ def render(agents: list[Agent], runs: dict[str, Path | None], args: argparse.Nam
             outcome = outcomes.get(label)
             lines += ["", f"**{label}**: `cmd:{command}`", ""]
             if outcome is None:
-                lines.append("Not run here: build it with `make agent-" + agent.name + "`.")
+                lines.append(
+                    f"Not run yet: `make agent-{agent.name}`, then `make scoreboard "
+                    f"SCOREBOARD_ARGS='--only {agent.name}'`."
+                )
                 continue
             seconds = f" in {outcome.seconds:.0f} s" if outcome.seconds else ""
             lines.append(f"`{verdict_line(outcome)}`{seconds}.")

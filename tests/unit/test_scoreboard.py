@@ -60,7 +60,7 @@ def test_the_page_lists_each_variant_and_every_replay(tmp_path: Path) -> None:
     page = render([bare], {"demo": fake_run(tmp_path / "run"), "demo-guarded": None}, args)
     rows = [line for line in page.splitlines() if line.startswith("| `demo`")]
     assert rows[0].endswith("| bare | 2 | 1 | 0 | I2 1, I8 1 | `ui_tap` |")
-    assert "| guarded | not built |" in rows[1] or "| guarded | not run |" in rows[1]
+    assert "| guarded | not run yet |" in rows[1]
     assert "# t-kill: I2 I8\nreplay t-kill" in page
     assert "`FAIL: 2 trials, 1 failed, 0 could not be judged, 3 kills` in 12 s." in page
 
