@@ -16,10 +16,8 @@ The full note: docs/reference/modules.md (``harness/strategies.py``).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import posixpath
-import re
 import shutil
 import string
 from collections.abc import Callable, Iterable, Mapping
@@ -43,6 +41,7 @@ from harness.chaos.schedule import OP_FAILPOINTS, RECOVERY_FAILPOINTS, CrashSche
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+from harness.toml_text import toml_string, toml_value
 from harness.world.catalog import CATALOG
 
 __all__ = [
@@ -528,44 +527,22 @@ def crash_schedules(
 
 # --- scenario files ----------------------------------------------------------------------
 
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 
-
-def _toml_string(text: str) -> str:
-    # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
-    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+def _plain(value: Any) -> Any:
+    """A faker recipe as the table a scenario writes it as; anything else as it is."""
+    if isinstance(value, FakerRecipe):
+        return {"faker": value.provider, **value.kwargs}
+    return value
 
 
 def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, FakerRecipe):
-        return _toml_table({"faker": value.provider, **value.kwargs})
-    if isinstance(value, Mapping):
-        return _toml_table(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    raise TypeError(f"{value!r} has no TOML form in a scenario")
-
-
-def _toml_table(table: Mapping[str, Any]) -> str:
-    if not table:
-        return "{}"
-    items = (
-        f"{key if _BARE_KEY.match(key) else _toml_string(key)} = {_toml_value(value)}"
-        for key, value in table.items()
-    )
-    return "{ " + ", ".join(items) + " }"
+    return toml_value(value, _plain)
 
 
 def scenario_toml(scenario: Scenario) -> str:
     """The scenario as a file ``load_scenario`` reads back to an equal scenario."""
-    lines = [f"name = {_toml_string(scenario.name)}"]
-    lines.append(f"description = {_toml_string(scenario.description)}")
+    lines = [f"name = {toml_string(scenario.name)}"]
+    lines.append(f"description = {toml_string(scenario.description)}")
     # Every plain setting that differs from its default, so a new one is never dropped.
     settings = scenario.model_dump(exclude_defaults=True, exclude={"tools", "world", "steps"})
     lines += [
@@ -574,8 +551,8 @@ def scenario_toml(scenario: Scenario) -> str:
         if key not in ("name", "description")
     ]
     for record in scenario.world.records:
-        lines += ["", "[[world.records]]", f"collection = {_toml_string(record.collection)}"]
-        lines += [f"key = {_toml_string(record.key)}", f"value = {_toml_value(record.value)}"]
+        lines += ["", "[[world.records]]", f"collection = {toml_string(record.collection)}"]
+        lines += [f"key = {toml_string(record.key)}", f"value = {_toml_value(record.value)}"]
     for name, declaration in scenario.tools.items():
         lines += ["", f"[tools.{name}]"]
         written = declaration.model_dump(exclude_defaults=True)
@@ -592,16 +569,16 @@ def scenario_toml(scenario: Scenario) -> str:
 
 def _call_toml(step: ScenarioStep, table: str) -> list[str]:
     """A call as the lines of an array-of-tables entry ``[[table]]``."""
-    lines = ["", f"[[{table}]]", f"tool = {_toml_string(step.tool)}"]
+    lines = ["", f"[[{table}]]", f"tool = {toml_string(step.tool)}"]
     if step.args:
-        lines.append(f"args = {_toml_table(step.args)}")
+        lines.append(f"args = {_toml_value(step.args)}")
     check = step.verify
     if check is None:
         return lines
-    lines += [f"[{table}.verify]", f"tool = {_toml_string(check.tool)}"]
+    lines += [f"[{table}.verify]", f"tool = {toml_string(check.tool)}"]
     if check.args:
-        lines.append(f"args = {_toml_table(check.args)}")
-    lines.append(f"path = {_toml_string(check.path)}")
+        lines.append(f"args = {_toml_value(check.args)}")
+    lines.append(f"path = {toml_string(check.path)}")
     if check.contains is not None:
         lines.append(f"contains = {_toml_value(check.contains)}")
     if check.equals is not None:

@@ -58,6 +58,7 @@ from harness.runtime.mcp_table import (
     list_mcp_tools,
     list_mcp_tools_at,
 )
+from harness.toml_text import toml_string, toml_value
 
 __all__ = ["add_parser", "agent_name", "declared_args", "identifier", "placeholder", "run"]
 
@@ -317,36 +318,6 @@ def _bound(prop: Mapping[str, Any], inclusive: str, exclusive: str, step: int) -
 # --- the files ---------------------------------------------------------------------------
 
 
-def _toml_string(text: str) -> str:
-    # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
-    import json
-
-    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        items = (
-            f"{k if _BARE_KEY.match(k) else _toml_string(k)} = {_toml_value(v)}"
-            for k, v in value.items()
-        )
-        return "{ " + ", ".join(items) + " }"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    raise TypeError(f"{value!r} has no TOML form")
-
-
 def _comment(text: str) -> str:
     return " ".join(text.split())
 
@@ -457,9 +428,9 @@ def render_scenario(
         "# The steps are the plan the harness's scripted model asks the agent to carry out:",
         "# give them the arguments of a real task.",
         "",
-        f"name = {_toml_string(name)}",
+        f"name = {toml_string(name)}",
         'description = "TODO: the task the agent carries out, in one line"',
-        f"tool_table = {_toml_string(table_file)}",
+        f"tool_table = {toml_string(table_file)}",
     ]
     steps: list[tuple[Tool, Mapping[str, Any]]] = []
     if example:
@@ -486,7 +457,7 @@ def render_scenario(
             required = [Arg(a.name, a.type, True, {}) for a in spec.args if not a.optional]
             steps.append((tool, {a.name: placeholder(a) for a in required}))
             continue
-        body = [f"{key} = {_toml_value(value)}" for key, value in table.items()]
+        body = [f"{key} = {toml_value(value)}" for key, value in table.items()]
         body[0] += "  # TODO: its true behaviour"
         lines += _wrapped(
             f"TODO: its behaviour is a placeholder; its class suggests "
@@ -496,7 +467,7 @@ def render_scenario(
             lines += [
                 f"# Not declared (a scenario cannot hold it: {_comment(refused)}),",
                 "# so no step calls it:",
-                f"# [tools.{_toml_string(tool.name)}]",
+                f"# [tools.{toml_string(tool.name)}]",
                 *(f"# {line}" for line in body),
             ]
             continue
@@ -508,9 +479,9 @@ def render_scenario(
             f"init: {source}: none of its {len(tools)} tools can be declared in a scenario"
         )
     for tool, args in steps:
-        lines += ["", "[[steps]]", f"tool = {_toml_string(tool.name)}"]
+        lines += ["", "[[steps]]", f"tool = {toml_string(tool.name)}"]
         if args:
-            lines.append(f"args = {_toml_value(args)}  # TODO: a real task's arguments")
+            lines.append(f"args = {toml_value(args)}  # TODO: a real task's arguments")
     return "\n".join(lines) + "\n"
 
 
