@@ -201,7 +201,7 @@ class Supervisor:
                         life=life_no,
                         **apply_after_death(trial_dir, life.after_death),
                     )
-                if not _restart(result, life):
+                if not _restart(result, life, adapter.black_box):
                     break
         return results
 
@@ -622,10 +622,14 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return same
 
 
-def _restart(result: LifeResult, life: Life) -> bool:
-    """Whether another life follows: after a kill, after an injected full disk, or after a
-    power cut that followed the life's end (the machine comes back, so does the agent)."""
+def _restart(result: LifeResult, life: Life, black_box: bool) -> bool:
+    """Whether another life follows: after a kill, after an injected full disk, after a
+    power cut that followed the life's end (the machine comes back, so does the agent), and
+    for a black box after any exit but 0, as a supervisor (systemd's Restart=on-failure, a
+    Kubernetes pod) restarts a program that failed."""
     if result.killed in ("failpoint", "timed"):
+        return True
+    if black_box and result.killed is None and result.returncode != 0:
         return True
     if life.after_death and result.killed is None and result.returncode == 0:
         return True

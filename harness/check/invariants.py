@@ -528,7 +528,7 @@ def check_liveness(ev: TrialEvidence) -> Verdict:
         tail = last.stderr.strip().splitlines()[-1:] or [""]
         budget = (
             f": the restart budget of {ev.restart_budget} lives was spent"
-            if last.killed in ("failpoint", "timed") and len(ev.lives) >= ev.restart_budget
+            if last.killed != "timeout" and len(ev.lives) >= ev.restart_budget
             else ""
         )
         problems.append(f"life {last.life} of {len(ev.lives)} ended {how}{budget} {tail[0]}")

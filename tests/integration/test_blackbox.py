@@ -152,3 +152,47 @@ def test_a_command_that_cannot_take_part_is_refused_before_any_trial(
         if str(tmp_path) in " ".join(p.info["cmdline"] or ())
     ]
     assert left == []
+
+
+CRASHES_AFTER_A_KILL = """\
+import os, pathlib, sys
+starts = pathlib.Path("starts")
+starts.write_text(starts.read_text() + "x" if starts.exists() else "x")
+if len(starts.read_text()) >= 2 and (len(starts.read_text()) == 2 or {always}):
+    sys.exit(1)  # a restart that fails, as a program whose start-up trips on its own state
+os.execv(sys.executable, [sys.executable, {agent!r}])
+"""
+
+
+@pytest.mark.parametrize("always", [False, True])
+def test_a_black_box_that_exits_non_zero_is_restarted_until_the_budget(
+    tmp_path: Path, always: bool
+) -> None:
+    """Killed before any effect, the agent fails to start once (or every time) after it: a
+    supervisor restarts a program that failed, so the trial goes on to a third life (or
+    spends the restart budget of 8 lives, which I7 names)."""
+    script = tmp_path / "agent.py"
+    script.write_text(CRASHES_AFTER_A_KILL.format(always=always, agent=str(ROOT / AGENT)))
+    ran = harness(
+        "trial",
+        PHONE,
+        "--seed",
+        "7",
+        "--runtime",
+        f"cmd:python {script}",
+        "--schedule",
+        '[{"failpoints": "tool.received@2=kill"}]',
+        "--reports",
+        str(tmp_path / "reports"),
+    )
+    (folder,) = (tmp_path / "reports").glob("*-trial/trial")
+    verdicts = {v["invariant"]: v for v in json.loads((folder / "verdicts.json").read_text())}
+    if always:
+        assert ran.returncode == 1
+        assert verdicts["I7"]["status"] == "fail"
+        assert "life 8 of 8 ended exit status 1: the restart budget of 8 lives was spent" in (
+            verdicts["I7"]["evidence"][0]
+        )
+    else:
+        assert ran.returncode == 0, verdicts
+        assert verdicts["I7"]["evidence"][0].startswith("done in 3 lives,"), verdicts["I7"]
