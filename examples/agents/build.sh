@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds one example agent's own environment from its pins: sh examples/agents/build.sh NAME
 # (from the project's root; `make agent-NAME` calls it). A Python agent gets NAME/.venv from
-# NAME/requirements.txt (every package pinned), and this project without its dependencies
+# NAME/requirements.txt (none: nothing to build) (every package pinned), and this project without its dependencies
 # when it has a guarded variant (guarded.py); a Node agent gets NAME/node_modules from
 # NAME/package-lock.json, then runs its package's build script when it has one (a TypeScript
 # agent compiled to NAME/dist, every time: it is quick). Nothing is reinstalled while the pins
@@ -19,6 +19,8 @@ if [ -f "$dir/package-lock.json" ]; then
     npm run build --prefix "$dir" --if-present --silent
     exit 0
 fi
+# An agent on the standard library alone (no requirements.txt) has nothing to build.
+[ -f "$dir/requirements.txt" ] || exit 0
 stamp="$dir/.venv/.installed"
 [ -f "$stamp" ] && [ "$stamp" -nt "$dir/requirements.txt" ] && exit 0
 rm -rf "$dir/.venv"

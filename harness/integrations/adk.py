@@ -20,6 +20,8 @@ its session's events, so a resumed session's calls keep their op ids.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
@@ -31,10 +33,15 @@ from google.adk.tools.function_tool import FunctionTool
 from google.adk.tools.tool_context import ToolContext
 from pydantic_core import to_jsonable_python
 
-from harness.integrations.guard import VERIFY_TOOL, VERIFY_TOOL_DOC, GuardReply, ToolGuard
+from harness.integrations.guard import (
+    VERIFY_TOOL,
+    VERIFY_TOOL_DOC,
+    GuardReply,
+    ToolGuard,
+    tool_failure,
+)
 from harness.runtime import CallContext, ToolError
 from harness.runtime.aio import AsyncToolFunction
-from harness.runtime.errors import TransientToolError
 
 __all__ = ["AdkGuard", "current_call", "tool_function"]
 
@@ -59,8 +66,11 @@ def tool_function(tools: Sequence[BaseTool]) -> AsyncToolFunction:
     Each tool's ``run_async`` runs in ADK's ``ToolContext`` of the call (none for a retry
     at recovery, before any run: a tool that needs one fails then), with
     ``current_call()`` set to ``ctx``; what it returns is the op's result. Its exception
-    becomes a ``ToolError``, journaled as FAILED, except a ``TransientToolError``, left
-    for the runtime to retry or verify.
+    becomes a ``ToolError``, journaled as FAILED, or, when the reply was lost on the way
+    (``reply_lost``: a dropped connection or MCP session, a timeout), a
+    ``TransientToolError``: an unknown outcome, verified unless the class makes a retry
+    safe. (ADK's MCP tools turn their exceptions into ``{"error"}`` results unless
+    ``ADK_DISABLE_MCP_GRACEFUL_ERROR_HANDLING=1``; ``AdkGuard.open`` warns.)
     """
     by_name = {tool.name: tool for tool in tools}
 
@@ -72,15 +82,31 @@ def tool_function(tools: Sequence[BaseTool]) -> AsyncToolFunction:
         try:
             tool_context = cast(ToolContext, _INVOKING.get())
             result = await inner.run_async(args=dict(args), tool_context=tool_context)
-        except (ToolError, TransientToolError):
+        except ToolError:
             raise
         except Exception as exc:
-            raise ToolError(f"{tool}: {exc}") from exc
+            raise tool_failure(tool, exc) from exc
         finally:
             _CURRENT.reset(token)
         return to_jsonable_python(result, fallback=str)
 
     return execute
+
+
+def _mcp_errors_become_results(tools: Sequence[BaseTool]) -> bool:
+    """Whether an MCP tool among ``tools`` turns its exceptions into ``{"error"}`` results
+    (ADK's graceful MCP error handling, on by default): the guard never sees them raised."""
+    from google.adk.features import FeatureName, is_feature_enabled
+
+    module = sys.modules.get("google.adk.tools.mcp_tool.mcp_tool")  # not loaded: no MCP tool
+    mcp_tool = getattr(module, "McpTool", None)
+    graceful = getattr(FeatureName, "_MCP_GRACEFUL_ERROR_HANDLING", None)
+    return (
+        mcp_tool is not None
+        and graceful is not None
+        and any(isinstance(tool, mcp_tool) for tool in tools)
+        and is_feature_enabled(graceful)
+    )
 
 
 def _answer(reply: GuardReply) -> dict[str, Any]:
@@ -113,6 +139,13 @@ class AdkGuard:
         if VERIFY_TOOL in names or len(set(names)) != len(names):
             raise ValueError(
                 f"tool names must be unique and not {VERIFY_TOOL!r} (the guard's): {names}"
+            )
+        if _mcp_errors_become_results(adk_tools):
+            warnings.warn(
+                'ADK\'s MCP tools answer a lost connection with an {"error"} result, which '
+                "the guard would journal as the call's result, not as an unknown outcome: "
+                "set ADK_DISABLE_MCP_GRACEFUL_ERROR_HANDLING=1",
+                stacklevel=2,
             )
         guard = await ToolGuard.open(journal, tool_function(adk_tools), **options)
         return cls(guard, adk_tools)

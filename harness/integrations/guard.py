@@ -24,13 +24,15 @@ The full note: docs/reference/modules.md (``harness/integrations/guard.py``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.runtime import CallOutcome, Resolution, Runtime, VerifyHint
+from harness.runtime import CallOutcome, Resolution, Runtime, ToolError, VerifyHint
 from harness.runtime.aio import AsyncRuntime, AsyncToolFunction
+from harness.runtime.errors import TransientToolError
 from harness.runtime.matrix import verify_hint
 
 __all__ = [
@@ -41,6 +43,8 @@ __all__ = [
     "GuardReply",
     "ToolGuard",
     "hint_message",
+    "reply_lost",
+    "tool_failure",
 ]
 
 VERIFY_TOOL = "report_verification"
@@ -69,6 +73,68 @@ def hint_message(hint: VerifyHint) -> str:
         f'(it is not: it is redone once, as {hint.op_id}{REDO_SUFFIX}) or "unknown" '
         "(nothing can tell: it is left undone)."
     )
+
+
+_MCP_LOST_CODES = frozenset({-32000, -32001, 408})
+"""An MCP client's own errors for a request whose reply never came: the connection closed
+(-32000) or the wait timed out (-32001; 408 in MCP's 1.x Python SDK)."""
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, what it was raised from or during, and the members of exception groups."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        cur = todo.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        yield cur
+        todo.extend(e for e in (cur.__cause__, cur.__context__) if e is not None)
+        if isinstance(cur, BaseExceptionGroup):
+            todo.extend(cur.exceptions)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The exception types of a lost connection or reply, from the libraries loaded (an
+    exception of a library that is not loaded cannot have been raised)."""
+    kinds: list[type[BaseException]] = [ConnectionError, TimeoutError, EOFError]
+    for module, names in (
+        ("httpx", ("TransportError",)),
+        ("anyio", ("ClosedResourceError", "BrokenResourceError", "EndOfStream")),
+    ):
+        loaded = sys.modules.get(module)
+        kinds.extend(getattr(loaded, name) for name in names if hasattr(loaded, name))
+    return tuple(kinds)
+
+
+def reply_lost(exc: BaseException) -> bool:
+    """Whether a tool's exception says its reply was lost on the way (a dropped connection,
+    a timeout, an MCP session closed under the call), here or in what it was raised from.
+    The call may have reached its server and taken effect: its outcome is unknown, not a
+    failure. A connection refused before anything was sent counts too: never knowing
+    which is safe, as the model then checks before anything is redone."""
+    kinds = _transport_errors()
+    for cur in _chain(exc):
+        if isinstance(cur, kinds):
+            return True
+        error = getattr(cur, "error", None)
+        if type(cur).__module__.startswith("mcp") and getattr(error, "code", None) in (
+            _MCP_LOST_CODES
+        ):
+            return True
+    return False
+
+
+def tool_failure(tool: str, exc: Exception) -> ToolError:
+    """The runtime's error for a tool's exception: a ``TransientToolError`` (an unknown
+    outcome, unless the tool's class makes a retry safe) when its reply was lost
+    (``reply_lost``), else a ``ToolError`` (the call failed). Raise it ``from exc``."""
+    if isinstance(exc, ToolError):
+        return exc
+    if reply_lost(exc):
+        return TransientToolError(f"{tool}: its reply was lost: {exc}")
+    return ToolError(f"{tool}: {exc}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,10 +34,15 @@ from agents.tool_context import ToolContext
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from harness.integrations.guard import VERIFY_TOOL, VERIFY_TOOL_DOC, GuardReply, ToolGuard
+from harness.integrations.guard import (
+    VERIFY_TOOL,
+    VERIFY_TOOL_DOC,
+    GuardReply,
+    ToolGuard,
+    tool_failure,
+)
 from harness.runtime import CallContext, ToolError
 from harness.runtime.aio import AsyncToolFunction
-from harness.runtime.errors import TransientToolError
 
 __all__ = ["OpenAIAgentsGuard", "current_call", "guard_tools", "tool_function"]
 
@@ -85,11 +90,13 @@ def tool_function(tools: Sequence[FunctionTool]) -> AsyncToolFunction:
     """The runtime's ``execute(tool, args, ctx)`` over function tools, by name.
 
     Each tool's own ``on_invoke_tool`` runs, with ``current_call()`` set to ``ctx``. Its
-    output is the op's result (the SDK's default failure handling turns a tool's
-    exception into an error text, which is then that result); an exception it lets out
-    (``failure_error_function=None``) becomes a ``ToolError``, which the runtime
-    journals as FAILED, except a ``TransientToolError``, left for the runtime to retry
-    or verify.
+    output is the op's result. An exception it lets out (make the tool with
+    ``failure_error_function=None``: the SDK's default turns any exception, a lost
+    connection too, into an error text, which would be journaled as the result) becomes
+    a ``ToolError``, journaled as FAILED, or, when the reply was lost on the way
+    (``reply_lost``: a dropped connection or MCP session, a timeout), a
+    ``TransientToolError``: an unknown outcome, verified unless the class makes a retry
+    safe.
     """
     by_name = {tool.name: tool for tool in tools}
 
@@ -101,10 +108,10 @@ def tool_function(tools: Sequence[FunctionTool]) -> AsyncToolFunction:
         token = _CURRENT.set(ctx)
         try:
             output = await inner.on_invoke_tool(_sdk_context(ctx.op_id, tool, arguments), arguments)
-        except (ToolError, TransientToolError):
+        except ToolError:
             raise
         except Exception as exc:
-            raise ToolError(f"{tool}: {exc}") from exc
+            raise tool_failure(tool, exc) from exc
         finally:
             _CURRENT.reset(token)
         return to_jsonable_python(output, fallback=str)

@@ -190,8 +190,9 @@ def test_a_black_box_that_exits_non_zero_is_restarted_until_the_budget(
     if always:
         assert ran.returncode == 1
         assert verdicts["I7"]["status"] == "fail"
-        assert "life 8 of 8 ended exit status 1: the restart budget of 8 lives was spent" in (
-            verdicts["I7"]["evidence"][0]
+        assert (
+            "life 8 of 8 ended exit status 1: the restart budget of 8 lives was spent"
+            in (verdicts["I7"]["evidence"][0])
         )
     else:
         assert ran.returncode == 0, verdicts

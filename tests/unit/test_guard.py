@@ -7,10 +7,26 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+import anyio
+import httpx
 import pytest
 
-from harness.integrations.guard import VERIFY_TOOL, ToolGuard, hint_message
-from harness.runtime import ToolClass, ToolError, ToolTable, TransientToolError, VerifyHint
+from harness.integrations.guard import (
+    VERIFY_TOOL,
+    GuardReply,
+    ToolGuard,
+    hint_message,
+    reply_lost,
+    tool_failure,
+)
+from harness.runtime import (
+    CallContext,
+    ToolClass,
+    ToolError,
+    ToolTable,
+    TransientToolError,
+    VerifyHint,
+)
 from harness.runtime.journal import JournalWriter
 from harness.runtime.records import (
     FinishRecord,
@@ -211,3 +227,88 @@ class TestUnknownOutcomes:
 
         assert _run(replayed, journal_path, tool) == ("info", "s003.redo")
         assert tool.invocations == []
+
+
+def _raised_from(outer: Exception, cause: BaseException) -> Exception:
+    """``outer`` as a framework raises it around ``cause`` (``raise outer from cause``)."""
+    try:
+        raise outer from cause
+    except Exception as exc:
+        return exc
+
+
+def _mcp_error(code: int, message: str) -> Exception:
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(code=code, message=message)
+
+
+class TestLostReplies:
+    """A framework's exception for a call whose reply never came is an unknown outcome."""
+
+    @pytest.mark.parametrize(
+        "exc",
+        [
+            pytest.param(ConnectionResetError("reset by peer"), id="connection reset"),
+            pytest.param(TimeoutError(), id="timeout"),
+            pytest.param(
+                _raised_from(RuntimeError("Error invoking MCP tool"), httpx.ReadError("eof")),
+                id="httpx error under a wrapper",
+            ),
+            pytest.param(
+                ExceptionGroup("task group", [anyio.ClosedResourceError()]), id="anyio in a group"
+            ),
+            pytest.param(_mcp_error(-32000, "Connection closed"), id="MCP connection closed"),
+            pytest.param(_mcp_error(-32001, "Request 'tools/call' timed out"), id="MCP timeout"),
+        ],
+    )
+    def test_is_transient(self, exc: Exception) -> None:
+        assert reply_lost(exc)
+        failure = tool_failure("tap", exc)
+        assert isinstance(failure, TransientToolError) and "reply was lost" in str(failure)
+
+    @pytest.mark.parametrize(
+        "exc",
+        [
+            pytest.param(ValueError("no such button"), id="the tool's own error"),
+            pytest.param(_mcp_error(-32602, "Invalid params"), id="the server refused it"),
+            pytest.param(
+                _raised_from(RuntimeError("wrapped"), KeyError("x")), id="a bug under a wrapper"
+            ),
+        ],
+    )
+    def test_anything_else_is_a_failure(self, exc: Exception) -> None:
+        assert not reply_lost(exc)
+        failure = tool_failure("tap", exc)
+        assert type(failure) is ToolError and str(failure) == f"tap: {exc}"
+
+    def test_a_tool_error_is_kept(self) -> None:
+        error = TransientToolError("busy")
+        assert tool_failure("tap", error) is error
+
+    def test_an_unsafe_call_whose_reply_was_lost_answers_with_its_hint(
+        self, journal_path: Path
+    ) -> None:
+        """Through the guard: not journaled as failed, nor retried: the model must verify,
+        and a later life runs nothing."""
+        calls: list[str] = []
+
+        async def execute(tool: str, args: object, ctx: CallContext) -> object:
+            calls.append(ctx.op_id)
+            try:
+                raise httpx.RemoteProtocolError("peer closed connection")
+            except httpx.HTTPError as exc:
+                raise tool_failure(tool, exc) from exc
+
+        async def life(guard: ToolGuard) -> GuardReply:
+            return await guard.call("call-1", "tap", ARGS)
+
+        async def run() -> tuple[GuardReply, GuardReply]:
+            async with await ToolGuard.open(journal_path, execute, table=TABLE) as guard:
+                first = await life(guard)
+            async with await ToolGuard.open(journal_path, execute, table=TABLE) as guard:
+                return first, await life(guard)
+
+        first, again = asyncio.run(run())
+        assert first.status == "info" and first.hint is not None and VERIFY_TOOL in first.text
+        assert again.status == "info" and calls == ["call-1"]

@@ -4,13 +4,19 @@ The same app, session and resume (``agent.py``); the guard
 (``harness.integrations.adk.AdkGuard``) is the agent's ``before_tool_callback``: it
 runs each call of an MCP tool through its journal, ``agent.journal`` in the working
 folder, under ADK's function call id, which the session keeps across a restart. The
-tool table comes from the MCP server's tool annotations.
+tool table comes from the MCP server's tool annotations. ADK's graceful MCP error
+handling is off, so that a lost reply reaches the guard as the exception it is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+
+# ADK's MCP tools answer their own exceptions, a lost connection too, with an {"error"}
+# result; the guard must see the exception to journal a lost reply as an unknown outcome.
+os.environ["ADK_DISABLE_MCP_GRACEFUL_ERROR_HANDLING"] = "1"
 
 from agent import build_app, mcp_tools, run
 from google.adk.tools.mcp_tool import McpTool

@@ -8,18 +8,54 @@ annotations give. It knows a call by content (``identity="content"``, docs/reiss
 model asked again after a restart gives the calls the session had not saved new ids. A
 restart opens the journal first (recovery) and runs the agent again on its session: a call
 the journal knows is answered from it, one whose outcome is unknown with a VERIFY hint.
+
+Two changes to the SDK's defaults make a lost reply an unknown outcome rather than a
+result: the tools let their exceptions out (``failure_error_function=None``; the default
+turns them into an error text, which the guard would journal as the call's result), and a
+lost connection is reopened before the next call (the SDK leaves the MCP session closed,
+and every later call would fail without being sent).
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from agent import make_agent, mcp_server, run
-from agents import set_tracing_disabled
-from agents.mcp import MCPUtil
+from agents import FunctionTool, set_tracing_disabled
+from agents.mcp import MCPServer, MCPUtil
+from agents.tool_context import ToolContext
 
+from harness.integrations.guard import reply_lost
 from harness.integrations.openai_agents import OpenAIAgentsGuard
 from harness.runtime.classes import ToolTable
+
+
+class Reconnecting:
+    """Reopens ``server``'s MCP session before the first call after one lost its reply."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self.server = server
+        self.lost = False
+        self._lock = asyncio.Lock()
+
+    def wrap(self, tool: FunctionTool) -> FunctionTool:
+        inner = tool.on_invoke_tool
+
+        async def invoke(ctx: ToolContext[Any], arguments: str) -> Any:
+            async with self._lock:
+                if self.lost:
+                    await self.server.cleanup()
+                    await self.server.connect()
+                    self.lost = False
+            try:
+                return await inner(ctx, arguments)
+            except Exception as exc:
+                self.lost = self.lost or reply_lost(exc)
+                raise
+
+        tool.on_invoke_tool = invoke
+        return tool
 
 
 async def main() -> None:
@@ -35,7 +71,11 @@ async def main() -> None:
             )
             for t in listed
         )
-        tools = [MCPUtil.to_function_tool(t, server, False) for t in listed]
+        connection = Reconnecting(server)
+        tools = [
+            connection.wrap(MCPUtil.to_function_tool(t, server, False, failure_error_function=None))
+            for t in listed
+        ]
         async with await OpenAIAgentsGuard.open(
             "agent.journal", tools, table=table, identity="content"
         ) as guard:
