@@ -6,8 +6,10 @@ black box by ``harness chaos --runtime cmd:"..." --only phone_task --random 20``
 seed, bare and guarded, and ``docs/scoreboard.md`` is written from what those runs
 recorded (their ``summary.json`` and ``trials.jsonl``): per agent, the trials, the
 failures per invariant, the tools that ran twice, and every failing trial's replay
-command. An agent whose environment is not built (``make agent-NAME``) is listed as such,
-never left out. ``--render`` writes the page again from the last runs without running.
+command. What a run found is also kept beside the agent (``measured.json``, committed), so
+that ``--only NAME`` runs one agent again and the page keeps every other agent's last
+figures, each with its date and commit. An agent never run is listed as such, never left
+out. ``--render`` writes the page again from the last runs without running.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "examples" / "agents"
@@ -31,6 +34,8 @@ REPLAYED = re.compile(
 )
 """A tool named in an I1 or I2 failure's evidence: ``s003 (ui_tap, non_idempotent) ran...``."""
 FIELDS = ("framework", "package", "version", "state", "command")
+MEASURED = "measured.json"
+"""Beside each agent's agent.toml: what its last runs found, by variant (see ``Outcome``)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,38 @@ class Outcome:
     failures: list[tuple[str, list[str], str]]
     """(trial, failed invariants, replay command) of every failing or unjudged trial."""
     seconds: float | None
+    started: str | None = None
+    """When the run started (ISO 8601, UTC) and the commit it ran on, when known."""
+    commit: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "trials": self.trials,
+            "failed": self.failed,
+            "unknown": self.unknown,
+            "kills": self.kills,
+            "by_invariant": self.by_invariant,
+            "replayed": dict(sorted(self.replayed.items())),
+            "failures": [list(f) for f in self.failures],
+            "seconds": self.seconds,
+            "started": self.started,
+            "commit": self.commit,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Outcome:
+        return cls(
+            data["trials"],
+            data["failed"],
+            data["unknown"],
+            data["kills"],
+            dict(data["by_invariant"]),
+            Counter(data["replayed"]),
+            [(str(t), list(inv), str(replay)) for t, inv, replay in data["failures"]],
+            data.get("seconds"),
+            data.get("started"),
+            data.get("commit"),
+        )
 
 
 def _invariant_order(item: tuple[str, object]) -> tuple[int, str]:
@@ -175,7 +212,34 @@ def read_outcome(run: Path) -> Outcome:
         replayed,
         failures,
         summary.get("duration_s"),
+        summary.get("started"),
+        summary.get("commit"),
     )
+
+
+def measured(agent: str) -> dict[str, Outcome]:
+    """What an agent's last runs found, by variant, as committed beside it."""
+    path = AGENTS / agent / MEASURED
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text("utf-8"))
+    return {label: Outcome.from_json(found) for label, found in data.items()}
+
+
+def keep(agent: str, found: dict[str, Outcome]) -> None:
+    """Write what an agent's runs found beside it (``measured.json``)."""
+    data = {label: outcome.as_json() for label, outcome in sorted(found.items())}
+    (AGENTS / agent / MEASURED).write_text(json.dumps(data, indent=2) + "\n", "utf-8")
+
+
+def newest(run: Path | None, kept: Outcome | None) -> Outcome | None:
+    """A variant's figures: its latest run's, unless what was kept is from a later one."""
+    if run is None:
+        return kept
+    ran = read_outcome(run)
+    if kept is not None and (kept.started or "") > (ran.started or ""):
+        return kept
+    return ran
 
 
 def verdict_line(outcome: Outcome) -> str:
@@ -186,9 +250,10 @@ def verdict_line(outcome: Outcome) -> str:
     )
 
 
-def render(agents: list[Agent], runs: dict[str, Path | None], args: argparse.Namespace) -> str:
-    """The scoreboard page, from the runs found for each agent's variants."""
-    outcomes = {label: read_outcome(run) for label, run in runs.items() if run is not None}
+def render(
+    agents: list[Agent], outcomes: dict[str, Outcome | None], args: argparse.Namespace
+) -> str:
+    """The scoreboard page, from what each agent's variants were found to do."""
     lines = [
         "# Scoreboard: real agents, killed",
         "",
@@ -201,8 +266,10 @@ def render(agents: list[Agent], runs: dict[str, Path | None], args: argparse.Nam
         "lost once, and random-time kills). A guarded run is the same agent with this project's",
         "guard in front of its tools. What holds is a finding too.",
         "",
-        "Made by `make scoreboard` (after `make agents`); each replay command below runs one",
-        "trial again.",
+        "Made by `make scoreboard` (after `make agents`); `SCOREBOARD_ARGS='--only NAME'` runs",
+        "one agent again, and every other agent keeps the figures of its last run (in its",
+        "`measured.json`), with the day and commit it ran on. Each replay command below runs",
+        "one trial again.",
         "",
         "| agent | framework | state kept in | run | trials | failed | unknown | "
         "failures by invariant | tools run twice |",
@@ -237,7 +304,9 @@ def render(agents: list[Agent], runs: dict[str, Path | None], args: argparse.Nam
                 )
                 continue
             seconds = f" in {outcome.seconds:.0f} s" if outcome.seconds else ""
-            lines.append(f"`{verdict_line(outcome)}`{seconds}.")
+            when = f", {outcome.started[:10]}" if outcome.started else ""
+            commit = f", commit {outcome.commit[:7]}" if outcome.commit else ""
+            lines.append(f"`{verdict_line(outcome)}`{seconds}{when}{commit}.")
             if not outcome.failures:
                 continue
             lines += [
@@ -274,15 +343,20 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.only) - {a.name for a in agents})
     if unknown:
         parser.error(f"--only {unknown[0]}: no examples/agents/{unknown[0]}/agent.toml")
-    runs: dict[str, Path | None] = {}
+    outcomes: dict[str, Outcome | None] = {}
     for agent in agents:
+        kept = measured(agent.name)
         for label, command in agent.variants():
             chosen = not args.only or agent.name in args.only
             if args.render or not chosen or not agent.built:
-                runs[label] = latest_run(args.reports / label)
-                continue
-            runs[label] = run_campaign(label, command, args)
-    args.out.write_text(render(agents, runs, args), "utf-8")
+                run = latest_run(args.reports / label)
+            else:
+                run = run_campaign(label, command, args)
+            outcomes[label] = newest(run, kept.get(label))
+        found = {label: o for label, _ in agent.variants() if (o := outcomes[label]) is not None}
+        if found and found != kept:
+            keep(agent.name, found)
+    args.out.write_text(render(agents, outcomes, args), "utf-8")
     print(f"wrote {args.out}")
     return 0
 

@@ -9,7 +9,15 @@ import re
 import sys
 from pathlib import Path
 
-from harness.blackbox.scoreboard import AGENTS, Agent, load_agents, read_outcome, render
+from harness.blackbox.scoreboard import (
+    AGENTS,
+    Agent,
+    Outcome,
+    load_agents,
+    newest,
+    read_outcome,
+    render,
+)
 
 SCRIPT_IMPORT = re.compile(r"""(?:\bfrom|\brequire\(|\bimport\(?)\s*['"]([^'"]+)['"]""")
 """What a TypeScript or JavaScript file imports: ``from "x"``, ``require("x")``, ``import("x")``."""
@@ -35,6 +43,8 @@ def fake_run(folder: Path) -> Path:
         "failures": [failed],
         "unjudged": [],
         "complete": True,
+        "started": "2026-12-06T20:00:00Z",
+        "commit": "1158e5b0cafe",
     }
     (folder / "summary.json").write_text(json.dumps(summary))
     verdicts = [
@@ -57,12 +67,30 @@ def test_a_run_is_read_from_its_own_files(tmp_path: Path) -> None:
 def test_the_page_lists_each_variant_and_every_replay(tmp_path: Path) -> None:
     bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", "python g.py")
     args = argparse.Namespace(random=20, seed=7)
-    page = render([bare], {"demo": fake_run(tmp_path / "run"), "demo-guarded": None}, args)
+    outcomes = {"demo": read_outcome(fake_run(tmp_path / "run")), "demo-guarded": None}
+    page = render([bare], outcomes, args)
     rows = [line for line in page.splitlines() if line.startswith("| `demo`")]
     assert rows[0].endswith("| bare | 2 | 1 | 0 | I2 1, I8 1 | `ui_tap` |")
     assert "| guarded | not run yet |" in rows[1]
     assert "# t-kill: I2 I8\nreplay t-kill" in page
-    assert "`FAIL: 2 trials, 1 failed, 0 could not be judged, 3 kills` in 12 s." in page
+    assert (
+        "`FAIL: 2 trials, 1 failed, 0 could not be judged, 3 kills` in 12 s, 2026-12-06, "
+        "commit 1158e5b." in page
+    )
+
+
+def test_what_a_run_found_is_kept_as_it_was_read(tmp_path: Path) -> None:
+    """The committed record gives back the same figures, and the later of a record and a
+    run stands: a run older than the record does not undo it."""
+    run = fake_run(tmp_path / "run")
+    outcome = read_outcome(run)
+    kept = Outcome.from_json(json.loads(json.dumps(outcome.as_json())))
+    assert kept == outcome
+    assert newest(run, None) == outcome and newest(None, kept) is kept
+    later = Outcome.from_json({**outcome.as_json(), "started": "2026-12-07T08:00:00Z"})
+    assert newest(run, later) is later
+    earlier = Outcome.from_json({**outcome.as_json(), "started": "2026-12-05T08:00:00Z"})
+    assert newest(run, earlier) == outcome
 
 
 def test_every_example_agent_declares_what_the_scoreboard_needs() -> None:
