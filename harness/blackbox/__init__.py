@@ -21,6 +21,9 @@ and anything it started).
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 __all__ = [
     "AGENT_COMMAND_ENV",
     "AGENT_HOME_ENV",
@@ -30,6 +33,7 @@ __all__ = [
     "MCP_URL_ENV",
     "MODEL_RECORD",
     "TOOL_RECORD",
+    "resolve_command",
 ]
 
 AGENT_HOME_ENV = "HARNESS_AGENT_HOME"
@@ -65,3 +69,21 @@ BLACKBOX_POINTS = frozenset(
 received, on its way to the world, between the steps of a multi-step tool, its effect
 committed, its reply ready; a model request received, its answer ready; and the
 agent's exit (after the agent exited 0, before the life ends)."""
+
+
+def resolve_command(command: str, home: str | None) -> list[str]:
+    """The command's words, with each relative path that exists under ``home`` made absolute
+    (the agent runs in the trial folder, the command was written where the user stood): the
+    program when it names a path (``./agent``, ``bin/agent``; a bare name is looked up on
+    ``PATH``), and any later word but an option (``agent.py``, ``conf/my.toml``)."""
+    words = shlex.split(command)
+    if home is None:
+        return words
+    out = []
+    for at, word in enumerate(words):
+        candidate = Path(home) / word
+        is_path = (
+            not word.startswith("-") and not Path(word).is_absolute() and ("/" in word or at > 0)
+        )
+        out.append(str(candidate) if is_path and candidate.exists() else word)
+    return out

@@ -40,6 +40,7 @@ from harness.blackbox import (
     MCP_URL_ENV,
     MODEL_RECORD,
     TOOL_RECORD,
+    resolve_command,
 )
 from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
@@ -57,23 +58,9 @@ from harness.world.store import WorldStore
 
 TABLE_ENV = "HARNESS_TOOL_TABLE"  # the supervisor's (harness.chaos.supervisor.TABLE_ENV)
 
-__all__ = ["main", "resolve_command"]
+__all__ = ["main"]
 
 BRIDGE = Path(__file__).with_name("stdio_bridge.py")
-
-
-def resolve_command(command: str, home: str | None) -> list[str]:
-    """The command's words, with each relative path that exists under ``home`` made absolute
-    (the agent runs in the trial folder, the command was written where the user stood)."""
-    words = shlex.split(command)
-    if home is None:
-        return words
-    out = []
-    for word in words:
-        candidate = Path(home) / word
-        is_path = not word.startswith("-") and "/" in word and not Path(word).is_absolute()
-        out.append(str(candidate) if is_path and candidate.exists() else word)
-    return out
 
 
 class _Handler(BaseHTTPRequestHandler):
