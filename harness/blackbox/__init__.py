@@ -1,7 +1,7 @@
 """Testing an agent program as a black box: the harness serves its model and its tools.
 
 An agent program the harness cannot change (``--runtime cmd:"python my_agent.py"``)
-speaks two protocols at its edges: an OpenAI-compatible model API and MCP for its
+speaks two protocols at its edges: a model API (OpenAI's or Anthropic's) and MCP for its
 tools. The harness serves both for each life (``harness.blackbox.host``): a model
 scripted from the trial's plan (``harness.blackbox.model``) and the scenario's tools
 on the trial's world (``harness.blackbox.tools``), and speaks the supervisor's
@@ -9,7 +9,8 @@ channel on the agent's behalf, from what the agent showed its model and what it
 asked of its tools. The agent is handed three things in its environment:
 
 - ``OPENAI_BASE_URL`` (and ``OPENAI_API_KEY``): the model, Chat Completions
-  (streamed or not) and the Responses API;
+  (streamed or not) and the Responses API; ``ANTHROPIC_BASE_URL`` (and
+  ``ANTHROPIC_API_KEY``): the same model as Anthropic's Messages API;
 - ``HARNESS_MCP_URL``: the tools as an MCP server over streamable HTTP;
 - ``HARNESS_MCP_COMMAND``: the same tools over stdio, a shell-quoted command the
   agent starts itself (``harness/blackbox/stdio_bridge.py``).
