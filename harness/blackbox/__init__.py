@@ -1,7 +1,7 @@
 """Testing an agent program as a black box: the harness serves its model and its tools.
 
 An agent program the harness cannot change (``--runtime cmd:"python my_agent.py"``)
-speaks two protocols at its edges: an OpenAI-compatible model API and MCP for its
+speaks two protocols at its edges: a model API (OpenAI's or Anthropic's) and MCP for its
 tools. The harness serves both for each life (``harness.blackbox.host``): a model
 scripted from the trial's plan (``harness.blackbox.model``) and the scenario's tools
 on the trial's world (``harness.blackbox.tools``), and speaks the supervisor's
@@ -9,7 +9,8 @@ channel on the agent's behalf, from what the agent showed its model and what it
 asked of its tools. The agent is handed three things in its environment:
 
 - ``OPENAI_BASE_URL`` (and ``OPENAI_API_KEY``): the model, Chat Completions
-  (streamed or not) and the Responses API;
+  (streamed or not) and the Responses API; ``ANTHROPIC_BASE_URL`` (and
+  ``ANTHROPIC_API_KEY``): the same model as Anthropic's Messages API;
 - ``HARNESS_MCP_URL``: the tools as an MCP server over streamable HTTP;
 - ``HARNESS_MCP_COMMAND``: the same tools over stdio, a shell-quoted command the
   agent starts itself (``harness/blackbox/stdio_bridge.py``).
@@ -21,6 +22,9 @@ and anything it started).
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 __all__ = [
     "AGENT_COMMAND_ENV",
     "AGENT_HOME_ENV",
@@ -30,6 +34,7 @@ __all__ = [
     "MCP_URL_ENV",
     "MODEL_RECORD",
     "TOOL_RECORD",
+    "resolve_command",
 ]
 
 AGENT_HOME_ENV = "HARNESS_AGENT_HOME"
@@ -65,3 +70,21 @@ BLACKBOX_POINTS = frozenset(
 received, on its way to the world, between the steps of a multi-step tool, its effect
 committed, its reply ready; a model request received, its answer ready; and the
 agent's exit (after the agent exited 0, before the life ends)."""
+
+
+def resolve_command(command: str, home: str | None) -> list[str]:
+    """The command's words, with each relative path that exists under ``home`` made absolute
+    (the agent runs in the trial folder, the command was written where the user stood): the
+    program when it names a path (``./agent``, ``bin/agent``; a bare name is looked up on
+    ``PATH``), and any later word but an option (``agent.py``, ``conf/my.toml``)."""
+    words = shlex.split(command)
+    if home is None:
+        return words
+    out = []
+    for at, word in enumerate(words):
+        candidate = Path(home) / word
+        is_path = (
+            not word.startswith("-") and not Path(word).is_absolute() and ("/" in word or at > 0)
+        )
+        out.append(str(candidate) if is_path and candidate.exists() else word)
+    return out

@@ -5,10 +5,11 @@ process group: it arms the life's failpoints, serves the model and the tools on 
 HTTP port of 127.0.0.1 (``/v1/...``: ``harness.blackbox.model``; ``/mcp``:
 ``harness.blackbox.tools``), tells the supervisor ``ready``, and starts the agent's
 command (``HARNESS_AGENT_COMMAND``) in the trial folder, in the same process group,
-with ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``HARNESS_MCP_URL`` and
-``HARNESS_MCP_COMMAND`` in its environment. It exits with the agent's status, once
-the agent has exited and anything the agent left in the group is stopped; after an
-exit 0 it hits ``agent.before_exit`` first.
+with ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``,
+``ANTHROPIC_API_KEY``, ``HARNESS_MCP_URL`` and ``HARNESS_MCP_COMMAND`` in its
+environment. It exits with the agent's status, once the agent has exited and anything
+the agent left in the group is stopped; after an exit 0 it hits ``agent.before_exit``
+first.
 
 The supervisor's SIGKILL of the group ends the host, the agent and whatever the
 agent started at once; a random-time kill's timer, which fires in the host, is sent
@@ -40,6 +41,7 @@ from harness.blackbox import (
     MCP_URL_ENV,
     MODEL_RECORD,
     TOOL_RECORD,
+    resolve_command,
 )
 from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
@@ -57,23 +59,9 @@ from harness.world.store import WorldStore
 
 TABLE_ENV = "HARNESS_TOOL_TABLE"  # the supervisor's (harness.chaos.supervisor.TABLE_ENV)
 
-__all__ = ["main", "resolve_command"]
+__all__ = ["main"]
 
 BRIDGE = Path(__file__).with_name("stdio_bridge.py")
-
-
-def resolve_command(command: str, home: str | None) -> list[str]:
-    """The command's words, with each relative path that exists under ``home`` made absolute
-    (the agent runs in the trial folder, the command was written where the user stood)."""
-    words = shlex.split(command)
-    if home is None:
-        return words
-    out = []
-    for word in words:
-        candidate = Path(home) / word
-        is_path = not word.startswith("-") and "/" in word and not Path(word).is_absolute()
-        out.append(str(candidate) if is_path and candidate.exists() else word)
-    return out
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -161,11 +149,13 @@ def serve(trial: Path, world: WorldStore) -> BlackBoxServer:
 
 
 def agent_env(base: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """The agent's environment: the life's, without the harness's own variables, and the
-    three things it is handed."""
+    """The agent's environment: the life's, without the harness's own variables, and what
+    it is handed: the model (OpenAI's and Anthropic's variables) and the tools (two ways)."""
     env = {k: v for k, v in environ.items() if not k.startswith("HARNESS_")}
     env["OPENAI_BASE_URL"] = f"{base}/v1"
     env["OPENAI_API_KEY"] = "harness"  # any key: the model is the harness's
+    env["ANTHROPIC_BASE_URL"] = base  # Anthropic's SDKs add /v1/messages themselves
+    env["ANTHROPIC_API_KEY"] = "harness"
     env[MCP_URL_ENV] = f"{base}/mcp"
     env[MCP_COMMAND_ENV] = shlex.join([sys.executable, str(BRIDGE), f"{base}/mcp"])
     return env

@@ -1,4 +1,4 @@
-"""The model a black box talks to: an OpenAI-compatible endpoint scripted from the plan.
+"""The model a black box talks to: OpenAI's and Anthropic's APIs, scripted from the plan.
 
 It reads only the conversation each request carries, never its own memory: from the
 tool results already in it, it works out which plan calls are done and answers with
@@ -345,11 +345,11 @@ def _wanted(step: PlanStep, state: tuple[str, str] | None) -> tuple[str, str, An
     return None
 
 
-# -- the wire: Chat Completions and Responses ---------------------------------------------
+# -- the wire: Chat Completions, Responses and Anthropic's Messages ------------------------
 
 
 def offered_tools(request: Mapping[str, Any]) -> frozenset[str]:
-    """The names of the tools a Chat Completions or Responses request offers the model."""
+    """The names of the tools a request offers the model (each API names them its way)."""
     names = set()
     for tool in request.get("tools") or ():
         if isinstance(tool, dict):
@@ -398,6 +398,27 @@ def responses_items(given: Any) -> list[Item]:
     return items
 
 
+def messages_items(messages: Any) -> list[Item]:
+    """The calls and results of an Anthropic Messages API ``messages`` list: ``tool_use``
+    blocks of the assistant's turns, ``tool_result`` blocks of the user's; a result marked
+    ``is_error`` is read as a failure wrapping its text (``{"error": ...}``), so that what
+    the text says of a transient failure or an unknown outcome still counts."""
+    items: list[Item] = []
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                items.append(Item("call", block["id"]))
+            elif block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                text = _text(block.get("content"))
+                if block.get("is_error") is True:
+                    text = json.dumps({"error": text})
+                items.append(Item("result", block["tool_use_id"], text))
+    return items
+
+
 def _text(content: Any) -> str:
     """A message's content as text: a string, or the text parts of a list."""
     if isinstance(content, str):
@@ -418,8 +439,12 @@ def _json_reply(status: int, body: object) -> Reply:
     return Reply(status, "application/json", (json.dumps(body).encode(),))
 
 
-def _error(status: int, message: str) -> Reply:
-    return _json_reply(status, {"error": {"message": message, "type": "invalid_request_error"}})
+def _error(status: int, message: str, path: str = "") -> Reply:
+    """The API's own error body: Anthropic's for ``/messages``, else OpenAI's."""
+    error = {"message": message, "type": "invalid_request_error"}
+    if path.endswith("/messages"):
+        return _json_reply(status, {"type": "error", "error": error})
+    return _json_reply(status, {"error": error})
 
 
 class ModelEndpoint:
@@ -475,11 +500,13 @@ class ModelEndpoint:
                     "send the whole conversation as input",
                 )
             api, items = "responses", responses_items(request.get("input"))
+        elif path.endswith("/messages"):
+            api, items = "messages", messages_items(request.get("messages"))
         else:
             return self._refuse(
-                path, 404, f"{path}: not served (chat/completions, responses, models)"
+                path, 404, f"{path}: not served (chat/completions, responses, messages, models)"
             )
-        stream = bool(request.get("stream")) and api == "chat"
+        stream = bool(request.get("stream")) and api in ("chat", "messages")
         offered = offered_tools(request)
         answer = decide(self.plan, items, self.retry_safe, self._served, offered)
         self._served += 1
@@ -507,6 +534,12 @@ class ModelEndpoint:
         answer.calls = [(c, op, offered_name(t, offered), a) for c, op, t, a in answer.calls]
         if api == "responses":
             return _json_reply(200, _responses_body(answer, model, self._served))
+        if api == "messages":
+            if stream:
+                return Reply(
+                    200, "text/event-stream", _messages_events(answer, model, self._served)
+                )
+            return _json_reply(200, _messages_body(answer, model, self._served))
         if stream:
             return Reply(200, "text/event-stream", _chat_chunks(answer, model, self._served))
         return _json_reply(200, _chat_body(answer, model, self._served))
@@ -522,7 +555,7 @@ class ModelEndpoint:
         line = {"t_ns": time.time_ns(), "pid": os.getpid(), "path": path, "refused": message}
         with open(self.record, "a", encoding="utf-8") as out:
             out.write(json.dumps(line) + "\n")
-        return _error(status, message)
+        return _error(status, message, path)
 
     def _write_record(self, api: str, stream: bool, answer: Answer) -> None:
         line = {
@@ -613,3 +646,50 @@ def _responses_body(answer: Answer, model: str, n: int) -> dict[str, Any]:
         "output": output,
         "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
     }
+
+
+def _messages_body(answer: Answer, model: str, n: int) -> dict[str, Any]:
+    """An Anthropic Messages API response: the final text, then each call as ``tool_use``."""
+    content: list[dict[str, Any]] = []
+    if answer.final is not None:
+        content.append({"type": "text", "text": answer.final})
+    content += [
+        {"type": "tool_use", "id": call, "name": tool, "input": dict(args)}
+        for call, _, tool, args in answer.calls
+    ]
+    return {
+        "id": f"msg_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if answer.calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+
+
+def _messages_events(answer: Answer, model: str, n: int) -> tuple[bytes, ...]:
+    """The same response streamed as Anthropic's server-sent events: ``message_start``, each
+    block's start, one delta and stop, ``message_delta`` with the stop reason, ``message_stop``."""
+
+    def event(kind: str, data: dict[str, Any]) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+    body = _messages_body(answer, model, n)
+    start = {**body, "content": [], "stop_reason": None}
+    events = [event("message_start", {"message": start})]
+    for index, block in enumerate(body["content"]):
+        if block["type"] == "text":
+            opened: dict[str, Any] = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            opened = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events.append(event("content_block_start", {"index": index, "content_block": opened}))
+        events.append(event("content_block_delta", {"index": index, "delta": delta}))
+        events.append(event("content_block_stop", {"index": index}))
+    stopped = {"stop_reason": body["stop_reason"], "stop_sequence": None}
+    events.append(event("message_delta", {"delta": stopped, "usage": {"output_tokens": 0}}))
+    events.append(event("message_stop", {}))
+    return tuple(events)

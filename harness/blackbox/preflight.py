@@ -17,8 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.blackbox import MODEL_RECORD, TOOL_RECORD
-from harness.blackbox.host import resolve_command
+from harness.blackbox import MODEL_RECORD, TOOL_RECORD, resolve_command
 from harness.exits import AGENT_CANNOT_START
 from harness.runtime.errors import HarnessError
 

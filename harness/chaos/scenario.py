@@ -29,6 +29,7 @@ import json
 import math
 import os
 import re
+import shlex
 import string
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -56,6 +57,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from harness.agent.model import MODELS
 from harness.agent.plan import Plan, PlanStep, Verification, plan_to_json
+from harness.blackbox import resolve_command
 from harness.chaos.declarations import (
     Declared,
     ToolDeclaration,
@@ -196,6 +198,7 @@ _SAMPLES: Mapping[str, Any] = MappingProxyType(
 _KEYS_TOP = (
     "name",
     "description",
+    "agent",
     "model",
     "identity",
     "batch_driver",
@@ -216,6 +219,7 @@ BATCH_DRIVERS = ("async", "threads")
 _KEYS_STEP = ("tool", "args", "verify")
 _KEYS_VERIFY = ("tool", "args", "path", "contains", "equals")
 _KEYS_TOOL = tuple(ToolDeclaration.model_fields)
+_KEYS_AGENT = ("command", "folder", "env")
 _KEYS_WORLD = ("records",)
 _KEYS_RECORD = ("collection", "key", "value")
 
@@ -477,6 +481,45 @@ class SeedRecord(BaseModel):
         return self
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+HARNESS_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
+"""What the harness hands a black box itself (with every ``HARNESS_`` variable)."""
+
+
+class AgentProgram(BaseModel):
+    """The agent program a scenario is written for (``[agent]``), run as a black box as
+    ``--runtime cmd:"..."`` runs one: its ``command``, the ``folder`` its relative paths
+    are found from (relative to the scenario's own folder), and ``env``, variables added
+    to its environment."""
+
+    model_config = _CONFIG
+
+    command: str = Field(min_length=1)
+    folder: str = "."
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("command")
+    @classmethod
+    def _a_command_line(cls, value: str) -> str:
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise _problem(None, f"cannot be read as a command line: {exc}") from None
+        if not words:
+            raise _problem(None, "is empty")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _not_the_harness_s(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME.match(name):
+                raise _problem(name, "is not an environment variable's name")
+            if name in HARNESS_ENV or name.startswith("HARNESS_"):
+                raise _problem(name, "is the harness's to set (the model and tools it serves)")
+        return value
+
+
 class WorldSeed(BaseModel):
     """How the world begins: ``[world]`` with its ``records``, one per collection and key."""
 
@@ -553,6 +596,7 @@ class Scenario(BaseModel):
 
     name: str
     description: str = Field(min_length=1)
+    agent: AgentProgram | None = None
     model: str = "scripted"
     identity: str = "id"
     batch_driver: str = "async"
@@ -573,6 +617,7 @@ class Scenario(BaseModel):
     _source: str = PrivateAttr(default="<memory>")
     _declared: Mapping[str, DeclaredTool] = PrivateAttr(default_factory=dict)
     _table_path: Path | None = PrivateAttr(default=None)
+    _base: Path = PrivateAttr(default_factory=Path)
 
     @property
     def source(self) -> str:
@@ -583,6 +628,19 @@ class Scenario(BaseModel):
     def declared_tools(self) -> Mapping[str, DeclaredTool]:
         """Its declared tools, inline and from its tools file, by name."""
         return MappingProxyType(dict(self._declared))
+
+    @property
+    def agent_runtime(self) -> str | None:
+        """The ``cmd:`` runtime of its ``[agent]`` (None without one): the command, its
+        relative paths made absolute from the agent's folder, after ``env`` with its
+        variables when it has any, so that the runtime names everything that runs."""
+        if self.agent is None:
+            return None
+        home = (self._base / self.agent.folder).resolve()
+        words = resolve_command(self.agent.command, str(home))
+        if self.agent.env:
+            words = ["env", *(f"{name}={value}" for name, value in self.agent.env.items()), *words]
+        return "cmd:" + shlex.join(words)
 
     @property
     def table_path(self) -> Path | None:
@@ -759,6 +817,10 @@ def parse_scenario(text: str, *, source: str) -> Scenario:
     scenario._source = source
     scenario._declared = declared
     scenario._table_path = table_path
+    scenario._base = base
+    if scenario.agent is not None and not (base / scenario.agent.folder).is_dir():
+        folder = base / scenario.agent.folder
+        raise ScenarioError(source, None, "agent.folder", f"no such folder: {folder}")
     return scenario
 
 
@@ -1165,6 +1227,8 @@ def _pydantic_problem(
             allowed = _KEYS_STEP
         elif location[:1] == ["world"]:
             allowed = _KEYS_WORLD if len(location) == 2 else _KEYS_RECORD
+        elif location[:1] == ["agent"]:
+            allowed = _KEYS_AGENT
         else:
             allowed = _KEYS_TOP
         key = str(location[-1])

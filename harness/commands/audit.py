@@ -42,6 +42,7 @@ from harness.chaos.campaign import CampaignConfig, run_trials
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.commands.options import (
+    RUNTIME_HELP,
     add_keep_option,
     add_launch_option,
     add_only_option,
@@ -51,6 +52,7 @@ from harness.commands.options import (
     check_black_box,
     check_reports,
     run_info,
+    scenario_runtime,
     selected_scenarios,
     workdir,
 )
@@ -420,7 +422,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_only_option(audit)
     audit.add_argument("--seed", type=int, default=None, help="campaign seed (default: random)")
     audit.add_argument("--shard", default=None, help="run shard K of N (K/N; needs --seed)")
-    audit.add_argument("--runtime", default="real", help="runtime under test")
+    audit.add_argument("--runtime", default=None, help=RUNTIME_HELP)
     audit.add_argument("--batch", type=int, default=100, help="random trials per batch")
     audit.add_argument(
         "--batches", type=int, default=None, help="stop after this many random batches"
@@ -463,6 +465,8 @@ def _config(args: argparse.Namespace) -> AuditConfig:
         raise HarnessError("--batch and --workers must be at least 1, --batches at least 0")
     if not 0 <= args.hypothesis_share < 1:
         raise HarnessError("--hypothesis-share: a fraction from 0 up to (not including) 1")
+    paths = selected_scenarios(args)  # refuses a bad one before anything runs
+    args.runtime = scenario_runtime(args.runtime, paths)
     try:
         get_adapter(args.runtime)
         shard = None if args.shard is None else Shard.parse(args.shard)
@@ -470,7 +474,6 @@ def _config(args: argparse.Namespace) -> AuditConfig:
         raise HarnessError(f"--runtime or --shard: {exc}") from None
     if shard is not None and args.seed is None:
         raise HarnessError("--shard needs --seed: every shard must list the same campaign")
-    paths = selected_scenarios(args)  # refuses a bad one before anything runs
     if args.out is None:
         check_reports(args.reports)
     timeout = check_black_box(args.runtime, paths[0], args.launch, args.timeout)

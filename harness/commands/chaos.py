@@ -27,6 +27,7 @@ from harness.chaos.selfcheck import run_self_check
 from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.commands.options import (
+    RUNTIME_HELP,
     add_keep_option,
     add_launch_option,
     add_maxfail_options,
@@ -84,12 +85,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     add_workers_option(chaos)
     add_timeout_option(chaos)
-    chaos.add_argument(
-        "--runtime",
-        default="real",
-        help="runtime under test: a registered one (real, dbos, langgraph, a broken "
-        'runtime, ...), module:your.agent or cmd:"your command" (default: real)',
-    )
+    chaos.add_argument("--runtime", default=None, help=RUNTIME_HELP)
     add_reports_option(chaos)
     chaos.add_argument(
         "--no-self-check",

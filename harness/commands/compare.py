@@ -24,6 +24,7 @@ from harness.chaos.campaign import CampaignConfig, applicable, run_trials
 from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.commands.options import (
+    AGENT_RUNTIME,
     add_keep_option,
     add_launch_option,
     add_maxfail_options,
@@ -38,6 +39,8 @@ from harness.commands.options import (
     check_model,
     check_runtime,
     count,
+    scenario_runtime,
+    selected_scenarios,
     stop_after_failures,
 )
 from harness.report.compare import announce_campaign, report_comparison
@@ -58,7 +61,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         action="append",
         dest="runtimes",
         default=[],
-        help="a runtime to compare (repeatable; default: real and dbos)",
+        help="a runtime to compare (repeatable; default: real and dbos); agent is the "
+        "scenario's [agent] table",
     )
     add_scenario_options(compare)
     add_only_option(compare)
@@ -100,6 +104,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     runtimes = args.runtimes or ["real", "dbos"]
+    if AGENT_RUNTIME in runtimes:  # the scenarios' [agent]
+        agent = scenario_runtime(AGENT_RUNTIME, selected_scenarios(args))
+        runtimes = [agent if name == AGENT_RUNTIME else name for name in runtimes]
     for name in runtimes:
         check_runtime(name)
         check_model(name, args.model)

@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.chaos.campaign import CampaignConfig
@@ -46,6 +46,7 @@ __all__ = [
     "prog_name",
     "run_id",
     "run_info",
+    "scenario_runtime",
     "selected_scenarios",
     "stop_after_failures",
     "workdir",
@@ -53,6 +54,14 @@ __all__ = [
 
 DEFAULT_SCENARIOS = "scenarios"
 """The folder of scenarios a command takes when it is given none."""
+DEFAULT_RUNTIME = "real"
+AGENT_RUNTIME = "agent"
+"""``--runtime agent``: the agent program the scenarios name in their ``[agent]`` table."""
+RUNTIME_HELP = (
+    "runtime under test: a registered one (real, dbos, langgraph, a broken runtime, ...), "
+    'module:your.agent, cmd:"your command", or agent, the [agent] table of the scenario '
+    "(default: the scenario's [agent] when it has one, else real)"
+)
 
 
 def add_scenario_options(parser: argparse.ArgumentParser) -> None:
@@ -162,6 +171,38 @@ def check_reports(reports: str) -> None:
         raise HarnessError(
             f"--reports {reports}: not writable{where}: {exc.strerror or exc}"
         ) from None
+
+
+def scenario_runtime(name: str | None, scenarios: Sequence[str]) -> str:
+    """The runtime to run: ``name`` when it names one; for ``agent``, or when none is given,
+    the ``cmd:`` runtime of the ``[agent]`` table the scenarios carry (the same in each),
+    and with none given and no such table, ``real``."""
+    if name is not None and name != AGENT_RUNTIME:
+        return name
+    from harness.chaos.scenario import load_scenario
+
+    found = {path: load_scenario(path).agent_runtime for path in scenarios}
+    named = [path for path, runtime in found.items() if runtime is not None]
+    if not named:
+        if name == AGENT_RUNTIME:
+            raise HarnessError(
+                f'--runtime agent: {scenarios[0]} has no [agent] table (command = "...")'
+            )
+        return DEFAULT_RUNTIME
+    without = [path for path, runtime in found.items() if runtime is None]
+    if without:
+        raise HarnessError(
+            f"{without[0]} has no [agent] table and {named[0]} has one: give --runtime, or "
+            "run them apart"
+        )
+    other = next((path for path in named if found[path] != found[named[0]]), None)
+    if other is not None:
+        raise HarnessError(
+            f"{named[0]} and {other} name different agents in [agent]: run them apart"
+        )
+    runtime = found[named[0]]
+    assert runtime is not None
+    return runtime
 
 
 def selected_scenarios(args: argparse.Namespace) -> tuple[str, ...]:
@@ -398,10 +439,11 @@ def _whole(text: str) -> int:
 
 def campaign_config(args: argparse.Namespace) -> CampaignConfig:
     """The campaign of ``chaos`` or ``compare`` from their options, in a new run folder."""
+    paths = selected_scenarios(args)  # refuses a bad one before anything runs
+    args.runtime = scenario_runtime(args.runtime, paths)
     check_runtime(args.runtime)
     check_model(args.runtime, getattr(args, "model", None))
     shard = _shard(args)
-    paths = selected_scenarios(args)  # refuses a bad one before anything runs
     check_reports(args.reports)
     timeout = check_black_box(args.runtime, paths[0], args.launch, args.timeout)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big") >> 1

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.chaos.schedule import CrashSchedule
 from harness.commands.options import (
+    RUNTIME_HELP,
     add_launch_option,
     add_model_option,
     add_reports_option,
@@ -23,6 +24,7 @@ from harness.commands.options import (
     check_reports,
     check_runtime,
     run_id,
+    scenario_runtime,
 )
 from harness.exits import exit_status
 from harness.runtime.errors import HarnessError
@@ -54,12 +56,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     trial.add_argument(
         "--seed", type=int, required=True, help="the trial's seed (the scenario's Faker draws)"
     )
-    trial.add_argument(
-        "--runtime",
-        default="real",
-        help='runtime under test: a registered one, module:your.agent or cmd:"your command" '
-        "(default: real)",
-    )
+    trial.add_argument("--runtime", default=None, help=RUNTIME_HELP)
     trial.add_argument(
         "--schedule",
         default="[]",
@@ -93,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 def run_one_trial(
     scenario: str,
     seed: int,
-    runtime: str,
+    runtime: str | None,
     schedule_json: str,
     reports: str,
     launch: str = "fork",
@@ -111,9 +108,10 @@ def run_one_trial(
     from harness.chaos.trial import TrialSpec, prepare_golden, run_trial
     from harness.report.console import print_trial
 
+    load_scenario(scenario)
+    runtime = scenario_runtime(runtime, [scenario])
     check_runtime(runtime)
     check_model(runtime, model)
-    load_scenario(scenario)
     try:
         schedule = CrashSchedule.from_json(schedule_json)
     except ValueError as exc:

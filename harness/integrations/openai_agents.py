@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
-from agents import FunctionTool, Tool
+from agents import FunctionTool, Session, Tool
 from agents.tool import ValidToolOutputPydanticModelsTypeAdapter
 from agents.tool_context import ToolContext
 from pydantic import ValidationError
@@ -184,6 +184,17 @@ def _verify_tool(guard: ToolGuard) -> FunctionTool:
     )
 
 
+def _answered_calls(items: Sequence[Any]) -> list[str]:
+    """The call ids of the function call outputs among a session's items."""
+    return [
+        str(item["call_id"])
+        for item in items
+        if isinstance(item, dict)
+        and item.get("type") == "function_call_output"
+        and item.get("call_id")
+    ]
+
+
 def _check_names(tools: Sequence[FunctionTool]) -> None:
     names = [tool.name for tool in tools]
     if VERIFY_TOOL in names or len(set(names)) != len(names):
@@ -208,12 +219,22 @@ class OpenAIAgentsGuard:
 
     @classmethod
     async def open(
-        cls, journal: Path | str, tools: Sequence[FunctionTool], **options: Any
+        cls,
+        journal: Path | str,
+        tools: Sequence[FunctionTool],
+        *,
+        session: Session | None = None,
+        **options: Any,
     ) -> OpenAIAgentsGuard:
         """Open the journal (``ToolGuard.open``'s options: ``table``, ``max_attempts``,
-        ...) and recover, running again what is retry-safe, before the run resumes."""
+        ``identity``, ...) and recover, running again what is retry-safe, before the run
+        resumes. ``session``, the agent's: the calls it saved with their outputs are ones
+        its model will not issue again, so under identity by content none of them answers
+        a new call of the same tool and arguments (a check that must read the world now)."""
         _check_names(tools)  # before the journal is opened and anything recovered
         guard = await ToolGuard.open(journal, tool_function(tools), **options)
+        if session is not None:
+            guard.runtime.claim(_answered_calls(await session.get_items()))
         return cls(guard, tools)
 
     async def aclose(self) -> None:

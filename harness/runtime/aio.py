@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -206,6 +206,10 @@ class AsyncRuntime:
     def outcome_of(self, op_id: str) -> CallOutcome:
         """What the journal says of an op it knows (``Runtime.outcome_of``)."""
         return self.runtime.outcome_of(op_id)
+
+    def claim(self, op_ids: Iterable[str]) -> None:
+        """Ops the framework holds the answers of: never matched by content (``Runtime.claim``)."""
+        self.runtime.claim(op_ids)
 
     async def recover(
         self, execute: AsyncToolFunction, *, not_started: Mapping[str, str] | None = None

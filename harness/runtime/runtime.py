@@ -18,7 +18,7 @@ import heapq
 import os
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -588,6 +588,13 @@ class Runtime:
             if (yield from self._reconcile_steps(redo, depth + 1)) is None:
                 yield from self._verify_now(redo_op, op.tool, op.args)
         return self._outcome_of(op.op_id)
+
+    def claim(self, op_ids: Iterable[str]) -> None:
+        """Take ops out of identity by content for this life: calls the framework already
+        holds the answers of (in its own saved history), which its model will not issue
+        again, so that no new call of the same tool and arguments (a check that reads the
+        world now) is answered from them. Ops the journal does not know are ignored."""
+        self._claimed.update(op_id for op_id in op_ids if op_id in self.ops)
 
     def outcome_of(self, op_id: str) -> CallOutcome:
         """What the journal says of an op it knows, without running anything.

@@ -12,8 +12,16 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from agents import Agent, Runner, ToolOutputText, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    Runner,
+    SQLiteSession,
+    ToolOutputText,
+    function_tool,
+    set_tracing_disabled,
+)
 from agents.testing import ScriptedModel, assistant_message, function_call
 from google.adk.agents import LlmAgent
 from google.adk.models.base_llm import BaseLlm
@@ -151,6 +159,55 @@ class TestOpenAIAgents:
         with pytest.raises(ValueError, match="report_verification"):
             _agents_run(tmp_path / "j", function_tool(report_verification))
         assert not (tmp_path / "j").exists()
+
+    def test_a_lost_reply_is_an_unknown_outcome_not_a_failure(self, tmp_path: Path) -> None:
+        """A tool whose reply was lost on the way (its connection dropped) may have had
+        its effect: the model reads the VERIFY hint, and nothing is journaled failed."""
+
+        def pay(invoice: str) -> str:
+            raise httpx.RemoteProtocolError("peer closed connection without a response")
+
+        output = _agents_run(tmp_path / "j", function_tool(pay, failure_error_function=None))
+        assert "report_verification" in output and '"call-1"' in output, output
+        (finish,) = [r for r in journal_records(tmp_path / "j") if isinstance(r, FinishRecord)]
+        assert not finish.succeeded and finish.transient, finish
+        assert _agents_run(tmp_path / "j", function_tool(pay)) == output  # still to verify
+
+    @pytest.mark.parametrize("saved", [False, True])
+    def test_a_call_the_session_saved_never_answers_a_new_one(
+        self, tmp_path: Path, saved: bool
+    ) -> None:
+        """Identity by content, with the agent's session: a new call of a content whose
+        first call the session saved (with its output) is a call of its own and runs;
+        without it, it stands for the first, as a re-issued call does."""
+        ran: list[str] = []
+
+        def pay(invoice: str) -> str:
+            ran.append(invoice)
+            return f"paid {invoice}"
+
+        async def life(call_id: str, session: SQLiteSession | None) -> None:
+            model = ScriptedModel(
+                [
+                    [function_call("pay", {"invoice": "A-17"}, call_id=call_id)],
+                    [assistant_message("done")],
+                ]
+            )
+            async with await OpenAIAgentsGuard.open(
+                tmp_path / "j", [function_tool(pay)], identity="content", session=session
+            ) as guard:
+                await Runner.run(
+                    Agent(name="payer", model=model, tools=guard.tools), "Pay", session=session
+                )
+
+        async def two_lives() -> None:
+            session = SQLiteSession("task", tmp_path / "session.db")
+            await life("call-1", session)
+            await life("call-2", session if saved else None)
+            session.close()
+
+        asyncio.run(two_lives())
+        assert ran == (["A-17", "A-17"] if saved else ["A-17"])
 
 
 class TestAdk:

@@ -18,6 +18,7 @@ from tests.integration.test_bad_input import SPAWNED, observer, run_harness
 __all__ = ["observer"]  # the fixture, imported for its use below
 
 MINI = "tests/data/scenarios/mini.toml"
+WITH_AGENT = "tests/data/agent_scenarios/phone_agent.toml"
 
 CASES: list[tuple[str, list[str], str]] = [
     ("unknown module", ["chaos", "--runtime", "module:nosuchmod"], "cannot import nosuchmod"),
@@ -76,6 +77,16 @@ CASES: list[tuple[str, list[str], str]] = [
         "schedule not json",
         ["trial", MINI, "--seed", "1", "--schedule", "[{"],
         "--schedule: not JSON",
+    ),
+    (
+        "runtime agent without an [agent] table",
+        ["trial", MINI, "--seed", "1", "--runtime", "agent"],
+        f"--runtime agent: {MINI} has no [agent] table",
+    ),
+    (
+        "one scenario with an [agent] table and one without",
+        ["chaos", "--scenario", MINI, "--scenario", WITH_AGENT],
+        f"{MINI} has no [agent] table and {WITH_AGENT} has one: give --runtime",
     ),
     (
         "trial with an unknown module",

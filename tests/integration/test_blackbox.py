@@ -197,3 +197,42 @@ def test_a_black_box_that_exits_non_zero_is_restarted_until_the_budget(
     else:
         assert ran.returncode == 0, verdicts
         assert verdicts["I7"]["evidence"][0].startswith("done in 3 lives,"), verdicts["I7"]
+
+
+SAYS_ITS_GREETING = """\
+import os, pathlib, sys
+pathlib.Path("greeting").write_text(os.environ["GREETING"])  # in the trial folder
+os.execv(sys.executable, [sys.executable, {agent!r}])
+"""
+
+
+def test_a_scenario_s_agent_table_is_the_runtime_when_none_is_given(tmp_path: Path) -> None:
+    """``[agent]``: its command found from its folder, run in the trial folder with its
+    variables, and named whole in the replay command; the plain agent's replay is caught."""
+    (tmp_path / "bot").mkdir()
+    (tmp_path / "bot" / "wrapper.py").write_text(SAYS_ITS_GREETING.format(agent=str(ROOT / AGENT)))
+    phone = (ROOT / PHONE).read_text()
+    first_step = phone.index("[[steps]]")
+    table = '[agent]\ncommand = "python wrapper.py"\nfolder = "bot"\n'
+    table += 'env = { GREETING = "hello there" }\n\n'
+    scenario = tmp_path / "mine.toml"
+    scenario.write_text(phone[:first_step] + table + phone[first_step:])
+    ran = harness(
+        "trial",
+        str(scenario),
+        "--seed",
+        "7",
+        "--schedule",
+        '[{"failpoints":"op.reply@3=kill"}]',
+        "--reports",
+        str(tmp_path / "reports"),
+    )
+    assert ran.returncode == 1, ran.stderr
+    (folder,) = (tmp_path / "reports").glob("*-trial/trial")
+    assert (folder / "greeting").read_text() == "hello there"
+    verdicts = {v["invariant"]: v for v in json.loads((folder / "verdicts.json").read_text())}
+    assert "s003 (ui_tap, non_idempotent) ran 2 times" in verdicts["I2"]["evidence"][0]
+    runtime = f"cmd:env 'GREETING=hello there' python {tmp_path}/bot/wrapper.py"
+    trial = json.loads((folder / "trial.json").read_text())
+    assert trial["runtime"] == runtime
+    assert f"--runtime {shlex.quote(runtime)}" in trial["replay"]

@@ -182,6 +182,72 @@ def test_responses_api(served: Served) -> None:
     assert refused.value.code == 400
 
 
+def messages(served: Served, conversation: list[dict[str, Any]], **extra: Any) -> Any:
+    """An Anthropic Messages API request, as Anthropic's SDKs send it."""
+    return served.post(
+        "/v1/messages", {"model": "m", "max_tokens": 1024, **extra} | {"messages": conversation}
+    )
+
+
+def tool_result(use: dict[str, Any], text: str, is_error: bool = False) -> dict[str, Any]:
+    block = {"type": "tool_result", "tool_use_id": use["id"], "content": text}
+    return {"role": "user", "content": [block | ({"is_error": True} if is_error else {})]}
+
+
+def test_anthropic_messages_api(served: Served) -> None:
+    """``tool_use`` blocks asked, ``tool_result`` blocks read (a text, or text blocks); a
+    result marked ``is_error`` fails the call unless its text says more (transient)."""
+    tools = [{"name": "ui_tap", "input_schema": {"type": "object"}}]
+    first = messages(served, [USER], tools=tools, system="be brief")
+    assert (first["type"], first["role"], first["stop_reason"]) == (
+        "message",
+        "assistant",
+        "tool_use",
+    )
+    (use,) = first["content"]
+    assert use == {
+        "type": "tool_use",
+        "id": call_id("s001", 0, 0),
+        "name": "ui_tap",
+        "input": {"element": "ok_button"},
+    }
+    turn = {"role": "assistant", "content": first["content"]}
+    blocks = [{"type": "text", "text": '{"tapped": "ok_button"}'}]
+    second = messages(served, [USER, turn, tool_result(use, blocks)])  # type: ignore[arg-type]
+    assert second["content"][0]["name"] == "input_text"
+    assert served.told[1] == f"ack s001 {result_digest({'tapped': 'ok_button'})}"
+    (typed,) = second["content"]
+    conversation = [USER, turn, tool_result(use, "{}"), {"role": "assistant", "content": [typed]}]
+    busy = json.dumps({"error": "TransientToolError", "message": "busy"})
+    again = messages(served, [*conversation, tool_result(typed, busy, is_error=True)])
+    assert again["content"][0]["name"] == "input_text"  # asked again: transient
+    failed = messages(served, [*conversation, tool_result(typed, '{"x": 1}', is_error=True)])
+    assert failed["stop_reason"] == "end_turn" and failed["content"][0]["type"] == "text"
+    assert served.told[-1] == "fail s002"
+    assert served.records()[-1]["api"] == "messages"
+
+
+def test_anthropic_messages_streamed_as_its_events(served: Served) -> None:
+    events = served.raw("/v1/messages", {"model": "m", "messages": [USER], "stream": True})
+    parsed = [
+        (kind.removeprefix("event: "), json.loads(data.removeprefix("data: ")))
+        for kind, data in (e.split("\n", 1) for e in events.decode().split("\n\n") if e)
+    ]
+    assert [k for k, _ in parsed] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    assert all(data["type"] == kind for kind, data in parsed)
+    block = parsed[1][1]["content_block"]
+    assert (block["type"], block["id"], block["input"]) == ("tool_use", call_id("s001", 0, 0), {})
+    assert json.loads(parsed[2][1]["delta"]["partial_json"]) == {"element": "ok_button"}
+    assert parsed[4][1]["delta"]["stop_reason"] == "tool_use"
+
+
 def test_an_unknown_outcome_is_verified_then_redone_only_if_absent(served: Served) -> None:
     first = chat(served, [USER])
     call = first["tool_calls"][0]
@@ -462,6 +528,10 @@ def test_what_the_script_cannot_answer_gets_the_protocols_error_and_is_recorded(
     assert bad.value.code == 400
     assert json.loads(bad.value.read())["error"]["type"] == "invalid_request_error"
     assert "not a JSON object" in served.records()[-1]["refused"]
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        served.post("/v1/messages", ["not", "an", "object"])
+    anthropic = json.loads(bad.value.read())  # Anthropic's own error shape
+    assert (anthropic["type"], anthropic["error"]["type"]) == ("error", "invalid_request_error")
 
 
 def test_an_error_wrapped_alone_is_read_by_what_it_wraps() -> None:

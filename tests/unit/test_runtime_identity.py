@@ -77,6 +77,21 @@ class TestContentIdentity:
         assert outcome.result == {"op_id": "s1", "attempt": 1}
         assert tool.counts() == {"s1": 1}
 
+    def test_a_claimed_op_never_answers_a_new_call(self, journal_path: Path) -> None:
+        """Ops the framework holds the answers of (its saved history) are claimed: a new call
+        of their content, a check that must read the world now, runs; an unclaimed one of
+        the same content still answers a re-issued call."""
+        tool = FakeTool()
+        dump: tuple[str, dict[str, str]] = ("ui_dump", {})
+        _life(journal_path, [("c1", *dump), ("c2", *dump)], tool)
+        with _open(journal_path) as rt:
+            rt.claim(["c1", "not-journaled"])
+            reissued = rt.call("c2~2", *dump, tool)
+            check = rt.call("check", *dump, tool)
+        assert (reissued.status, reissued.matched) == ("ok", "c2")
+        assert (check.status, check.matched) == ("ok", None)
+        assert tool.counts() == {"c1": 1, "c2": 1, "check": 1}
+
     def test_identity_by_id_runs_the_reissued_call_again(self, journal_path: Path) -> None:
         """The default identity by id takes the new id for a new call (the contrast)."""
         tool = FakeTool()

@@ -30,6 +30,7 @@ from harness.chaos.scenario import (
     parse_scenario,
     write_plan,
 )
+from harness.commands.options import scenario_runtime
 from harness.errors import HarnessError, ScenarioError
 from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.world.catalog import CATALOG
@@ -266,6 +267,10 @@ class TestCompile:
 
 # file name -> (step, field, a fragment of the problem)
 BAD_CASES: dict[str, tuple[int | None, str | None, str]] = {
+    "agent_bad_command.toml": (None, "agent.command", "No closing quotation"),
+    "agent_harness_env.toml": (None, "agent.env.OPENAI_BASE_URL", "the harness's to set"),
+    "agent_no_folder.toml": (None, "agent.folder", "no such folder"),
+    "agent_unknown_key.toml": (None, "agent.cwd", "allowed: command, folder, env"),
     "ambiguous_checks.toml": (3, "verify", "step 1"),
     "batch_ambiguous_checks.toml": (1, "verify", "what step 1, call 1 checks"),
     "batch_and_call.toml": (1, "tool", "one call (tool, args, verify) or a batch"),
@@ -339,6 +344,56 @@ class TestMalformedCorpus:
             assert f"step {step}" in message
         if field is not None:
             assert f"field {field!r}" in message
+
+
+def with_agent(table: str) -> str:
+    """A scenario of one step, carrying ``table`` (an ``[agent]`` table's text)."""
+    return f'name = "mine"\ndescription = "d"\n\n{table}\n[[steps]]\ntool = "ui_dump"\n'
+
+
+class TestAgentTable:
+    def test_names_the_black_box_runtime_with_everything_that_runs(self, tmp_path: Path) -> None:
+        """The command's relative paths from the agent's folder (the scenario's own, by
+        default), its variables after ``env``: the runtime says all that runs."""
+        (tmp_path / "bot").mkdir()
+        (tmp_path / "bot" / "agent.py").touch()
+        table = '[agent]\ncommand = "python agent.py --fast"\nfolder = "bot"\n'
+        text = with_agent(table + 'env = { MODE = "a b" }\n')
+        source = str(tmp_path / "s.toml")
+        runtime = parse_scenario(text, source=source).agent_runtime
+        assert runtime == f"cmd:env 'MODE=a b' python {tmp_path}/bot/agent.py --fast"
+        plain = parse_scenario(scenario_text('tool = "ui_dump"'), source=source)
+        assert plain.agent_runtime is None
+
+    def test_without_a_folder_paths_are_the_scenario_s(self, tmp_path: Path) -> None:
+        (tmp_path / "agent.py").touch()
+        text = with_agent('[agent]\ncommand = "python3 agent.py"\n')
+        scenario = parse_scenario(text, source=str(tmp_path / "s.toml"))
+        assert scenario.agent_runtime == f"cmd:python3 {tmp_path}/agent.py"
+
+    def test_the_runtime_of_a_command_is_the_scenarios_agent_or_real(self, tmp_path: Path) -> None:
+        """No --runtime: the scenarios' one agent, else real; --runtime agent needs one;
+        scenarios naming different agents, or one and none, are run apart."""
+        files = {}
+        for name, table in (
+            ("a", 'command = "a"'),
+            ("a2", 'command = "a"'),
+            ("b", 'command = "b"'),
+        ):
+            files[name] = tmp_path / f"{name}.toml"
+            files[name].write_text(with_agent(f"[agent]\n{table}\n"))
+        files["none"] = tmp_path / "none.toml"
+        files["none"].write_text(scenario_text('tool = "ui_dump"'))
+        a, a2, b, none = (str(files[n]) for n in ("a", "a2", "b", "none"))
+        assert scenario_runtime(None, [a, a2]) == scenario_runtime("agent", [a]) == "cmd:a"
+        assert scenario_runtime(None, [none]) == "real"
+        assert scenario_runtime("dbos", [a]) == "dbos"
+        with pytest.raises(HarnessError, match=f"--runtime agent: {none} has no \\[agent\\]"):
+            scenario_runtime("agent", [none])
+        with pytest.raises(HarnessError, match=f"{a} and {b} name different agents"):
+            scenario_runtime(None, [a, b])
+        with pytest.raises(HarnessError, match=f"{none} has no \\[agent\\] table and {a} has"):
+            scenario_runtime(None, [a, none])
 
 
 class TestModelAndIdentity:

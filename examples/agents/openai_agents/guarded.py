@@ -5,9 +5,11 @@ function tools as the SDK makes them (``MCPUtil.to_function_tool``) and given to
 ``OpenAIAgentsGuard`` (``harness.integrations.openai_agents``), which journals every call
 in ``agent.journal`` in the working folder, with the tool table the server's MCP
 annotations give. It knows a call by content (``identity="content"``, docs/reissue.md): a
-model asked again after a restart gives the calls the session had not saved new ids. A
-restart opens the journal first (recovery) and runs the agent again on its session: a call
-the journal knows is answered from it, one whose outcome is unknown with a VERIFY hint.
+model asked again after a restart gives the calls the session had not saved new ids; the
+calls the session did save are handed to the guard (``session=``), so that none of them
+answers a new call of the same content (a check that must read the world now). A restart
+opens the journal first (recovery) and runs the agent again on its session: a call the
+journal knows is answered from it, one whose outcome is unknown with a VERIFY hint.
 
 Two changes to the SDK's defaults make a lost reply an unknown outcome rather than a
 result: the tools let their exceptions out (``failure_error_function=None``; the default
@@ -21,8 +23,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agent import make_agent, mcp_server, run
-from agents import FunctionTool, set_tracing_disabled
+from agent import SESSION_DB, SESSION_ID, make_agent, mcp_server, run
+from agents import FunctionTool, SQLiteSession, set_tracing_disabled
 from agents.mcp import MCPServer, MCPUtil
 from agents.tool_context import ToolContext
 
@@ -76,9 +78,14 @@ async def main() -> None:
             connection.wrap(MCPUtil.to_function_tool(t, server, False, failure_error_function=None))
             for t in listed
         ]
-        async with await OpenAIAgentsGuard.open(
-            "agent.journal", tools, table=table, identity="content"
-        ) as guard:
+        session = SQLiteSession(SESSION_ID, SESSION_DB)  # the one agent.py's run() reads
+        try:
+            guard = await OpenAIAgentsGuard.open(
+                "agent.journal", tools, table=table, identity="content", session=session
+            )
+        finally:
+            session.close()
+        async with guard:
             print(await run(make_agent(tools=guard.tools)))  # was: mcp_servers=[server]
 
 
