@@ -33,7 +33,7 @@ from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.check.lives import lives_changed
 from harness.exits import AGENT_REFUSED, AGENT_WRITE_FAILED
-from harness.failpoint_spec import parse_spec
+from harness.failpoint_spec import FailpointSpec, parse_spec
 from harness.words import many
 from harness.world.store import OK, EffectRow, LedgerEntry, result_digest, step_of
 
@@ -958,6 +958,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     ``unknown``: it did not test what its schedule says.
     """
     problems = []
+    moot: list[str] = []
     landed = 0
     lives = {life.life: life for life in ev.lives}
     for number, planned in enumerate(ev.schedule, 1):
@@ -982,9 +983,15 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                 f"trial ended after life {len(ev.lives)}"
             )
             continue
+        lost = _loss_that_ended(ev, life, losses)
         for spec in kills:
             if life.killed == "failpoint" and (life.reached or "").startswith(spec.at):
                 landed += 1
+            elif lost is not None:
+                moot.append(
+                    f"life {number}: the kill at {spec} did not apply: the {lost} before it "
+                    f"ended the life ({_ended(life)}), as the agent's answer to it"
+                )
             else:
                 problems.append(f"life {number}: the kill at {spec} never fired ({_ended(life)})")
         if "kill_after_ms" in planned:
@@ -1029,7 +1036,22 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     if problems:
         return _unknown("F", "; ".join(problems))
     landed_words = f"{many(landed, 'scheduled fault')} landed"
-    return Verdict("F", TITLES["F"], "pass", (landed_words,), landed > 0)
+    return Verdict("F", TITLES["F"], "pass", (landed_words, *moot), landed > 0)
+
+
+def _loss_that_ended(ev: TrialEvidence, life: LifeSeen, losses: list[FailpointSpec]) -> str | None:
+    """The lost reply (or request) that landed in a life which then ended by itself, with a
+    status but 0, before the kill scheduled after it: a kill that could not come (the
+    agent's own answer to the loss was to stop). None otherwise: a life that ended 0, or
+    was killed, or lost nothing, had its kill to meet."""
+    if life.killed is not None or life.returncode in (0, None):
+        return None
+    for spec in losses:
+        if any(
+            str(e.get("at", "")).startswith(spec.at) for e in ev.events_of(spec.action, life.life)
+        ):
+            return f"{spec.action.replace('-', ' ')} at {spec}"
+    return None
 
 
 def _after_death_landed(ev: TrialEvidence, life: LifeSeen, spec: str) -> list[str]:

@@ -210,6 +210,33 @@ class TestTheLostRequest:
         if not seen:
             assert "the lost request at op.request@3=lost-request never happened" in str(verdict)
 
+    @pytest.mark.parametrize(
+        ("life", "lost", "status"),
+        [
+            (LifeSeen(1, 101, 1, None, None, ""), True, "pass"),  # the agent stopped on it
+            (LifeSeen(1, 101, 0, None, None, ""), True, "unknown"),  # it finished: fewer replies?
+            (LifeSeen(1, 101, 1, None, None, ""), False, "unknown"),  # nothing was lost
+        ],
+        ids=["ended by its lost reply", "exit 0", "no loss landed"],
+    )
+    def test_a_kill_after_a_lost_reply_that_ended_the_life_does_not_apply(
+        self, tmp_path: Path, life: LifeSeen, lost: bool, status: str
+    ) -> None:
+        """A lost reply, then a kill at a later reply of the same life: an agent whose answer
+        to the loss is to exit (status 1) never comes to the kill, which is said, not left
+        unjudged; a life that ended 0 before it, or lost nothing, leaves F unknown."""
+        ev = _evidence(tmp_path, [_fault("lost-reply", "s003")] if lost else [], lives=(life,))
+        ev.__dict__["schedule"] = ({"failpoints": "op.reply@3=lost-reply,op.reply@5=kill"},)
+        verdict = check_faults_landed(ev)
+        assert verdict.status == status, verdict.evidence
+        if status == "pass":
+            assert verdict.evidence == (
+                "1 scheduled fault landed",
+                "life 1: the kill at op.reply@5=kill did not apply: the lost reply at "
+                "op.reply@3=lost-reply before it ended the life (it ended with exit status 1), "
+                "as the agent's answer to it",
+            )
+
     def test_it_parses(self) -> None:
         (spec,) = parse_failpoints("op.request@3=lost-request")
         assert (spec.name, spec.hit, spec.action) == ("op.request", 3, "lost-request")
