@@ -1,8 +1,9 @@
 """``python -m harness init --agent "CMD" [--mcp "SERVER CMD" | --mcp-url URL]``: a scenario.
 
-Writes a scenario skeleton for the agent ``CMD`` (its command line as it goes in
-``--runtime cmd:"CMD"``) and prints the next two commands: a crash-free
-``trial`` of it, then a ``chaos`` campaign. Nothing of the agent is run.
+Writes a scenario skeleton for the agent ``CMD`` (its command line, kept in the
+scenario's ``[agent]`` table, run as ``--runtime cmd:"CMD"`` runs it) and prints the
+next two commands: a crash-free ``trial`` of it, then a ``chaos`` campaign. Nothing of
+the agent is run.
 
 The tools: with ``--mcp`` (a shell-quoted command that starts the agent's own MCP
 server over stdio, in a scratch folder, as ``table --from-mcp`` does) or
@@ -405,6 +406,7 @@ def render_scenario(
     table_file: str,
     *,
     example: bool,
+    agent_folder: str = ".",
 ) -> str:
     """The scenario skeleton's text."""
     from harness.world.catalog import CATALOG
@@ -431,6 +433,12 @@ def render_scenario(
         f"name = {toml_string(name)}",
         'description = "TODO: the task the agent carries out, in one line"',
         f"tool_table = {toml_string(table_file)}",
+        "",
+        "# The agent this scenario is for: trial and chaos run it when given no --runtime.",
+        "# Its relative paths are found from folder (relative to this file).",
+        "[agent]",
+        f"command = {toml_string(agent)}",
+        f"folder = {toml_string(agent_folder)}",
     ]
     steps: list[tuple[Tool, Mapping[str, Any]]] = []
     if example:
@@ -578,7 +586,13 @@ def run(args: argparse.Namespace) -> int:
         ]
     example_only = listing is None
     scenario_text = render_scenario(
-        name, args.agent, source, tools, table_file, example=example_only
+        name,
+        args.agent,
+        source,
+        tools,
+        table_file,
+        example=example_only,
+        agent_folder=os.path.relpath(Path.cwd(), out.parent.resolve()),
     )
     table_text = render_table(tools, source, example=example_only)
     _check_loads(out.name, table_file, scenario_text, table_text)
@@ -592,18 +606,9 @@ def run(args: argparse.Namespace) -> int:
         f"in {table_path}; fill in its TODOs, then run:",
         file=sys.stderr,
     )
-    runtime = _shell_word(f"cmd:{args.agent}")
-    print(f"{prog_name()} trial {shlex.quote(str(out))} --seed 1 --runtime {runtime}")
-    print(f"{prog_name()} chaos --runtime {runtime} --scenario {shlex.quote(str(out))}")
+    print(f"{prog_name()} trial {shlex.quote(str(out))} --seed 1")
+    print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))}")
     return 0
-
-
-def _shell_word(word: str) -> str:
-    """``cmd:"CMD"`` when double quotes hold it as it is, else ``word`` quoted for a shell."""
-    prefix, _, rest = word.partition(":")
-    if not re.search(r'["$`\\!]', rest):
-        return f'{prefix}:"{rest}"'
-    return shlex.quote(word)
 
 
 def _check_out(out: Path, table_path: Path, *, force: bool, default: bool) -> None:

@@ -101,6 +101,7 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     kinds: list[type[BaseException]] = [ConnectionError, TimeoutError, EOFError]
     for module, names in (
         ("httpx", ("TransportError",)),
+        ("httpx2", ("TransportError",)),  # the HTTP client of MCP's 2.x Python SDK
         ("anyio", ("ClosedResourceError", "BrokenResourceError", "EndOfStream")),
     ):
         loaded = sys.modules.get(module)

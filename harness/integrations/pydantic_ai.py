@@ -35,7 +35,14 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from pydantic_core import SchemaValidator, to_jsonable_python
 from typing_extensions import TypedDict  # pydantic needs it for a TypedDict before 3.12
 
-from harness.integrations.guard import VERIFY_TOOL, VERIFY_TOOL_DOC, GuardReply, ToolGuard
+from harness.integrations.guard import (
+    VERIFY_TOOL,
+    VERIFY_TOOL_DOC,
+    GuardReply,
+    ToolGuard,
+    reply_lost,
+    tool_failure,
+)
 from harness.runtime import CallContext, ToolError, ToolTable, VerifyHint
 from harness.runtime.journal import JournalListener
 
@@ -201,7 +208,12 @@ class GuardedToolset(WrapperToolset[AgentDepsT]):
                 result = await wrapped.call_tool(tool, dict(args), ctx, found)
             except ToolFailed as exc:
                 raise ToolError(exc.message) from exc
-            except ModelRetry as exc:
+            except Exception as exc:
+                if reply_lost(exc):  # it may have run: an unknown outcome, not a failure
+                    raise tool_failure(tool, exc) from exc
+                if not isinstance(exc, ModelRetry):
+                    raise  # a bug's: an unknown outcome too, and the run stops
+                # Pydantic AI's MCP toolset raises a lost connection as ModelRetry too.
                 if calling is not None and calling.op_id == call.op_id:
                     calling.retried.append(exc)
                 raise ToolError(exc.message) from exc

@@ -38,15 +38,22 @@ def harness(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def trial(tmp_path: Path, schedule: str, **env: str) -> tuple[int, dict[str, dict[str, object]]]:
-    """Run one trial of the example agent; its exit status and its verdicts by invariant."""
+def trial(
+    tmp_path: Path,
+    schedule: str,
+    *,
+    runtime: str | None = RUNTIME,
+    scenario: str = PHONE,
+    **env: str,
+) -> tuple[int, dict[str, dict[str, object]]]:
+    """Run one trial of the example agent (or ``runtime``: None, the scenario's own), its
+    reports in ``tmp_path``; its exit status and its verdicts by invariant."""
     ran = harness(
         "trial",
-        PHONE,
+        scenario,
         "--seed",
         "7",
-        "--runtime",
-        RUNTIME,
+        *(["--runtime", runtime] if runtime is not None else []),
         "--schedule",
         schedule,
         "--reports",
@@ -173,30 +180,16 @@ def test_a_black_box_that_exits_non_zero_is_restarted_until_the_budget(
     spends the restart budget of 8 lives, which I7 names)."""
     script = tmp_path / "agent.py"
     script.write_text(CRASHES_AFTER_A_KILL.format(always=always, agent=str(ROOT / AGENT)))
-    ran = harness(
-        "trial",
-        PHONE,
-        "--seed",
-        "7",
-        "--runtime",
-        f"cmd:python {script}",
-        "--schedule",
-        '[{"failpoints": "tool.received@2=kill"}]',
-        "--reports",
-        str(tmp_path / "reports"),
-    )
-    (folder,) = (tmp_path / "reports").glob("*-trial/trial")
-    verdicts = {v["invariant"]: v for v in json.loads((folder / "verdicts.json").read_text())}
+    kill = '[{"failpoints": "tool.received@2=kill"}]'
+    code, verdicts = trial(tmp_path / "reports", kill, runtime=f"cmd:python {script}")
     if always:
-        assert ran.returncode == 1
+        assert code == 1
         assert verdicts["I7"]["status"] == "fail"
-        assert (
-            "life 8 of 8 ended exit status 1: the restart budget of 8 lives was spent"
-            in (verdicts["I7"]["evidence"][0])
-        )
+        spent = "life 8 of 8 ended exit status 1: the restart budget of 8 lives was spent"
+        assert spent in str(verdicts["I7"]["evidence"])
     else:
-        assert ran.returncode == 0, verdicts
-        assert verdicts["I7"]["evidence"][0].startswith("done in 3 lives,"), verdicts["I7"]
+        assert code == 0, verdicts
+        assert "['done in 3 lives," in str(verdicts["I7"]["evidence"]), verdicts["I7"]
 
 
 SAYS_ITS_GREETING = """\
@@ -217,22 +210,13 @@ def test_a_scenario_s_agent_table_is_the_runtime_when_none_is_given(tmp_path: Pa
     table += 'env = { GREETING = "hello there" }\n\n'
     scenario = tmp_path / "mine.toml"
     scenario.write_text(phone[:first_step] + table + phone[first_step:])
-    ran = harness(
-        "trial",
-        str(scenario),
-        "--seed",
-        "7",
-        "--schedule",
-        '[{"failpoints":"op.reply@3=kill"}]',
-        "--reports",
-        str(tmp_path / "reports"),
-    )
-    assert ran.returncode == 1, ran.stderr
+    kill = '[{"failpoints":"op.reply@3=kill"}]'
+    code, verdicts = trial(tmp_path / "reports", kill, runtime=None, scenario=str(scenario))
+    assert code == 1, verdicts
     (folder,) = (tmp_path / "reports").glob("*-trial/trial")
     assert (folder / "greeting").read_text() == "hello there"
-    verdicts = {v["invariant"]: v for v in json.loads((folder / "verdicts.json").read_text())}
-    assert "s003 (ui_tap, non_idempotent) ran 2 times" in verdicts["I2"]["evidence"][0]
+    assert "s003 (ui_tap, non_idempotent) ran 2 times" in str(verdicts["I2"]["evidence"])
     runtime = f"cmd:env 'GREETING=hello there' python {tmp_path}/bot/wrapper.py"
-    trial = json.loads((folder / "trial.json").read_text())
-    assert trial["runtime"] == runtime
-    assert f"--runtime {shlex.quote(runtime)}" in trial["replay"]
+    recorded = json.loads((folder / "trial.json").read_text())
+    assert recorded["runtime"] == runtime
+    assert f"--runtime {shlex.quote(runtime)}" in recorded["replay"]

@@ -79,8 +79,8 @@ def test_init_then_the_trial_it_prints(folder: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = Path("scenarios") / f"{NAME}.toml"
     trial_line, chaos_line = done.stdout.splitlines()
-    assert trial_line.endswith(f' trial {out} --seed 1 --runtime cmd:"{AGENT}"')
-    assert chaos_line.endswith(f' chaos --runtime cmd:"{AGENT}" --scenario {out}')
+    assert trial_line.endswith(f" trial {out} --seed 1")
+    assert chaos_line.endswith(f" chaos --scenario {out}")
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert "6 tools from the MCP server" in done.stderr
     assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == sorted(

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import anyio
 import httpx
+import httpx2
 import pytest
 
 from harness.integrations.guard import (
@@ -257,6 +258,10 @@ class TestLostReplies:
             ),
             pytest.param(
                 ExceptionGroup("task group", [anyio.ClosedResourceError()]), id="anyio in a group"
+            ),
+            pytest.param(
+                httpx2.RemoteProtocolError("Server disconnected without sending a response."),
+                id="httpx2, MCP 2.x's client",
             ),
             pytest.param(_mcp_error(-32000, "Connection closed"), id="MCP connection closed"),
             pytest.param(_mcp_error(-32001, "Request 'tools/call' timed out"), id="MCP timeout"),

@@ -175,17 +175,19 @@ def test_a_listing_becomes_a_scenario_that_loads(
     captured = capsys.readouterr()
     harness = cli.prog_name()  # python -m harness, or harness as the console script
     assert captured.out.splitlines() == [
-        f'{harness} trial {out} --seed 1 --runtime cmd:"{AGENT}"',
-        f'{harness} chaos --runtime cmd:"{AGENT}" --scenario {out}',
+        f"{harness} trial {out} --seed 1",
+        f"{harness} chaos --scenario {out}",
     ]
+    assert scenario.agent is not None
+    assert (scenario.agent.command, scenario.agent.folder) == (AGENT, "..")  # init's folder
     assert captured.err.startswith(f"harness: wrote {out} (6 tools from the MCP server `srv`")
 
 
 def test_without_a_server_one_example_tool(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """No --mcp: one example tool with how to declare the agent's own, and it runs as is; a
-    command line a double quote cannot hold is quoted for the shell."""
+    """No --mcp: one example tool with how to declare the agent's own, and it runs as is;
+    the agent's command line, quotes and all, is the scenario's [agent], run as written."""
     monkeypatch.chdir(tmp_path)
     agent = 'python agent.py --say "hi"'
     assert run_init("--agent", agent, "--out", "mine.toml") == 0
@@ -196,9 +198,8 @@ def test_without_a_server_one_example_tool(
     assert tomllib.loads(Path("mine/tools.toml").read_text("utf-8"))["classes"][
         "non_idempotent"
     ] == ["example_tool"]
-    assert capsys.readouterr().out.splitlines()[0] == (
-        f"{cli.prog_name()} trial mine.toml --seed 1 --runtime 'cmd:python agent.py --say \"hi\"'"
-    )
+    assert capsys.readouterr().out.splitlines()[0] == f"{cli.prog_name()} trial mine.toml --seed 1"
+    assert scenario.agent_runtime == "cmd:python agent.py --say hi"
 
 
 def test_existing_files_are_refused_before_the_server_starts(
