@@ -258,9 +258,10 @@ def render(
         "# Scoreboard: real agents, killed",
         "",
         "Each example agent under `examples/agents/` is a plain program of its framework that",
-        "knows nothing of this project: it talks to a model at `OPENAI_BASE_URL` and to its",
-        "tools over MCP, and keeps its state with its framework's own persistence in its working",
-        "folder. Each ran as a black box under the same campaign: "
+        "knows nothing of this project: it talks to a model at `OPENAI_BASE_URL` (or",
+        "`ANTHROPIC_BASE_URL`) and to its tools over MCP, and keeps its state with its",
+        "framework's own persistence in its working folder. Each ran as a black box under the",
+        "same campaign: "
         f'`chaos --runtime cmd:"..." --only {SCENARIO} --random {args.random} --seed {args.seed}`',
         "(every harness failpoint at every hit of the agent's own crash-free run, every reply",
         "lost once, and random-time kills). A guarded run is the same agent with this project's",
