@@ -44,7 +44,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.commands.options import prog_name
-from harness.commands.table import whole_path, write_whole
+from harness.commands.table import list_in_scratch, write_whole
 from harness.runtime.classes import (
     IdempotencyClass,
     ToolClass,
@@ -56,7 +56,6 @@ from harness.runtime.mcp_table import (
     DEFAULT_TIMEOUT_S,
     McpListing,
     McpToolDetail,
-    list_mcp_tools,
     list_mcp_tools_at,
 )
 from harness.toml_text import toml_string, toml_value
@@ -551,9 +550,7 @@ def run(args: argparse.Namespace) -> int:
 
     if server is not None:
         logging.getLogger("mcp").addHandler(logging.NullHandler())
-        with tempfile.TemporaryDirectory(prefix="harness-mcp-") as scratch:
-            command = [whole_path(arg) for arg in server]
-            listing = list_mcp_tools(command, env=os.environ, timeout=args.timeout, cwd=scratch)
+        listing = list_in_scratch(server, args.timeout)
         source = f"the MCP server `{shlex.join(server)}`"
     elif args.mcp_url is not None:
         logging.getLogger("mcp").addHandler(logging.NullHandler())

@@ -27,6 +27,7 @@ is handed to it as an absolute path.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import os
@@ -34,6 +35,7 @@ import shlex
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,12 +118,7 @@ def run(args: argparse.Namespace) -> int:
         _check_out(Path(args.out), force=args.force)  # before the server is started
     # The SDK logs a line it cannot parse with a traceback; the error raised says it in one.
     logging.getLogger("mcp").addHandler(logging.NullHandler())
-    # The server runs in a scratch folder, gone afterwards (on Ctrl-C too): what it makes
-    # of a relative path (its database, say) is not left in this one. A path this folder
-    # has is passed to it whole.
-    with tempfile.TemporaryDirectory(prefix="harness-mcp-") as scratch:
-        command = [whole_path(arg) for arg in args.command]
-        listing = list_mcp_tools(command, env=os.environ, timeout=args.timeout, cwd=scratch)
+    listing = list_in_scratch(args.command, args.timeout)
     listing = dataclasses.replace(listing, command=tuple(args.command))
     try:
         table = ToolTable.from_annotations(listing.tools, source=listing.source)
@@ -146,6 +143,31 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def list_in_scratch(server: Sequence[str], timeout: float) -> McpListing:
+    """The tools of the MCP server ``server`` (``list_mcp_tools``), run over stdio in a scratch
+    folder, gone afterwards, so that what it makes of a relative path (its database, say) is
+    not left in this one; a path this folder has is passed to it whole. On Ctrl-C, a server
+    still running (one the SDK had not yet taken charge of) is killed before this returns."""
+    with tempfile.TemporaryDirectory(prefix="harness-mcp-") as scratch:
+        command = [whole_path(arg) for arg in server]
+        try:
+            return list_mcp_tools(command, env=os.environ, timeout=timeout, cwd=scratch)
+        except KeyboardInterrupt:
+            _kill_children()
+            raise
+
+
+def _kill_children() -> None:
+    """SIGKILL and reap every process this one still has running."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(children, timeout=10)
 
 
 def whole_path(arg: str) -> str:

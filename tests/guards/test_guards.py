@@ -211,6 +211,36 @@ class TestOpenAIAgents:
 
 
 class TestAdk:
+    @pytest.mark.parametrize("graceful", [True, False])
+    def test_mcp_tools_that_answer_their_own_errors_are_warned_of(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, graceful: bool
+    ) -> None:
+        """ADK's MCP tools turn a lost connection into an {"error"} result unless told not
+        to: the guard would journal it as the call's result, so opening it says so."""
+        import warnings
+
+        from google.adk.tools.mcp_tool import McpTool, StreamableHTTPConnectionParams
+        from google.adk.tools.mcp_tool.mcp_session_manager import MCPSessionManager
+        from mcp_types import Tool
+
+        if not graceful:
+            monkeypatch.setenv("ADK_DISABLE_MCP_GRACEFUL_ERROR_HANDLING", "1")
+        sessions = MCPSessionManager(StreamableHTTPConnectionParams(url="http://127.0.0.1:9/mcp"))
+        tap = McpTool(
+            mcp_tool=Tool(name="ui_tap", input_schema={"type": "object"}),
+            mcp_session_manager=sessions,
+        )
+
+        async def open_and_close() -> None:
+            async with await AdkGuard.open(tmp_path / "j", [tap]):
+                pass
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asyncio.run(open_and_close())
+        said = [str(w.message) for w in caught if "ADK_DISABLE_MCP" in str(w.message)]
+        assert len(said) == (1 if graceful else 0), said
+
     def test_a_failure_is_journaled_failed_and_read_as_an_error(self, tmp_path: Path) -> None:
         def pay(invoice: str) -> str:
             """Pay an invoice."""

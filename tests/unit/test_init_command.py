@@ -13,7 +13,7 @@ import pytest
 
 from harness import cli
 from harness.chaos.scenario import compile_plan, load_scenario
-from harness.commands import init
+from harness.commands import table as table_command
 from harness.commands.init import Arg, agent_name, declared_args, placeholder
 from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.runtime.errors import HarnessError
@@ -144,7 +144,7 @@ def test_a_listing_becomes_a_scenario_that_loads(
     reason; the classes from the annotations in the tool table beside it; one step per tool
     it can call; and the next two commands on stdout."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(init, "list_mcp_tools", lambda *a, **k: ODD)
+    monkeypatch.setattr(table_command, "list_mcp_tools", lambda *a, **k: ODD)
     assert run_init("--agent", AGENT, "--mcp", "srv") == 0
     out = Path("scenarios/plain_python.toml")
     scenario = load_scenario(out)
@@ -214,7 +214,7 @@ def test_existing_files_are_refused_before_the_server_starts(
         listed.append(args)
         return ODD
 
-    monkeypatch.setattr(init, "list_mcp_tools", list_tools)
+    monkeypatch.setattr(table_command, "list_mcp_tools", list_tools)
     Path("mine").mkdir()
     Path("mine/tools.toml").write_text("mine\n")
     with pytest.raises(HarnessError, match=r"^--out mine.toml: mine/tools.toml exists \(--force"):
@@ -253,7 +253,7 @@ def test_a_server_with_no_tool_a_scenario_can_hold(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     only_odd = listing(("get-weather", {"readOnlyHint": True}, text_schema("city")))
-    monkeypatch.setattr(init, "list_mcp_tools", lambda *a, **k: only_odd)
+    monkeypatch.setattr(table_command, "list_mcp_tools", lambda *a, **k: only_odd)
     with pytest.raises(HarnessError, match="none of its 1 tools can be declared"):
         run_init("--agent", AGENT, "--mcp", "srv")
     assert list(tmp_path.iterdir()) == []
