@@ -1004,18 +1004,14 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                     f"fired ({_ended(life)})"
                 )
         for spec in losses:
-            if any(
-                str(e.get("at", "")).startswith(spec.at) for e in ev.events_of(spec.action, number)
-            ):
+            if _reported_at(ev, spec.action, spec, number):
                 landed += 1
             else:
                 problems.append(
                     f"life {number}: the {spec.action.replace('-', ' ')} at {spec} never happened"
                 )
         for spec in cancels:
-            if any(
-                str(e.get("at", "")).startswith(spec.at) for e in ev.events_of("cancel", number)
-            ):
+            if _reported_at(ev, "cancel", spec, number):
                 landed += 1
             else:
                 problems.append(
@@ -1047,11 +1043,14 @@ def _loss_that_ended(ev: TrialEvidence, life: LifeSeen, losses: list[FailpointSp
     if life.killed is not None or life.returncode in (0, None):
         return None
     for spec in losses:
-        if any(
-            str(e.get("at", "")).startswith(spec.at) for e in ev.events_of(spec.action, life.life)
-        ):
+        if _reported_at(ev, spec.action, spec, life.life):
             return f"{spec.action.replace('-', ' ')} at {spec}"
     return None
+
+
+def _reported_at(ev: TrialEvidence, event: str, spec: FailpointSpec, life: int) -> bool:
+    """Whether the life reported an ``event`` (a lost reply, a cancel) at ``spec``'s hit."""
+    return any(str(e.get("at", "")).startswith(spec.at) for e in ev.events_of(event, life))
 
 
 def _after_death_landed(ev: TrialEvidence, life: LifeSeen, spec: str) -> list[str]:
