@@ -330,7 +330,12 @@ def main(argv: list[str] | None = None) -> int:
         description="Run every example agent (bare and guarded) under the same campaign and "
         "write the scoreboard page.",
     )
-    parser.add_argument("--only", action="append", default=[], help="an agent's folder name")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="an agent's folder name (both its runs), or one run: NAME-guarded",
+    )
     parser.add_argument("--seed", type=int, default=7, help="the campaign seed (default 7)")
     parser.add_argument("--random", type=int, default=20, help="random-time trials (20)")
     parser.add_argument("--workers", type=int, default=2, help="trials at once (2)")
@@ -341,14 +346,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     agents = load_agents()
-    unknown = sorted(set(args.only) - {a.name for a in agents})
+    names = {a.name for a in agents} | {label for a in agents for label, _ in a.variants()}
+    unknown = sorted(set(args.only) - names)
     if unknown:
         parser.error(f"--only {unknown[0]}: no examples/agents/{unknown[0]}/agent.toml")
     outcomes: dict[str, Outcome | None] = {}
     for agent in agents:
         kept = measured(agent.name)
         for label, command in agent.variants():
-            chosen = not args.only or agent.name in args.only
+            chosen = not args.only or agent.name in args.only or label in args.only
             if args.render or not chosen or not agent.built:
                 run = latest_run(args.reports / label)
             else:
