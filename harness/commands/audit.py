@@ -155,7 +155,7 @@ def run_audit(config: AuditConfig) -> int:
     """The campaign for its share of the budget, then Hypothesis; write the reports."""
     campaign = config.campaign
     started = time.monotonic()
-    began = time.time()  # summary.json's start
+    info = run_info(campaign)  # summary.json's start and commit
     budget_s = config.minutes * 60
     tests = tuple(t for t in config.hypothesis_tests if Path(t).exists())
     share = config.hypothesis_share if tests else 0.0
@@ -169,7 +169,7 @@ def run_audit(config: AuditConfig) -> int:
     try:
         _run_campaign(config, started + budget_s * (1 - share), progress)
         campaign_s = time.monotonic() - started
-        _write_reports(campaign, progress.results, began)
+        write_run_reports(info, progress.results, [])
         failed = [r for r in progress.results if r.status == "fail"]
         unjudged = [r for r in progress.results if r.status == "unknown"]
         _say(
@@ -191,7 +191,7 @@ def run_audit(config: AuditConfig) -> int:
         hypothesis = _run_hypothesis(config, tests, started + budget_s)
     except BaseException:
         discard_incomplete(campaign.run_dir, progress.results)
-        _write_reports(campaign, progress.results, began, interrupted=True)
+        write_run_reports(info, progress.results, [], interrupted=True)
         _say(f"audit: INTERRUPTED; kept {len(progress.results)} completed trials")
         raise
     elapsed = time.monotonic() - started
@@ -244,17 +244,6 @@ def budget_line(trials: int, campaign_s: float, minutes: float, campaign_share: 
         f"{NIGHTLY_TRIALS:,} trials on {NIGHTLY_SHARDS} shards need a budget of "
         f"{needs_min:.0f} min a shard at this pace"
     )
-
-
-def _write_reports(
-    campaign: CampaignConfig,
-    results: list[TrialResult],
-    began: float,
-    *,
-    interrupted: bool = False,
-) -> None:
-    info = replace(run_info(campaign), started=began)
-    write_run_reports(info, results, [], interrupted=interrupted)
 
 
 def _run_campaign(config: AuditConfig, deadline: float, progress: _Progress) -> None:

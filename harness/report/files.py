@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -60,31 +59,11 @@ def _trial_entry(result: TrialResult, invariants: tuple[str, ...]) -> dict[str, 
 
 DISTRIBUTION = "agent-crash-harness"
 """The installed distribution whose version ``summary.json`` states (pyproject's name)."""
-SOURCE = Path(__file__).resolve().parents[2]
-"""The folder the harness runs from: a git checkout's commit is stated, where it is one."""
-
-
 def _version() -> str | None:
     try:
         return version(DISTRIBUTION)
     except PackageNotFoundError:  # run from a source tree that was never installed
         return None
-
-
-def _commit(folder: Path = SOURCE) -> str | None:
-    """The commit checked out in ``folder``, or None outside git (or without git, or slow)."""
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None
 
 
 def _when(config: RunInfo) -> dict[str, Any]:
@@ -95,8 +74,8 @@ def _when(config: RunInfo) -> dict[str, Any]:
         "duration_s": round(max(0.0, time.time() - config.started), 1),
         "version": _version(),
     }
-    if (commit := _commit()) is not None:
-        facts["commit"] = commit
+    if config.commit is not None:
+        facts["commit"] = config.commit
     return facts
 
 

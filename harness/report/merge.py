@@ -276,7 +276,15 @@ def merge_runs(out: Path, run_dirs: Sequence[Path], *, allow_missing: bool = Fal
     except (ValueError, KeyError, TypeError) as exc:
         raise MergeError(f"a trial's record in trials.jsonl is not whole: {exc}") from None
     scenarios = sorted({s for run in runs for s in run.summary.get("scenarios", [])})
-    config = RunInfo(out, int(seed), str(runtime), tuple(scenarios), started=_started(runs))
+    commits = sorted({str(c) for run in runs if (c := run.summary.get("commit"))})
+    config = RunInfo(
+        out,
+        int(seed),
+        str(runtime),
+        tuple(scenarios),
+        started=_started(runs),
+        commit=commits[0] if len(commits) == 1 else None,
+    )
     interrupted = any(run.summary.get("interrupted") for run in runs)
     write_run_reports(
         config, results, [], interrupted=interrupted, missing_shards=[str(s) for s in missing]

@@ -12,6 +12,7 @@ outcomes over the trials, and apart, its passes with nothing to judge.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -29,11 +30,13 @@ __all__ = [
     "MUTATION",
     "NOT_APPLIED",
     "THREADS",
+    "SOURCE",
     "RunInfo",
     "SelfCheckRow",
     "applied",
     "count_verdicts",
     "never_applied",
+    "source_commit",
     "trials_with_verdict",
 ]
 
@@ -54,6 +57,26 @@ MODEL = "model"
 content under another model, under every fault."""
 
 
+SOURCE = Path(__file__).resolve().parents[2]
+"""The folder the harness runs from: a git checkout's commit is stated, where it is one."""
+
+
+def source_commit(folder: Path = SOURCE) -> str | None:
+    """The commit checked out in ``folder``, or None outside git (or without git, or slow)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """The run folder a report is written into, and the campaign facts ``summary.json`` states."""
@@ -66,6 +89,9 @@ class RunInfo:
     """The shard of the campaign the run was; None for the whole campaign."""
     started: float = field(default_factory=time.time)
     """When the run started (``time.time()``): when its ``RunInfo`` was made, unless told."""
+    commit: str | None = field(default_factory=source_commit)
+    """The commit the harness ran from, read when the run started (a checkout changed
+    during a long run does not relabel it); None outside a git checkout."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,7 @@ class TestCompleteSet:
         assert summary["complete"] and summary["passed"] and summary["missing_shards"] == []
         assert summary["audit"]["shard_count"] == 3
         assert summary["trials"] == sum(_summary(s)["trials"] for s in shards.values())
+        assert summary.get("commit") == _summary(shards[1]).get("commit")  # the shards' own
         assert run.stdout.startswith("PASS: merged 3 of 3 shards")
 
 

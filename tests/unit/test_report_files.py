@@ -24,7 +24,7 @@ from harness.chaos.trial import TrialResult, TrialSpec
 from harness.check.invariants import OUTCOMES, TITLES, Status, Verdict
 from harness.report import files
 from harness.report.files import write_run_reports
-from harness.report.model import RunInfo
+from harness.report.model import SOURCE, RunInfo, source_commit
 
 SCENARIO = "tests/data/scenarios/mini.toml"
 
@@ -266,17 +266,25 @@ class TestSummaryFacts:
         assert isinstance(summary["duration_s"], float) and summary["duration_s"] > 0
         assert summary["version"] == version(files.DISTRIBUTION)
         head = subprocess.run(
-            ["git", "-C", str(files.SOURCE), "rev-parse", "HEAD"], capture_output=True, text=True
+            ["git", "-C", str(SOURCE), "rev-parse", "HEAD"], capture_output=True, text=True
         )
         if head.returncode == 0:
             assert summary["commit"] == head.stdout.strip()
 
     def test_no_commit_outside_git(self, tmp_path: Path) -> None:
         """A folder that is no git checkout has no commit, and that is no error."""
-        assert files._commit(tmp_path) is None
+        assert source_commit(tmp_path) is None
+
+    def test_the_commit_is_read_when_the_run_starts(self, tmp_path: Path) -> None:
+        """A checkout moved on during a long run does not relabel it: the commit is the
+        one its ``RunInfo`` was made with, not the one checked out when it is written."""
+        info = RunInfo(tmp_path, 7, "real", (SCENARIO,), commit="0" * 40)
+        write_run_reports(info, [_passing(tmp_path)], [])
+        summary = json.loads((tmp_path / "summary.json").read_text("utf-8"))
+        assert summary["commit"] == "0" * 40
 
     def test_no_commit_without_git(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("PATH", str(tmp_path))  # no git to be found
-        assert files._commit() is None
+        assert source_commit() is None
         summary = _write(tmp_path, [_passing(tmp_path)])
         assert "commit" not in summary and summary["trials"] == 1
