@@ -59,6 +59,8 @@ def _trial_entry(result: TrialResult, invariants: tuple[str, ...]) -> dict[str, 
 
 DISTRIBUTION = "agent-crash-harness"
 """The installed distribution whose version ``summary.json`` states (pyproject's name)."""
+
+
 def _version() -> str | None:
     try:
         return version(DISTRIBUTION)
