@@ -63,9 +63,10 @@ UNKNOWN_MARKS = (
 )
 """Words of a tool result (any case) that say its outcome is unknown (the last two are this
 project's VERIFY hint and a guard's request for a report)."""
-GUARD_OP = re.compile(VERIFY_TOOL + r'\b.*?\bop_id\W+"([^"]+)"', re.DOTALL)
+GUARD_OP = re.compile(VERIFY_TOOL + r'\b.*?\bop_id\W+"([^"\\]+)', re.DOTALL)
 """The op a guard's hint asks the model to report on: ``call report_verification with
-op_id "X"``."""
+op_id "X"``, read as well where the hint is a string inside JSON (``op_id \\"X\\"``: ADK
+sends a tool's answer as ``{"result": ...}``), so no escape is taken into the id."""
 
 
 def call_id(op_id: str, position: int, answer: int) -> str:

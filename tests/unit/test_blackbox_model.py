@@ -485,15 +485,21 @@ def test_a_guard_hint_is_an_unknown_outcome_though_it_holds_json() -> None:
 
 
 @pytest.mark.parametrize(
+    "hint",
+    [GUARD_HINT, json.dumps({"result": GUARD_HINT})],
+    ids=["as-text", "inside-json"],  # ADK sends a tool's answer as {"result": ...}
+)
+@pytest.mark.parametrize(
     ("found", "dump"), [("absent", {"taps": []}), ("present", {"taps": ["ok_button"]})]
 )
 def test_a_check_is_reported_to_the_guard_that_offers_report_verification(
-    found: str, dump: dict[str, Any]
+    found: str, dump: dict[str, Any], hint: str
 ) -> None:
     """Offered ``report_verification``, the model reports its check to the guard (which
-    redoes an absent effect itself) instead of asking for the redo."""
+    redoes an absent effect itself) instead of asking for the redo, naming the op the
+    hint names (unescaped, where the hint came as a string inside JSON)."""
     tap, check = call_id("s001", 0, 0), call_id("s001.check", 2, 1)
-    items = [Item("call", tap), Item("result", tap, GUARD_HINT), Item("call", check)]
+    items = [Item("call", tap), Item("result", tap, hint), Item("call", check)]
     items.append(Item("result", check, json.dumps(dump)))
     (reported,) = ask(items).calls
     assert reported[1:] == (
