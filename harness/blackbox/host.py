@@ -7,9 +7,9 @@ HTTP port of 127.0.0.1 (``/v1/...``: ``harness.blackbox.model``; ``/mcp``:
 command (``HARNESS_AGENT_COMMAND``) in the trial folder, in the same process group,
 with ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``,
 ``ANTHROPIC_API_KEY``, ``HARNESS_MCP_URL`` and ``HARNESS_MCP_COMMAND`` in its
-environment. It exits with the agent's status, once the agent has exited and anything
-the agent left in the group is stopped; after an exit 0 it hits ``agent.before_exit``
-first.
+environment, and ``TMPDIR`` the trial folder's ``tmp/``. It exits with the agent's
+status, once the agent has exited and anything the agent left in the group is stopped;
+after an exit 0 it hits ``agent.before_exit`` first.
 
 The supervisor's SIGKILL of the group ends the host, the agent and whatever the
 agent started at once; a random-time kill's timer, which fires in the host, is sent
@@ -62,6 +62,8 @@ TABLE_ENV = "HARNESS_TOOL_TABLE"  # the supervisor's (harness.chaos.supervisor.T
 __all__ = ["main"]
 
 BRIDGE = Path(__file__).with_name("stdio_bridge.py")
+AGENT_TEMP = "tmp"
+"""The agent's ``TMPDIR``, in the trial folder: nothing it leaves there outlives the trial."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -148,10 +150,13 @@ def serve(trial: Path, world: WorldStore) -> BlackBoxServer:
     return server
 
 
-def agent_env(base: str, environ: Mapping[str, str]) -> dict[str, str]:
+def agent_env(base: str, environ: Mapping[str, str], temp: Path) -> dict[str, str]:
     """The agent's environment: the life's, without the harness's own variables, and what
-    it is handed: the model (OpenAI's and Anthropic's variables) and the tools (two ways)."""
+    it is handed: the model (OpenAI's and Anthropic's variables), the tools (two ways), and
+    ``temp`` as its ``TMPDIR``, so that what it (or its framework) leaves in a temporary
+    folder stays in the trial folder and goes with it (CrewAI leaves lock files there)."""
     env = {k: v for k, v in environ.items() if not k.startswith("HARNESS_")}
+    env["TMPDIR"] = str(temp)
     env["OPENAI_BASE_URL"] = f"{base}/v1"
     env["OPENAI_API_KEY"] = "harness"  # any key: the model is the harness's
     env["ANTHROPIC_BASE_URL"] = base  # Anthropic's SDKs add /v1/messages themselves
@@ -186,7 +191,9 @@ def main(argv: list[str]) -> int:
     words = resolve_command(command, os.environ.get(AGENT_HOME_ENV))
     with WorldStore.open(trial / "world.db") as world:
         server = serve(trial, world)
-        env = agent_env(server.base, os.environ)
+        temp = trial / AGENT_TEMP
+        temp.mkdir(exist_ok=True)
+        env = agent_env(server.base, os.environ, temp)
         tell_supervisor("ready")
         try:
             with open(trial / "agent.stdout", "ab") as out:

@@ -193,15 +193,17 @@ def test_a_black_box_that_exits_non_zero_is_restarted_until_the_budget(
 
 
 SAYS_ITS_GREETING = """\
-import os, pathlib, sys
+import os, pathlib, sys, tempfile
 pathlib.Path("greeting").write_text(os.environ["GREETING"])  # in the trial folder
+tempfile.NamedTemporaryFile(suffix=".lock", delete=False).close()  # as CrewAI leaves locks
 os.execv(sys.executable, [sys.executable, {agent!r}])
 """
 
 
 def test_a_scenario_s_agent_table_is_the_runtime_when_none_is_given(tmp_path: Path) -> None:
     """``[agent]``: its command found from its folder, run in the trial folder with its
-    variables, and named whole in the replay command; the plain agent's replay is caught."""
+    variables (and its ``TMPDIR`` in that folder), and named whole in the replay command;
+    the plain agent's replay is caught."""
     (tmp_path / "bot").mkdir()
     (tmp_path / "bot" / "wrapper.py").write_text(SAYS_ITS_GREETING.format(agent=str(ROOT / AGENT)))
     phone = (ROOT / PHONE).read_text()
@@ -215,6 +217,7 @@ def test_a_scenario_s_agent_table_is_the_runtime_when_none_is_given(tmp_path: Pa
     assert code == 1, verdicts
     (folder,) = (tmp_path / "reports").glob("*-trial/trial")
     assert (folder / "greeting").read_text() == "hello there"
+    assert len(list((folder / "tmp").glob("*.lock"))) == 2  # one a life, none left in /tmp
     assert "s003 (ui_tap, non_idempotent) ran 2 times" in str(verdicts["I2"]["evidence"])
     runtime = f"cmd:env 'GREETING=hello there' python {tmp_path}/bot/wrapper.py"
     recorded = json.loads((folder / "trial.json").read_text())

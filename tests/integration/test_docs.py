@@ -22,6 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+LEFT_OUT = shutil.ignore_patterns("__pycache__", ".venv", "node_modules")
+"""Not copied for a block: caches, and the example agents' environments (3 GB once built)."""
 _RUNNABLE = re.compile(r"^<!-- runnable -->\n```(sh|console)\n(.*?)\n```$", re.M | re.S)
 
 
@@ -91,7 +93,7 @@ def test_runnable_block_exits_0(where: str, script: str, tmp_path: Path) -> None
     work = tmp_path / "work"
     work.mkdir()
     for name in ("scenarios", "examples"):
-        shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / name, work / name, ignore=LEFT_OUT)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     python = bin_dir / "python"
