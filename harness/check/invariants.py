@@ -341,10 +341,11 @@ def _unsafe_ran_twice(ev: TrialEvidence) -> list[str]:
         else:
             name, ask_user = ev.table_of(ev.life_of_row(first)).class_of(first.tool)
         if not retry_safe(name, ask_user):
-            issued = f" (as {', '.join(ids[op_id])})" if len(ids[op_id]) > 1 else ""
+            rows = ", #".join(str(e.seq) for e in ev.ledger if plan_id(e.op_id) == op_id)
+            issued = f"; as {', '.join(ids[op_id])}" if len(ids[op_id]) > 1 else ""
             problems.append(
                 f"{op_id} ({first.tool}, {name}) ran {count} times in {len(lives[op_id])} "
-                f"lives{issued}: a {name} call was replayed"
+                f"lives (ledger #{rows}{issued}): a {name} call was replayed"
             )
     return problems
 

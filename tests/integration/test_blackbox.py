@@ -93,7 +93,8 @@ def test_a_kill_after_an_unsafe_effect_is_caught_replaying_it(
     assert status == 1
     assert verdicts["I2"]["status"] == "fail"
     assert verdicts["I2"]["evidence"] == [
-        "s003 (ui_tap, non_idempotent) ran 2 times in 2 lives: a non_idempotent call was replayed"
+        "s003 (ui_tap, non_idempotent) ran 2 times in 2 lives (ledger #3, #4): a non_idempotent "
+        "call was replayed"
     ]
     assert verdicts["F"]["status"] == "pass" and verdicts["I7"]["status"] == "pass"
 
