@@ -20,9 +20,11 @@ observer: $(STAMP)
 	$(PY) -m harness.chaos.observer
 
 # `make test` stays under 10 minutes on 2 cores; the slow end of the suite is `make test-long`
-# (CI runs both).
+# (CI runs both). Its tests run on TEST_WORKERS processes (pytest-xdist), a file's tests on
+# one of them: most of their time is spent waiting on the processes they start.
+TEST_WORKERS ?= 2
 test: $(STAMP) observer
-	$(PY) -m pytest -q -m "not long" --ignore=tests/guards
+	$(PY) -m pytest -q -m "not long" --ignore=tests/guards -n $(TEST_WORKERS) --dist loadfile
 
 test-long: $(STAMP) observer
 	$(PY) -m pytest -q -m long --ignore=tests/guards

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import ctypes.util
+import fcntl
 import hashlib
 import os
 import shutil
@@ -72,14 +73,20 @@ class BrowserMissing(RuntimeError):
 
 
 def chromium_path(folder: Path = BROWSER_DIR) -> Path:
-    """The unpacked Chromium, or ``BrowserMissing`` saying how to get it."""
+    """The unpacked Chromium, or ``BrowserMissing`` saying how to get it. It is there once
+    its package is named in ``package.txt``, written last: a fetch under way is not done."""
     binary = folder / "chromium"
-    if not binary.is_file():
+    if not binary.is_file() or not _unpacked(folder):
         raise BrowserMissing(
             f"no headless Chromium at {binary}: run `make browser` (it fetches "
             f"{CHROMIUM_PACKAGE} from the npm registry into {folder})"
         )
     return binary
+
+
+def _unpacked(folder: Path) -> bool:
+    marker = folder / "package.txt"
+    return marker.is_file() and marker.read_text("utf-8").strip() == CHROMIUM_PACKAGE
 
 
 def _integrity(tarball: Path) -> str:
@@ -136,10 +143,19 @@ def _unbrotli(source: Path, target: Path) -> None:
 
 
 def fetch(folder: Path = BROWSER_DIR) -> Path:
-    """Fetch and unpack the pinned Chromium into ``folder``; nothing to do when it is there."""
-    marker = folder / "package.txt"
-    if marker.is_file() and marker.read_text("utf-8").strip() == CHROMIUM_PACKAGE:
-        return chromium_path(folder)
+    """Fetch and unpack the pinned Chromium into ``folder``; nothing to do when it is there.
+    One fetch at a time (a lock beside the folder): tests run at once may all ask for it."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if _unpacked(folder):
+            return chromium_path(folder)
+        _unpack(folder)
+        (folder / "package.txt").write_text(CHROMIUM_PACKAGE + "\n", "utf-8")
+    return chromium_path(folder)
+
+
+def _unpack(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as scratch:
@@ -162,8 +178,6 @@ def fetch(folder: Path = BROWSER_DIR) -> Path:
         _unbrotli(bin_dir / "al2023.tar.br", libraries)
         with tarfile.open(libraries) as archive:
             archive.extractall(folder, filter="data")
-    marker.write_text(CHROMIUM_PACKAGE + "\n", "utf-8")
-    return chromium_path(folder)
 
 
 def _env(folder: Path) -> dict[str, str | float | bool] | None:
