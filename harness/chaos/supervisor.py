@@ -53,7 +53,7 @@ from harness.failpoints import (
 )
 from harness.world.store import TRIAL_CLOCK_ENV, life_clock
 
-__all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents"]
+__all__ = ["LifeResult", "Supervisor", "kill_all", "sweep_agents", "time_limit"]
 
 _LIVE: dict[int, AgentProcess] = {}
 TABLE_ENV = "HARNESS_TOOL_TABLE"
@@ -133,6 +133,13 @@ class LifeResult:
         return self.killed is None and self.returncode == 0
 
 
+def time_limit(timeout_s: float, schedule: CrashSchedule) -> float:
+    """A trial's time: ``timeout_s`` for each life its planned kills make, all its lives
+    sharing it. Each kill costs a restart, for a black box mostly its start-up: a limit
+    flat over the lives timed out ADK trials of four lives that no life of which hung."""
+    return timeout_s * (1 + schedule.kills)
+
+
 class Supervisor:
     def __init__(
         self,
@@ -167,7 +174,7 @@ class Supervisor:
         (``harness.agent.model.PROOF_ENV``), for a crash-free run that proves the scenario.
         """
         adapter = get_adapter(runtime)
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + time_limit(self.timeout_s, schedule)
         results: list[LifeResult] = []
         # A power cut is rebuilt from what each life asked the kernel (harness.chaos.observer):
         # every life of such a trial runs observed, from a baseline of the folder as made.

@@ -370,9 +370,9 @@ def add_timeout_option(parser: argparse.ArgumentParser) -> None:
         type=positive_seconds,
         default=None,
         metavar="SECONDS",
-        help=f"a trial's time limit, all its lives together (default: {DEFAULT_TIMEOUT_S:g}; "
-        f"for a black box, {BLACK_BOX_TIMES} times its crash-free run, at least "
-        f"{DEFAULT_TIMEOUT_S:g})",
+        help="a trial's time for each life its kills make (with two kills, three times this), "
+        f"its lives sharing it (default: {DEFAULT_TIMEOUT_S:g}; for a black box, "
+        f"{BLACK_BOX_TIMES} times its crash-free run, at least {DEFAULT_TIMEOUT_S:g})",
     )
 
 

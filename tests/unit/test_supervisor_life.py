@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.chaos.schedule import Life
+from harness.chaos.schedule import CrashSchedule, Life
 from harness.chaos.supervisor import (
     ChannelReader,
     History,
@@ -21,6 +21,7 @@ from harness.chaos.supervisor import (
     LifeState,
     LifeWatch,
     Seen,
+    time_limit,
 )
 
 
@@ -118,3 +119,19 @@ class TestTheLife:
         assert watch.killed == "timeout"
         with pytest.raises(KeyError):
             watch.on(Seen.CLOSED)  # a life already killed does not exit again
+
+
+def test_a_trial_has_its_time_for_each_life_its_kills_make() -> None:
+    """Three planned kills (a failpoint and two timers) make four lives: four times the
+    time; a lost reply is no kill, and a crash-free trial has its time once."""
+    killed = CrashSchedule(
+        (
+            Life(failpoints="op.reply@3=kill"),
+            Life(kill_after_ms=900),
+            Life(failpoints="tool.received@1=lost-reply", kill_after_ms=400),
+            Life(),
+        )
+    )
+    assert time_limit(60, killed) == 240
+    assert time_limit(60, CrashSchedule((Life(failpoints="op.reply@1=lost-reply"),))) == 60
+    assert time_limit(60, CrashSchedule()) == 60
