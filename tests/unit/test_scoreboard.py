@@ -9,11 +9,14 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.blackbox.scoreboard import (
     AGENTS,
     Agent,
     Outcome,
     load_agents,
+    main,
     newest,
     read_outcome,
     render,
@@ -91,6 +94,22 @@ def test_what_a_run_found_is_kept_as_it_was_read(tmp_path: Path) -> None:
     assert newest(run, later) is later
     earlier = Outcome.from_json({**outcome.as_json(), "started": "2026-12-05T08:00:00Z"})
     assert newest(run, earlier) == outcome
+
+
+def test_only_names_an_agent_or_one_of_its_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--only NAME`` or ``--only NAME-guarded``; anything else is refused in one line."""
+    guarded = next(a for a in load_agents() if a.guarded)
+    for only in (guarded.name, f"{guarded.name}-guarded"):
+        out = tmp_path / f"{only}.md"
+        args = ["--only", only, "--render", "--reports", str(tmp_path), "--out", str(out)]
+        assert main(args) == 0
+        assert f"**{guarded.name}-guarded**" in out.read_text("utf-8")
+    with pytest.raises(SystemExit) as refused:
+        main(["--only", f"{guarded.name}-bare", "--render", "--reports", str(tmp_path)])
+    assert refused.value.code == 2
+    assert f"--only {guarded.name}-bare: no examples/agents/" in capsys.readouterr().err
 
 
 def test_every_example_agent_declares_what_the_scoreboard_needs() -> None:
