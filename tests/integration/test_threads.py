@@ -111,12 +111,21 @@ class TestBrokenRuntimesOnThreads:
         supervisor: Supervisor,
         tables: dict[str, Path],
     ) -> None:
-        """Without the per-op turn a duplicate re-runs an idempotent op: I1 (never I10)."""
+        """Without the per-op turn a duplicate re-runs an idempotent op: I1 (never I10).
+
+        The duplicate must decide while the first call is in flight, which the scheduler
+        decides: a machine busy enough can run them one after the other in every trial of
+        a round, so up to three rounds are run, as a campaign's many trials would."""
         schedules = ["[]", *(f'[{{"failpoints": "op.before_intent@{h}=kill"}}]' for h in (1, 2, 3))]
-        caught = [
-            _trial(tmp_path, threaded_golden, supervisor, tables, s, "no-op-lock")
-            for s in schedules
-        ]
+        caught: list[TrialResult] = []
+        for round_no in range(3):
+            root = tmp_path / f"round-{round_no}"
+            caught += [
+                _trial(root, threaded_golden, supervisor, tables, s, "no-op-lock")
+                for s in schedules
+            ]
+            if any("I1" in r.failed_invariants for r in caught):
+                break
         assert any("I1" in r.failed_invariants for r in caught), [r.verdicts for r in caught]
         assert not any("I10" in r.failed_invariants for r in caught)
         for schedule in schedules:
