@@ -159,9 +159,16 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
             passing = [r for r in results if r.status == "pass"]
             run_self_check(config, checks, self_checked, passing, run_with_progress)
             print_self_check(checks)
-        # Inside the try: an interrupt while the reports are written still leaves
-        # them, marked interrupted.
+        # Inside the try: an interrupt while the reports are written, or before the run's
+        # last line is printed, still leaves them, marked interrupted (exit 130 and a
+        # summary that says it finished would disagree).
         write_run_reports(info, results, checks)
+        status = exit_status(
+            [r.status for r in results] + ["fail" for c in checks if not c.as_expected]
+        )
+        kept = sum(r.kept for r in results)
+        print_folder(config.run_dir, folder_bytes(config.run_dir), kept, len(results))
+        print_headline(status, summary, config.run_dir, stopped_after=maxfail if stopped else None)
     except WorkerRefusal:
         if results:
             raise
@@ -175,12 +182,6 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
         write_run_reports(info, results, checks, interrupted=True)
         print_interrupted(len(results), config.run_dir)
         raise
-    status = exit_status(
-        [r.status for r in results] + ["fail" for c in checks if not c.as_expected]
-    )
-    kept = sum(r.kept for r in results)
-    print_folder(config.run_dir, folder_bytes(config.run_dir), kept, len(results))
-    print_headline(status, summary, config.run_dir, stopped_after=maxfail if stopped else None)
     return status
 
 
