@@ -334,14 +334,15 @@ def _unsafe_ran_twice(ev: TrialEvidence) -> list[str]:
     for op_id, count in Counter(plan_id(e.op_id) for e in ev.ledger).items():
         if len(lives[op_id]) < 2:
             continue
-        first = ev.runs_of_call(op_id)[0]
+        runs = ev.runs_of_call(op_id)
+        first = runs[0]
         op = ev.final_ops.get(first.op_id) if ev.has_journal else None
         if op is not None:
             name, ask_user = ev.class_of(op)
         else:
             name, ask_user = ev.table_of(ev.life_of_row(first)).class_of(first.tool)
         if not retry_safe(name, ask_user):
-            rows = ", #".join(str(e.seq) for e in ev.ledger if plan_id(e.op_id) == op_id)
+            rows = ", #".join(str(e.seq) for e in runs)
             issued = f"; as {', '.join(ids[op_id])}" if len(ids[op_id]) > 1 else ""
             problems.append(
                 f"{op_id} ({first.tool}, {name}) ran {count} times in {len(lives[op_id])} "
