@@ -13,7 +13,10 @@ the same root. Catch ``HarnessError`` to handle any of them.
     │   ├── JournalLockedError    another process holds the journal
     │   ├── JournalRetiredError   the journal of a retired task: nothing runs on it
     │   ├── JournalVersionError   a header, frame or record of a format this runtime does not know
-    │   └── JournalWriteError     an append failed (e.g. ENOSPC); the writer takes no more
+    │   ├── JournalWriteError     an append failed (e.g. ENOSPC); the writer takes no more
+    │   └── JournalClosedError    the runtime was closed while a call was in flight
+    ├── OpConflictError           an op id reused for another tool or other arguments
+    ├── RuntimeUsageError         the runtime used out of order (also a RuntimeError)
     ├── McpServerError            an MCP server would not start, answer or list its tools
     ├── McpNotInstalledError      reading an MCP server needs the ``mcp`` extra
     ├── ToolError                 a tool call failed (raised by tools)
@@ -32,6 +35,7 @@ from harness.runtime.errors import (
     DecisionKeyError,
     FailpointTriggered,
     HarnessError,
+    JournalClosedError,
     JournalCorruptError,
     JournalError,
     JournalLockedError,
@@ -40,6 +44,8 @@ from harness.runtime.errors import (
     JournalWriteError,
     McpNotInstalledError,
     McpServerError,
+    OpConflictError,
+    RuntimeUsageError,
     ToolError,
     ToolTableError,
     TransientToolError,
@@ -50,6 +56,7 @@ __all__ = [
     "FailpointSpecError",
     "FailpointTriggered",
     "HarnessError",
+    "JournalClosedError",
     "JournalCorruptError",
     "JournalError",
     "JournalLockedError",
@@ -58,6 +65,8 @@ __all__ = [
     "JournalWriteError",
     "McpNotInstalledError",
     "McpServerError",
+    "OpConflictError",
+    "RuntimeUsageError",
     "ScenarioError",
     "SupervisorError",
     "ToolError",

@@ -50,6 +50,7 @@ from harness.runtime.journal import (
     new_journal_id,
 )
 from harness.runtime.matrix import decide_for_operation, verify_hint
+from harness.runtime.reconcile import Answer
 from harness.runtime.records import (
     FinishRecord,
     IntentRecord,
@@ -963,14 +964,16 @@ class ReconcileNewKey(BrokenRuntime):
     _executor_class = _FreshKeyRedoExecutor
     exposing = ("reconciled", True)
 
-    def _reconcile_steps(self, op: OpHistory, depth: int = 0) -> Steps[CallOutcome | None]:
+    def _reconcile_steps(
+        self, op: OpHistory, answer: Answer | None = None, *, lost_now: bool = False
+    ) -> Steps[CallOutcome | None]:
         # The redo an ABSENT answer makes is journaled as the op's (``redo_of``), but sent
         # under its own key: a look-up by the op's key (the chain's) never finds its effect.
         executor = self.executor
         assert isinstance(executor, _FreshKeyRedoExecutor)
         executor.reconciling += 1
         try:
-            return (yield from super()._reconcile_steps(op, depth))
+            return (yield from super()._reconcile_steps(op, answer, lost_now=lost_now))
         finally:
             executor.reconciling -= 1
 

@@ -17,6 +17,7 @@ from harness.runtime.errors import (
     DecisionKeyError,
     FailpointTriggered,
     HarnessError,
+    JournalClosedError,
     JournalCorruptError,
     JournalError,
     JournalLockedError,
@@ -25,12 +26,15 @@ from harness.runtime.errors import (
     JournalWriteError,
     McpNotInstalledError,
     McpServerError,
+    OpConflictError,
+    RuntimeUsageError,
     ToolError,
     ToolTableError,
     TransientToolError,
 )
 from harness.runtime.executor import CallContext, CallOutcome, ToolFunction
 from harness.runtime.identity import Identity
+from harness.runtime.journal import Appended, JournalEvent, JournalListener, Opened, Synced
 from harness.runtime.matrix import Decision, OpState, RecoveryDecision
 from harness.runtime.reconcile import Reconciled, Reconciler
 from harness.runtime.records import Resolution
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     from harness.runtime.aio import AsyncRuntime
 
 __all__ = [
+    "Appended",
     "AsyncRuntime",
     "CallContext",
     "CallOutcome",
@@ -50,15 +55,20 @@ __all__ = [
     "HarnessError",
     "IdempotencyClass",
     "Identity",
+    "JournalClosedError",
     "JournalCorruptError",
     "JournalError",
+    "JournalEvent",
+    "JournalListener",
     "JournalLockedError",
     "JournalRetiredError",
     "JournalVersionError",
     "JournalWriteError",
     "McpNotInstalledError",
     "McpServerError",
+    "OpConflictError",
     "OpState",
+    "Opened",
     "Reconciled",
     "Reconciler",
     "RecoveryDecision",
@@ -66,6 +76,8 @@ __all__ = [
     "Resolution",
     "Retention",
     "Runtime",
+    "RuntimeUsageError",
+    "Synced",
     "ToolClass",
     "ToolError",
     "ToolFunction",

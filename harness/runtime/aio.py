@@ -31,13 +31,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from harness.runtime.errors import JournalError, RuntimeUsageError
 from harness.runtime.executor import CallOutcome
 from harness.runtime.journal import JournalWriter
 from harness.runtime.matrix import RecoveryDecision
 from harness.runtime.records import Record, Resolution
 from harness.runtime.recovery import OpHistory
-from harness.runtime.runtime import RecoveryReport, Runtime, VerifyHint
-from harness.runtime.steps import Append, CallContext, Invoke, Steps, advance, no_tool
+from harness.runtime.runtime import CLOSE_TIMEOUT, RecoveryReport, Runtime, VerifyHint
+from harness.runtime.steps import (
+    Append,
+    Blocking,
+    CallContext,
+    Invoke,
+    Steps,
+    advance,
+    is_async_function,
+    no_tool,
+)
 
 __all__ = ["WRITER_THREADS", "AsyncRuntime", "AsyncToolFunction", "JournalPump"]
 
@@ -169,22 +179,36 @@ class AsyncRuntime:
 
     ``AsyncRuntime(runtime)`` borrows an open runtime (closing this one leaves it
     open); ``await AsyncRuntime.open(path, ...)`` opens one of its own, with the
-    options of ``Runtime.open``, off the loop, and closes it with itself.
+    options of ``Runtime.open``, off the loop, and closes it with itself. While
+    it is open, the runtime's synchronous API refuses (``RuntimeUsageError``):
+    one API at a time. ``tools_in_threads``: a plain (not ``async``) tool
+    function runs in a thread, so a tool that blocks does not stop the loop.
     """
 
-    def __init__(self, runtime: Runtime, *, owned: bool = False) -> None:
+    def __init__(
+        self, runtime: Runtime, *, owned: bool = False, tools_in_threads: bool = False
+    ) -> None:
+        runtime._attach(self)
         self.runtime = runtime
         self._owned = owned
+        self._tools_in_threads = tools_in_threads
         self._pump: JournalPump | None = None
         self._in_flight: dict[str, asyncio.Event] = {}
+        self._recovering: asyncio.Event | None = None
+        self._closing = False
 
     @classmethod
     async def open(
-        cls, path: Path | str, *, runtime_class: type[Runtime] = Runtime, **options: Any
+        cls,
+        path: Path | str,
+        *,
+        runtime_class: type[Runtime] = Runtime,
+        tools_in_threads: bool = False,
+        **options: Any,
     ) -> AsyncRuntime:
         """Lock and read the journal and start an incarnation, in a thread (``Runtime.open``)."""
         runtime = await asyncio.to_thread(runtime_class.open, path, **options)
-        return cls(runtime, owned=True)
+        return cls(runtime, owned=True, tools_in_threads=tools_in_threads)
 
     @property
     def incarnation(self) -> int:
@@ -214,8 +238,21 @@ class AsyncRuntime:
     async def recover(
         self, execute: AsyncToolFunction, *, not_started: Mapping[str, str] | None = None
     ) -> RecoveryReport:
-        """``Runtime.recover``: the decisions journaled first, the retries one after another."""
-        return await self._drive(self.runtime._recover_steps(not_started=not_started), execute)
+        """``Runtime.recover``: the decisions journaled first, the retries one after another.
+
+        Refused while a call is in flight (``RuntimeUsageError``); calls made while it
+        runs wait for it.
+        """
+        self.runtime._refuse_recovery_in_flight(len(self._in_flight))
+        if self._recovering is not None:
+            raise RuntimeUsageError("recover() while another recover() runs")
+        self._recovering = asyncio.Event()
+        try:
+            steps = self.runtime._recover_steps(not_started=not_started)
+            return await self._drive(steps, execute)
+        finally:
+            self._recovering.set()
+            self._recovering = None
 
     async def call(
         self,
@@ -230,14 +267,27 @@ class AsyncRuntime:
         """``Runtime.call``; calls may run together (``asyncio.gather``), each its own op.
 
         A call of an op already in flight waits for it, then is answered from the
-        journal: an op has one intent in flight at a time.
+        journal: an op has one intent in flight at a time. A call made while
+        ``recover`` runs waits for it; one made after ``aclose`` began is refused.
         """
-        while (first := self._in_flight.get(op_id)) is not None:
-            await first.wait()
+        while True:
+            if self._closing:
+                raise RuntimeUsageError(f"call({op_id!r}) after aclose(): the runtime is closed")
+            if self._recovering is not None:
+                await self._recovering.wait()
+            elif (first := self._in_flight.get(op_id)) is not None:
+                await first.wait()
+            else:
+                break
         done = self._in_flight[op_id] = asyncio.Event()
         try:
             steps = self.runtime._call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh)
             return await self._drive(steps, execute)
+        except JournalError as exc:
+            told = self.runtime._told(op_id, exc)
+            if told is exc:
+                raise
+            raise told from exc.__cause__ or exc
         finally:
             del self._in_flight[op_id]
             done.set()
@@ -256,6 +306,7 @@ class AsyncRuntime:
 
     async def deliver_hints(self) -> tuple[VerifyHint, ...]:
         """``Runtime.deliver_hints``."""
+        self.runtime._check_recovered("deliver_hints()", None)
         return await self._drive(self.runtime._hint_steps(), no_tool)
 
     async def compact(self) -> int:
@@ -263,21 +314,45 @@ class AsyncRuntime:
         for it and go to the new file."""
         if self._pump is None:
             self._pump = JournalPump(self.runtime.journal, self.runtime._note)
-        return await self._pump.alone(self.runtime.compact)
+        return await self._pump.alone(self.runtime._compact_locked)
 
-    async def aclose(self) -> None:
-        """Wait for the journal's writes; close the runtime if it is ours."""
+    async def aclose(self, *, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Refuse new calls, wait up to ``timeout`` seconds for those in flight and for the
+        journal's writes, then hand the runtime back (or close it, if it is ours).
+
+        A call still in flight then goes on running its tool. If the runtime was
+        ours, the call ends with ``JournalClosedError`` when it next writes: its
+        outcome is unknown, and its op stays RUNNING for the next start to decide
+        by its class. A borrowed runtime stays open, and the call goes on writing
+        to it.
+        """
+        self._closing = True
+        in_flight = [asyncio.ensure_future(e.wait()) for e in self._in_flight.values()]
+        if in_flight:
+            _, late = await asyncio.wait(in_flight, timeout=max(0.0, timeout))
+            for waiter in late:
+                waiter.cancel()
         if self._pump is not None:
             await self._pump.close()
-            self._pump = None
+        self.runtime._detach(self)
         if self._owned:
-            self.runtime.close()
+            self.runtime.close(timeout=0)
 
     async def __aenter__(self) -> AsyncRuntime:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    async def _invoke(self, execute: AsyncToolFunction, step: Invoke) -> Any:
+        """Run the tool: awaited if it is async, in a thread if asked, else on the loop."""
+        if self._tools_in_threads and not is_async_function(execute):
+            reply = await asyncio.to_thread(execute, step.tool, step.args, step.ctx)
+        else:
+            reply = execute(step.tool, step.args, step.ctx)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return reply
 
     async def _drive(self, steps: Steps[T], execute: AsyncToolFunction) -> T:
         """Carry out a run of steps on the loop, its appends through the pump."""
@@ -307,10 +382,13 @@ class AsyncRuntime:
                         unawaited.append(written)
                 elif isinstance(step, Invoke):
                     try:
-                        reply = execute(step.tool, step.args, step.ctx)
-                        if inspect.isawaitable(reply):
-                            reply = await reply
+                        reply = await self._invoke(execute, step)
                     except BaseException as exc:  # the protocol decides what it means
+                        error = exc
+                elif isinstance(step, Blocking):
+                    try:
+                        reply = await asyncio.to_thread(step.work)
+                    except BaseException as exc:
                         error = exc
                 else:
                     return step

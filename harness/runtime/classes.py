@@ -196,8 +196,25 @@ class ToolTable:
 
     __slots__ = ("_entries", "source")
 
-    def __init__(self, entries: Mapping[str, ToolClass], *, source: str = "<memory>") -> None:
-        self._entries: Mapping[str, ToolClass] = MappingProxyType(dict(entries))
+    def __init__(
+        self, entries: Mapping[str, ToolClass | IdempotencyClass], *, source: str = "<memory>"
+    ) -> None:
+        checked: dict[str, ToolClass] = {}
+        for tool, value in entries.items():
+            if not isinstance(tool, str):
+                raise ToolTableError(source, repr(tool), "a tool's name must be a string")
+            if isinstance(value, ToolClass):
+                checked[tool] = value
+            elif isinstance(value, IdempotencyClass):
+                checked[tool] = ToolClass(value)
+            else:
+                raise ToolTableError(
+                    source,
+                    tool,
+                    f"{value!r} is not a ToolClass or an IdempotencyClass "
+                    f"(for a name, IdempotencyClass({value!r}))",
+                )
+        self._entries: Mapping[str, ToolClass] = MappingProxyType(checked)
         self.source = source
 
     def classify(self, tool: str) -> ToolClass:
@@ -216,9 +233,7 @@ class ToolTable:
 
     def with_overrides(self, overrides: Mapping[str, ToolClass | IdempotencyClass]) -> ToolTable:
         """A new table with some entries added or replaced."""
-        merged = dict(self._entries)
-        for tool, value in overrides.items():
-            merged[tool] = value if isinstance(value, ToolClass) else ToolClass(value)
+        merged: dict[str, ToolClass | IdempotencyClass] = {**self._entries, **overrides}
         return ToolTable(merged, source=f"{self.source} + overrides")
 
     @classmethod

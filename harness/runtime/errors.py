@@ -12,7 +12,10 @@ leaves under the same root.
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
     │   ├── JournalVersionError   a header, frame or record of a format this runtime does not know
-    │   └── JournalWriteError     an append failed (e.g. ENOSPC); the writer takes no more
+    │   ├── JournalWriteError     an append failed (e.g. ENOSPC); the writer takes no more
+    │   └── JournalClosedError    the runtime was closed while a call was in flight
+    ├── OpConflictError           an op id reused for another tool or other arguments
+    ├── RuntimeUsageError         the runtime used out of order (also a RuntimeError)
     ├── McpServerError            an MCP server would not start, answer or list its tools
     ├── McpNotInstalledError      reading an MCP server needs the ``mcp`` extra
     └── ToolError                 a tool call failed (raised by tools)
@@ -144,6 +147,87 @@ class JournalWriteError(JournalError):
     Remedy: free space if the disk is full, then open the journal again (in
     this process or the next): a partial last frame is cut as a torn tail and
     reported, and recovery decides every op left RUNNING by its class.
+
+    Raised from a call (``Runtime.call``, ``AsyncRuntime.call``), it says what
+    the call came to: ``outcome_unknown`` is True when the op's intent may be
+    on disk (its frame was written whole before the failure, or an earlier
+    append of it held): the tool may never have run, yet at the next start the
+    op is found RUNNING and handed on by its class (retried if retry-safe,
+    else verified), so treat it as ``info``. False means nothing of the call
+    reached the journal: it did not run, and never will unless called again.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        maybe_durable: frozenset[str] = frozenset(),
+        op_id: str | None = None,
+        outcome_unknown: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.maybe_durable = maybe_durable
+        """The op ids of the failed write's intents whose frames were written whole."""
+        self.op_id = op_id
+        self.outcome_unknown = outcome_unknown
+
+    def for_call(self, op_id: str, *, unknown: bool) -> JournalWriteError:
+        """This failure as the call of ``op_id`` is told it."""
+        said = (
+            "its outcome is unknown: its intent may be on disk, so the next start hands "
+            "the op on by its class"
+            if unknown
+            else "it did not run: nothing of it reached the journal"
+        )
+        base = self.args[0] if self.args else "append failed"
+        error = JournalWriteError(
+            f"{base}. Call {op_id}: {said}",
+            maybe_durable=self.maybe_durable,
+            op_id=op_id,
+            outcome_unknown=unknown,
+        )
+        return error
+
+
+class JournalClosedError(JournalError):
+    """The runtime was closed (``close``, ``aclose``) while this call was under way.
+
+    Cause: the call outlived the close's wait. Its tool may have run, but its
+    finish could not be journaled, so its outcome is unknown; the op stays
+    RUNNING in the journal, and the next start decides it by its class (a
+    retry, or a VERIFY hint). Remedy: close with a longer ``timeout``, or let
+    the calls end before closing.
+    """
+
+
+class OpConflictError(HarnessError):
+    """An op id the journal knows was called again for another tool or other arguments.
+
+    Cause: op ids were reused (a counter restarted, two steps given one id).
+    The journal answers an op id from what it holds, so answering this call
+    would hand back another call's result, and never running it would lose
+    its effect. Nothing was journaled or run. Remedy: give each distinct call
+    its own op id; call an op again only with its own tool and arguments.
+    """
+
+    def __init__(self, op_id: str, journaled: tuple[str, str], asked: tuple[str, str]) -> None:
+        self.op_id = op_id
+        self.journaled = journaled
+        self.asked = asked
+        super().__init__(
+            f"op {op_id!r} is journaled as {journaled[0]} with arguments digest "
+            f"{journaled[1]}, and was called as {asked[0]} with arguments digest "
+            f"{asked[1]}: one op id, one call; nothing was journaled or run"
+        )
+
+
+class RuntimeUsageError(HarnessError, RuntimeError):
+    """The runtime was used out of order.
+
+    Cause: ``recover`` while calls are in flight; a call before ``recover`` on a
+    journal that holds ops an earlier life left open; the synchronous and the
+    asynchronous API used on one runtime at once; a call after ``close``.
+    Nothing was journaled or run. Remedy: the message names the order to keep.
     """
 
 

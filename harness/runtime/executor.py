@@ -10,7 +10,7 @@
 
 A ``TransientToolError`` is retried in-process, each attempt journaled under
 the same op id, only when the class snapshot is retry-safe and at most
-``max_attempts`` times. From a call that is not retry-safe it is an unknown
+``max_attempts`` times in one call (attempts of earlier lives do not count). From a call that is not retry-safe it is an unknown
 outcome, not a failure: a timeout may come after the effect (the reply was
 lost), so the op is journaled as of unknown outcome, never retried here, and
 handed to the model to VERIFY. Any other exception from the tool (a bug), and
@@ -171,6 +171,7 @@ class Executor:
                 f"limit of {JSON_LIMIT}; nothing was journaled or run"
             )
         args_digest = digest(args)
+        first_attempt = attempt  # max_attempts counts this call's attempts, not earlier lives'
         while True:
             at = self.clock() if snapshot.keyed and self.clock is not None else None
             intent = IntentRecord(
@@ -192,13 +193,15 @@ class Executor:
                 raise
             except BaseException as exc:
                 # Only a driver on an event loop throws here: the call was cancelled while
-                # its intent was being written. The tool did not run, yet the intent may
-                # be durable: journaled as of unknown outcome, as any interrupted call.
-                yield self._finish_append(self._interrupted(intent, exc))
+                # its intent was being written. The intent may be durable, but the tool
+                # never ran and never will under this attempt: journaled as failed, so no
+                # start retries it or asks the model to verify an effect that cannot be.
+                yield self._finish_append(self._not_run(intent, exc))
                 raise
             failpoint("op.after_intent", op_id)
             finish = yield from self.invoke(intent, key_op=key_op)
-            if finish.transient and self._may_retry(snapshot) and attempt < self.max_attempts:
+            tries = attempt - first_attempt + 1
+            if finish.transient and self._may_retry(snapshot) and tries < self.max_attempts:
                 # Journaled, but not settled: a crash before the next attempt leaves
                 # the op RUNNING, and recovery retries it as its class allows.
                 yield self._finish_append(replace(finish, retrying=True))
@@ -259,10 +262,25 @@ class Executor:
             intent.op_id, True, journaled, result_digest, intent.attempt, self.incarnation
         )
 
+    def _not_run(self, intent: IntentRecord, exc: BaseException) -> FinishRecord:
+        """The finish of a call interrupted before its tool ran: a failure, settled."""
+        log.info("%s (%s): interrupted before its tool ran: %r", intent.op_id, intent.tool, exc)
+        return FinishRecord(
+            intent.op_id,
+            False,
+            None,
+            digest(None),
+            intent.attempt,
+            self.incarnation,
+            error=f"{type(exc).__name__}: interrupted before the tool ran",
+        )
+
     def _interrupted(self, intent: IntentRecord, exc: BaseException) -> FinishRecord:
         """The finish of a call that ended without an outcome the runtime can trust."""
         if not isinstance(exc, Exception):  # a cancellation, KeyboardInterrupt, SystemExit
-            log.warning("%s (%s): interrupted by %r", intent.op_id, intent.tool, exc)
+            # Info, not a warning: a service that cancels calls on purpose (a timeout, a
+            # task group) would print one line per call with logging left unconfigured.
+            log.info("%s (%s): interrupted by %r", intent.op_id, intent.tool, exc)
         return FinishRecord(
             intent.op_id,
             False,

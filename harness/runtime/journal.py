@@ -48,6 +48,7 @@ from harness.runtime.errors import (
 from harness.runtime.hooks import failpoint
 from harness.runtime.records import (
     CheckpointRecord,
+    IntentRecord,
     JournalIdRecord,
     Record,
     RetiredRecord,
@@ -601,11 +602,13 @@ class JournalWriter:
         frames = b"".join(frame for _, frame in encoded)
         synced = sync and self._fsync
         seconds = 0.0
+        written = 0
         try:
             failpoint("journal.append")
             written = os.write(fd, frames)
             if written != len(frames):
                 raise OSError(errno.ENOSPC, f"short write ({written} of {len(frames)} bytes)")
+            written = len(frames)
             if synced:
                 failpoint("journal.before_fsync")  # written, not yet durable
                 started = time.perf_counter()
@@ -617,7 +620,9 @@ class JournalWriter:
             # now holds past ``offset``: the writer takes no more appends.
             message = self._poison(offset, exc)
             if isinstance(exc, OSError):
-                raise JournalWriteError(message) from exc
+                raise JournalWriteError(
+                    message, maybe_durable=_intents_within(encoded, written)
+                ) from exc
             raise
         self._deferred.clear()
         self.size = offset + len(frames)
@@ -844,6 +849,20 @@ def _index_of(
     return (index, frame) if len(frame) - HEADER_SIZE <= MAX_PAYLOAD else None
 
 
+def _intents_within(encoded: list[tuple[Record, bytes]], written: int) -> frozenset[str]:
+    """The op ids of the intents whose frames lie whole within the first ``written`` bytes
+    of a failed append: they may be on disk, and a later open reads them."""
+    ops: set[str] = set()
+    end = 0
+    for record, frame in encoded:
+        end += len(frame)
+        if end > written:
+            break
+        if isinstance(record, IntentRecord):
+            ops.add(record.op_id)
+    return frozenset(ops)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     written = os.write(fd, data)
     if written != len(data):
@@ -930,6 +949,21 @@ def _read_fd(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+def _whose(pid: int) -> str:
+    """A lock holder's pid, said so that a holder in this very process is not taken for
+    another: the kernel names the process that took a lock, which a fork shares."""
+    if pid == os.getpid():
+        return (
+            f"pid {pid}, this process: the journal is open here already; close that runtime first"
+        )
+    if pid == os.getppid():
+        return (
+            f"pid {pid}, this process's parent: a process forked from the holder shares "
+            "its lock; open the journal in one of them only"
+        )
+    return f"pid {pid}"
+
+
 def _lock_holder(fd: int) -> str:
     """Who holds the flock on ``fd``'s file, for the refusal message only.
 
@@ -947,7 +981,7 @@ def _lock_holder(fd: int) -> str:
                     and fields[1:4:2] == ["FLOCK", "WRITE"]
                     and fields[5].rsplit(":", 1)[-1] == str(inode)
                 ):
-                    return f"pid {fields[4]}"
+                    return _whose(int(fields[4]))
     except OSError:
         pass
     return "pid unknown"

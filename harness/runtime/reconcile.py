@@ -13,17 +13,25 @@ A reconciler that raises, answers anything else, or does not answer within the
 runtime's ``reconcile_timeout`` counts as UNKNOWN. Every answer that closes an op
 is journaled as a model's resolution is, so a start after a kill mid-reconcile
 asks again and decides the same.
+
+Reconcilers are asked on threads of their own, never under the runtime's lock or
+on its event loop, and the questions of one start all at once under one deadline.
+A question left unanswered keeps its thread (Python cannot stop one): while it
+hangs, that tool's reconciler is not asked again, and its ops go to VERIFY.
 """
 
 from __future__ import annotations
 
+import _thread
 import enum
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from harness.runtime.steps import CallContext
 
-__all__ = ["Reconciled", "Reconciler", "ask_reconciler"]
+__all__ = ["Answer", "Asking", "Question", "Reconciled", "Reconciler", "ask_reconciler"]
 
 
 class Reconciled(enum.Enum):
@@ -37,29 +45,84 @@ class Reconciled(enum.Enum):
 Reconciler = Callable[[Mapping[str, Any], CallContext], "Reconciled | str"]
 """``reconciler(args, ctx) -> Reconciled`` (or its value, ``"present"``...); read-only."""
 
+Answer = tuple[Reconciled, str]
+"""A reconciler's answer and a note saying how it came."""
 
-def ask_reconciler(
-    reconciler: Reconciler, args: Mapping[str, Any], ctx: CallContext, timeout: float
-) -> tuple[Reconciled, str]:
-    """The reconciler's answer and a note saying how it came; UNKNOWN when it raised, gave
-    no answer of ``Reconciled`` or took longer than ``timeout`` seconds (its thread is
-    left to finish on its own: a daemon, it never holds the process up)."""
-    import threading  # here: an agent that reconciles nothing starts without it
 
-    answer: list[object] = []
-    failure: list[BaseException] = []
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One op put to its tool's reconciler."""
 
-    def run() -> None:
-        try:
-            answer.append(reconciler(args, ctx))
-        except BaseException as exc:  # whatever it raised is an answer of UNKNOWN
-            failure.append(exc)
+    reconciler: Reconciler
+    args: Mapping[str, Any]
+    ctx: CallContext
 
-    worker = threading.Thread(target=run, name=f"reconcile {ctx.op_id}", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        return Reconciled.UNKNOWN, f"the reconciler gave no answer within {timeout:g} s"
+
+class Asking:
+    """Puts questions to reconcilers, each on a daemon thread, and remembers the threads
+    of questions that never answered, so that a hung provider holds one thread per
+    question it hangs on, not one per ask."""
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._hung: dict[str, list[Any]] = {}
+
+    def ask_all(
+        self, questions: Sequence[Question], timeout: float, *, delay: float = 0.0
+    ) -> list[Answer]:
+        """Every question's answer, in order, asked at once after ``delay`` seconds; each
+        UNKNOWN that raised, gave no ``Reconciled``, or had not answered ``timeout`` seconds
+        after the questions were put (one deadline for them all)."""
+        import threading  # here: an agent that reconciles nothing starts without it
+
+        if delay > 0:
+            time.sleep(delay)
+        answers: list[Answer | None] = [None] * len(questions)
+        workers: list[tuple[int, Any, list[object], list[BaseException]]] = []
+        for at, question in enumerate(questions):
+            tool = question.ctx.tool
+            with self._lock:
+                hung = [t for t in self._hung.get(tool, ()) if t.is_alive()]
+                self._hung[tool] = hung
+            if hung:
+                answers[at] = (
+                    Reconciled.UNKNOWN,
+                    f"the reconciler has not yet answered {len(hung)} earlier question(s)",
+                )
+                continue
+            answer: list[object] = []
+            failure: list[BaseException] = []
+            worker = threading.Thread(
+                target=_ask,
+                args=(question, answer, failure),
+                name=f"reconcile {question.ctx.op_id}",
+                daemon=True,
+            )
+            worker.start()
+            workers.append((at, worker, answer, failure))
+        deadline = time.monotonic() + timeout
+        for at, worker, answer, failure in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+            if worker.is_alive():
+                with self._lock:
+                    self._hung.setdefault(questions[at].ctx.tool, []).append(worker)
+                answers[at] = (
+                    Reconciled.UNKNOWN,
+                    f"the reconciler gave no answer within {timeout:g} s",
+                )
+            else:
+                answers[at] = _answer(answer, failure)
+        return [a for a in answers if a is not None]
+
+
+def _ask(question: Question, answer: list[object], failure: list[BaseException]) -> None:
+    try:
+        answer.append(question.reconciler(question.args, question.ctx))
+    except BaseException as exc:  # whatever it raised is an answer of UNKNOWN
+        failure.append(exc)
+
+
+def _answer(answer: list[object], failure: list[BaseException]) -> Answer:
     if failure:
         exc = failure[0]
         return Reconciled.UNKNOWN, f"the reconciler raised {type(exc).__name__}: {exc}"
@@ -68,3 +131,10 @@ def ask_reconciler(
     except ValueError:
         return Reconciled.UNKNOWN, f"the reconciler answered {answer[0]!r}"
     return found, f"reconciled: {found.value}"
+
+
+def ask_reconciler(
+    reconciler: Reconciler, args: Mapping[str, Any], ctx: CallContext, timeout: float
+) -> Answer:
+    """One reconciler's answer (``Asking.ask_all`` of one question)."""
+    return Asking().ask_all([Question(reconciler, args, ctx)], timeout)[0]

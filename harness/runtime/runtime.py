@@ -20,13 +20,21 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from math import inf
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from harness.runtime import log
 from harness.runtime.classes import ToolTable
 from harness.runtime.compaction import Compaction, compacted, due
-from harness.runtime.errors import FailpointTriggered, JournalError
+from harness.runtime.errors import (
+    FailpointTriggered,
+    JournalClosedError,
+    JournalError,
+    JournalWriteError,
+    OpConflictError,
+    RuntimeUsageError,
+)
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.hooks import failpoint
 from harness.runtime.identity import ContentKey, Identity, match_by_content
@@ -38,7 +46,7 @@ from harness.runtime.matrix import (
     decide_for_operation,
     verify_hint,
 )
-from harness.runtime.reconcile import Reconciled, Reconciler, ask_reconciler
+from harness.runtime.reconcile import Answer, Asking, Question, Reconciled, Reconciler
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,
@@ -63,17 +71,39 @@ from harness.runtime.recovery import (
     last_incarnation,
     plan_recovery,
 )
-from harness.runtime.steps import Append, CallContext, Steps, no_tool, run_steps
+from harness.runtime.steps import (
+    Append,
+    Blocking,
+    CallContext,
+    Steps,
+    is_async_function,
+    no_tool,
+    run_steps,
+)
 
-__all__ = ["RECONCILE_TIMEOUT", "RecoveryReport", "Runtime", "VerifyHint"]
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "RECONCILE_BACKOFF",
+    "RECONCILE_REDOES",
+    "RECONCILE_TIMEOUT",
+    "RecoveryReport",
+    "Runtime",
+    "VerifyHint",
+]
 
 T = TypeVar("T")
 
 RECONCILE_TIMEOUT = 10.0
-"""Seconds a reconciler has to answer before its answer counts as unknown."""
-MAX_RECONCILED_REDOES = 8
-"""How deep a chain of redoes a reconciler's ABSENT answers make at once (each redo's
-reply lost again), as the scripted model's ``MAX_REDOES``."""
+"""Seconds a reconciler has to answer before its answer counts as unknown; at a start, the
+reconcilers of every op are asked at once, under this one deadline."""
+RECONCILE_REDOES = 2
+"""How many redoes a reconciler's ABSENT answers may make in one chain (each redo's reply
+lost again), counted from the journal over every life; past it the op goes to VERIFY."""
+RECONCILE_BACKOFF = 0.2
+"""Seconds waited before asking a reconciler about a reply lost in this life, doubled for
+each redo of the chain: a provider's lookup may lag the effect it looks up."""
+CLOSE_TIMEOUT = 10.0
+"""Seconds ``close`` waits for the calls in flight before it closes the journal under them."""
 REDO_SUFFIX = ".redo"
 """A redo a reconciler's ABSENT makes is ``<op>.redo``, as the model names its redoes."""
 
@@ -125,12 +155,22 @@ class Runtime:
         clock: Callable[[], float] | None = None,
         reconcilers: Mapping[str, Reconciler] | None = None,
         reconcile_timeout: float = RECONCILE_TIMEOUT,
+        reconcile_redoes: int = RECONCILE_REDOES,
+        reconcile_backoff: float = RECONCILE_BACKOFF,
     ) -> None:
+        _check_options(reconcile_timeout, reconcile_redoes, reconcile_backoff)
         self.identity = _identity(identity)
         self.clock: Callable[[], float] = clock if clock is not None else time.time
         """What keyed tools' windows are measured on (seconds; by default ``time.time``)."""
         self.reconcilers: Mapping[str, Reconciler] = dict(reconcilers or {})
         self.reconcile_timeout = reconcile_timeout
+        self.reconcile_redoes = reconcile_redoes
+        self.reconcile_backoff = reconcile_backoff
+        self._asking = Asking()
+        # Who drives the runtime: None for the synchronous API, or the AsyncRuntime that
+        # holds it (one API at a time); whether close() has begun.
+        self._async_owner: object | None = None
+        self._closing = False
         self.journal = journal
         self.table = table
         self.compaction = compaction if compaction is not None else Compaction()
@@ -156,6 +196,9 @@ class Runtime:
             clock=self.clock,
         )
         self._awaiting_verify: dict[str, VerifyHint] = {}
+        # Ops an earlier life left open: until recover() has decided them, no call of
+        # them is answered (it would answer a bare info, its hint never made).
+        self._must_recover = {op.op_id for op in self.ops.unsettled()}
         # Threads: every step and append is made under _lock; an op's calls take turns
         # at its gate (a lock and how many calls hold or wait for it).
         self._lock = _thread.RLock()
@@ -193,6 +236,8 @@ class Runtime:
         clock: Callable[[], float] | None = None,
         reconcilers: Mapping[str, Reconciler] | None = None,
         reconcile_timeout: float = RECONCILE_TIMEOUT,
+        reconcile_redoes: int = RECONCILE_REDOES,
+        reconcile_backoff: float = RECONCILE_BACKOFF,
     ) -> Runtime:
         """Lock and read the journal, start an incarnation.
 
@@ -212,9 +257,14 @@ class Runtime:
         and measures its provider's window at each start. ``reconcilers`` maps a
         tool to the function that asks its provider whether an op's effect is there
         (``harness.runtime.reconcile``); one that has not answered after
-        ``reconcile_timeout`` seconds counts as unknown.
+        ``reconcile_timeout`` seconds counts as unknown. A chain of redoes made by a
+        reconciler's ABSENT answers holds at most ``reconcile_redoes`` redoes, and a
+        reply lost in a life is reconciled only after ``reconcile_backoff`` seconds
+        (doubled at each redo). Options out of range are a ``ValueError`` before the
+        journal is opened.
         """
         identity = _identity(identity)
+        _check_options(reconcile_timeout, reconcile_redoes, reconcile_backoff)
         journal = cls._journal_class(path, listener=listener)
         try:
             return cls(
@@ -226,6 +276,8 @@ class Runtime:
                 clock=clock,
                 reconcilers=reconcilers,
                 reconcile_timeout=reconcile_timeout,
+                reconcile_redoes=reconcile_redoes,
+                reconcile_backoff=reconcile_backoff,
             )
         except BaseException:
             journal.close()
@@ -243,22 +295,30 @@ class Runtime:
     ) -> RecoveryReport:
         """Journal every decision, then retry what is safe and hand over VERIFY hints.
 
-        ``RuntimeError`` while a call is in flight: recovery decides from a journal
-        no call is writing. Calls made while it runs wait for it.
+        ``RuntimeUsageError`` (a ``RuntimeError``) while a call is in flight:
+        recovery decides from a journal no call is writing. Calls made while it
+        runs wait for it. Until it has run, a journal that holds ops an earlier
+        life left open answers no call.
         """
+        self._sync_api("recover()")
+        _refuse_async_tool(execute)
         with self._lock:
-            if self._gates:
-                raise RuntimeError(
-                    f"recover() while {len(self._gates)} call(s) are in flight; "
-                    "recover before the calls start"
-                )
+            self._refuse_recovery_in_flight(len(self._gates))
             return self._drive(self._recover_steps(not_started=not_started), execute)
+
+    def _refuse_recovery_in_flight(self, calls: int) -> None:
+        if calls:
+            raise RuntimeUsageError(
+                f"recover() while {calls} call(s) are in flight: it would decide ops that "
+                "are still running; recover before the calls start"
+            )
 
     def _recover_steps(
         self, *, not_started: Mapping[str, str] | None = None
     ) -> Steps[RecoveryReport]:
         """``recover`` as steps (``harness.runtime.steps``), for either API to carry out."""
         decisions = self.plan(not_started)
+        self._must_recover = set()
         # A SKIP the journal already holds for the op in the same state is not
         # written again: it cannot change (a settled op stays settled), and
         # repeating it at every start would grow the journal with the square
@@ -279,6 +339,14 @@ class Runtime:
         for d in acting:
             log.info("%s (%s) left %s: %s", d.op_id, d.tool, d.state.value, d.decision.value)
         retried: list[CallOutcome] = []
+        # Every op a reconciler may close is asked about at once, under one deadline.
+        answers = yield from self._ask_steps(
+            [
+                self.ops[d.op_id]
+                for d in acting
+                if d.decision is Decision.VERIFY and d.hint is not None
+            ]
+        )
         for decision in acting:
             failpoint("recovery.after_decision", decision.op_id)
             op = self.ops[decision.op_id]
@@ -286,8 +354,8 @@ class Runtime:
                 failpoint("recovery.before_retry", decision.op_id)
                 retried.append((yield from self._retry_steps(op)))
             elif decision.decision is Decision.VERIFY and decision.hint is not None:
-                if op.tool in self.reconcilers:
-                    reconciled = yield from self._reconcile_steps(op)
+                if op.op_id in answers:
+                    reconciled = yield from self._reconcile_steps(op, answers[op.op_id])
                     if reconciled is not None:
                         continue
                 self._awaiting_verify[op.op_id] = VerifyHint(
@@ -350,7 +418,9 @@ class Runtime:
 
     def deliver_hints(self) -> tuple[VerifyHint, ...]:
         """Journal each pending hint as delivered and return them for the model."""
+        self._sync_api("deliver_hints()")
         with self._lock:
+            self._check_recovered("deliver_hints()", None)
             return self._drive(self._hint_steps(), no_tool)
 
     def _hint_steps(self) -> Steps[tuple[VerifyHint, ...]]:
@@ -381,6 +451,7 @@ class Runtime:
         anything but REDONE (or missing for it). A call answered by content
         may be resolved under its own id: the op that answered it is.
         """
+        self._sync_api("resolve()")
         with self._lock:
             self._drive(self._resolve_steps(op_id, resolution, redo_op=redo_op, note=note), no_tool)
 
@@ -437,18 +508,49 @@ class Runtime:
         as a VERIFY hint (or, for a retry-safe op, run again at its next call).
         A call of an op another thread is calling waits for it, then is answered
         as above.
+
+        Refused before anything is journaled or run: an op id the journal holds for
+        another tool or other arguments (``OpConflictError``); a call before
+        ``recover()`` on a journal an earlier life left ops open in, after
+        ``close()``, or while an ``AsyncRuntime`` drives this runtime
+        (``RuntimeUsageError``); an ``async def`` tool (``TypeError``: use
+        ``AsyncRuntime``). A ``JournalWriteError`` says whether the call's outcome
+        is unknown (``outcome_unknown``).
         """
+        self._sync_api("call()")
+        _refuse_async_tool(execute)
         gate = self._enter(op_id)
         try:
             return self._drive(
                 self._call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh), execute
             )
+        except JournalError as exc:
+            told = self._told(op_id, exc)
+            if told is exc:
+                raise
+            raise told from exc.__cause__ or exc
         finally:
             self._leave(op_id, gate)
+
+    def _told(self, op_id: str, exc: JournalError) -> JournalError:
+        """A journal failure as the call of ``op_id`` is told it: whether its outcome is
+        unknown (its intent may be on disk, or an earlier one was), or it did not run."""
+        if isinstance(exc, JournalWriteError) and exc.op_id is None:
+            op = self.ops.get(op_id)
+            open_now = op is not None and op.state is OpState.RUNNING and not op.resolved
+            return exc.for_call(op_id, unknown=open_now or op_id in exc.maybe_durable)
+        if self._closing and not isinstance(exc, JournalWriteError | JournalClosedError):
+            return JournalClosedError(
+                f"{self.journal.path}: the runtime was closed while call {op_id} was under "
+                "way; its outcome is unknown, and the next start decides it by its class"
+            )
+        return exc
 
     def _enter(self, op_id: str) -> _Gate:
         """Wait for this op's turn: no other call of it is under way when this returns."""
         with self._lock:
+            if self._closing:
+                raise RuntimeUsageError(f"call({op_id!r}) after close(): the runtime is closed")
             gate = self._gates.get(op_id)
             if gate is None:
                 gate = self._gates[op_id] = _Gate()
@@ -474,14 +576,30 @@ class Runtime:
     ) -> Steps[CallOutcome]:
         """``call`` as steps (``harness.runtime.steps``), for either API to carry out."""
         self.journal.check_writable()  # after a failed append, no call is answered at all
+        self._check_recovered(f"call({op_id!r})", op_id)
+        if not isinstance(args, Mapping):
+            raise TypeError(
+                f"{op_id} ({tool}): arguments must be a mapping of names to values, not "
+                f"{type(args).__name__}; nothing was journaled or run"
+            )
+        if redo_of is not None and redo_of not in self.ops:
+            raise ValueError(
+                f"{op_id} ({tool}): redo_of={redo_of!r} names an op the journal does not "
+                "hold; nothing was journaled or run"
+            )
         op = self.ops.get(op_id)
         if op is not None:
+            _refuse_conflict(op_id, op, tool, args)
             self._claimed.add(op_id)
             if self._runs_again(op):
                 return (yield from self._guarded(op_id, tool, args, self._retry_steps(op)))
             return self.outcome_of(op_id)
-        known = self._aliases.get(op_id) or self._match(tool, args, redo_of, fresh=fresh)
+        alias = self._aliases.get(op_id)
+        if alias is not None:
+            _refuse_conflict(op_id, self.ops[alias], tool, args)
+        known = alias or self._match(tool, args, redo_of, fresh=fresh)
         if known is not None:
+            self._check_recovered(f"call({op_id!r}), known by content as {known!r},", known)
             self._aliases[op_id] = known
             self._claimed.add(known)
             return self.outcome_of(op_id)
@@ -500,7 +618,7 @@ class Runtime:
         if finish.unknown:  # a lost reply of a call that must not run twice: VERIFY it now
             op = self.ops.get(op_id)
             if op is not None and tool in self.reconcilers:  # unless its provider can tell
-                reconciled = yield from self._reconcile_steps(op)
+                reconciled = yield from self._reconcile_steps(op, lost_now=True)
                 if reconciled is not None:
                     return replace(reconciled, op_id=op_id, executed=True)
             hint = yield from self._verify_now(op_id, tool, args)
@@ -542,11 +660,8 @@ class Runtime:
         yield Append((HintRecord(op_id, self.incarnation, hint),))
         return hint
 
-    def _reconcile_steps(self, op: OpHistory, depth: int = 0) -> Steps[CallOutcome | None]:
-        """Ask the op's reconciler about its effect (``harness.runtime.reconcile``) and close
-        it as the answer says, journaled as the model's resolutions are: present, or absent
-        and redone as ``<op>.redo`` under the same key. None when it could not tell (or the
-        op is not open): the op is left to VERIFY."""
+    def _question(self, op: OpHistory) -> Question | None:
+        """What the op's reconciler is asked, or None when it has none or the op is closed."""
         reconciler = self.reconcilers.get(op.tool)
         if reconciler is None or op.state is not OpState.RUNNING or op.resolved:
             return None
@@ -554,16 +669,72 @@ class Runtime:
         ctx = CallContext(
             op.op_id, op.tool, op.attempt, self.incarnation, key_op, self.journal.journal_id
         )
-        found, note = ask_reconciler(reconciler, op.args, ctx, self.reconcile_timeout)
+        return Question(reconciler, op.args, ctx)
+
+    def _ask_steps(
+        self, ops: Sequence[OpHistory], *, delay: float = 0.0
+    ) -> Steps[dict[str, Answer]]:
+        """The answers of the ops' reconcilers, asked at once under one deadline, outside
+        the lock and off the loop (``harness.runtime.reconcile``), by op id."""
+        questions = {op.op_id: q for op in ops if (q := self._question(op)) is not None}
+        if not questions:
+            return {}
+        asked = list(questions.values())
+        timeout = self.reconcile_timeout
+        answers: list[Answer] = yield Blocking(
+            lambda: self._asking.ask_all(asked, timeout, delay=delay)
+        )
+        return dict(zip(questions, answers, strict=True))
+
+    def _redoes_before(self, op: OpHistory) -> int:
+        """How many redoes the op's chain holds up to it (0 for an op that redoes nothing)."""
+        depth, seen = 0, {op.op_id}
+        parent = op.redo_of
+        while parent is not None and parent in self.ops and parent not in seen:
+            seen.add(parent)
+            depth += 1
+            parent = self.ops[parent].redo_of
+        return depth
+
+    def _reconcile_steps(
+        self, op: OpHistory, answer: Answer | None = None, *, lost_now: bool = False
+    ) -> Steps[CallOutcome | None]:
+        """Ask the op's reconciler about its effect (``harness.runtime.reconcile``), unless
+        ``answer`` is its answer already, and close it as the answer says, journaled as the
+        model's resolutions are: present, or absent and redone as ``<op>.redo`` under the
+        same key. None when it could not tell, the op is not open, or its chain already
+        holds ``reconcile_redoes`` redoes: the op is left to VERIFY.
+
+        ``lost_now``: the op's reply was lost in this life, so the provider is asked only
+        after ``reconcile_backoff`` seconds, doubled at each redo of the chain."""
+        depth = self._redoes_before(op)
+        if answer is None:
+            delay = self.reconcile_backoff * 2**depth if lost_now else 0.0
+            answers = yield from self._ask_steps([op], delay=delay)
+            if op.op_id not in answers:
+                return None
+            answer = answers[op.op_id]
+        found, note = answer
         failpoint("recovery.reconcile", op.op_id)
         log.info("%s (%s): %s", op.op_id, op.tool, note)
+        if op.state is not OpState.RUNNING or op.resolved:
+            return None  # closed while the provider was asked
+        key_op = self._key_op(op.redo_of) or op.op_id
         if found is Reconciled.PRESENT:
             yield Append(
                 (ResolvedRecord(op.op_id, self.incarnation, Resolution.EFFECT_PRESENT, None, note),)
             )
             self._awaiting_verify.pop(op.op_id, None)
             return self._outcome_of(op.op_id)
-        if found is not Reconciled.ABSENT or depth >= MAX_RECONCILED_REDOES:
+        if found is not Reconciled.ABSENT:
+            return None
+        if depth >= self.reconcile_redoes:
+            log.info(
+                "%s (%s): absent, but its chain holds %d redoes already: left to VERIFY",
+                op.op_id,
+                op.tool,
+                depth,
+            )
             return None
         redo_op = f"{op.op_id}{REDO_SUFFIX}"
         if redo_op not in self.ops:  # else a kill came before the resolution: it stands
@@ -585,7 +756,7 @@ class Runtime:
         self._awaiting_verify.pop(op.op_id, None)
         if finish is not None and finish.unknown:  # the redo's reply was lost as well
             redo = self.ops[redo_op]
-            if (yield from self._reconcile_steps(redo, depth + 1)) is None:
+            if (yield from self._reconcile_steps(redo, lost_now=True)) is None:
                 yield from self._verify_now(redo_op, op.tool, op.args)
         return self._outcome_of(op.op_id)
 
@@ -680,6 +851,10 @@ class Runtime:
         other. Calls in other threads wait meanwhile; a tool running in one
         goes on, and its finish goes to the new file. Returns the new size.
         """
+        self._sync_api("compact()")
+        return self._compact_locked()
+
+    def _compact_locked(self) -> int:
         with self._lock:
             return self._compact()
 
@@ -727,11 +902,17 @@ class Runtime:
         directory fsynced). ``ValueError`` while an op is open (RUNNING and
         not resolved: its outcome is unknown) or a call is in flight.
         """
+        self._sync_api("retire()")
         with self._lock:
             open_ops = [op.op_id for op in self.ops.unsettled()]
             if open_ops or self._gates:
                 why = f"ops {', '.join(open_ops)} are open" if open_ops else "a call is in flight"
-                raise ValueError(f"retire(): {why}; settle or resolve them first")
+                then = (
+                    "call recover() to decide them, then settle or resolve them"
+                    if self._must_recover
+                    else "settle or resolve them first"
+                )
+                raise ValueError(f"retire(): {why}; {then}")
             self._write_many([RetiredRecord(self.incarnation, time.time())])
             self.journal.close()
             if delete:
@@ -761,8 +942,54 @@ class Runtime:
         self._claimed -= gone
         self._aliases = {a: known for a, known in self._aliases.items() if known not in gone}
 
-    def close(self) -> None:
-        self.journal.close()
+    def close(self, *, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Refuse new calls, wait up to ``timeout`` seconds for those in flight, then close.
+
+        A call still in flight then goes on running its tool, and ends with
+        ``JournalClosedError`` when it next writes: its outcome is unknown, and
+        its op stays RUNNING for the next start to decide by its class.
+        """
+        with self._lock:
+            self._closing = True
+        deadline = time.monotonic() + max(0.0, timeout)
+        while self._gates and time.monotonic() < deadline:
+            time.sleep(0.002)  # rare and short: not worth a condition on every call
+        with self._lock:
+            self.journal.close()
+
+    def _sync_api(self, what: str) -> None:
+        """Refuse the synchronous API while an ``AsyncRuntime`` drives this runtime."""
+        if self._async_owner is not None:
+            raise RuntimeUsageError(
+                f"{what} on a runtime an AsyncRuntime drives: use one API at a time "
+                "(await the AsyncRuntime's methods, or aclose() it first)"
+            )
+
+    def _check_recovered(self, what: str, op_id: str | None) -> None:
+        """Refuse, before ``recover()``, a call of an op an earlier life left open (or, for
+        ``op_id`` None, anything while such an op is there)."""
+        if op_id in self._must_recover or (op_id is None and self._must_recover):
+            raise RuntimeUsageError(
+                f"{what} before recover(): the journal holds {len(self._must_recover)} op(s) "
+                "an earlier life left open; call recover() first, which decides each of them"
+            )
+
+    def _attach(self, owner: object) -> None:
+        """An ``AsyncRuntime`` takes this runtime over; refused while it is in use."""
+        with self._lock:
+            if self._async_owner is not None:
+                raise RuntimeUsageError("another AsyncRuntime drives this runtime already")
+            if self._gates:
+                raise RuntimeUsageError(
+                    f"AsyncRuntime over a runtime with {len(self._gates)} synchronous call(s) "
+                    "in flight: use one API at a time"
+                )
+            self._async_owner = owner
+
+    def _detach(self, owner: object) -> None:
+        with self._lock:
+            if self._async_owner is owner:
+                self._async_owner = None
 
     def __enter__(self) -> Runtime:
         return self
@@ -826,6 +1053,38 @@ def _skip_key(record: Record) -> tuple[str, OpState] | None:
     if isinstance(record, SettledRecord) and record.skipped:
         return record.op_id, record.state
     return None
+
+
+def _refuse_async_tool(execute: object) -> None:
+    """The synchronous API cannot await a tool: refused before anything is journaled."""
+    if is_async_function(execute):
+        raise TypeError(
+            f"{getattr(execute, '__qualname__', execute)!r} is an async function: the "
+            "synchronous Runtime cannot await it; run it through AsyncRuntime. Nothing "
+            "was journaled or run"
+        )
+
+
+def _refuse_conflict(op_id: str, op: OpHistory, tool: str, args: Mapping[str, Any]) -> None:
+    """An op id the journal holds, called for another tool or with other arguments."""
+    try:
+        asked = digest(args)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{op_id} ({tool}): arguments are not JSON ({exc}); nothing was journaled or run"
+        ) from None
+    if op.tool != tool or (op.args_digest and op.args_digest != asked):
+        raise OpConflictError(op_id, (op.tool, op.args_digest), (tool, asked))
+
+
+def _check_options(timeout: float, redoes: int, backoff: float) -> None:
+    """Refuse reconciling options no runtime could keep."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < inf:
+        raise ValueError(f"reconcile_timeout must be a positive number of seconds, got {timeout!r}")
+    if isinstance(redoes, bool) or not isinstance(redoes, int) or redoes < 0:
+        raise ValueError(f"reconcile_redoes must be a whole number, 0 or more, got {redoes!r}")
+    if isinstance(backoff, bool) or not isinstance(backoff, int | float) or not 0 <= backoff < inf:
+        raise ValueError(f"reconcile_backoff must be 0 or more seconds, got {backoff!r}")
 
 
 def _identity(value: Identity | str) -> Identity:

@@ -7,6 +7,8 @@ as generators that yield steps and get back what the step came to:
                          ``sync``); the step returns once they are written
     Invoke(tool, args)   run the tool; the step returns its result, or the
                          tool's exception is thrown back in at the same place
+    Blocking(work)       call ``work()``, which may wait long (a reconciler asking
+                         a provider): outside the lock, off the loop
 
 A driver carries the steps out. ``run_steps`` does it in the caller's thread:
 the synchronous ``Runtime``, which hands it a lock so that threads sharing one
@@ -38,12 +40,14 @@ from harness.runtime.records import Record
 
 __all__ = [
     "Append",
+    "Blocking",
     "CallContext",
     "Invoke",
     "Step",
     "Steps",
     "advance",
     "idempotency_key",
+    "is_async_function",
     "no_tool",
     "run_steps",
 ]
@@ -107,7 +111,15 @@ class Invoke:
     ctx: CallContext
 
 
-Step = Append | Invoke
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """Call ``work()`` where waiting costs nobody else: outside the runtime's lock (sync),
+    in a thread (async). The step returns what it returned."""
+
+    work: Callable[[], Any]
+
+
+Step = Append | Invoke | Blocking
 Steps = Generator[Step, Any, T]
 """A protocol run: yields steps, is sent what each came to, returns its value."""
 
@@ -119,8 +131,8 @@ def no_tool(tool: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
 
 def advance(steps: Steps[T], reply: Any, error: BaseException | None) -> Step | T:
     """The next step, after the last came to ``reply`` (or raised ``error``); at the end,
-    the run's value. A driver tells the two apart by type: a step is ``Append`` or
-    ``Invoke``, and no run returns either."""
+    the run's value. A driver tells the two apart by type: a step is ``Append``,
+    ``Invoke`` or ``Blocking``, and no run returns any of them."""
     try:
         return steps.throw(error) if error is not None else steps.send(reply)
     except StopIteration as done:
@@ -161,7 +173,50 @@ def run_steps(
         if isinstance(step, Invoke):
             try:
                 reply = execute(step.tool, step.args, step.ctx)
+                if hasattr(type(reply), "__await__"):
+                    reply = _refuse_awaitable(step.tool, reply)
             except BaseException as exc:  # the protocol decides what it means
+                error = exc
+        elif isinstance(step, Blocking):
+            try:
+                reply = step.work()
+            except BaseException as exc:
                 error = exc
         else:
             return step
+
+
+def _refuse_awaitable(tool: str, reply: Any) -> Any:
+    """A tool that handed the synchronous driver an awaitable: nothing awaited it, so its
+    result is not known. Raised as the tool's own error: the call's outcome is unknown."""
+    close = getattr(reply, "close", None)
+    if callable(close):  # a coroutine never started: close it, so Python does not warn
+        close()
+    raise TypeError(
+        f"{tool}: the tool returned {type(reply).__name__}, an awaitable the synchronous "
+        "runtime cannot await; run async tools through AsyncRuntime"
+    )
+
+
+def is_async_function(function: object) -> bool:
+    """Whether calling ``function`` makes a coroutine (``async def``, also bound, wrapped in
+    ``functools.partial`` or as a callable object's ``__call__``), read from its code flags
+    rather than ``inspect``, which a restarted agent would pay for at every start."""
+    for _ in range(8):  # partials of partials, bound methods of callables: a few levels
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            return bool(code.co_flags & (_CO_COROUTINE | _CO_ASYNC_GENERATOR))
+        inner = getattr(function, "__func__", None) or getattr(function, "func", None)
+        if inner is None:
+            if isinstance(function, type):
+                return False  # a class: calling it makes an instance
+            try:
+                inner = type(function).__call__  # a callable object: its method
+            except AttributeError:
+                return False
+        function = inner
+    return False
+
+
+_CO_COROUTINE = 0x80
+_CO_ASYNC_GENERATOR = 0x200

@@ -22,7 +22,14 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from harness.runtime import Resolution, Runtime, ToolError, ToolTable, TransientToolError
+from harness.runtime import (
+    OpConflictError,
+    Resolution,
+    Runtime,
+    ToolError,
+    ToolTable,
+    TransientToolError,
+)
 from harness.runtime.compaction import Compaction
 from harness.runtime.journal import scan_journal
 from harness.runtime.records import SettledRecord
@@ -75,7 +82,7 @@ def _answer(do: Callable[[], Any]) -> Any:
     """What an action answered: its value, or the exception it raised (by type and text)."""
     try:
         return do()
-    except (ToolCrash, ValueError) as exc:
+    except (ToolCrash, ValueError, OpConflictError) as exc:
         return (type(exc).__name__, str(exc))
 
 

@@ -90,6 +90,7 @@ def _key(path: Path, op_id: str) -> str:
         keys.append(ctx.idempotency_key)  # type: ignore[attr-defined]
 
     with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
+        rt.recover(tool)
         rt.call(op_id, "send_email", {}, tool)
     return keys[0]
 

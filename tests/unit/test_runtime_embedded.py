@@ -231,7 +231,7 @@ class TestCancellation:
         self, journal_path: Path
     ) -> None:
         """Cancelled before its intent's write came back: the tool never runs, and the intent
-        that did land is closed as of unknown outcome (VERIFY for an unsafe op)."""
+        that did land is closed as failed (it never ran): no VERIFY, no retry."""
         runs: list[str] = []
 
         def tool(name: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
@@ -256,7 +256,8 @@ class TestCancellation:
             "IntentRecord",
             "FinishRecord",
         ]
-        assert outcome.status == "info" and outcome.hint is not None
+        assert outcome.status == "fail" and outcome.hint is None
+        assert outcome.error is not None and "before the tool ran" in outcome.error
 
     def test_a_call_cancelled_while_its_finish_is_written_keeps_its_outcome(
         self, journal_path: Path

@@ -324,8 +324,10 @@ class TestCallNeverRepeats:
             again = rt.call("op-1", "alarm", ARGS, tool)
             assert again.status == "info" and again.hint is not None
         with open_runtime(journal_path) as rt:
+            rt.recover(tool)
             outcome = rt.call("op-1", "alarm", ARGS, tool)
         assert (outcome.status, outcome.executed) == ("info", False)
+        assert outcome.hint is not None
         assert tool.count("op-1") == 1
 
     def test_a_retry_safe_op_left_running_runs_again_at_its_next_call(

@@ -206,6 +206,16 @@ class TestThePublicFace:
             "ToolTableError",
             "TransientToolError",
             "VerifyHint",
+            # the journal's events, for a listener's type hints
+            "Appended",
+            "JournalEvent",
+            "JournalListener",
+            "Opened",
+            "Synced",
+            # the errors of misuse
+            "JournalClosedError",
+            "OpConflictError",
+            "RuntimeUsageError",
         }
     )
 
