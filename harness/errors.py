@@ -1,8 +1,5 @@
 """Every error this project raises on purpose: one root, each leaf naming cause and remedy.
-
-The runtime's leaves live in ``harness.runtime.errors`` (the runtime imports nothing
-else of the project) and are re-exported here; the harness adds its own leaves under
-the same root. Catch ``HarnessError`` to handle any of them.
+The runtime's leaves (``harness.runtime.errors``) are re-exported; catch ``HarnessError``.
 
     HarnessError
     ├── ToolTableError            a tool table file is malformed

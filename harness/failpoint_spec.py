@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["ACTIONS", "FailpointSpec", "parse_spec"]
+__all__ = ["ACTIONS", "MODEL_FAULTS", "FailpointSpec", "parse_spec"]
 
 ACTIONS = (
     "kill",
@@ -25,7 +25,13 @@ ACTIONS = (
     "count",
     "cancel",
     "lost-request",
+    "reuse-id",
+    "async-tool",
 )
+
+MODEL_FAULTS = ("reuse-id", "async-tool")
+"""The actions at ``model.issue`` that make the scripted model misuse the runtime, as an
+agent with that bug would (``harness.failpoints.ModelFault``)."""
 
 _ENTRY = re.compile(
     r"^(?P<name>[a-z_]+(?:\.[a-z_]+)+)(?:@(?P<hit>[0-9]+))?=(?P<action>[a-z][a-z-]*)"

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 from harness.errors import FailpointSpecError
 from harness.exits import AGENT_FAILPOINT_EXIT
-from harness.failpoint_spec import FailpointSpec, parse_spec
+from harness.failpoint_spec import MODEL_FAULTS, FailpointSpec, parse_spec
 from harness.runtime.errors import FailpointTriggered, TransientToolError
 from harness.runtime.hooks import CRASH_POINTS, set_crash_hook
 
@@ -44,7 +44,9 @@ __all__ = [
     "EXIT_HOLD_POINT",
     "FAILPOINTS",
     "FAILPOINTS_ENV",
+    "MODEL_FAULTS",
     "FailpointSpec",
+    "ModelFault",
     "absorb_hits",
     "aim_at_process_group",
     "arm",
@@ -83,6 +85,7 @@ only the exit status differs, and tells the supervisor the timer fired."""
 _AFTER_MID_EFFECT = CRASH_POINTS.index("op.mid_effect") + 1
 
 FAILPOINTS: tuple[str, ...] = (
+    "model.issue",  # the harness's: the scripted model is about to issue a step's call
     *CRASH_POINTS[: _AFTER_MID_EFFECT - 1],
     "op.request",  # the harness's: a tool's request is on its way, the world has not seen it
     *CRASH_POINTS[_AFTER_MID_EFFECT - 1 : _AFTER_MID_EFFECT],
@@ -355,6 +358,10 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         )
     elif spec.action == "cancel":
         _cancel_here(spec, hit, detail)
+    elif spec.action in MODEL_FAULTS:
+        # The agent's own bug in the call it is about to issue (``ModelFault``): the model
+        # makes it, and tells the supervisor once it has.
+        raise ModelFault(spec.action, f"{spec.name} {hit} {detail}".rstrip())
     elif spec.action == "lost-request":
         # Nothing is done; the caller sees the same timeout, and cannot tell the two apart.
         tell_supervisor(f"fault lost-request {spec.name} {hit} {detail}".rstrip())
@@ -362,6 +369,18 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
             f"{detail or spec.name}: timed out waiting for the reply (failpoint {spec}: the "
             "request was lost, nothing happened)"
         )
+
+
+class ModelFault(Exception):
+    """Raised at ``model.issue`` by an action of ``MODEL_FAULTS``: the scripted model makes
+    the next call as an agent with that bug would. ``reuse-id``: under the op id of an
+    earlier call of other content (its ids collide); ``async-tool``: with an ``async def``
+    tool handed to the synchronous runtime. ``at`` is the hit (``model.issue 3 s003``)."""
+
+    def __init__(self, kind: str, at: str) -> None:
+        super().__init__(f"{kind} at {at}")
+        self.kind = kind
+        self.at = at
 
 
 def _cancel_here(spec: FailpointSpec, hit: int, detail: str) -> None:

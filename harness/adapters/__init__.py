@@ -16,6 +16,7 @@ from types import MappingProxyType
 __all__ = [
     "ADAPTERS",
     "JOURNAL_POINTS",
+    "MODEL_POINTS",
     "OP_POINTS",
     "Adapter",
     "UnknownAdapterError",
@@ -55,6 +56,9 @@ JOURNAL_POINTS = frozenset(
 )
 """The failpoints of this project's runtime: its recovery, its journal's appends and its
 compaction (hit by an agent program that compacts: a scenario's ``compact_at``)."""
+MODEL_POINTS = frozenset({"model.issue"})
+"""The failpoints of ``harness.agent``'s scripted model: it is about to issue a step's call
+(where ``reuse-id`` makes it reuse an earlier call's op id)."""
 DBOS_DATABASE = "dbos.sqlite"
 """DBOS's SQLite system database in the trial folder (the dbos and pydantic-ai adapters)."""
 LANGGRAPH_CHECKPOINTS = "langgraph.sqlite"
@@ -88,7 +92,8 @@ class Adapter:
         """The failpoints its agent program hits: a schedule that names another is not run."""
         if self.points is not None:
             return self.points
-        return OP_POINTS | JOURNAL_POINTS if self.journal else OP_POINTS
+        points = OP_POINTS | JOURNAL_POINTS if self.journal else OP_POINTS
+        return points | MODEL_POINTS if self.takes_model else points
 
     @property
     def black_box(self) -> bool:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, TypeVar
 
 from harness.failpoints import failpoint
 from harness.runtime import (
+    CallContext,
     CallOutcome,
     Decision,
     OpState,
@@ -36,7 +37,7 @@ from harness.runtime import (
 from harness.runtime import journal as journal_module
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.runtime.errors import JournalCorruptError, JournalVersionError
-from harness.runtime.executor import Executor
+from harness.runtime.executor import NOT_JSON, Executor
 from harness.runtime.identity import ContentKey, Identity, match_by_content
 from harness.runtime.journal import (
     FILE_HEADER,
@@ -978,6 +979,43 @@ class ReconcileNewKey(BrokenRuntime):
             executor.reconciling -= 1
 
 
+class AnswersReusedId(BrokenRuntime):
+    mistake = "answers an op id called again with other content from the op it names"
+    caught_by = ("I8", "I11")
+    needs_fault = "reused-id"
+
+    def _check_content(self, op_id: str, op: OpHistory, tool: str, args: Mapping[str, Any]) -> None:
+        pass  # the mistake: the journal holds the id, so the call is taken as that op's
+
+
+class AwaitsNothing(BrokenRuntime):
+    mistake = "takes the coroutine an async tool returns, never awaited, for its result"
+    caught_by = ("I8", "I11")
+    needs_fault = "async-tool"
+
+    def _check_tool(self, execute: object) -> None:
+        pass  # the mistake: an async def tool is taken as any other
+
+    def call(
+        self,
+        op_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        execute: ToolFunction,
+        *,
+        redo_of: str | None = None,
+        fresh: bool = False,
+    ) -> CallOutcome:
+        def unawaited(name: str, given: Mapping[str, Any], ctx: CallContext) -> Any:
+            reply = execute(name, given, ctx)
+            if not hasattr(type(reply), "__await__"):
+                return reply
+            reply.close()  # never run: journaled as the object it is, a success
+            return {NOT_JSON: type(reply).__qualname__, "repr": repr(reply)}
+
+        return super().call(op_id, tool, args, unawaited, redo_of=redo_of, fresh=fresh)
+
+
 class KeyWindowNeverPasses(BrokenRuntime):
     mistake = "ages a keyed op's key from this start, so its window never passes: retried"
     caught_by = ("I2",)
@@ -1036,6 +1074,8 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "key-changes-on-retry": KeyChangesOnRetry,
     "reconcile-new-key": ReconcileNewKey,
     "key-window-never-passes": KeyWindowNeverPasses,
+    "answers-reused-id": AnswersReusedId,
+    "awaits-nothing": AwaitsNothing,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

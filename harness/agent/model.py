@@ -23,10 +23,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from harness.agent.plan import Plan, PlanStep, batches, plan_id, reissued_id
-from harness.failpoints import tell_supervisor
+from harness.failpoints import ModelFault, failpoint, tell_supervisor
 from harness.runtime import (
     CallContext,
     CallOutcome,
+    OpConflictError,
     Resolution,
     Runtime,
     ToolFunction,
@@ -103,10 +104,55 @@ class ScriptedModel:
         was found (ack), it was redone (the redo's outcome), or it could not
         be verified (info). Returned as the words to tell: what, the op and the
         result the model was handed.
+
+        At ``model.issue`` a fault of the model's own (``ModelFault``) makes it
+        first issue the call as a buggy agent would: the runtime must refuse it,
+        and the model then issues it as it should. Whatever the runtime answers
+        instead is taken as the step's answer.
         """
+        try:
+            failpoint("model.issue", op_id)
+        except ModelFault as fault:
+            answered = self.misuse(fault, step, op_id)
+            if answered is not None:
+                return answered
         return self.settle(
             step, op_id, self.runtime.call(op_id, step.tool, step.args, self.execute)
         )
+
+    def misuse(self, fault: ModelFault, step: PlanStep, op_id: str) -> Told | None:
+        """Issue the step's call with the fault's bug; what the runtime answered, or None
+        when it refused (or the bug had nothing to act on)."""
+        if fault.kind == "reuse-id":
+            reused = self.reused_id(step)
+            if reused is None:
+                return None
+            tell_supervisor(f"fault reuse-id {fault.at} {reused}")
+            try:
+                outcome = self.runtime.call(reused, step.tool, step.args, self.execute)
+            except OpConflictError:
+                return None  # refused, as it must be: issued under its own id
+            return self.settle(step, op_id, outcome)
+        execute = self.execute
+
+        async def tool(name: str, args: Mapping[str, object], ctx: CallContext) -> object:
+            return execute(name, args, ctx)
+
+        tell_supervisor(f"fault async-tool {fault.at}")
+        try:
+            outcome = self.runtime.call(op_id, step.tool, step.args, tool)
+        except TypeError:
+            return None  # refused before anything was journaled: issued with the plain tool
+        return self.settle(step, op_id, outcome)
+
+    def reused_id(self, step: PlanStep) -> str | None:
+        """The id an agent whose ids collide would give ``step``: the nearest earlier
+        step's of another tool or other arguments (None when there is none)."""
+        steps = tuple(self.plan.steps)
+        for earlier in reversed(steps[: steps.index(step)]):
+            if (earlier.tool, earlier.args) != (step.tool, step.args):
+                return self.issued_id(earlier)
+        return None
 
     def issue_batch(self, steps: tuple[PlanStep, ...]) -> None:
         """Run a batch's calls at once (on an event loop or threads), then verify each whose

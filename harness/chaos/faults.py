@@ -39,6 +39,8 @@ FAULT_KINDS = {
     "version-skew": "a whole frame of a newer format appended, as a rolled-back upgrade leaves",
     "cancel": "a batch call is cancelled (CancelledError) after its intent or its effect",
     "lost-request": "an unsafe call's request is lost before its effect (the same timeout)",
+    "reused-id": "the agent issues a call under an earlier call's op id (its ids collide)",
+    "async-tool": "the agent hands an async tool to the synchronous runtime",
 }
 
 SECTOR = 512

@@ -241,6 +241,10 @@ class CrashSchedule:
                 kinds.add("lost-request")
             if "=cancel" in life.failpoints:
                 kinds.add("cancel")
+            if "=reuse-id" in life.failpoints:
+                kinds.add("reused-id")
+            if "=async-tool" in life.failpoints:
+                kinds.add("async-tool")
             if life.after_death:
                 kinds.add(life.after_death.split(":", 1)[0])
             if life.table == "unlisted":
@@ -349,7 +353,9 @@ def exhaustive_schedules(
     which it must refuse too; a few appends meet a full disk; every tool call
     of the run once loses its reply after its effect (``lost-reply``), and every
     call ``unsafe_call`` says must not run twice once loses its request before it
-    (``lost-request``): the caller cannot tell the two timeouts apart. Each call
+    (``lost-request``): the caller cannot tell the two timeouts apart. Twice per
+    scenario the model issues a call under an earlier call's op id (``reused-id``), and
+    once with an ``async def`` tool on the synchronous API (``async-tool``). Each call
     of a batch (``batch_call`` says which hits served one) is cancelled once after
     its intent, and a few after their effect (``cancel``).
 
@@ -440,6 +446,16 @@ def exhaustive_schedules(
         if unsafe_call is not None and unsafe_call("op.request", hit):
             lost = Life(f"op.request@{hit}=lost-request")
             yield f"op.request@{hit}+lost-request", CrashSchedule((lost,))
+    issued = hits.get("model.issue", 0)
+    for hit in sorted({2, issued} & set(range(2, issued + 1))):
+        # The model issues a call under an earlier call's id: the runtime must refuse it.
+        reused = Life(f"model.issue@{hit}=reuse-id")
+        yield f"model.issue@{hit}+reused-id", CrashSchedule((reused,))
+    if issued:
+        # ... and once with an async tool on the synchronous API, refused the same way.
+        hit = (issued + 1) // 2
+        awaited = Life(f"model.issue@{hit}=async-tool")
+        yield f"model.issue@{hit}+async-tool", CrashSchedule((awaited,))
     appends = hits.get("journal.append", 0)
     for hit in sorted(hit for hit in {*DISK_FULL_HITS, *disk_full} if hit <= appends):
         full = Life(f"journal.append@{hit}=enospc")

@@ -8,18 +8,18 @@
     journal FINISHED (SUCCEEDED | FAILED, result digest)                 durable
     failpoint op.after_finish
 
-A ``TransientToolError`` is retried in-process, each attempt journaled under
-the same op id, only when the class snapshot is retry-safe and at most
-``max_attempts`` times in one call (attempts of earlier lives do not count). From a call that is not retry-safe it is an unknown
-outcome, not a failure: a timeout may come after the effect (the reply was
-lost), so the op is journaled as of unknown outcome, never retried here, and
-handed to the model to VERIFY. Any other exception from the tool (a bug), and
-a cancellation, ``KeyboardInterrupt`` or ``SystemExit`` raised while the call is
-under way, is journaled as an unknown outcome and raised on: the op stays
-RUNNING, as after a crash, and is handed on by its class. A result that is not
+A ``TransientToolError`` is retried in-process, each attempt journaled under the
+same op id, only when the class snapshot is retry-safe and at most ``max_attempts``
+times in one call (attempts of earlier lives do not count). From a call that is not
+retry-safe it is an unknown outcome, not a failure: a timeout may come after the
+effect (the reply was lost), so the op is journaled as of unknown outcome, never
+retried here, and handed to the model to VERIFY. Any other exception from the tool
+(a bug), and a cancellation, ``KeyboardInterrupt`` or ``SystemExit`` raised while
+the call is under way, is journaled as an unknown outcome and raised on: the op
+stays RUNNING, as after a crash, and is handed on by its class. A result that is not
 JSON is journaled as what it is (its type and ``repr``), never left out; one too
-large for a journal frame as its digest and size (``TOO_LARGE``), never turned
-into a failure after its effect.
+large for a journal frame as its digest and size (``TOO_LARGE``), never turned into
+a failure after its effect.
 """
 
 from __future__ import annotations
@@ -194,9 +194,11 @@ class Executor:
             except BaseException as exc:
                 # Only a driver on an event loop throws here: the call was cancelled while
                 # its intent was being written. The intent may be durable, but the tool
-                # never ran and never will under this attempt: journaled as failed, so no
-                # start retries it or asks the model to verify an effect that cannot be.
-                yield self._finish_append(self._not_run(intent, exc))
+                # never ran. An unsafe op is journaled as failed, so that no start asks the
+                # model to verify an effect that cannot be there; a retry-safe one as of
+                # unknown outcome, so that its next call (or start) runs it after all.
+                interrupted = self._interrupted if snapshot.retry_safe else self._not_run
+                yield self._finish_append(interrupted(intent, exc))
                 raise
             failpoint("op.after_intent", op_id)
             finish = yield from self.invoke(intent, key_op=key_op)

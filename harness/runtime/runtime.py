@@ -133,8 +133,8 @@ class Runtime:
 
     Not a stable API, but the one surface for fault-injection subclasses (the
     harness's deliberately broken runtimes): ``_journal_class``,
-    ``_executor_class``, ``plan``, ``_hint_steps``, ``_resolve_steps`` and
-    ``_compacted`` here,
+    ``_executor_class``, ``plan``, ``_hint_steps``, ``_resolve_steps``,
+    ``_check_tool``, ``_check_content`` and ``_compacted`` here,
     and the executor's ``steps``, ``invoke``, ``_intent_append``,
     ``_finish_append`` and ``_may_retry``.
     """
@@ -518,7 +518,7 @@ class Runtime:
         is unknown (``outcome_unknown``).
         """
         self._sync_api("call()")
-        _refuse_async_tool(execute)
+        self._check_tool(execute)
         gate = self._enter(op_id)
         try:
             return self._drive(
@@ -589,14 +589,14 @@ class Runtime:
             )
         op = self.ops.get(op_id)
         if op is not None:
-            _refuse_conflict(op_id, op, tool, args)
+            self._check_content(op_id, op, tool, args)
             self._claimed.add(op_id)
             if self._runs_again(op):
                 return (yield from self._guarded(op_id, tool, args, self._retry_steps(op)))
             return self.outcome_of(op_id)
         alias = self._aliases.get(op_id)
         if alias is not None:
-            _refuse_conflict(op_id, self.ops[alias], tool, args)
+            self._check_content(op_id, self.ops[alias], tool, args)
         known = alias or self._match(tool, args, redo_of, fresh=fresh)
         if known is not None:
             self._check_recovered(f"call({op_id!r}), known by content as {known!r},", known)
@@ -637,6 +637,16 @@ class Runtime:
             if op is not None and not op.snapshot.retry_safe:
                 yield from self._verify_now(op_id, tool, args)
             raise
+
+    def _check_tool(self, execute: object) -> None:
+        """Refuse an ``async def`` tool on the synchronous API (a seam: a broken runtime
+        takes the coroutine it makes for the tool's result)."""
+        _refuse_async_tool(execute)
+
+    def _check_content(self, op_id: str, op: OpHistory, tool: str, args: Mapping[str, Any]) -> None:
+        """Refuse a call of a journaled op with other content (a seam: a broken runtime
+        answers it from the op instead)."""
+        _refuse_conflict(op_id, op, tool, args)
 
     def _runs_again(self, op: OpHistory) -> bool:
         """Whether a call of an op the journal knows runs it again: an op of a retry-safe
@@ -1066,7 +1076,8 @@ def _refuse_async_tool(execute: object) -> None:
 
 
 def _refuse_conflict(op_id: str, op: OpHistory, tool: str, args: Mapping[str, Any]) -> None:
-    """An op id the journal holds, called for another tool or with other arguments."""
+    """``OpConflictError`` for an op id the journal holds, called for another tool or with
+    other arguments."""
     try:
         asked = digest(args)
     except (TypeError, ValueError) as exc:

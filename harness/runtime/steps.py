@@ -12,18 +12,16 @@ as generators that yield steps and get back what the step came to:
 
 A driver carries the steps out. ``run_steps`` does it in the caller's thread:
 the synchronous ``Runtime``, which hands it a lock so that threads sharing one
-runtime never interleave their steps (the tools run outside it).
-``harness.runtime.aio`` does it on an asyncio event loop, with the journal's
-writes made off the loop, so that
-calls issued together share writes and fsyncs (``AsyncRuntime``). Nothing else
-differs between the two APIs, so the same journal gets the same decisions from
-both, and a broken runtime that changes a step changes both.
+runtime never interleave their steps (the tools run outside it). ``AsyncRuntime``
+(``harness.runtime.aio``) does it on an event loop, its journal writes made off
+the loop and shared by calls issued together. Nothing else differs between the
+two APIs: the same journal gets the same decisions from both, and a broken
+runtime that changes a step changes both.
 
-An ``Append`` with ``wait=False`` asks the driver to go on before the records
-are written. The synchronous driver writes them at once all the same (nothing
-else runs in between); the asynchronous one queues them and goes on, which is
-only ever right for records no later step depends on (the harness's broken
-runtimes use it to forget an ``await``).
+An ``Append`` with ``wait=False`` asks the driver to go on before the records are
+written: the synchronous driver writes them at once all the same, the asynchronous
+one queues them and goes on, which is only ever right for records no later step
+depends on (the harness's broken runtimes use it to forget an ``await``).
 """
 
 from __future__ import annotations

@@ -116,3 +116,53 @@ class TestUnlistedTools:
             runtime="unlisted-as-read-only",
         )
         assert "I5" in result.failed_invariants, _failed(result)
+
+
+class TestReusedOpId:
+    def test_the_runtime_refuses_and_the_step_runs_under_its_own_id(
+        self, run_mini: TrialRunner
+    ) -> None:
+        """The model issues step 3 under step 2's id: refused (other content), then issued
+        under its own id; the world is the golden run's."""
+        result = run_mini('[{"failpoints":"model.issue@3=reuse-id"}]')
+        assert result.status == "pass", _failed(result)
+        intents = [
+            e.op_id
+            for e in read_journal(result.directory / "journal").entries
+            if e.kind == "intent"
+        ]
+        assert intents.count("s002") == 1 and "s003" in intents
+        assert _history(result, "s003") == ["invoke", "ok"]
+
+    def test_a_runtime_that_answers_it_from_the_other_op_is_caught(
+        self, run_mini: TrialRunner
+    ) -> None:
+        """A runtime that answers the reused id from step 2's op: step 3's effect never
+        happens (I8) and the model was told a result no run of step 3 gave (I11)."""
+        result = run_mini('[{"failpoints":"model.issue@3=reuse-id"}]', runtime="answers-reused-id")
+        assert {"I8", "I11"} <= set(result.failed_invariants), _failed(result)
+
+
+class TestAsyncToolOnTheSyncApi:
+    def test_the_runtime_refuses_it_before_anything_is_journaled(
+        self, run_mini: TrialRunner
+    ) -> None:
+        """The model hands step 3 an async tool: refused with nothing journaled, then run
+        with its plain tool; one intent for the step."""
+        result = run_mini('[{"failpoints":"model.issue@3=async-tool"}]')
+        assert result.status == "pass", _failed(result)
+        intents = [
+            e.op_id
+            for e in read_journal(result.directory / "journal").entries
+            if e.kind == "intent"
+        ]
+        assert intents.count("s003") == 1
+        assert _history(result, "s003") == ["invoke", "ok"]
+
+    def test_a_runtime_that_takes_the_coroutine_for_a_result_is_caught(
+        self, run_mini: TrialRunner
+    ) -> None:
+        """A runtime that journals the unawaited coroutine as a success: the step's effect
+        never happens (I8), and the model was told a result nothing returned (I11)."""
+        result = run_mini('[{"failpoints":"model.issue@3=async-tool"}]', runtime="awaits-nothing")
+        assert {"I8", "I11"} <= set(result.failed_invariants), _failed(result)

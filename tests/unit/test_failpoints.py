@@ -404,10 +404,12 @@ class TestAimedKills:
 
 class TestTheRuntimesHook:
     def test_the_points_are_the_runtimes_and_the_harnesss_own_in_protocol_order(self) -> None:
-        """FAILPOINTS: the runtime's crash points, with the harness's op.request before the
-        effect, op.reply after the effect's middle and agent.before_exit after the runtime's; then a
-        black box's, hit in the harness's servers (harness.blackbox)."""
+        """FAILPOINTS: the scripted model's model.issue first, then the runtime's crash points,
+        with the harness's op.request before the effect, op.reply after the effect's middle and
+        agent.before_exit after the runtime's; then a black box's, hit in the harness's
+        servers (harness.blackbox)."""
         assert FAILPOINTS == (
+            "model.issue",
             "op.before_intent",
             "op.after_intent",
             "op.request",
