@@ -27,6 +27,7 @@ ACTIONS = (
     "lost-request",
     "reuse-id",
     "async-tool",
+    "recover",
 )
 
 MODEL_FAULTS = ("reuse-id", "async-tool")

@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from harness.errors import FailpointSpecError
 from harness.exits import AGENT_FAILPOINT_EXIT
@@ -60,6 +60,7 @@ __all__ = [
     "parse_failpoints",
     "report_hit_counts",
     "report_hit_counts_once",
+    "set_recover_hook",
     "tell_supervisor",
 ]
 
@@ -148,6 +149,7 @@ class _Trigger:
 
 _armed: dict[str, _Trigger] = {}
 _ready_ns: int | None = None
+_recover_hook: Callable[[str], None] | None = None
 _aim_group = False
 
 
@@ -358,6 +360,13 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         )
     elif spec.action == "cancel":
         _cancel_here(spec, hit, detail)
+    elif spec.action == "recover":
+        # The agent calls its runtime's recover() while this call is in flight.
+        at = f"{spec.name} {hit} {detail}".rstrip()
+        if _recover_hook is None:
+            print(f"harness.failpoints: {spec}: no agent to recover at {at}", file=sys.stderr)
+        else:
+            _recover_hook(at)
     elif spec.action in MODEL_FAULTS:
         # The agent's own bug in the call it is about to issue (``ModelFault``): the model
         # makes it, and tells the supervisor once it has.
@@ -403,6 +412,13 @@ def _cancel_here(spec: FailpointSpec, hit: int, detail: str) -> None:
         return
     task.cancel(f"failpoint {spec}")
     tell_supervisor(f"fault cancel {spec.name} {hit} {detail}".rstrip())
+
+
+def set_recover_hook(hook: Callable[[str], None] | None) -> None:
+    """What the ``recover`` action calls (with the hit, ``op.after_intent 3 s003``): the
+    scripted model's ``recover()`` while a call is in flight; None to unset it."""
+    global _recover_hook
+    _recover_hook = hook
 
 
 def tell_supervisor(message: str) -> bool:

@@ -1016,6 +1016,15 @@ class AwaitsNothing(BrokenRuntime):
         return super().call(op_id, tool, args, unawaited, redo_of=redo_of, fresh=fresh)
 
 
+class RecoversInFlight(BrokenRuntime):
+    mistake = "runs recover() while calls are in flight: decides ops still running"
+    caught_by = ("I1", "I4", "I8")
+    needs_fault = "recover-in-flight"
+
+    def _refuse_recovery_in_flight(self, calls: int) -> None:
+        pass  # the mistake: an op in flight is taken for one a crash left running
+
+
 class KeyWindowNeverPasses(BrokenRuntime):
     mistake = "ages a keyed op's key from this start, so its window never passes: retried"
     caught_by = ("I2",)
@@ -1076,6 +1085,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "key-window-never-passes": KeyWindowNeverPasses,
     "answers-reused-id": AnswersReusedId,
     "awaits-nothing": AwaitsNothing,
+    "recovers-in-flight": RecoversInFlight,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from harness.agent.plan import Plan, PlanStep, batches, plan_id, reissued_id
-from harness.failpoints import ModelFault, failpoint, tell_supervisor
+from harness.failpoints import ModelFault, failpoint, set_recover_hook, tell_supervisor
 from harness.runtime import (
     CallContext,
     CallOutcome,
@@ -82,6 +82,7 @@ class ScriptedModel:
         )
         for hint in report.hints:
             self.verify(hint)
+        set_recover_hook(self.recover_in_flight)
         for issued in batches(self.plan.steps):
             if issued[0].batch is not None:
                 self.issue_batch(self.batch_order(issued))
@@ -90,6 +91,21 @@ class ScriptedModel:
             op_id = self.issued_id(step)
             self.tell("invoke", op_id)
             self.tell(*self.issue(step, op_id))
+
+    def recover_in_flight(self, at: str) -> None:
+        """The ``recover`` fault: the agent calls ``recover()`` while a call is in flight (at
+        ``at``), as a service that recovers on a timer would. The runtime must refuse it;
+        any hint it hands out instead is verified at once, as a careful model would."""
+        tell_supervisor(f"fault recover-in-flight {at}")
+        try:
+            report = self.runtime.recover(self.execute)
+        except RuntimeError:  # refused (RuntimeUsageError), as it must be
+            return
+        for hint in report.hints:
+            try:
+                self.verify(hint)
+            except (ValueError, RuntimeError):
+                return  # the op is still in flight: the runtime may refuse to resolve it
 
     def batch_order(self, steps: tuple[PlanStep, ...]) -> tuple[PlanStep, ...]:
         """The order in which this life issues a batch's calls: the plan's."""

@@ -41,6 +41,7 @@ FAULT_KINDS = {
     "lost-request": "an unsafe call's request is lost before its effect (the same timeout)",
     "reused-id": "the agent issues a call under an earlier call's op id (its ids collide)",
     "async-tool": "the agent hands an async tool to the synchronous runtime",
+    "recover-in-flight": "the agent calls recover() while a call is in flight",
 }
 
 SECTOR = 512

@@ -245,6 +245,8 @@ class CrashSchedule:
                 kinds.add("reused-id")
             if "=async-tool" in life.failpoints:
                 kinds.add("async-tool")
+            if "=recover" in life.failpoints:
+                kinds.add("recover-in-flight")
             if life.after_death:
                 kinds.add(life.after_death.split(":", 1)[0])
             if life.table == "unlisted":
@@ -446,6 +448,7 @@ def exhaustive_schedules(
         if unsafe_call is not None and unsafe_call("op.request", hit):
             lost = Life(f"op.request@{hit}=lost-request")
             yield f"op.request@{hit}+lost-request", CrashSchedule((lost,))
+    yield from _recover_in_flight_schedules(hits, batch_call)
     issued = hits.get("model.issue", 0)
     for hit in sorted({2, issued} & set(range(2, issued + 1))):
         # The model issues a call under an earlier call's id: the runtime must refuse it.
@@ -471,6 +474,28 @@ def exhaustive_schedules(
         yield f"journal.before_fsync@{hit}+{how}", CrashSchedule((lost,))
     if batch_call is not None:
         yield from _cancel_schedules(hits, batch_call)
+
+
+RECOVER_IN_FLIGHT_HITS = 2
+"""How many calls of a run meet the agent's ``recover()`` while they are in flight."""
+
+
+def _recover_in_flight_schedules(
+    hits: Mapping[str, int], batch_call: BatchCall | None
+) -> Iterator[tuple[str, CrashSchedule]]:
+    """The first calls of a run (``RECOVER_IN_FLIGHT_HITS``) each meet the agent's
+    ``recover()`` once their intent is durable: a call of a thread or of one step, never
+    one of a batch on an event loop, where the sync API the model recovers with is not
+    the one in use."""
+    chosen = 0
+    for hit in range(1, hits.get("op.after_intent", 0) + 1):
+        if chosen == RECOVER_IN_FLIGHT_HITS:
+            return
+        if batch_call is not None and batch_call("op.after_intent", hit) is not None:
+            continue
+        chosen += 1
+        recover = Life(f"op.after_intent@{hit}=recover")
+        yield f"op.after_intent@{hit}+recover-in-flight", CrashSchedule((recover,))
 
 
 def _cancel_schedules(

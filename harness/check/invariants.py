@@ -974,7 +974,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
         kills = [spec for spec in asked if spec.action == "kill"]
         losses = [spec for spec in asked if spec.action in ("lost-reply", "lost-request")]
         cancels = [spec for spec in asked if spec.action == "cancel"]
-        misuses = [spec for spec in asked if spec.action in MODEL_FAULTS]
+        misuses = [spec for spec in asked if spec.action in (*MODEL_FAULTS, "recover")]
         full_disk = any(spec.action == "enospc" for spec in asked)
         wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
         wanted += len(misuses)
@@ -1024,7 +1024,8 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                     "was running there, or the point was never hit)"
                 )
         for spec in misuses:
-            if _reported_at(ev, spec.action, spec, number):
+            told = "recover-in-flight" if spec.action == "recover" else spec.action
+            if _reported_at(ev, told, spec, number):
                 landed += 1
             else:
                 problems.append(f"life {number}: the model's {spec} never made its call")

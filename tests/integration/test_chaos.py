@@ -132,6 +132,9 @@ TARGETED = {
         '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"op.after_effect@1=kill"}]'
     ),
     "key-window-never-passes": '[{"failpoints":"op.after_intent@1=kill"}]',
+    "answers-reused-id": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "awaits-nothing": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "recovers-in-flight": '[{"failpoints":"op.after_intent@3=kill"}]',
 }
 # Caught where a provider deduplicates by key, or is asked by key by a reconciler
 # (tests/integration/test_keys.py); mini has neither.
@@ -192,6 +195,10 @@ POWER_LOSS = {
         '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
     ),
     "no-dir-fsync": ('[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'),
+    # The agent's own misuse of the runtime, which it must refuse.
+    "answers-reused-id": '[{"failpoints":"model.issue@3=reuse-id"}]',
+    "awaits-nothing": '[{"failpoints":"model.issue@3=async-tool"}]',
+    "recovers-in-flight": '[{"failpoints":"op.after_intent@2=recover"}]',
 }
 
 

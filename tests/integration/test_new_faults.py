@@ -166,3 +166,25 @@ class TestAsyncToolOnTheSyncApi:
         never happens (I8), and the model was told a result nothing returned (I11)."""
         result = run_mini('[{"failpoints":"model.issue@3=async-tool"}]', runtime="awaits-nothing")
         assert {"I8", "I11"} <= set(result.failed_invariants), _failed(result)
+
+
+class TestRecoverWhileACallIsInFlight:
+    def test_the_runtime_refuses_and_the_call_runs_once(self, run_mini: TrialRunner) -> None:
+        """The agent calls recover() once step 2's intent is durable: refused, so nothing
+        is decided of a call still running, and the step's effect happens once."""
+        result = run_mini('[{"failpoints":"op.after_intent@2=recover"}]')
+        assert result.status == "pass", _failed(result)
+        decided = [
+            (e.payload["state"], e.payload["decision"])
+            for e in read_journal(result.directory / "journal").entries
+            if e.kind == "decision" and e.op_id == "s002"
+        ]
+        assert decided == [("not_started", "skip")]  # the start's, before the call was made
+
+    def test_a_runtime_that_recovers_anyway_is_caught(self, run_mini: TrialRunner) -> None:
+        """A runtime that recovers while the call runs decides it as a crash's leftover: the
+        model verifies it (absent yet), redoes it, and then the call itself runs too."""
+        result = run_mini(
+            '[{"failpoints":"op.after_intent@2=recover"}]', runtime="recovers-in-flight"
+        )
+        assert {"I1", "I4", "I8"} & set(result.failed_invariants), _failed(result)
