@@ -306,4 +306,9 @@ def _fraction(spec: str, what: str, text: str) -> float:
 def apply_after_death(trial_dir: Path, spec: str) -> dict[str, Any]:
     """Apply an after-death fault to a dead agent's files; returns what it did."""
     kind, args = parse_after_death(spec)
-    return {"fault": spec, **_AFTER_DEATH[kind][0](trial_dir, args)}
+    done = {"fault": spec, **_AFTER_DEATH[kind][0](trial_dir, args)}
+    if kind in AT_REST and done.get("landed"):
+        # Damage at rest is on disk: a later power cut keeps it, and the observer's check
+        # must not take it for a change the agent made unseen.
+        observer.harness_wrote(trial_dir, ["journal"])
+    return done

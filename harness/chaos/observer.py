@@ -17,6 +17,7 @@ The full note: docs/reference/modules.md (``harness/chaos/observer.py``).
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import hashlib
 import os
@@ -34,16 +35,19 @@ __all__ = [
     "ENV_ROOT",
     "ENV_SWITCH",
     "ENV_TRACE",
+    "HARNESS_FILES",
     "SOURCE",
     "TRACE_FOLDER",
     "Refused",
     "build_library",
+    "harness_wrote",
     "library",
     "observer_env",
     "power_cut",
     "read_trace",
     "start_trace",
     "unavailable",
+    "unseen_change",
 ]
 
 SOURCE = Path(__file__).with_name("fsobserve.c")
@@ -153,6 +157,18 @@ class TraceLine:
     numbers: tuple[str, ...]
     paths: tuple[str, ...]
 
+    def left(self) -> tuple[int, int] | None:
+        """The file's size and modification time (ns) just after the call, for the lines
+        that carry them (the library writes them on every change of a file's content)."""
+        at = _STAT_AT.get(self.kind)
+        if at is None or len(self.numbers) != at + 2:
+            return None
+        return int(self.numbers[at]), int(self.numbers[at + 1])
+
+
+_STAT_AT = {"create": 0, "trunc": 0, "write": 2, "ftruncate": 1, "fsync": 1}
+"""Where a line's size and modification time start among its numbers."""
+
 
 def read_trace(folder: Path) -> list[TraceLine]:
     """The trace's whole lines, in order (a line cut by a kill mid-write is left out)."""
@@ -200,6 +216,22 @@ def start_trace(trial_dir: Path) -> Path:
     return folder
 
 
+def harness_wrote(trial_dir: Path, names: list[str]) -> None:
+    """Tell the trace (if the trial has one) that the harness rewrote these files between two
+    lives (damage at rest, on disk): durable as they are now, and no unseen change."""
+    root = Path(os.path.realpath(trial_dir))
+    folder = root / TRACE_FOLDER
+    if not (folder / "trace").exists():
+        return
+    cut = len(read_trace(folder))
+    lines = [
+        _baseline_line(folder, str(root / name), (root / name).read_bytes(), cut, n)
+        for n, name in enumerate(names, 1)
+        if (root / name).is_file()
+    ]
+    _append(folder, lines)
+
+
 def _files(root: Path) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if Path(dirpath, d) != root / TRACE_FOLDER]
@@ -212,10 +244,8 @@ def _files(root: Path) -> Iterator[Path]:
 # -- the replay ----------------------------------------------------------------------------
 
 _EMPTY = ""
-"""A node's durable image when it has none: created since, never fsynced: empty."""
-_AS_FOUND = "?"
-"""A node the trace first met without making it (made by the harness after the baseline):
-its durable content is what it holds."""
+"""A node's durable image when it has none (created since, or first met by a rename, a link
+or a write, and never fsynced): it comes back empty, or not at all."""
 
 
 @dataclass(eq=False, slots=True)
@@ -224,6 +254,11 @@ class _Node:
     directory: bool = False
     mapped: bool = False
     unsynced_writes: int = 0
+    left: tuple[int, int] | None = None
+    """Size and modification time after the last traced change of its content."""
+    holds: str | None = None
+    """The image of its whole content, when its last traced change was an fsync (or the
+    harness made it so): what the file must hold now."""
 
 
 @dataclass(slots=True)
@@ -241,11 +276,12 @@ class _Model:
         )
 
     def known(self, path: str, *, directory: bool = False) -> _Node:
-        """The node at ``path``; one durable as found the first time the trace names it
-        (the harness made it: every file of the first life's start has a baseline)."""
+        """The node at ``path``. One the trace first names here was made by no call it saw
+        (every file of the first life's start has a baseline): its name is taken as
+        durable, its content not until an fsync, like any other file's."""
         node = self.volatile.get(path)
         if node is None:
-            node = self.volatile[path] = _Node(_AS_FOUND, directory)
+            node = self.volatile[path] = _Node(_EMPTY, directory)
             if path not in self.seen:
                 self.durable[path] = node
             self.seen.add(path)
@@ -257,7 +293,7 @@ class _Model:
             self.touched.update(p for p in paths if self.inside(p))
         if kind in ("create", "mkdir"):
             # A name the call made: not there before, so not durable until its folder's fsync.
-            self.volatile[paths[0]] = _Node(_EMPTY, directory=kind == "mkdir")
+            self.volatile[paths[0]] = _Node(_EMPTY, directory=kind == "mkdir", left=line.left())
             self.seen.add(paths[0])
         elif kind in ("unlink", "rmdir"):
             self.known(paths[0], directory=kind == "rmdir")
@@ -269,21 +305,30 @@ class _Model:
             self.volatile[paths[1]] = node
             self.seen.add(paths[1])
         elif kind == "fsync":
+            # fsync and fdatasync alike: the data and the size, never a name (the folder's
+            # fsync makes names durable).
             synced = self.volatile.get(paths[0])
             if synced is not None:  # else the file was removed since: its image matters no more
                 # The image's first SIZE bytes: later fsyncs may have extended the file.
-                synced.image = ":".join(line.numbers[:2])
+                synced.image = synced.holds = ":".join(line.numbers[:2])
                 synced.unsynced_writes = 0
+                synced.left = line.left()
         elif kind == "dirfsync":
             self._dir_synced(paths[0])
         elif kind == "write":
-            self.known(paths[0]).unsynced_writes += 1
+            node = self.known(paths[0])
+            node.unsynced_writes += 1
+            node.left, node.holds = line.left(), None
         elif kind in ("trunc", "ftruncate"):
-            self.known(paths[0])
+            # Not durable either until an fsync: a cut may undo it.
+            node = self.known(paths[0])
+            node.left, node.holds = line.left(), None
+        elif kind == "rangesync":
+            self.known(paths[0])  # sync_file_range: nothing made durable
         elif kind == "mmap":
             self.known(paths[0]).mapped = True
         elif kind == "baseline":
-            node = _Node(line.numbers[0])
+            node = _Node(line.numbers[0], holds=line.numbers[0])
             self.volatile[paths[0]] = self.durable[paths[0]] = node
             self.seen.add(paths[0])
         elif kind == "rebuilt":
@@ -333,12 +378,15 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
     model = _Model(str(root))
     for line in lines:
         model.apply(line)
+    unseen = unseen_change(model, folder)
+    if unseen is not None:
+        raise Refused(f"a change the observer did not see: {unseen}")
     # Names no line but a baseline named (the supervisor's own files, made before the first
     # life and rewritten by it since) are left alone, and so is the trace's own folder.
     untouched = [
         f"baseline 0 {n.image}\t{p}"
         for p, n in sorted(model.durable.items())
-        if p not in model.touched and n.image not in (_EMPTY, _AS_FOUND)
+        if p not in model.touched and n.image != _EMPTY
     ]
     model.volatile = {p: n for p, n in model.volatile.items() if p in model.touched}
     model.durable = {p: n for p, n in model.durable.items() if p in model.touched}
@@ -405,6 +453,66 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
     }
 
 
+HARNESS_FILES = (
+    "events.jsonl",
+    "history.jsonl",
+    "lives.json",
+    "verdicts.json",
+    "trial.json",
+    "plan.json",
+    "failpoint-hits.json",
+    "model.jsonl",
+    "tools.jsonl",
+    "journal.before-corruption",
+    "agent-*.stderr",
+    "world.db*",
+)
+"""The trial folder's files the harness writes itself, unobserved (the agent's lives are
+the observed processes): a cut checks every other file."""
+
+
+def unseen_change(model: _Model, folder: Path) -> str | None:
+    """The first file of the trial folder that differs from what the trace says is there,
+    as ``name: reason``; None when every one agrees.
+
+    A file whose last traced change was an fsync (or that the harness made) must hold that
+    fsync's image byte for byte; one written since must have the size and modification
+    time its last traced change left. A file no line names, that the harness did not make,
+    was made by a call the library did not see.
+    """
+    root = model.root
+    checked: set[int] = set()
+    for path, node in sorted(model.volatile.items()):
+        if path not in model.touched or node.directory or node.mapped or id(node) in checked:
+            continue
+        checked.add(id(node))
+        rel = os.path.relpath(path, root)
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            return f"{rel}: gone, though no traced call removed it"
+        if node.holds is not None:
+            image = image_bytes(folder, node.holds)
+            data = _read(Path(path))
+            if data != image:
+                return (
+                    f"{rel}: holds {len(data or b'')} bytes unlike the {len(image)} its "
+                    "last traced fsync saw, and no traced call wrote to it since"
+                )
+        elif node.left is not None:
+            size, mtime = node.left
+            if now.st_size != size:
+                return f"{rel}: {now.st_size} bytes, where its last traced change left {size}"
+            if now.st_mtime_ns != mtime:
+                return f"{rel}: modified after its last traced change (size {size} unchanged)"
+    for found in _files(Path(root)):
+        if str(found) not in model.seen and not any(
+            fnmatch.fnmatchcase(found.name, pattern) for pattern in HARNESS_FILES
+        ):
+            return f"{os.path.relpath(found, root)}: made by a call the observer did not see"
+    return None
+
+
 def _baseline_line(folder: Path, path: str, data: bytes, cut: int, n: int) -> str:
     """The line saying ``path`` is durable as rebuilt, with its image (``cut``: where in the
     trace the rebuild happened, which names its images)."""
@@ -430,14 +538,7 @@ def _rebuilt(
     node: _Node, now: bytes | None, folder: Path, args: list[str], seed: str
 ) -> tuple[bytes | None, dict[str, Any] | None]:
     """A file's content after the cut, and the figures of what it kept and lost."""
-    if node.image == _AS_FOUND:
-        if now is None:
-            return None, None  # a name the trace met that held nothing: nothing to put back
-        durable = now
-    elif node.image == _EMPTY:
-        durable = b""
-    else:
-        durable = image_bytes(folder, node.image)
+    durable = b"" if node.image == _EMPTY else image_bytes(folder, node.image)
     data = durable if now is None else now
     figures: dict[str, Any] = {"synced": len(durable), "size": len(data)}
     if node.mapped:

@@ -183,7 +183,12 @@ def test_the_trace_replays_from_its_first_line_after_a_cut(tmp_path: Path) -> No
     (tmp_path / "journal").write_bytes(b"synced" + b"tail")
     _trace(
         tmp_path,
-        ["create 1\t{root}/journal", "fsync 1 img-1-1\t{root}/journal", "dirfsync 1\t{root}"],
+        [
+            "create 1\t{root}/journal",
+            "fsync 1 img-1-1\t{root}/journal",
+            "dirfsync 1\t{root}",
+            "write 1 6 4\t{root}/journal",
+        ],
         {"img-1-1": b"synced"},
     )
     power_cut(tmp_path, ["tear", "1.0", "0"], "power-loss:tear:1.0:0")
