@@ -140,6 +140,7 @@ CALLS: dict[str, tuple[str, bytes | str]] = {
 }
 
 SYNCED: dict[str, str] = {
+    "fdatasync": "appending(); os.write(fd, CHANGE); os.fdatasync(fd)",
     "O_DSYNC": "t = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_DSYNC); os.write(t, CHANGE)",
     "RWF_DSYNC": "os.pwritev(fd, [CHANGE], 7, os.RWF_DSYNC)",
     "fwrite-then-fsync": (
@@ -189,8 +190,8 @@ def test_a_change_through_one_call_is_lost_or_unjudged_never_kept(
 
 @pytest.mark.parametrize("call", sorted(SYNCED))
 def test_a_synced_change_is_kept(lib: Path, tmp_path: Path, call: str) -> None:
-    """A write through an O_DSYNC descriptor, pwritev2 with RWF_DSYNC, or C stdio followed
-    by an fsync is durable when the call returns: the cut keeps it."""
+    """A write followed by fdatasync, through an O_DSYNC descriptor, by pwritev2 with
+    RWF_DSYNC, or by C stdio followed by an fsync is durable: the cut keeps it."""
     root = _run(lib, tmp_path, SYNCED[call])
     power_cut(root, ["drop"], "power-loss:drop")
     assert (root / "j").read_bytes() == DURABLE + CHANGE
@@ -208,3 +209,18 @@ def test_an_unseen_change_makes_the_power_loss_not_land_in_one_line(
     assert "did not see: j: " in done["why"] and "\n" not in done["why"]
     assert (root / "j").read_bytes() == before
     assert not any(line.startswith("rebuilt") for line in (root / TRACE_FOLDER / "trace").open())
+
+
+@pytest.mark.parametrize("sync", ["os.fsync", "os.fdatasync"])
+def test_a_files_own_sync_never_makes_its_new_name_durable(
+    lib: Path, tmp_path: Path, sync: str
+) -> None:
+    """A new file written and synced, its folder never fsynced: gone after the cut."""
+    change = (
+        "t = os.open(f'{root}/new', os.O_WRONLY | os.O_CREAT, 0o600); os.write(t, CHANGE);"
+        f" {sync}(t)"
+    )
+    root = _run(lib, tmp_path, change)
+    done = power_cut(root, ["drop"], "power-loss:drop")
+    assert not (root / "new").exists() and done["removed"] == ["new"]
+    assert (root / "j").read_bytes() == DURABLE
