@@ -127,6 +127,11 @@ TARGETED = {
     ),
     "compaction-unsynced": '[{"failpoints":"op.after_intent@3=kill"}]',
     "compaction-no-dir-fsync": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "sync-file-range": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "pwritev-no-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "stdio-no-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "rename-no-file-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "truncate-rewrite-no-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
     "key-changes-on-retry": '[{"failpoints":"op.after_effect@1=kill"}]',
     "reconcile-new-key": (
         '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"op.after_effect@1=kill"}]'
@@ -192,6 +197,16 @@ POWER_LOSS = {
         '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
     ),
     "no-dir-fsync": ('[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'),
+    **dict.fromkeys(
+        [
+            "sync-file-range",
+            "pwritev-no-fsync",
+            "stdio-no-fsync",
+            "rename-no-file-fsync",
+            "truncate-rewrite-no-fsync",
+        ],
+        '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]',
+    ),
 }
 
 
