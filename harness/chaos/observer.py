@@ -3,14 +3,14 @@
 Every life of a power-loss trial runs with ``fsobserve.c`` preloaded (``LD_PRELOAD``):
 it appends to ``fs-trace/trace`` in the trial folder one line per call that creates,
 truncates, renames, links or removes a name under the trial folder, per write, and per
-fsync (with an image of the file's content taken just before it, and its size: a file
-that only grew extends its last image) or fsync of a folder. After a kill,
-``power_cut`` replays the trace over a model of the file system:
+fsync or fdatasync (with an image of the file's content taken just before it) or fsync
+of a folder. After a kill, ``power_cut`` checks the folder against the trace (a change
+the observer did not see refuses the cut), then replays the trace over a model:
 
 - each folder's names as they are (volatile) and as its last fsync left them (durable);
-- each file's durable content: its image at its last fsync; a file created since has
-  none (it comes back empty); a file that was there before the first life is durable as
-  the harness made it (``start_trace`` takes an image of each: a ``baseline`` line).
+- each file's durable content: its image at its last fsync; a file created since (or
+  first met by a rename, link or write) has none, it comes back empty; a file that was
+  there before the first life is durable as the harness made it (a ``baseline`` line).
 
 The full note: docs/reference/modules.md (``harness/chaos/observer.py``).
 """
@@ -289,6 +289,10 @@ class _Model:
 
     def apply(self, line: TraceLine) -> None:
         kind, paths = line.kind, line.paths
+        if kind not in ("baseline", "rebuilt") and paths and all(map(_harness_file, paths)):
+            # The harness's own files (the agent's stderr, which a life inherits as a
+            # descriptor the library re-learns): the supervisor's record, not the agent's.
+            return
         if kind not in ("baseline", "rebuilt"):
             self.touched.update(p for p in paths if self.inside(p))
         if kind in ("create", "mkdir"):
@@ -458,8 +462,6 @@ HARNESS_FILES = (
     "history.jsonl",
     "lives.json",
     "verdicts.json",
-    "trial.json",
-    "plan.json",
     "failpoint-hits.json",
     "model.jsonl",
     "tools.jsonl",
@@ -468,7 +470,13 @@ HARNESS_FILES = (
     "world.db*",
 )
 """The trial folder's files the harness writes itself, unobserved (the agent's lives are
-the observed processes): a cut checks every other file."""
+the observed processes): a cut neither checks nor rebuilds them. The files it makes
+before the first life (the plan, the trial's spec) have a baseline instead."""
+
+
+def _harness_file(path: str) -> bool:
+    name = os.path.basename(path)
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in HARNESS_FILES)
 
 
 def unseen_change(model: _Model, folder: Path) -> str | None:
@@ -506,9 +514,7 @@ def unseen_change(model: _Model, folder: Path) -> str | None:
             if now.st_mtime_ns != mtime:
                 return f"{rel}: modified after its last traced change (size {size} unchanged)"
     for found in _files(Path(root)):
-        if str(found) not in model.seen and not any(
-            fnmatch.fnmatchcase(found.name, pattern) for pattern in HARNESS_FILES
-        ):
+        if str(found) not in model.seen and not _harness_file(str(found)):
             return f"{os.path.relpath(found, root)}: made by a call the observer did not see"
     return None
 

@@ -384,3 +384,12 @@ class TestFailsClosed:
         observer.harness_wrote(tmp_path, ["journal"])
         power_cut(tmp_path, ["drop"], "power-loss:drop")
         assert (tmp_path / "journal").read_bytes() == b"damage"
+
+    def test_the_agents_stderr_is_the_harnesss_not_cut(self, tmp_path: Path) -> None:
+        """A life writes its stderr to a file the supervisor opened (a descriptor it
+        inherits): written, never fsynced, yet the cut leaves it whole."""
+        self._synced(tmp_path)
+        (tmp_path / "agent-1.stderr").write_text("a warning\n")
+        _trace(tmp_path, ["write 1 0 10 10 1\t{root}/agent-1.stderr"])
+        power_cut(tmp_path, ["drop"], "power-loss:drop")
+        assert (tmp_path / "agent-1.stderr").read_text() == "a warning\n"
