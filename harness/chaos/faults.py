@@ -266,8 +266,12 @@ def parse_after_death(spec: str) -> tuple[str, list[str]]:
     _, least, most = _AFTER_DEATH[kind]
     if not least <= len(args) <= most:
         raise ValueError(f"{spec!r}: {kind} takes {least} to {most} parameters")
-    if kind == "power-loss" and args[0] not in ("drop", "tear", "tear-sector"):
-        raise ValueError(f"{spec!r}: power-loss is drop, tear:<keep>:<garbage> or tear-sector")
+    if kind == "power-loss" and args[0] not in ("drop", "tear", "tear-sector", "state"):
+        raise ValueError(
+            f"{spec!r}: power-loss is drop, tear:<keep>:<garbage>, tear-sector or state:<n>"
+        )
+    if kind == "power-loss" and args[0] == "state" and (len(args) != 2 or not args[1].isdigit()):
+        raise ValueError(f"{spec!r}: state takes the crash state's number, a whole number >= 0")
     if kind == "power-loss" and args[0] == "tear" and len(args) != 3:
         raise ValueError(f"{spec!r}: tear needs <keep fraction>:<garbage bytes>")
     if kind == "power-loss" and args[0] == "drop" and len(args) != 1:

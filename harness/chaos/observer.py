@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.chaos import crashstates
+
 __all__ = [
     "ENV_ROOT",
     "ENV_SWITCH",
@@ -259,6 +261,10 @@ class _Node:
     holds: str | None = None
     """The image of its whole content, when its last traced change was an fsync (or the
     harness made it so): what the file must hold now."""
+    pending: list[tuple[int, int]] = field(default_factory=list)
+    """Its writes since its last fsync, as (offset, length), in order."""
+    cut_to: int | None = None
+    """The shortest length it was truncated to since its last fsync."""
 
 
 @dataclass(slots=True)
@@ -317,16 +323,21 @@ class _Model:
                 synced.image = synced.holds = ":".join(line.numbers[:2])
                 synced.unsynced_writes = 0
                 synced.left = line.left()
+                synced.pending, synced.cut_to = [], None
         elif kind == "dirfsync":
             self._dir_synced(paths[0])
         elif kind == "write":
             node = self.known(paths[0])
             node.unsynced_writes += 1
             node.left, node.holds = line.left(), None
+            if len(line.numbers) >= 2:
+                node.pending.append((int(line.numbers[0]), int(line.numbers[1])))
         elif kind in ("trunc", "ftruncate"):
             # Not durable either until an fsync: a cut may undo it.
             node = self.known(paths[0])
             node.left, node.holds = line.left(), None
+            length = int(line.numbers[0]) if kind == "ftruncate" and line.numbers else 0
+            node.cut_to = length if node.cut_to is None else min(node.cut_to, length)
         elif kind == "rangesync":
             self.known(paths[0])  # sync_file_range: nothing made durable
         elif kind == "mmap":
@@ -401,6 +412,9 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
             current[id(node)] = _read(Path(path))
     files: dict[str, dict[str, Any]] = {}
     contents: dict[int, bytes | None] = {}
+    state: dict[str, Any] = {}
+    if args[0] == "state":
+        model.durable, contents, files, state = _crash_state(model, current, folder, args, spec)
     for path, node in sorted(model.durable.items()):
         if node.directory or id(node) in contents:
             continue
@@ -450,6 +464,7 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
     _append(folder, baseline)
     return {
         "landed": True,
+        **state,
         "files": files,
         "removed": sorted(removed),
         "restored": sorted(restored),
@@ -517,6 +532,100 @@ def unseen_change(model: _Model, folder: Path) -> str | None:
         if str(found) not in model.seen and not _harness_file(str(found)):
             return f"{os.path.relpath(found, root)}: made by a call the observer did not see"
     return None
+
+
+def _crash_state(
+    model: _Model, current: dict[int, bytes | None], folder: Path, args: list[str], spec: str
+) -> tuple[dict[str, _Node], dict[int, bytes | None], dict[str, dict[str, Any]], dict[str, Any]]:
+    """Crash state ``args[1]`` of the cut (``harness.chaos.crashstates``): the names that
+    survive, each file's content, the figures by file, and which state it was."""
+    root = model.root
+    paths = sorted(set(model.volatile) | set(model.durable))
+    nodes: dict[int, tuple[str, _Node]] = {}
+    for path in paths:
+        for node in (model.durable.get(path), model.volatile.get(path)):
+            if node is not None and id(node) not in nodes:
+                nodes[id(node)] = (path, node)
+    units: list[tuple[str, list[str]]] = []  # (what, its options' labels)
+    options: dict[int, list[tuple[str, bytes]]] = {}
+    for key, (path, node) in nodes.items():
+        if node.directory:
+            continue
+        durable = b"" if node.image == _EMPTY else image_bytes(folder, node.image)
+        now = current.get(key)
+        if node.mapped or now is None:  # an -shm index: empty; a file unlinked: as synced
+            options[key] = [("lost", b"" if node.mapped else durable)]
+        else:
+            options[key] = crashstates.file_options(durable, now, node.pending, node.cut_to)
+        if len(options[key]) > 1:
+            units.append((os.path.relpath(path, root), [label for label, _ in options[key]]))
+    groups = _name_groups(model, paths)
+    for group in groups:
+        units.append((f"names of {os.path.relpath(group[0], root)}", ["undone", "kept"]))
+    number = int(args[1])
+    choices, total, enumerated = crashstates.pick([len(u[1]) for u in units], number, spec)
+    chosen = dict(zip((u[0] for u in units), choices, strict=True))
+    final = dict(model.durable)
+    for group in groups:
+        if chosen[f"names of {os.path.relpath(group[0], root)}"]:
+            for path in group:
+                if path in model.volatile:
+                    final[path] = model.volatile[path]
+                else:
+                    final.pop(path, None)
+    contents: dict[int, bytes | None] = {}
+    files: dict[str, dict[str, Any]] = {}
+    for key, (path, node) in nodes.items():
+        if node.directory:
+            continue
+        rel = os.path.relpath(path, root)
+        data = options[key][chosen.get(rel, 0)][1]
+        contents[key] = data
+        now = current.get(key) or b""
+        kept = next((i for i, (a, b) in enumerate(zip(data, now, strict=False)) if a != b), None)
+        kept = min(len(data), len(now)) if kept is None else kept
+        files[rel] = {
+            "synced": len(options[key][0][1]),
+            "size": len(now),
+            "kept": kept,
+            "lost": len(now) - kept,
+            "garbage": 0,
+            "unsynced_writes": node.unsynced_writes,
+        }
+    told = [f"{what}: {labels[c]}" for (what, labels), c in zip(units, choices, strict=True) if c]
+    state = {
+        "state": number,
+        "states": total,
+        "enumerated": enumerated,
+        "choices": told or ["every unsynced change lost"],
+    }
+    return final, contents, files, state
+
+
+def _name_groups(model: _Model, paths: list[str]) -> list[list[str]]:
+    """The names not yet durable, grouped by the files and folders they name: a rename's
+    two names, a link's, are kept or undone together."""
+    changed = [p for p in paths if model.volatile.get(p) is not model.durable.get(p)]
+    group_of: dict[int, int] = {}
+    groups: list[list[str]] = []
+    for path in changed:
+        ids = [id(n) for n in (model.durable.get(path), model.volatile.get(path)) if n]
+        found = sorted({group_of[i] for i in ids if i in group_of})
+        if not found:
+            groups.append([path])
+            target = len(groups) - 1
+        else:
+            target = found[0]
+            groups[target].append(path)
+            for other in found[1:]:  # two groups joined by this name: one from now on
+                groups[target] += groups[other]
+                groups[other] = []
+                for key, value in list(group_of.items()):
+                    if value == other:
+                        group_of[key] = target
+        for i in ids:
+            group_of[i] = target
+    return [sorted(g) for g in groups if g]
 
 
 def _baseline_line(folder: Path, path: str, data: bytes, cut: int, n: int) -> str:
