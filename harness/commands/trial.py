@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -174,7 +173,7 @@ def _over_crash_states(
     tables: dict[str, Path],
 ) -> int:
     """One sub-trial per crash state, each printed with its verdict and replay; stops early
-    when the cuts have fewer states than asked (each was then run)."""
+    when its one cut has fewer states than asked (each is then run)."""
     from harness.chaos.trial import run_trial
     from harness.report.console import print_crash_state
 
@@ -193,10 +192,14 @@ def _over_crash_states(
         cuts = _cuts(result.directory)
         print_crash_state(number, count, result, cuts)
         statuses.append(result.status)
-        states = [int(cut.get("states", 0)) for cut in cuts if cut.get("enumerated")]
-        if number == 0 and states and len(states) == len(cuts) and math.prod(states) < count:
-            print(f"the cuts have {math.prod(states)} crash states in all: each was run")
-            count = math.prod(states)
+        # One cut, its states enumerated: state k is its k-th, so past their number the
+        # states come again. With several cuts each takes state k of its own, and a later
+        # cut's states depend on what the earlier one kept: every one asked for is run.
+        if number == 0 and len(cuts) == 1 and cuts[0].get("enumerated"):
+            states = int(cuts[0].get("states", count))
+            if states < count:
+                print(f"the cut has {states} crash states in all: each is run")
+                count = states
         if number + 1 >= count:
             break
     return exit_status(statuses)
