@@ -48,6 +48,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,6 +395,29 @@ static int tracked(int fd, char *out) {
     return out[0] != 0;
 }
 
+/* Whether fd is a descriptor this process tracks (checked before active(): cheap). */
+static int fd_watched(int fd) {
+    return fd >= 0 && fd < MAX_FDS && paths[fd][0] && active();
+}
+
+/* A change and its line are one step for the harness's timed kill (SIGALRM at its default
+ * action, from a timer the agent arms): a kill landing between them would leave a change
+ * the trace does not hold, which the cut's check would take for one the library did not
+ * see. So signals wait while a watched file changes and its line is written (SIGKILL
+ * cannot wait: the supervisor sends it only at failpoints, where nothing is written). */
+static __thread int holding;
+static __thread sigset_t held_mask;
+static void hold(int watch) {
+    if (!watch || holding++) return;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &held_mask);
+}
+static void release(int watch) {
+    if (!watch || --holding) return;
+    pthread_sigmask(SIG_SETMASK, &held_mask, NULL);
+}
+
 static void copy_fd(int from, int to) {
     char p[MAX_PATH];
     if (tracked(from, p)) {
@@ -476,12 +500,17 @@ static int opened(int (*real)(int, const char *, int, ...), int dirfd, const cha
     }
     struct stat before;
     int existed = (flags & O_CREAT) ? lstat(abs, &before) == 0 : 1;
+    int truncating = (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
+    int changes = !existed || truncating;
+    hold(changes);
     int fd = real(dirfd, path, flags, mode);
-    if (fd < 0) return fd;
     int saved = errno;
-    track(fd, abs);
-    if (fd < MAX_FDS) osync[fd] = (flags & O_DSYNC) != 0; /* O_SYNC holds O_DSYNC's bit */
-    made(fd, abs, existed, (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY);
+    if (fd >= 0) {
+        track(fd, abs);
+        if (fd < MAX_FDS) osync[fd] = (flags & O_DSYNC) != 0; /* O_SYNC holds O_DSYNC's bit */
+        made(fd, abs, existed, truncating);
+    }
+    release(changes);
     errno = saved;
     return fd;
 }
@@ -661,49 +690,67 @@ static long long began(int fd, ssize_t n) {
 
 ssize_t write(int fd, const void *buf, size_t len) {
     resolve_write();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_write(fd, buf, len);
     int saved = errno;
     wrote(fd, began(fd, n), n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t pwrite(int fd, const void *buf, size_t len, off_t at) {
     resolve_pwrite();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_pwrite(fd, buf, len, at);
     int saved = errno;
     wrote(fd, at, n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t pwrite64(int fd, const void *buf, size_t len, off64_t at) {
     resolve_pwrite64();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_pwrite64(fd, buf, len, at);
     int saved = errno;
     wrote(fd, at, n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t writev(int fd, const struct iovec *iov, int count) {
     resolve_writev();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_writev(fd, iov, count);
     int saved = errno;
     wrote(fd, began(fd, n), n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t pwritev(int fd, const struct iovec *iov, int count, off_t at) {
     resolve_pwritev();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_pwritev(fd, iov, count, at);
     int saved = errno;
     wrote(fd, at, n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t pwritev64(int fd, const struct iovec *iov, int count, off64_t at) {
     resolve_pwritev64();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_pwritev64(fd, iov, count, at);
     int saved = errno;
     wrote(fd, at, n);
+    release(w);
     errno = saved;
     return n;
 }
@@ -728,11 +775,19 @@ static ssize_t vectored2(ssize_t n, int fd, long long at, int flags) {
 }
 ssize_t pwritev2(int fd, const struct iovec *iov, int count, off_t at, int flags) {
     resolve_pwritev2();
-    return vectored2(real_pwritev2(fd, iov, count, at, flags), fd, at, flags);
+    int w = fd_watched(fd);
+    hold(w);
+    ssize_t n = vectored2(real_pwritev2(fd, iov, count, at, flags), fd, at, flags);
+    release(w);
+    return n;
 }
 ssize_t pwritev64v2(int fd, const struct iovec *iov, int count, off64_t at, int flags) {
     resolve_pwritev64v2();
-    return vectored2(real_pwritev64v2(fd, iov, count, at, flags), fd, at, flags);
+    int w = fd_watched(fd);
+    hold(w);
+    ssize_t n = vectored2(real_pwritev64v2(fd, iov, count, at, flags), fd, at, flags);
+    release(w);
+    return n;
 }
 
 /* A copy into `out` done in the kernel: at *out_at (its value before the call) when
@@ -747,20 +802,36 @@ ssize_t copy_file_range(int in, off64_t *in_at, int out, off64_t *out_at, size_t
                         unsigned int flags) {
     resolve_copy_file_range();
     long long at = out_at ? (long long)*out_at : -1;
-    return copied(real_copy_file_range(in, in_at, out, out_at, len, flags), out, at);
+    int w = fd_watched(out);
+    hold(w);
+    ssize_t n = copied(real_copy_file_range(in, in_at, out, out_at, len, flags), out, at);
+    release(w);
+    return n;
 }
 ssize_t splice(int in, off64_t *in_at, int out, off64_t *out_at, size_t len, unsigned int flags) {
     resolve_splice();
     long long at = out_at ? (long long)*out_at : -1;
-    return copied(real_splice(in, in_at, out, out_at, len, flags), out, at);
+    int w = fd_watched(out);
+    hold(w);
+    ssize_t n = copied(real_splice(in, in_at, out, out_at, len, flags), out, at);
+    release(w);
+    return n;
 }
 ssize_t sendfile(int out, int in, off_t *in_at, size_t count) {
     resolve_sendfile();
-    return copied(real_sendfile(out, in, in_at, count), out, -1);
+    int w = fd_watched(out);
+    hold(w);
+    ssize_t n = copied(real_sendfile(out, in, in_at, count), out, -1);
+    release(w);
+    return n;
 }
 ssize_t sendfile64(int out, int in, off64_t *in_at, size_t count) {
     resolve_sendfile64();
-    return copied(real_sendfile64(out, in, in_at, count), out, -1);
+    int w = fd_watched(out);
+    hold(w);
+    ssize_t n = copied(real_sendfile64(out, in, in_at, count), out, -1);
+    release(w);
+    return n;
 }
 
 /* Space allocated (or a hole punched, or a range zeroed): the range's bytes changed as a
@@ -773,19 +844,35 @@ static int allocated(int got, int fd, long long at, long long len) {
 }
 int fallocate(int fd, int mode, off_t at, off_t len) {
     resolve_fallocate();
-    return allocated(real_fallocate(fd, mode, at, len), fd, at, len);
+    int w = fd_watched(fd);
+    hold(w);
+    int got = allocated(real_fallocate(fd, mode, at, len), fd, at, len);
+    release(w);
+    return got;
 }
 int fallocate64(int fd, int mode, off64_t at, off64_t len) {
     resolve_fallocate64();
-    return allocated(real_fallocate64(fd, mode, at, len), fd, at, len);
+    int w = fd_watched(fd);
+    hold(w);
+    int got = allocated(real_fallocate64(fd, mode, at, len), fd, at, len);
+    release(w);
+    return got;
 }
 int posix_fallocate(int fd, off_t at, off_t len) { /* returns an error number, not -1 */
     resolve_posix_fallocate();
-    return allocated(real_posix_fallocate(fd, at, len), fd, at, len);
+    int w = fd_watched(fd);
+    hold(w);
+    int got = allocated(real_posix_fallocate(fd, at, len), fd, at, len);
+    release(w);
+    return got;
 }
 int posix_fallocate64(int fd, off64_t at, off64_t len) {
     resolve_posix_fallocate64();
-    return allocated(real_posix_fallocate64(fd, at, len), fd, at, len);
+    int w = fd_watched(fd);
+    hold(w);
+    int got = allocated(real_posix_fallocate64(fd, at, len), fd, at, len);
+    release(w);
+    return got;
 }
 
 /* -- C stdio ------------------------------------------------------------------------- */
@@ -819,13 +906,17 @@ static FILE *opened_stream(FILE *(*real)(const char *, const char *), const char
     struct stat before;
     int writing = mode[0] == 'w' || mode[0] == 'a';
     int existed = writing ? lstat(abs, &before) == 0 : 1;
+    int changes = !existed || mode[0] == 'w';
+    hold(changes);
     FILE *fp = real(path, mode);
-    if (!fp) return fp;
     int saved = errno;
-    int fd = fileno(fp);
-    track(fd, abs);
-    if (fd >= 0 && fd < MAX_FDS) osync[fd] = 0;
-    made(fd, abs, existed, mode[0] == 'w');
+    if (fp) {
+        int fd = fileno(fp);
+        track(fd, abs);
+        if (fd >= 0 && fd < MAX_FDS) osync[fd] = 0;
+        made(fd, abs, existed, mode[0] == 'w');
+    }
+    release(changes);
     errno = saved;
     return fp;
 }
@@ -841,24 +932,30 @@ size_t fwrite(const void *data, size_t size, size_t count, FILE *fp) {
     resolve_fwrite();
     int fd = watched_stream(fp);
     long long before = fd >= 0 ? buffered(fp) : 0;
+    hold(fd >= 0);
     size_t got = real_fwrite(data, size, count, fp);
     if (fd >= 0) stream_wrote(fp, fd, before, (long long)(got * size));
+    release(fd >= 0);
     return got;
 }
 int fputs(const char *text, FILE *fp) {
     resolve_fputs();
     int fd = watched_stream(fp);
     long long before = fd >= 0 ? buffered(fp) : 0;
+    hold(fd >= 0);
     int got = real_fputs(text, fp);
     if (fd >= 0) stream_wrote(fp, fd, before, got >= 0 ? (long long)strlen(text) : 0);
+    release(fd >= 0);
     return got;
 }
 int fflush(FILE *fp) {
     resolve_fflush();
     int fd = watched_stream(fp); /* fflush(NULL) flushes every stream: not seen */
     long long before = fd >= 0 ? buffered(fp) : 0;
+    hold(fd >= 0);
     int got = real_fflush(fp);
     if (fd >= 0) stream_wrote(fp, fd, before, 0);
+    release(fd >= 0);
     return got;
 }
 int fclose(FILE *fp) {
@@ -875,6 +972,7 @@ int fclose(FILE *fp) {
     if (flags >= 0 && (flags & O_APPEND) && fstat(fd, &st) == 0) at = (long long)st.st_size;
     untrack(fd); /* its descriptor is closed inside, past this library's close */
     world[fd] = osync[fd] = 0;
+    hold(1);
     int got = real_fclose(fp);
     int saved = errno;
     if (got == 0 && pending > 0) {
@@ -885,6 +983,7 @@ int fclose(FILE *fp) {
         }
         emit("write %d %lld %lld%s\t%s", getpid(), at < 0 ? 0 : at, pending, words, p);
     }
+    release(1);
     errno = saved;
     return got;
 }
@@ -903,19 +1002,39 @@ static int made_temp(int fd, const char *name, int flags) {
 /* glibc's mkstemp family opens through its own internal open. */
 int mkstemp(char *name) {
     resolve_mkstemp();
-    return made_temp(real_mkstemp(name), name, 0);
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, name, abs, 0);
+    hold(watch);
+    int fd = made_temp(real_mkstemp(name), name, 0);
+    release(watch);
+    return fd;
 }
 int mkstemp64(char *name) {
     resolve_mkstemp64();
-    return made_temp(real_mkstemp64(name), name, 0);
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, name, abs, 0);
+    hold(watch);
+    int fd = made_temp(real_mkstemp64(name), name, 0);
+    release(watch);
+    return fd;
 }
 int mkostemp(char *name, int flags) {
     resolve_mkostemp();
-    return made_temp(real_mkostemp(name, flags), name, flags);
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, name, abs, 0);
+    hold(watch);
+    int fd = made_temp(real_mkostemp(name, flags), name, flags);
+    release(watch);
+    return fd;
 }
 int mkostemp64(char *name, int flags) {
     resolve_mkostemp64();
-    return made_temp(real_mkostemp64(name, flags), name, flags);
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, name, abs, 0);
+    hold(watch);
+    int fd = made_temp(real_mkostemp64(name, flags), name, flags);
+    release(watch);
+    return fd;
 }
 
 /* -- truncating ---------------------------------------------------------------------- */
@@ -937,16 +1056,23 @@ static int truncated(int fd, long long length, int got) {
 }
 int ftruncate(int fd, off_t length) {
     resolve_ftruncate();
-    return truncated(fd, length, real_ftruncate(fd, length));
+    int w = fd_watched(fd);
+    hold(w);
+    int got = truncated(fd, length, real_ftruncate(fd, length));
+    release(w);
+    return got;
 }
 int ftruncate64(int fd, off64_t length) {
     resolve_ftruncate64();
-    return truncated(fd, length, real_ftruncate64(fd, length));
+    int w = fd_watched(fd);
+    hold(w);
+    int got = truncated(fd, length, real_ftruncate64(fd, length));
+    release(w);
+    return got;
 }
-static int path_truncated(const char *path, long long length, int got) {
-    char abs[MAX_PATH];
+static int path_truncated(int watch, const char *abs, long long length, int got) {
     int saved = errno;
-    if (got == 0 && resolve_watched(AT_FDCWD, path, abs, 1)) {
+    if (got == 0 && watch) {
         struct stat st;
         char words[64] = "";
         if (stat(abs, &st) == 0) {
@@ -960,11 +1086,21 @@ static int path_truncated(const char *path, long long length, int got) {
 }
 int truncate(const char *path, off_t length) {
     resolve_truncate();
-    return path_truncated(path, length, real_truncate(path, length));
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, path, abs, 1);
+    hold(watch);
+    int got = path_truncated(watch, abs, length, real_truncate(path, length));
+    release(watch);
+    return got;
 }
 int truncate64(const char *path, off64_t length) {
     resolve_truncate64();
-    return path_truncated(path, length, real_truncate64(path, length));
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, path, abs, 1);
+    hold(watch);
+    int got = path_truncated(watch, abs, length, real_truncate64(path, length));
+    release(watch);
+    return got;
 }
 
 /* -- making durable ------------------------------------------------------------------- */
@@ -1138,13 +1274,6 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t at) {
 
 /* -- names ---------------------------------------------------------------------------- */
 
-static int named(int got, const char *kind, int dirfd, const char *path) {
-    char abs[MAX_PATH];
-    int saved = errno;
-    if (got == 0 && resolve_watched(dirfd, path, abs, 0)) emit("%s %d\t%s", kind, getpid(), abs);
-    errno = saved;
-    return got;
-}
 
 /* Paths of a two-name call, told before it runs (a relative path may depend on names it
  * changes); 1 when either lies under the root. */
@@ -1168,15 +1297,25 @@ static int moved(int got, const char *kind, int watch, const char *a1, const cha
 
 int mkdir(const char *path, mode_t mode) {
     resolve_mkdir();
-    return named(real_mkdir(path, mode), "mkdir", AT_FDCWD, path);
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, path, abs, 0);
+    hold(watch);
+    int got = real_mkdir(path, mode);
+    int saved = errno;
+    if (got == 0 && watch) emit("mkdir %d\t%s", getpid(), abs);
+    release(watch);
+    errno = saved;
+    return got;
 }
 int mkdirat(int dirfd, const char *path, mode_t mode) {
     resolve_mkdirat();
     char abs[MAX_PATH];
     int watch = resolve_watched(dirfd, path, abs, 0);
+    hold(watch);
     int got = real_mkdirat(dirfd, path, mode);
     int saved = errno;
     if (got == 0 && watch) emit("mkdir %d\t%s", getpid(), abs);
+    release(watch);
     errno = saved;
     return got;
 }
@@ -1184,9 +1323,11 @@ int rmdir(const char *path) {
     resolve_rmdir();
     char abs[MAX_PATH];
     int watch = resolve_watched(AT_FDCWD, path, abs, 0);
+    hold(watch);
     int got = real_rmdir(path);
     int saved = errno;
     if (got == 0 && watch) emit("rmdir %d\t%s", getpid(), abs);
+    release(watch);
     errno = saved;
     return got;
 }
@@ -1194,9 +1335,11 @@ int unlink(const char *path) {
     resolve_unlink();
     char abs[MAX_PATH];
     int watch = resolve_watched(AT_FDCWD, path, abs, 0);
+    hold(watch);
     int got = real_unlink(path);
     int saved = errno;
     if (got == 0 && watch) emit("unlink %d\t%s", getpid(), abs);
+    release(watch);
     errno = saved;
     return got;
 }
@@ -1204,9 +1347,11 @@ int unlinkat(int dirfd, const char *path, int flags) {
     resolve_unlinkat();
     char abs[MAX_PATH];
     int watch = resolve_watched(dirfd, path, abs, 0);
+    hold(watch);
     int got = real_unlinkat(dirfd, path, flags);
     int saved = errno;
     if (got == 0 && watch) emit("%s %d\t%s", (flags & AT_REMOVEDIR) ? "rmdir" : "unlink", getpid(), abs);
+    release(watch);
     errno = saved;
     return got;
 }
@@ -1214,13 +1359,19 @@ int rename(const char *from, const char *to) {
     resolve_rename();
     char a1[MAX_PATH], a2[MAX_PATH];
     int watch = two_names(AT_FDCWD, from, AT_FDCWD, to, a1, a2);
-    return moved(real_rename(from, to), "rename", watch, a1, a2);
+    hold(watch);
+    int got = moved(real_rename(from, to), "rename", watch, a1, a2);
+    release(watch);
+    return got;
 }
 int renameat(int fd1, const char *from, int fd2, const char *to) {
     resolve_renameat();
     char a1[MAX_PATH], a2[MAX_PATH];
     int watch = two_names(fd1, from, fd2, to, a1, a2);
-    return moved(real_renameat(fd1, from, fd2, to), "rename", watch, a1, a2);
+    hold(watch);
+    int got = moved(real_renameat(fd1, from, fd2, to), "rename", watch, a1, a2);
+    release(watch);
+    return got;
 }
 int renameat2(int fd1, const char *from, int fd2, const char *to, unsigned int flags) {
     resolve_renameat2();
@@ -1228,17 +1379,26 @@ int renameat2(int fd1, const char *from, int fd2, const char *to, unsigned int f
     int watch = two_names(fd1, from, fd2, to, a1, a2);
     /* RENAME_EXCHANGE swaps two names: told as such, the replay refuses it. */
     const char *kind = (flags & 2) ? "exchange" : "rename";
-    return moved(real_renameat2(fd1, from, fd2, to, flags), kind, watch, a1, a2);
+    hold(watch);
+    int got = moved(real_renameat2(fd1, from, fd2, to, flags), kind, watch, a1, a2);
+    release(watch);
+    return got;
 }
 int link(const char *from, const char *to) {
     resolve_link();
     char a1[MAX_PATH], a2[MAX_PATH];
     int watch = two_names(AT_FDCWD, from, AT_FDCWD, to, a1, a2);
-    return moved(real_link(from, to), "link", watch, a1, a2);
+    hold(watch);
+    int got = moved(real_link(from, to), "link", watch, a1, a2);
+    release(watch);
+    return got;
 }
 int linkat(int fd1, const char *from, int fd2, const char *to, int flags) {
     resolve_linkat();
     char a1[MAX_PATH], a2[MAX_PATH];
     int watch = two_names(fd1, from, fd2, to, a1, a2);
-    return moved(real_linkat(fd1, from, fd2, to, flags), "link", watch, a1, a2);
+    hold(watch);
+    int got = moved(real_linkat(fd1, from, fd2, to, flags), "link", watch, a1, a2);
+    release(watch);
+    return got;
 }

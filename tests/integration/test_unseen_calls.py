@@ -224,3 +224,33 @@ def test_a_files_own_sync_never_makes_its_new_name_durable(
     done = power_cut(root, ["drop"], "power-loss:drop")
     assert not (root / "new").exists() and done["removed"] == ["new"]
     assert (root / "j").read_bytes() == DURABLE
+
+
+_KILLED_WRITING = """
+import os, random, signal, sys
+root = sys.argv[1]
+fd = os.open(f"{root}/j", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+os.write(fd, b"durable")
+os.fsync(fd)
+folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+os.fsync(folder)
+signal.signal(signal.SIGALRM, signal.SIG_DFL)  # as the harness's timed kill: it ends the process
+signal.setitimer(signal.ITIMER_REAL, random.uniform(0.002, 0.02))
+while True:
+    os.write(fd, b"x")
+"""
+
+
+def test_a_timed_kill_never_lands_between_a_write_and_its_line(lib: Path, tmp_path: Path) -> None:
+    """Killed by a timer at a random moment of a loop of writes, twenty times: each time the
+    trace holds every write, so the cut's check finds nothing it did not see."""
+    for attempt in range(20):
+        root = Path(os.path.realpath(tmp_path)) / f"trial-{attempt}"
+        root.mkdir()
+        start_trace(root)
+        env = subprocess_env(**observer.observer_env(root, lib))
+        done = subprocess.run([sys.executable, "-I", "-c", _KILLED_WRITING, str(root)], env=env)
+        assert done.returncode == -14  # SIGALRM
+        assert len((root / "j").read_bytes()) > len(DURABLE)
+        power_cut(root, ["drop"], "power-loss:drop")
+        assert (root / "j").read_bytes() == DURABLE
