@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import functools
 import json
 import os
 import zlib
@@ -917,30 +918,20 @@ def _no_fsync(fd: int) -> None:
     del fd
 
 
-_libc: Any = None
-
-
+@functools.cache
 def _c_library() -> Any:
     """The C library through ctypes (loaded once): the calls a C runtime would make."""
-    global _libc
-    if _libc is None:
-        import ctypes
+    import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.sync_file_range.argtypes = [
-            ctypes.c_int,
-            ctypes.c_int64,
-            ctypes.c_int64,
-            ctypes.c_uint,
-        ]
-        libc.fopen.restype = ctypes.c_void_p
-        libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-        libc.fwrite.restype = ctypes.c_size_t
-        libc.fwrite.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
-        libc.fflush.argtypes = [ctypes.c_void_p]
-        libc.fclose.argtypes = [ctypes.c_void_p]
-        _libc = libc
-    return _libc
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fwrite.restype = ctypes.c_size_t
+    libc.fwrite.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+    libc.fflush.argtypes = [ctypes.c_void_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    return libc
 
 
 def _c_error(call: str) -> OSError:
