@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import functools
 import json
 import os
 import zlib
@@ -104,7 +105,7 @@ class BrokenRuntime(Runtime):
 
 
 @contextlib.contextmanager
-def _journal_function(name: str, stand_in: Callable[..., Any]) -> Iterator[None]:
+def _journal_function(name: str, stand_in: object) -> Iterator[None]:
     """``harness.runtime.journal``'s function ``name`` replaced by ``stand_in`` for the block:
     how a broken writer leaves out (or misdirects) one fsync of the real code."""
     real = getattr(journal_module, name)
@@ -896,6 +897,210 @@ class CompactionNoDirFsync(BrokenRuntime):
     exposing = ("compacts", True)
 
 
+class _OsWith:
+    """The ``os`` module as the journal's code sees it, with some functions replaced: how a
+    broken writer routes the real code's writes another way."""
+
+    def __init__(self, **replaced: Callable[..., Any]) -> None:
+        self._replaced = replaced
+
+    def __getattr__(self, name: str) -> Any:
+        return self._replaced.get(name) or getattr(os, name)
+
+
+@contextlib.contextmanager
+def _appending_unsynced(**replaced: Callable[..., Any]) -> Iterator[None]:
+    """The block's appends go through ``replaced`` functions of ``os`` and are never
+    fsynced (the journal's creation, before it, stays durable)."""
+    with _journal_function("os", _OsWith(**replaced)), _journal_function("_fsync", _no_fsync):
+        yield
+
+
+def _no_fsync(fd: int) -> None:
+    del fd
+
+
+@functools.cache
+def _c_library() -> Any:
+    """The C library through ctypes (loaded once): the calls a C runtime would make."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fwrite.restype = ctypes.c_size_t
+    libc.fwrite.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+    libc.fflush.argtypes = [ctypes.c_void_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    return libc
+
+
+def _c_error(call: str) -> OSError:
+    import ctypes
+
+    code = ctypes.get_errno()
+    return OSError(code, f"{call}: {os.strerror(code)}")
+
+
+_RANGE_WRITE_AND_WAIT = 1 | 2 | 4
+"""SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER."""
+
+
+def _sync_file_range(fd: int) -> None:
+    # The mistake: the whole file's pages written back and waited for, which looks like an
+    # fsync; but neither its size nor the drive's cache is made durable.
+    if _c_library().sync_file_range(fd, 0, 0, _RANGE_WRITE_AND_WAIT) != 0:
+        raise _c_error("sync_file_range")
+
+
+class _RangeSyncWriter(JournalWriter):
+    def __init__(self, path: Path | str, **kwargs: Any) -> None:
+        with _journal_function("_fsync", _sync_file_range):
+            super().__init__(path, **kwargs)
+
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
+        with _journal_function("_fsync", _sync_file_range):
+            return super()._append(records, sync=sync)
+
+    def sync(self) -> None:
+        with _journal_function("_fsync", _sync_file_range):
+            super().sync()
+
+
+class SyncFileRange(BrokenRuntime):
+    mistake = "syncs its journal with sync_file_range, which makes no data durable, not fsync"
+    caught_by = ("I1", "I6")
+    needs_fault = "power-loss"
+    _journal_class = _RangeSyncWriter
+
+
+class _PwritevWriter(JournalWriter):
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
+        with _appending_unsynced(write=_pwritev_at_end):
+            return super()._append(records, sync=sync)
+
+
+def _pwritev_at_end(fd: int, data: bytes) -> int:
+    return os.pwritev(fd, [data], os.fstat(fd).st_size)
+
+
+class PwritevNoFsync(BrokenRuntime):
+    mistake = "appends to its journal with os.pwritev and never fsyncs it"
+    caught_by = ("I1", "I6")
+    needs_fault = "power-loss"
+    _journal_class = _PwritevWriter
+
+
+class _StdioWriter(JournalWriter):
+    """Appends through C stdio: a stream of its own on the journal, opened ``ab``."""
+
+    _stream: int | None = None
+
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
+        with _appending_unsynced(write=self._fwrite):
+            return super()._append(records, sync=sync)
+
+    def _fwrite(self, fd: int, data: bytes) -> int:
+        del fd  # the stream's own descriptor names the same file
+        libc = _c_library()
+        if self._stream is None:
+            self._stream = libc.fopen(os.fsencode(self.path), b"ab")
+            if not self._stream:
+                raise _c_error("fopen")
+        written = int(libc.fwrite(data, 1, len(data), self._stream))
+        # The mistake: flushed to the kernel, as a C runtime's fflush does, and no fsync.
+        if libc.fflush(self._stream) != 0:
+            raise _c_error("fflush")
+        return written
+
+    def _release(self) -> None:
+        if self._stream is not None:
+            _c_library().fclose(self._stream)
+            self._stream = None
+        super()._release()
+
+
+class StdioNoFsync(BrokenRuntime):
+    mistake = "appends to its journal with C stdio (fwrite, fflush) and never fsyncs it"
+    caught_by = ("I1", "I6")
+    needs_fault = "power-loss"
+    _journal_class = _StdioWriter
+
+
+class _ReplacingWriter(JournalWriter):
+    """Each append rewrites the whole journal: a temporary file, renamed over it."""
+
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
+        with _appending_unsynced(write=self._replace_whole):
+            return super()._append(records, sync=sync)
+
+    def _replace_whole(self, fd: int, data: bytes) -> int:
+        whole = _read_all(fd) + data
+        temporary = self.path.with_name(f"{self.path.name}.replacing.{os.getpid()}")
+        new = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            _write_whole(new, whole)
+            # The mistake: no fsync of the new file before its rename; the rename and the
+            # folder's fsync make its name durable, not its content.
+            os.rename(temporary, self.path)
+            journal_module.fsync_dir(self.path.parent)
+            if journal_module.fcntl is not None:
+                journal_module.fcntl.flock(new, journal_module.fcntl.LOCK_EX)
+            os.lseek(new, 0, os.SEEK_END)
+            os.dup2(new, fd)  # the writer's descriptor (and its lock) now the new file's
+        finally:
+            os.close(new)
+        return len(data)
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    """Write all of ``data`` with the real ``os.write`` (the journal's is routed here)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_all(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0) if size else b""
+
+
+class RenameNoFileFsync(BrokenRuntime):
+    mistake = (
+        "rewrites its journal whole at each append: a temporary file renamed over it and "
+        "the folder fsynced, the file itself never fsynced"
+    )
+    caught_by = ("I1", "I6")
+    needs_fault = "power-loss"
+    _journal_class = _ReplacingWriter
+
+
+class _TruncatingWriter(JournalWriter):
+    """Each append rewrites the whole journal in place: opened ``O_TRUNC``, written."""
+
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
+        with _appending_unsynced(write=self._rewrite_in_place):
+            return super()._append(records, sync=sync)
+
+    def _rewrite_in_place(self, fd: int, data: bytes) -> int:
+        whole = _read_all(fd) + data
+        # The mistake: truncated and written again, never fsynced.
+        out = os.open(self.path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+        try:
+            _write_whole(out, whole)
+        finally:
+            os.close(out)
+        return len(data)
+
+
+class TruncateRewriteNoFsync(BrokenRuntime):
+    mistake = "rewrites its journal whole at each append, opened O_TRUNC, and never fsyncs it"
+    caught_by = ("I1", "I6")
+    needs_fault = "power-loss"
+    _journal_class = _TruncatingWriter
+
+
 _KEYED = "a keyed tool whose provider deduplicates (scenarios/payment_flow.toml: dedupe)"
 
 
@@ -1080,6 +1285,11 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "compaction-drops-resolution": CompactionDropsResolution,
     "compaction-unsynced": CompactionUnsynced,
     "compaction-no-dir-fsync": CompactionNoDirFsync,
+    "sync-file-range": SyncFileRange,
+    "pwritev-no-fsync": PwritevNoFsync,
+    "stdio-no-fsync": StdioNoFsync,
+    "rename-no-file-fsync": RenameNoFileFsync,
+    "truncate-rewrite-no-fsync": TruncateRewriteNoFsync,
     "key-changes-on-retry": KeyChangesOnRetry,
     "reconcile-new-key": ReconcileNewKey,
     "key-window-never-passes": KeyWindowNeverPasses,

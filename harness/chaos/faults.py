@@ -269,8 +269,12 @@ def parse_after_death(spec: str) -> tuple[str, list[str]]:
     _, least, most = _AFTER_DEATH[kind]
     if not least <= len(args) <= most:
         raise ValueError(f"{spec!r}: {kind} takes {least} to {most} parameters")
-    if kind == "power-loss" and args[0] not in ("drop", "tear", "tear-sector"):
-        raise ValueError(f"{spec!r}: power-loss is drop, tear:<keep>:<garbage> or tear-sector")
+    if kind == "power-loss" and args[0] not in ("drop", "tear", "tear-sector", "state"):
+        raise ValueError(
+            f"{spec!r}: power-loss is drop, tear:<keep>:<garbage>, tear-sector or state:<n>"
+        )
+    if kind == "power-loss" and args[0] == "state" and (len(args) != 2 or not args[1].isdigit()):
+        raise ValueError(f"{spec!r}: state takes the crash state's number, a whole number >= 0")
     if kind == "power-loss" and args[0] == "tear" and len(args) != 3:
         raise ValueError(f"{spec!r}: tear needs <keep fraction>:<garbage bytes>")
     if kind == "power-loss" and args[0] == "drop" and len(args) != 1:
@@ -309,4 +313,9 @@ def _fraction(spec: str, what: str, text: str) -> float:
 def apply_after_death(trial_dir: Path, spec: str) -> dict[str, Any]:
     """Apply an after-death fault to a dead agent's files; returns what it did."""
     kind, args = parse_after_death(spec)
-    return {"fault": spec, **_AFTER_DEATH[kind][0](trial_dir, args)}
+    done = {"fault": spec, **_AFTER_DEATH[kind][0](trial_dir, args)}
+    if kind in AT_REST and done.get("landed"):
+        # Damage at rest is on disk: a later power cut keeps it, and the observer's check
+        # must not take it for a change the agent made unseen.
+        observer.harness_wrote(trial_dir, ["journal"])
+    return done

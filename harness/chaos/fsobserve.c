@@ -4,32 +4,51 @@
  * HARNESS_FS_TRACE (the trace folder) and HARNESS_FS_ROOT (the trial folder, a real
  * path) are set; it reads them lazily, and again in a forked child (the fork server's
  * children get their environment through os.environ after the fork). It tracks
- * descriptor -> absolute path for files under the root and appends one line per call
+ * descriptor -> real path for files under the root (a path spelled through a symlink or
+ * /proc/self/cwd is resolved to its real path first) and appends one line per call
  * that changes a name or makes something durable to the trace file (opened O_APPEND,
  * one write(2) a line, so lines of threads and processes never interleave):
  *
- *   create|trunc|mkdir|rmdir|unlink|dirfsync|mmap|overflow PID \t PATH
- *   rename|link PID \t FROM \t TO
- *   write PID OFFSET LENGTH \t PATH        ftruncate PID LENGTH \t PATH
- *   fsync PID IMAGE SIZE \t PATH            sync PID
+ *   create|trunc PID SIZE MTIME \t PATH     mkdir|rmdir|unlink|dirfsync|mmap|overflow PID \t PATH
+ *   rename|link PID \t FROM \t TO           rangesync PID \t PATH
+ *   write PID OFFSET LENGTH SIZE MTIME \t PATH
+ *   ftruncate PID LENGTH SIZE MTIME \t PATH
+ *   fsync PID IMAGE SIZE MTIME \t PATH      sync PID
  *
- * An fsync (fdatasync, sync_file_range) of a file first copies the file's content to the
- * image file IMAGE in the trace folder (the file's durable content is IMAGE's first SIZE
- * bytes), then calls the real one, and writes its line only when that returned 0: exactly
- * the writes that completed before the program asked are durable. A file that only grew
- * since this process's last image of it (no write, truncation or O_TRUNC below that
- * image's size: an append-only journal) has its new bytes appended to that image instead
- * of a whole copy, so that a journal's images cost its size, not its size times its
- * fsyncs; an earlier line's SIZE still names its own prefix. Its own files are written through the real functions, never traced.
- * The world's database (world.db*) is never tracked. Not seen: direct system calls,
- * io_uring, writes through a shared mapping (reported as an mmap line), static binaries.
+ * SIZE and MTIME (nanoseconds) are the file's size and modification time just after the
+ * call: at a cut, a file that differs from them was changed by a call not seen here.
+ *
+ * An fsync or fdatasync of a file first copies the file's content to the image file
+ * IMAGE in the trace folder (the file's durable content is IMAGE's first SIZE bytes),
+ * then calls the real one, and writes its line only when that returned 0: exactly the
+ * writes that completed before the program asked are durable. A write through a
+ * descriptor opened O_SYNC or O_DSYNC (or pwritev2 with RWF_SYNC or RWF_DSYNC) is a write
+ * and an fsync. sync_file_range makes nothing durable (it neither writes the file's size
+ * nor flushes the drive's cache): its line says it was called, nothing more. A file that
+ * only grew since this process's last image of it (no write, truncation or O_TRUNC below
+ * that image's size: an append-only journal) has its new bytes appended to that image
+ * instead of a whole copy, so that a journal's images cost its size, not its size times
+ * its fsyncs; an earlier line's SIZE still names its own prefix. Its own files are
+ * written through the real functions, never traced.
+ *
+ * Writes are seen through write, pwrite, writev, pwritev, pwritev2, copy_file_range,
+ * sendfile, splice, fallocate and posix_fallocate; C stdio through fopen, fwrite, fputs,
+ * fflush and fclose (the flushes glibc makes inside other calls, exit's among them, are
+ * not seen). A program started by exec inherits the library through its environment and
+ * learns at its first call which of its inherited descriptors name watched files (from
+ * /proc/self/fd). The world's database (world.db*) is never tracked. Not seen: direct
+ * system calls, io_uring, writes through a shared mapping (reported as an mmap line),
+ * static binaries; the cut's check of each file against its last line finds what they
+ * changed.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +73,7 @@ static int trace_fd = -1;
 static unsigned long image_seq;
 static char paths[MAX_FDS][MAX_PATH]; /* "" for a descriptor not tracked */
 static char world[MAX_FDS];           /* 1 for a descriptor of the world's database */
+static char osync[MAX_FDS];           /* 1 for a tracked descriptor opened O_SYNC/O_DSYNC */
 static __thread int world_synced;     /* this thread's last sync was the world's */
 static int high_fd;                   /* one past the highest tracked descriptor */
 
@@ -107,6 +127,26 @@ REAL(int, link, const char *, const char *)
 REAL(int, linkat, int, const char *, int, const char *, int)
 REAL(void *, mmap, void *, size_t, int, int, int, off_t)
 REAL(void *, mmap64, void *, size_t, int, int, int, off64_t)
+REAL(ssize_t, pwritev2, int, const struct iovec *, int, off_t, int)
+REAL(ssize_t, pwritev64v2, int, const struct iovec *, int, off64_t, int)
+REAL(ssize_t, copy_file_range, int, off64_t *, int, off64_t *, size_t, unsigned int)
+REAL(ssize_t, sendfile, int, int, off_t *, size_t)
+REAL(ssize_t, sendfile64, int, int, off64_t *, size_t)
+REAL(ssize_t, splice, int, off64_t *, int, off64_t *, size_t, unsigned int)
+REAL(int, fallocate, int, int, off_t, off_t)
+REAL(int, fallocate64, int, int, off64_t, off64_t)
+REAL(int, posix_fallocate, int, off_t, off_t)
+REAL(int, posix_fallocate64, int, off64_t, off64_t)
+REAL(FILE *, fopen, const char *, const char *)
+REAL(FILE *, fopen64, const char *, const char *)
+REAL(size_t, fwrite, const void *, size_t, size_t, FILE *)
+REAL(int, fputs, const char *, FILE *)
+REAL(int, fflush, FILE *)
+REAL(int, fclose, FILE *)
+REAL(int, mkstemp, char *)
+REAL(int, mkstemp64, char *)
+REAL(int, mkostemp, char *, int)
+REAL(int, mkostemp64, char *, int)
 
 /* Raw system calls for the library's own files: never traced, never recursing. */
 static int raw_open(const char *path, int flags, mode_t mode) {
@@ -128,6 +168,35 @@ __attribute__((constructor)) static void install_fork_handler(void) {
     pthread_atfork(NULL, NULL, forked_child);
 }
 
+static int watched(const char *abs);
+
+/* The descriptors this process was given (a program started by exec keeps its parent's
+ * open files, and this library's table starts empty in it): each that names a watched
+ * file is tracked from here on. Under lock. */
+static void relearn(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return;
+    int own = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end || end == e->d_name || fd < 0 || fd >= MAX_FDS || fd == own || fd == trace_fd)
+            continue;
+        char link[64], target[MAX_PATH];
+        snprintf(link, sizeof link, "/proc/self/fd/%ld", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = 0;
+        if (target[0] != '/' || strstr(target, " (deleted)") || !watched(target)) continue;
+        strcpy(paths[fd], target);
+        int flags = (int)syscall(SYS_fcntl, (int)fd, F_GETFL);
+        osync[fd] = flags >= 0 && (flags & O_DSYNC);
+        if (fd >= high_fd) high_fd = (int)fd + 1;
+    }
+    closedir(d);
+}
+
 /* Whether this process observes: reads the settings once per process while they are set,
  * and again while they are not (a forked child sets them after its first calls). A child
  * made by vfork (Python's subprocess) shares its parent's memory until it execs, and no
@@ -146,7 +215,7 @@ static int active(void) {
                    strcmp(root, r) == 0;
         if (!same) {
             if (trace_fd >= 0) raw_close(trace_fd);
-            for (int i = 0; i < high_fd; i++) paths[i][0] = 0; /* another trial's table */
+            for (int i = 0; i < high_fd; i++) paths[i][0] = osync[i] = 0; /* another trial's */
             high_fd = 0;
             strcpy(trace_dir, t);
             strcpy(root, r);
@@ -155,6 +224,7 @@ static int active(void) {
             char file[MAX_PATH];
             snprintf(file, sizeof file, "%s/trace", trace_dir);
             trace_fd = raw_open(file, O_WRONLY | O_APPEND | O_CREAT, 0600);
+            if (trace_fd >= 0) relearn();
         }
         image_seq = 0;
         memset(images, 0, sizeof images); /* another process's images are not this one's */
@@ -204,12 +274,47 @@ static void normalize(char *p) {
     strcpy(p, out);
 }
 
-/* The absolute path of `path` relative to `dirfd`, in out; 0 if it cannot be told. */
-static int absolute(int dirfd, const char *path, char *out) {
+static int under_root(const char *abs);
+
+/* The real path of `spelled` (absolute, as the program spelled it) in out: the whole
+ * path's when `follow` and it exists, else its folder's real path and its last name as
+ * given (a name being made, or one whose symlink the call acts on); 0 if neither. */
+static int real_spelling(const char *spelled, char *out, int follow) {
+    char found[PATH_MAX];
+    if (follow && realpath(spelled, found) && strlen(found) < MAX_PATH) {
+        strcpy(out, found);
+        return 1;
+    }
+    const char *slash = strrchr(spelled, '/');
+    if (!slash || slash == spelled) return 0;
+    const char *name = slash + 1;
+    if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        if (!realpath(spelled, found) || strlen(found) >= MAX_PATH) return 0;
+        strcpy(out, found);
+        return 1;
+    }
+    char folder[MAX_PATH];
+    size_t n = (size_t)(slash - spelled);
+    memcpy(folder, spelled, n);
+    folder[n] = 0;
+    if (!realpath(folder, found)) return 0;
+    size_t base = strcmp(found, "/") == 0 ? 0 : strlen(found), len = strlen(name);
+    if (base + len + 2 >= MAX_PATH) return 0;
+    memcpy(out, found, base);
+    out[base] = '/';
+    memcpy(out + base + 1, name, len + 1);
+    return 1;
+}
+
+/* The absolute path of `path` relative to `dirfd`, in out; 0 if it cannot be told. A path
+ * outside the root as spelled is resolved to its real path (a symlink, /proc/self/cwd):
+ * any spelling of a watched file is watched. */
+static int absolute(int dirfd, const char *path, char *out, int follow) {
     if (!path) return 0;
+    char spelled[MAX_PATH];
     if (path[0] == '/') {
         if (strlen(path) >= MAX_PATH) return 0;
-        strcpy(out, path);
+        strcpy(spelled, path);
     } else {
         char base[MAX_PATH];
         if (dirfd == AT_FDCWD) {
@@ -226,13 +331,22 @@ static int absolute(int dirfd, const char *path, char *out) {
         char joined[2 * MAX_PATH + 2];
         snprintf(joined, sizeof joined, "%s/%s", base, path);
         if (strlen(joined) >= MAX_PATH) return 0;
-        strcpy(out, joined);
+        strcpy(spelled, joined);
     }
+    strcpy(out, spelled);
     normalize(out);
+    if (!under_root(out)) {
+        char real[MAX_PATH];
+        if (real_spelling(spelled, real, follow)) {
+            normalize(real);
+            if (under_root(real)) strcpy(out, real);
+        }
+    }
     return 1;
 }
 
 static int under_root(const char *abs) {
+    if (!root_len) return 0;
     return strncmp(abs, root, root_len) == 0 && (abs[root_len] == '/' || abs[root_len] == 0);
 }
 
@@ -244,11 +358,12 @@ static int is_world(const char *abs) {
 /* Whether an absolute path lies under the root and is not the world's database. */
 static int watched(const char *abs) { return under_root(abs) && !is_world(abs); }
 
-/* The watched absolute path of (dirfd, path) in out, or 0. */
-static int resolve_watched(int dirfd, const char *path, char *out) {
+/* The watched absolute path of (dirfd, path) in out, or 0 (`follow`: a symlink as the
+ * last name is followed, as open and truncate do). */
+static int resolve_watched(int dirfd, const char *path, char *out, int follow) {
     out[0] = 0;
     if (!active()) return 0;
-    return absolute(dirfd, path, out) && watched(out);
+    return absolute(dirfd, path, out, follow) && watched(out);
 }
 
 static void track(int fd, const char *abs) {
@@ -280,10 +395,37 @@ static int tracked(int fd, char *out) {
     return out[0] != 0;
 }
 
+/* Whether fd is a descriptor this process tracks (checked before active(): cheap). */
+static int fd_watched(int fd) {
+    return fd >= 0 && fd < MAX_FDS && paths[fd][0] && active();
+}
+
+/* A change and its line are one step for the harness's timed kill (SIGALRM at its default
+ * action, from a timer the agent arms): a kill landing between them would leave a change
+ * the trace does not hold, which the cut's check would take for one the library did not
+ * see. So signals wait while a watched file changes and its line is written (SIGKILL
+ * cannot wait: the supervisor sends it only at failpoints, where nothing is written). */
+static __thread int holding;
+static __thread sigset_t held_mask;
+static void hold(int watch) {
+    if (!watch || holding++) return;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &held_mask);
+}
+static void release(int watch) {
+    if (!watch || --holding) return;
+    pthread_sigmask(SIG_SETMASK, &held_mask, NULL);
+}
+
 static void copy_fd(int from, int to) {
     char p[MAX_PATH];
-    if (tracked(from, p)) track(to, p);
-    else untrack(to);
+    if (tracked(from, p)) {
+        track(to, p);
+        if (to >= 0 && to < MAX_FDS && from >= 0 && from < MAX_FDS) osync[to] = osync[from];
+    } else {
+        untrack(to);
+    }
 }
 
 /* A rename moves the paths of open descriptors with it (a file, or a folder's files). */
@@ -314,11 +456,6 @@ static void changed_below(const struct stat *st, long long offset) {
     pthread_mutex_unlock(&lock);
 }
 
-static void fd_changed_below(int fd, long long offset) {
-    struct stat st;
-    if (fstat(fd, &st) == 0) changed_below(&st, offset);
-}
-
 static void forget_image(int fd) {
     struct stat st;
     if (fstat(fd, &st) != 0) return;
@@ -328,12 +465,33 @@ static void forget_image(int fd) {
     pthread_mutex_unlock(&lock);
 }
 
+/* The file's size and modification time (ns) after a change, as " SIZE MTIME". */
+static void stat_words(const struct stat *st, char *out, size_t len) {
+    snprintf(out, len, " %lld %lld", (long long)st->st_size,
+             (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec);
+}
+
+/* A file opened under the root: its create or truncation line, if the open made either. */
+static void made(int fd, const char *abs, int existed, int truncating) {
+    if (existed && !truncating) return;
+    struct stat st;
+    char words[64] = "";
+    if (fstat(fd, &st) == 0) stat_words(&st, words, sizeof words);
+    if (!existed) {
+        forget_image(fd); /* a new file: an image of an old one with its inode is not its */
+        emit("create %d%s\t%s", getpid(), words, abs);
+    } else {
+        if (words[0]) changed_below(&st, 0);
+        emit("trunc %d%s\t%s", getpid(), words, abs);
+    }
+}
+
 /* -- opening and closing ------------------------------------------------------------ */
 
 static int opened(int (*real)(int, const char *, int, ...), int dirfd, const char *path,
                   int flags, mode_t mode) {
     char abs[MAX_PATH];
-    if (!resolve_watched(dirfd, path, abs)) {
+    if (!resolve_watched(dirfd, path, abs, !(flags & O_NOFOLLOW))) {
         int fd = real(dirfd, path, flags, mode);
         /* The world's own descriptors are remembered only to tell its syncs (below). */
         if (fd >= 0 && fd < MAX_FDS && trace_fd >= 0 && active_pid == getpid())
@@ -342,18 +500,17 @@ static int opened(int (*real)(int, const char *, int, ...), int dirfd, const cha
     }
     struct stat before;
     int existed = (flags & O_CREAT) ? lstat(abs, &before) == 0 : 1;
+    int truncating = (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
+    int changes = !existed || truncating;
+    hold(changes);
     int fd = real(dirfd, path, flags, mode);
-    if (fd < 0) return fd;
     int saved = errno;
-    track(fd, abs);
-    if (!existed) {
-        forget_image(fd); /* a new file: an image of an old one with its inode is not its */
-        emit("create %d\t%s", getpid(), abs);
+    if (fd >= 0) {
+        track(fd, abs);
+        if (fd < MAX_FDS) osync[fd] = (flags & O_DSYNC) != 0; /* O_SYNC holds O_DSYNC's bit */
+        made(fd, abs, existed, truncating);
     }
-    else if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY) {
-        fd_changed_below(fd, 0);
-        emit("trunc %d\t%s", getpid(), abs);
-    }
+    release(changes);
     errno = saved;
     return fd;
 }
@@ -447,7 +604,7 @@ int close(int fd) {
     /* A vfork child closing descriptors before it execs must not untrack its parent's. */
     if (active_pid <= 0 || active_pid == getpid()) {
         untrack(fd);
-        if (fd >= 0 && fd < MAX_FDS) world[fd] = 0;
+        if (fd >= 0 && fd < MAX_FDS) world[fd] = osync[fd] = 0;
     }
     return real_close(fd);
 }
@@ -505,13 +662,25 @@ int fcntl64(int fd, int cmd, ...) {
 
 /* -- writing -------------------------------------------------------------------------- */
 
-static void wrote(int fd, long long offset, ssize_t n) {
+static void durable_now(int fd, const char *path);
+
+/* A write of n bytes at offset through fd: its line, with the file's size and time after
+ * it; then, through an O_SYNC/O_DSYNC descriptor or with `sync`, the fsync it also is. */
+static void wrote_sync(int fd, long long offset, ssize_t n, int sync) {
     char p[MAX_PATH];
     if (n > 0 && tracked(fd, p)) {
-        fd_changed_below(fd, offset);
-        emit("write %d %lld %zd\t%s", getpid(), offset, n, p);
+        struct stat st;
+        char words[64] = "";
+        if (fstat(fd, &st) == 0) {
+            changed_below(&st, offset);
+            stat_words(&st, words, sizeof words);
+        }
+        emit("write %d %lld %zd%s\t%s", getpid(), offset, n, words, p);
+        if (sync || osync[fd]) durable_now(fd, p);
     }
 }
+
+static void wrote(int fd, long long offset, ssize_t n) { wrote_sync(fd, offset, n, 0); }
 
 /* Where a write at the descriptor's own position began: its position now less n. */
 static long long began(int fd, ssize_t n) {
@@ -521,89 +690,417 @@ static long long began(int fd, ssize_t n) {
 
 ssize_t write(int fd, const void *buf, size_t len) {
     resolve_write();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_write(fd, buf, len);
     int saved = errno;
     wrote(fd, began(fd, n), n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t pwrite(int fd, const void *buf, size_t len, off_t at) {
     resolve_pwrite();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_pwrite(fd, buf, len, at);
     int saved = errno;
     wrote(fd, at, n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t pwrite64(int fd, const void *buf, size_t len, off64_t at) {
     resolve_pwrite64();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_pwrite64(fd, buf, len, at);
     int saved = errno;
     wrote(fd, at, n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t writev(int fd, const struct iovec *iov, int count) {
     resolve_writev();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_writev(fd, iov, count);
     int saved = errno;
     wrote(fd, began(fd, n), n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t pwritev(int fd, const struct iovec *iov, int count, off_t at) {
     resolve_pwritev();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_pwritev(fd, iov, count, at);
     int saved = errno;
     wrote(fd, at, n);
+    release(w);
     errno = saved;
     return n;
 }
 ssize_t pwritev64(int fd, const struct iovec *iov, int count, off64_t at) {
     resolve_pwritev64();
+    int w = fd_watched(fd);
+    hold(w);
     ssize_t n = real_pwritev64(fd, iov, count, at);
     int saved = errno;
     wrote(fd, at, n);
+    release(w);
     errno = saved;
     return n;
 }
+
+/* pwritev2's flags: RWF_DSYNC and RWF_SYNC make the write an fsync too; RWF_APPEND
+ * writes at the end whatever the offset; an offset of -1 is the descriptor's position. */
+#define FLAG_DSYNC 0x2
+#define FLAG_SYNC 0x4
+#define FLAG_APPEND 0x10
+static ssize_t vectored2(ssize_t n, int fd, long long at, int flags) {
+    int saved = errno;
+    long long offset = at;
+    if (n > 0 && (flags & FLAG_APPEND)) {
+        struct stat st;
+        offset = fstat(fd, &st) == 0 ? (long long)st.st_size - n : 0;
+    } else if (n > 0 && at == -1) {
+        offset = began(fd, n);
+    }
+    wrote_sync(fd, offset, n, (flags & (FLAG_DSYNC | FLAG_SYNC)) != 0);
+    errno = saved;
+    return n;
+}
+ssize_t pwritev2(int fd, const struct iovec *iov, int count, off_t at, int flags) {
+    resolve_pwritev2();
+    int w = fd_watched(fd);
+    hold(w);
+    ssize_t n = vectored2(real_pwritev2(fd, iov, count, at, flags), fd, at, flags);
+    release(w);
+    return n;
+}
+ssize_t pwritev64v2(int fd, const struct iovec *iov, int count, off64_t at, int flags) {
+    resolve_pwritev64v2();
+    int w = fd_watched(fd);
+    hold(w);
+    ssize_t n = vectored2(real_pwritev64v2(fd, iov, count, at, flags), fd, at, flags);
+    release(w);
+    return n;
+}
+
+/* A copy into `out` done in the kernel: at *out_at (its value before the call) when
+ * given, else at the descriptor's position. */
+static ssize_t copied(ssize_t n, int out, long long at) {
+    int saved = errno;
+    wrote(out, at >= 0 ? at : began(out, n), n);
+    errno = saved;
+    return n;
+}
+ssize_t copy_file_range(int in, off64_t *in_at, int out, off64_t *out_at, size_t len,
+                        unsigned int flags) {
+    resolve_copy_file_range();
+    long long at = out_at ? (long long)*out_at : -1;
+    int w = fd_watched(out);
+    hold(w);
+    ssize_t n = copied(real_copy_file_range(in, in_at, out, out_at, len, flags), out, at);
+    release(w);
+    return n;
+}
+ssize_t splice(int in, off64_t *in_at, int out, off64_t *out_at, size_t len, unsigned int flags) {
+    resolve_splice();
+    long long at = out_at ? (long long)*out_at : -1;
+    int w = fd_watched(out);
+    hold(w);
+    ssize_t n = copied(real_splice(in, in_at, out, out_at, len, flags), out, at);
+    release(w);
+    return n;
+}
+ssize_t sendfile(int out, int in, off_t *in_at, size_t count) {
+    resolve_sendfile();
+    int w = fd_watched(out);
+    hold(w);
+    ssize_t n = copied(real_sendfile(out, in, in_at, count), out, -1);
+    release(w);
+    return n;
+}
+ssize_t sendfile64(int out, int in, off64_t *in_at, size_t count) {
+    resolve_sendfile64();
+    int w = fd_watched(out);
+    hold(w);
+    ssize_t n = copied(real_sendfile64(out, in, in_at, count), out, -1);
+    release(w);
+    return n;
+}
+
+/* Space allocated (or a hole punched, or a range zeroed): the range's bytes changed as a
+ * write's would, and the size with them. */
+static int allocated(int got, int fd, long long at, long long len) {
+    int saved = errno;
+    if (got == 0 && len > 0) wrote(fd, at, (ssize_t)len);
+    errno = saved;
+    return got;
+}
+int fallocate(int fd, int mode, off_t at, off_t len) {
+    resolve_fallocate();
+    int w = fd_watched(fd);
+    hold(w);
+    int got = allocated(real_fallocate(fd, mode, at, len), fd, at, len);
+    release(w);
+    return got;
+}
+int fallocate64(int fd, int mode, off64_t at, off64_t len) {
+    resolve_fallocate64();
+    int w = fd_watched(fd);
+    hold(w);
+    int got = allocated(real_fallocate64(fd, mode, at, len), fd, at, len);
+    release(w);
+    return got;
+}
+int posix_fallocate(int fd, off_t at, off_t len) { /* returns an error number, not -1 */
+    resolve_posix_fallocate();
+    int w = fd_watched(fd);
+    hold(w);
+    int got = allocated(real_posix_fallocate(fd, at, len), fd, at, len);
+    release(w);
+    return got;
+}
+int posix_fallocate64(int fd, off64_t at, off64_t len) {
+    resolve_posix_fallocate64();
+    int w = fd_watched(fd);
+    hold(w);
+    int got = allocated(real_posix_fallocate64(fd, at, len), fd, at, len);
+    release(w);
+    return got;
+}
+
+/* -- C stdio ------------------------------------------------------------------------- */
+
+/* glibc's stdio writes through its own internal write, which no preload can replace: what
+ * a call handed the kernel is told from the stream's buffer instead, the bytes buffered
+ * before it plus those it took less those still buffered, ending at the descriptor's
+ * position. */
+static int watched_stream(FILE *fp) {
+    if (!fp || !active()) return -1;
+    int fd = fileno(fp);
+    return fd >= 0 && fd < MAX_FDS && paths[fd][0] ? fd : -1;
+}
+static long long buffered(FILE *fp) {
+    return fp->_IO_write_ptr > fp->_IO_write_base ? fp->_IO_write_ptr - fp->_IO_write_base : 0;
+}
+static void stream_wrote(FILE *fp, int fd, long long before, long long took) {
+    int saved = errno;
+    long long flushed = before + took - buffered(fp);
+    if (flushed > 0) {
+        long long end = lseek(fd, 0, SEEK_CUR);
+        wrote(fd, end >= flushed ? end - flushed : 0, (ssize_t)flushed);
+    }
+    errno = saved;
+}
+
+static FILE *opened_stream(FILE *(*real)(const char *, const char *), const char *path,
+                           const char *mode) {
+    char abs[MAX_PATH];
+    if (!path || !mode || !resolve_watched(AT_FDCWD, path, abs, 1)) return real(path, mode);
+    struct stat before;
+    int writing = mode[0] == 'w' || mode[0] == 'a';
+    int existed = writing ? lstat(abs, &before) == 0 : 1;
+    int changes = !existed || mode[0] == 'w';
+    hold(changes);
+    FILE *fp = real(path, mode);
+    int saved = errno;
+    if (fp) {
+        int fd = fileno(fp);
+        track(fd, abs);
+        if (fd >= 0 && fd < MAX_FDS) osync[fd] = 0;
+        made(fd, abs, existed, mode[0] == 'w');
+    }
+    release(changes);
+    errno = saved;
+    return fp;
+}
+FILE *fopen(const char *path, const char *mode) {
+    resolve_fopen();
+    return opened_stream(real_fopen, path, mode);
+}
+FILE *fopen64(const char *path, const char *mode) {
+    resolve_fopen64();
+    return opened_stream(real_fopen64, path, mode);
+}
+size_t fwrite(const void *data, size_t size, size_t count, FILE *fp) {
+    resolve_fwrite();
+    int fd = watched_stream(fp);
+    long long before = fd >= 0 ? buffered(fp) : 0;
+    hold(fd >= 0);
+    size_t got = real_fwrite(data, size, count, fp);
+    if (fd >= 0) stream_wrote(fp, fd, before, (long long)(got * size));
+    release(fd >= 0);
+    return got;
+}
+int fputs(const char *text, FILE *fp) {
+    resolve_fputs();
+    int fd = watched_stream(fp);
+    long long before = fd >= 0 ? buffered(fp) : 0;
+    hold(fd >= 0);
+    int got = real_fputs(text, fp);
+    if (fd >= 0) stream_wrote(fp, fd, before, got >= 0 ? (long long)strlen(text) : 0);
+    release(fd >= 0);
+    return got;
+}
+int fflush(FILE *fp) {
+    resolve_fflush();
+    int fd = watched_stream(fp); /* fflush(NULL) flushes every stream: not seen */
+    long long before = fd >= 0 ? buffered(fp) : 0;
+    hold(fd >= 0);
+    int got = real_fflush(fp);
+    if (fd >= 0) stream_wrote(fp, fd, before, 0);
+    release(fd >= 0);
+    return got;
+}
+int fclose(FILE *fp) {
+    resolve_fclose();
+    int fd = watched_stream(fp);
+    if (fd < 0) return real_fclose(fp);
+    /* Its last flush happens inside: where it goes is told before, the line after. */
+    char p[MAX_PATH];
+    strcpy(p, paths[fd]);
+    long long pending = buffered(fp);
+    long long at = lseek(fd, 0, SEEK_CUR);
+    int flags = (int)syscall(SYS_fcntl, fd, F_GETFL);
+    struct stat st;
+    if (flags >= 0 && (flags & O_APPEND) && fstat(fd, &st) == 0) at = (long long)st.st_size;
+    untrack(fd); /* its descriptor is closed inside, past this library's close */
+    world[fd] = osync[fd] = 0;
+    hold(1);
+    int got = real_fclose(fp);
+    int saved = errno;
+    if (got == 0 && pending > 0) {
+        char words[64] = "";
+        if (stat(p, &st) == 0) {
+            changed_below(&st, at);
+            stat_words(&st, words, sizeof words);
+        }
+        emit("write %d %lld %lld%s\t%s", getpid(), at < 0 ? 0 : at, pending, words, p);
+    }
+    release(1);
+    errno = saved;
+    return got;
+}
+
+static int made_temp(int fd, const char *name, int flags) {
+    char abs[MAX_PATH];
+    int saved = errno;
+    if (fd >= 0 && resolve_watched(AT_FDCWD, name, abs, 0)) {
+        track(fd, abs);
+        if (fd < MAX_FDS) osync[fd] = (flags & O_DSYNC) != 0;
+        made(fd, abs, 0, 0);
+    }
+    errno = saved;
+    return fd;
+}
+/* glibc's mkstemp family opens through its own internal open. */
+int mkstemp(char *name) {
+    resolve_mkstemp();
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, name, abs, 0);
+    hold(watch);
+    int fd = made_temp(real_mkstemp(name), name, 0);
+    release(watch);
+    return fd;
+}
+int mkstemp64(char *name) {
+    resolve_mkstemp64();
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, name, abs, 0);
+    hold(watch);
+    int fd = made_temp(real_mkstemp64(name), name, 0);
+    release(watch);
+    return fd;
+}
+int mkostemp(char *name, int flags) {
+    resolve_mkostemp();
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, name, abs, 0);
+    hold(watch);
+    int fd = made_temp(real_mkostemp(name, flags), name, flags);
+    release(watch);
+    return fd;
+}
+int mkostemp64(char *name, int flags) {
+    resolve_mkostemp64();
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, name, abs, 0);
+    hold(watch);
+    int fd = made_temp(real_mkostemp64(name, flags), name, flags);
+    release(watch);
+    return fd;
+}
+
+/* -- truncating ---------------------------------------------------------------------- */
 
 static int truncated(int fd, long long length, int got) {
     char p[MAX_PATH];
     int saved = errno;
     if (got == 0 && tracked(fd, p)) {
-        fd_changed_below(fd, length);
-        emit("ftruncate %d %lld\t%s", getpid(), length, p);
+        struct stat st;
+        char words[64] = "";
+        if (fstat(fd, &st) == 0) {
+            changed_below(&st, length);
+            stat_words(&st, words, sizeof words);
+        }
+        emit("ftruncate %d %lld%s\t%s", getpid(), length, words, p);
     }
     errno = saved;
     return got;
 }
 int ftruncate(int fd, off_t length) {
     resolve_ftruncate();
-    return truncated(fd, length, real_ftruncate(fd, length));
+    int w = fd_watched(fd);
+    hold(w);
+    int got = truncated(fd, length, real_ftruncate(fd, length));
+    release(w);
+    return got;
 }
 int ftruncate64(int fd, off64_t length) {
     resolve_ftruncate64();
-    return truncated(fd, length, real_ftruncate64(fd, length));
+    int w = fd_watched(fd);
+    hold(w);
+    int got = truncated(fd, length, real_ftruncate64(fd, length));
+    release(w);
+    return got;
 }
-static int path_truncated(const char *path, long long length, int got) {
-    char abs[MAX_PATH];
+static int path_truncated(int watch, const char *abs, long long length, int got) {
     int saved = errno;
-    if (got == 0 && resolve_watched(AT_FDCWD, path, abs)) {
+    if (got == 0 && watch) {
         struct stat st;
-        if (stat(abs, &st) == 0) changed_below(&st, length);
-        emit("ftruncate %d %lld\t%s", getpid(), length, abs);
+        char words[64] = "";
+        if (stat(abs, &st) == 0) {
+            changed_below(&st, length);
+            stat_words(&st, words, sizeof words);
+        }
+        emit("ftruncate %d %lld%s\t%s", getpid(), length, words, abs);
     }
     errno = saved;
     return got;
 }
 int truncate(const char *path, off_t length) {
     resolve_truncate();
-    return path_truncated(path, length, real_truncate(path, length));
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, path, abs, 1);
+    hold(watch);
+    int got = path_truncated(watch, abs, length, real_truncate(path, length));
+    release(watch);
+    return got;
 }
 int truncate64(const char *path, off64_t length) {
     resolve_truncate64();
-    return path_truncated(path, length, real_truncate64(path, length));
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, path, abs, 1);
+    hold(watch);
+    int got = path_truncated(watch, abs, length, real_truncate64(path, length));
+    release(watch);
+    return got;
 }
 
 /* -- making durable ------------------------------------------------------------------- */
@@ -614,15 +1111,16 @@ static off_t copy_from(int in, int out, off_t from) {
     if (lseek(out, from, SEEK_SET) != from) return -1;
     off_t offset = from;
     ssize_t n;
-    while ((n = sendfile(out, in, &offset, 1 << 20)) > 0) {
+    /* The system call itself: this library's own sendfile would trace the copy. */
+    while ((n = (ssize_t)syscall(SYS_sendfile, out, in, &offset, (size_t)1 << 20)) > 0) {
     }
     return n < 0 ? -1 : offset;
 }
 
 /* The file behind fd, as it is now, in an image file: the last one of this file extended
- * when the file only grew since, else a new one. Its number and the image's size in
- * *size, or 0. */
-static unsigned long snapshot(int fd, off_t *size) {
+ * when the file only grew since, else a new one. Its number, the image's size in *size
+ * and the file's modification time (as " MTIME") in mtime, or 0. */
+static unsigned long snapshot(int fd, off_t *size, char *mtime, size_t mtime_len) {
     char link[64];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     int in = raw_open(link, O_RDONLY, 0); /* the same file, even renamed or write-only */
@@ -632,6 +1130,8 @@ static unsigned long snapshot(int fd, off_t *size) {
         raw_close(in);
         return 0;
     }
+    snprintf(mtime, mtime_len, " %lld",
+             (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
     char image[MAX_PATH + 64];
     unsigned long seq = 0;
     pthread_mutex_lock(&lock);
@@ -691,14 +1191,27 @@ static int synced(int fd, int (*call)(void *), void *arg) {
         return got;
     }
     off_t size = 0;
-    unsigned long seq = snapshot(fd, &size);
+    char mtime[32] = "";
+    unsigned long seq = snapshot(fd, &size, mtime, sizeof mtime);
     int got = call(arg);
     int saved = errno;
     if (got == 0 && seq)
-        emit("fsync %d img-%d-%lu %lld\t%s", getpid(), getpid(), seq, (long long)size, p);
+        emit("fsync %d img-%d-%lu %lld%s\t%s", getpid(), getpid(), seq, (long long)size, mtime, p);
     else if (got == 0) emit("overflow %d\t%s", getpid(), p); /* synced, but no image of it */
     errno = saved;
     return got;
+}
+
+/* A write through an O_SYNC/O_DSYNC descriptor has returned: durable, as an fsync makes. */
+static void durable_now(int fd, const char *path) {
+    off_t size = 0;
+    char mtime[32] = "";
+    unsigned long seq = snapshot(fd, &size, mtime, sizeof mtime);
+    if (seq)
+        emit("fsync %d img-%d-%lu %lld%s\t%s", getpid(), getpid(), seq, (long long)size, mtime,
+             path);
+    else
+        emit("overflow %d\t%s", getpid(), path);
 }
 
 struct range_args { int fd; off64_t at, n; unsigned int flags; };
@@ -711,10 +1224,17 @@ static int call_range(void *a) {
 }
 int fsync(int fd) { return synced(fd, call_fsync, &fd); }
 int fdatasync(int fd) { return synced(fd, call_fdatasync, &fd); }
+/* It starts (or waits for) the writing of a range of the page cache, and makes nothing
+ * durable: it writes no metadata (the file's size, a new block's place) and does not flush
+ * the drive's cache (sync_file_range(2)). Its line only says it was called. */
 int sync_file_range(int fd, off64_t at, off64_t n, unsigned int flags) {
     struct range_args r = {fd, at, n, flags};
-    if (!(flags & SYNC_FILE_RANGE_WRITE)) return call_range(&r); /* waits only: no data */
-    return synced(fd, call_range, &r);
+    int got = call_range(&r);
+    int saved = errno;
+    char p[MAX_PATH];
+    if (got == 0 && tracked(fd, p)) emit("rangesync %d\t%s", getpid(), p);
+    errno = saved;
+    return got;
 }
 
 void sync(void) {
@@ -754,19 +1274,12 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t at) {
 
 /* -- names ---------------------------------------------------------------------------- */
 
-static int named(int got, const char *kind, int dirfd, const char *path) {
-    char abs[MAX_PATH];
-    int saved = errno;
-    if (got == 0 && resolve_watched(dirfd, path, abs)) emit("%s %d\t%s", kind, getpid(), abs);
-    errno = saved;
-    return got;
-}
 
 /* Paths of a two-name call, told before it runs (a relative path may depend on names it
  * changes); 1 when either lies under the root. */
 static int two_names(int fd1, const char *p1, int fd2, const char *p2, char *a1, char *a2) {
     if (!active()) return 0;
-    int ok1 = absolute(fd1, p1, a1), ok2 = absolute(fd2, p2, a2);
+    int ok1 = absolute(fd1, p1, a1, 0), ok2 = absolute(fd2, p2, a2, 0);
     if (!ok1) a1[0] = 0;
     if (!ok2) a2[0] = 0;
     return (ok1 && watched(a1)) || (ok2 && watched(a2));
@@ -784,45 +1297,61 @@ static int moved(int got, const char *kind, int watch, const char *a1, const cha
 
 int mkdir(const char *path, mode_t mode) {
     resolve_mkdir();
-    return named(real_mkdir(path, mode), "mkdir", AT_FDCWD, path);
+    char abs[MAX_PATH];
+    int watch = resolve_watched(AT_FDCWD, path, abs, 0);
+    hold(watch);
+    int got = real_mkdir(path, mode);
+    int saved = errno;
+    if (got == 0 && watch) emit("mkdir %d\t%s", getpid(), abs);
+    release(watch);
+    errno = saved;
+    return got;
 }
 int mkdirat(int dirfd, const char *path, mode_t mode) {
     resolve_mkdirat();
     char abs[MAX_PATH];
-    int watch = resolve_watched(dirfd, path, abs);
+    int watch = resolve_watched(dirfd, path, abs, 0);
+    hold(watch);
     int got = real_mkdirat(dirfd, path, mode);
     int saved = errno;
     if (got == 0 && watch) emit("mkdir %d\t%s", getpid(), abs);
+    release(watch);
     errno = saved;
     return got;
 }
 int rmdir(const char *path) {
     resolve_rmdir();
     char abs[MAX_PATH];
-    int watch = resolve_watched(AT_FDCWD, path, abs);
+    int watch = resolve_watched(AT_FDCWD, path, abs, 0);
+    hold(watch);
     int got = real_rmdir(path);
     int saved = errno;
     if (got == 0 && watch) emit("rmdir %d\t%s", getpid(), abs);
+    release(watch);
     errno = saved;
     return got;
 }
 int unlink(const char *path) {
     resolve_unlink();
     char abs[MAX_PATH];
-    int watch = resolve_watched(AT_FDCWD, path, abs);
+    int watch = resolve_watched(AT_FDCWD, path, abs, 0);
+    hold(watch);
     int got = real_unlink(path);
     int saved = errno;
     if (got == 0 && watch) emit("unlink %d\t%s", getpid(), abs);
+    release(watch);
     errno = saved;
     return got;
 }
 int unlinkat(int dirfd, const char *path, int flags) {
     resolve_unlinkat();
     char abs[MAX_PATH];
-    int watch = resolve_watched(dirfd, path, abs);
+    int watch = resolve_watched(dirfd, path, abs, 0);
+    hold(watch);
     int got = real_unlinkat(dirfd, path, flags);
     int saved = errno;
     if (got == 0 && watch) emit("%s %d\t%s", (flags & AT_REMOVEDIR) ? "rmdir" : "unlink", getpid(), abs);
+    release(watch);
     errno = saved;
     return got;
 }
@@ -830,13 +1359,19 @@ int rename(const char *from, const char *to) {
     resolve_rename();
     char a1[MAX_PATH], a2[MAX_PATH];
     int watch = two_names(AT_FDCWD, from, AT_FDCWD, to, a1, a2);
-    return moved(real_rename(from, to), "rename", watch, a1, a2);
+    hold(watch);
+    int got = moved(real_rename(from, to), "rename", watch, a1, a2);
+    release(watch);
+    return got;
 }
 int renameat(int fd1, const char *from, int fd2, const char *to) {
     resolve_renameat();
     char a1[MAX_PATH], a2[MAX_PATH];
     int watch = two_names(fd1, from, fd2, to, a1, a2);
-    return moved(real_renameat(fd1, from, fd2, to), "rename", watch, a1, a2);
+    hold(watch);
+    int got = moved(real_renameat(fd1, from, fd2, to), "rename", watch, a1, a2);
+    release(watch);
+    return got;
 }
 int renameat2(int fd1, const char *from, int fd2, const char *to, unsigned int flags) {
     resolve_renameat2();
@@ -844,17 +1379,26 @@ int renameat2(int fd1, const char *from, int fd2, const char *to, unsigned int f
     int watch = two_names(fd1, from, fd2, to, a1, a2);
     /* RENAME_EXCHANGE swaps two names: told as such, the replay refuses it. */
     const char *kind = (flags & 2) ? "exchange" : "rename";
-    return moved(real_renameat2(fd1, from, fd2, to, flags), kind, watch, a1, a2);
+    hold(watch);
+    int got = moved(real_renameat2(fd1, from, fd2, to, flags), kind, watch, a1, a2);
+    release(watch);
+    return got;
 }
 int link(const char *from, const char *to) {
     resolve_link();
     char a1[MAX_PATH], a2[MAX_PATH];
     int watch = two_names(AT_FDCWD, from, AT_FDCWD, to, a1, a2);
-    return moved(real_link(from, to), "link", watch, a1, a2);
+    hold(watch);
+    int got = moved(real_link(from, to), "link", watch, a1, a2);
+    release(watch);
+    return got;
 }
 int linkat(int fd1, const char *from, int fd2, const char *to, int flags) {
     resolve_linkat();
     char a1[MAX_PATH], a2[MAX_PATH];
     int watch = two_names(fd1, from, fd2, to, a1, a2);
-    return moved(real_linkat(fd1, from, fd2, to, flags), "link", watch, a1, a2);
+    hold(watch);
+    int got = moved(real_linkat(fd1, from, fd2, to, flags), "link", watch, a1, a2);
+    release(watch);
+    return got;
 }

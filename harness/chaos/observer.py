@@ -3,20 +3,21 @@
 Every life of a power-loss trial runs with ``fsobserve.c`` preloaded (``LD_PRELOAD``):
 it appends to ``fs-trace/trace`` in the trial folder one line per call that creates,
 truncates, renames, links or removes a name under the trial folder, per write, and per
-fsync (with an image of the file's content taken just before it, and its size: a file
-that only grew extends its last image) or fsync of a folder. After a kill,
-``power_cut`` replays the trace over a model of the file system:
+fsync or fdatasync (with an image of the file's content taken just before it) or fsync
+of a folder. After a kill, ``power_cut`` checks the folder against the trace (a change
+the observer did not see refuses the cut), then replays the trace over a model:
 
 - each folder's names as they are (volatile) and as its last fsync left them (durable);
-- each file's durable content: its image at its last fsync; a file created since has
-  none (it comes back empty); a file that was there before the first life is durable as
-  the harness made it (``start_trace`` takes an image of each: a ``baseline`` line).
+- each file's durable content: its image at its last fsync; a file created since (or
+  first met by a rename, link or write) has none, it comes back empty; a file that was
+  there before the first life is durable as the harness made it (a ``baseline`` line).
 
 The full note: docs/reference/modules.md (``harness/chaos/observer.py``).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import hashlib
 import os
@@ -30,20 +31,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.chaos import crashstates
+
 __all__ = [
     "ENV_ROOT",
     "ENV_SWITCH",
     "ENV_TRACE",
+    "HARNESS_FILES",
     "SOURCE",
     "TRACE_FOLDER",
     "Refused",
     "build_library",
+    "harness_wrote",
     "library",
     "observer_env",
     "power_cut",
     "read_trace",
     "start_trace",
     "unavailable",
+    "unseen_change",
 ]
 
 SOURCE = Path(__file__).with_name("fsobserve.c")
@@ -153,6 +159,18 @@ class TraceLine:
     numbers: tuple[str, ...]
     paths: tuple[str, ...]
 
+    def left(self) -> tuple[int, int] | None:
+        """The file's size and modification time (ns) just after the call, for the lines
+        that carry them (the library writes them on every change of a file's content)."""
+        at = _STAT_AT.get(self.kind)
+        if at is None or len(self.numbers) != at + 2:
+            return None
+        return int(self.numbers[at]), int(self.numbers[at + 1])
+
+
+_STAT_AT = {"create": 0, "trunc": 0, "write": 2, "ftruncate": 1, "fsync": 1}
+"""Where a line's size and modification time start among its numbers."""
+
 
 def read_trace(folder: Path) -> list[TraceLine]:
     """The trace's whole lines, in order (a line cut by a kill mid-write is left out)."""
@@ -200,6 +218,22 @@ def start_trace(trial_dir: Path) -> Path:
     return folder
 
 
+def harness_wrote(trial_dir: Path, names: list[str]) -> None:
+    """Tell the trace (if the trial has one) that the harness rewrote these files between two
+    lives (damage at rest, on disk): durable as they are now, and no unseen change."""
+    root = Path(os.path.realpath(trial_dir))
+    folder = root / TRACE_FOLDER
+    if not (folder / "trace").exists():
+        return
+    cut = len(read_trace(folder))
+    lines = [
+        _baseline_line(folder, str(root / name), (root / name).read_bytes(), cut, n)
+        for n, name in enumerate(names, 1)
+        if (root / name).is_file()
+    ]
+    _append(folder, lines)
+
+
 def _files(root: Path) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if Path(dirpath, d) != root / TRACE_FOLDER]
@@ -212,10 +246,8 @@ def _files(root: Path) -> Iterator[Path]:
 # -- the replay ----------------------------------------------------------------------------
 
 _EMPTY = ""
-"""A node's durable image when it has none: created since, never fsynced: empty."""
-_AS_FOUND = "?"
-"""A node the trace first met without making it (made by the harness after the baseline):
-its durable content is what it holds."""
+"""A node's durable image when it has none (created since, or first met by a rename, a link
+or a write, and never fsynced): it comes back empty, or not at all."""
 
 
 @dataclass(eq=False, slots=True)
@@ -224,6 +256,15 @@ class _Node:
     directory: bool = False
     mapped: bool = False
     unsynced_writes: int = 0
+    left: tuple[int, int] | None = None
+    """Size and modification time after the last traced change of its content."""
+    holds: str | None = None
+    """The image of its whole content, when its last traced change was an fsync (or the
+    harness made it so): what the file must hold now."""
+    pending: list[tuple[int, int]] = field(default_factory=list)
+    """Its writes since its last fsync, as (offset, length), in order."""
+    cut_to: int | None = None
+    """The shortest length it was truncated to since its last fsync."""
 
 
 @dataclass(slots=True)
@@ -241,11 +282,12 @@ class _Model:
         )
 
     def known(self, path: str, *, directory: bool = False) -> _Node:
-        """The node at ``path``; one durable as found the first time the trace names it
-        (the harness made it: every file of the first life's start has a baseline)."""
+        """The node at ``path``. One the trace first names here was made by no call it saw
+        (every file of the first life's start has a baseline): its name is taken as
+        durable, its content not until an fsync, like any other file's."""
         node = self.volatile.get(path)
         if node is None:
-            node = self.volatile[path] = _Node(_AS_FOUND, directory)
+            node = self.volatile[path] = _Node(_EMPTY, directory)
             if path not in self.seen:
                 self.durable[path] = node
             self.seen.add(path)
@@ -253,11 +295,15 @@ class _Model:
 
     def apply(self, line: TraceLine) -> None:
         kind, paths = line.kind, line.paths
+        if kind not in ("baseline", "rebuilt") and paths and all(map(_harness_file, paths)):
+            # The harness's own files (the agent's stderr, which a life inherits as a
+            # descriptor the library re-learns): the supervisor's record, not the agent's.
+            return
         if kind not in ("baseline", "rebuilt"):
             self.touched.update(p for p in paths if self.inside(p))
         if kind in ("create", "mkdir"):
             # A name the call made: not there before, so not durable until its folder's fsync.
-            self.volatile[paths[0]] = _Node(_EMPTY, directory=kind == "mkdir")
+            self.volatile[paths[0]] = _Node(_EMPTY, directory=kind == "mkdir", left=line.left())
             self.seen.add(paths[0])
         elif kind in ("unlink", "rmdir"):
             self.known(paths[0], directory=kind == "rmdir")
@@ -269,21 +315,35 @@ class _Model:
             self.volatile[paths[1]] = node
             self.seen.add(paths[1])
         elif kind == "fsync":
+            # fsync and fdatasync alike: the data and the size, never a name (the folder's
+            # fsync makes names durable).
             synced = self.volatile.get(paths[0])
             if synced is not None:  # else the file was removed since: its image matters no more
                 # The image's first SIZE bytes: later fsyncs may have extended the file.
-                synced.image = ":".join(line.numbers[:2])
+                synced.image = synced.holds = ":".join(line.numbers[:2])
                 synced.unsynced_writes = 0
+                synced.left = line.left()
+                synced.pending, synced.cut_to = [], None
         elif kind == "dirfsync":
             self._dir_synced(paths[0])
         elif kind == "write":
-            self.known(paths[0]).unsynced_writes += 1
+            node = self.known(paths[0])
+            node.unsynced_writes += 1
+            node.left, node.holds = line.left(), None
+            if len(line.numbers) >= 2:
+                node.pending.append((int(line.numbers[0]), int(line.numbers[1])))
         elif kind in ("trunc", "ftruncate"):
-            self.known(paths[0])
+            # Not durable either until an fsync: a cut may undo it.
+            node = self.known(paths[0])
+            node.left, node.holds = line.left(), None
+            length = int(line.numbers[0]) if kind == "ftruncate" and line.numbers else 0
+            node.cut_to = length if node.cut_to is None else min(node.cut_to, length)
+        elif kind == "rangesync":
+            self.known(paths[0])  # sync_file_range: nothing made durable
         elif kind == "mmap":
             self.known(paths[0]).mapped = True
         elif kind == "baseline":
-            node = _Node(line.numbers[0])
+            node = _Node(line.numbers[0], holds=line.numbers[0])
             self.volatile[paths[0]] = self.durable[paths[0]] = node
             self.seen.add(paths[0])
         elif kind == "rebuilt":
@@ -333,12 +393,15 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
     model = _Model(str(root))
     for line in lines:
         model.apply(line)
+    unseen = unseen_change(model, folder)
+    if unseen is not None:
+        raise Refused(f"a change the observer did not see: {unseen}")
     # Names no line but a baseline named (the supervisor's own files, made before the first
     # life and rewritten by it since) are left alone, and so is the trace's own folder.
     untouched = [
         f"baseline 0 {n.image}\t{p}"
         for p, n in sorted(model.durable.items())
-        if p not in model.touched and n.image not in (_EMPTY, _AS_FOUND)
+        if p not in model.touched and n.image != _EMPTY
     ]
     model.volatile = {p: n for p, n in model.volatile.items() if p in model.touched}
     model.durable = {p: n for p, n in model.durable.items() if p in model.touched}
@@ -349,6 +412,9 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
             current[id(node)] = _read(Path(path))
     files: dict[str, dict[str, Any]] = {}
     contents: dict[int, bytes | None] = {}
+    state: dict[str, Any] = {}
+    if args[0] == "state":
+        model.durable, contents, files, state = _crash_state(model, current, folder, args, spec)
     for path, node in sorted(model.durable.items()):
         if node.directory or id(node) in contents:
             continue
@@ -398,11 +464,168 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
     _append(folder, baseline)
     return {
         "landed": True,
+        **state,
         "files": files,
         "removed": sorted(removed),
         "restored": sorted(restored),
         "mapped": sorted(os.path.relpath(p, root) for p, n in model.volatile.items() if n.mapped),
     }
+
+
+HARNESS_FILES = (
+    "events.jsonl",
+    "history.jsonl",
+    "lives.json",
+    "verdicts.json",
+    "failpoint-hits.json",
+    "model.jsonl",
+    "tools.jsonl",
+    "journal.before-corruption",
+    "agent-*.stderr",
+    "world.db*",
+)
+"""The trial folder's files the harness writes itself, unobserved (the agent's lives are
+the observed processes): a cut neither checks nor rebuilds them. The files it makes
+before the first life (the plan, the trial's spec) have a baseline instead."""
+
+
+def _harness_file(path: str) -> bool:
+    name = os.path.basename(path)
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in HARNESS_FILES)
+
+
+def unseen_change(model: _Model, folder: Path) -> str | None:
+    """The first file of the trial folder that differs from what the trace says is there,
+    as ``name: reason``; None when every one agrees.
+
+    A file whose last traced change was an fsync (or that the harness made) must hold that
+    fsync's image byte for byte; one written since must have the size and modification
+    time its last traced change left. A file no line names, that the harness did not make,
+    was made by a call the library did not see.
+    """
+    root = model.root
+    checked: set[int] = set()
+    for path, node in sorted(model.volatile.items()):
+        if path not in model.touched or node.directory or node.mapped or id(node) in checked:
+            continue
+        checked.add(id(node))
+        rel = os.path.relpath(path, root)
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            return f"{rel}: gone, though no traced call removed it"
+        if node.holds is not None:
+            image = image_bytes(folder, node.holds)
+            data = _read(Path(path))
+            if data != image:
+                return (
+                    f"{rel}: holds {len(data or b'')} bytes unlike the {len(image)} its "
+                    "last traced fsync saw, and no traced call wrote to it since"
+                )
+        elif node.left is not None:
+            size, mtime = node.left
+            if now.st_size != size:
+                return f"{rel}: {now.st_size} bytes, where its last traced change left {size}"
+            if now.st_mtime_ns != mtime:
+                return f"{rel}: modified after its last traced change (size {size} unchanged)"
+    for found in _files(Path(root)):
+        if str(found) not in model.seen and not _harness_file(str(found)):
+            return f"{os.path.relpath(found, root)}: made by a call the observer did not see"
+    return None
+
+
+def _crash_state(
+    model: _Model, current: dict[int, bytes | None], folder: Path, args: list[str], spec: str
+) -> tuple[dict[str, _Node], dict[int, bytes | None], dict[str, dict[str, Any]], dict[str, Any]]:
+    """Crash state ``args[1]`` of the cut (``harness.chaos.crashstates``): the names that
+    survive, each file's content, the figures by file, and which state it was."""
+    root = model.root
+    paths = sorted(set(model.volatile) | set(model.durable))
+    nodes: dict[int, tuple[str, _Node]] = {}
+    for path in paths:
+        for node in (model.durable.get(path), model.volatile.get(path)):
+            if node is not None and id(node) not in nodes:
+                nodes[id(node)] = (path, node)
+    units: list[tuple[str, list[str]]] = []  # (what, its options' labels)
+    options: dict[int, list[tuple[str, bytes]]] = {}
+    for key, (path, node) in nodes.items():
+        if node.directory:
+            continue
+        durable = b"" if node.image == _EMPTY else image_bytes(folder, node.image)
+        now = current.get(key)
+        if node.mapped or now is None:  # an -shm index: empty; a file unlinked: as synced
+            options[key] = [("lost", b"" if node.mapped else durable)]
+        else:
+            options[key] = crashstates.file_options(durable, now, node.pending, node.cut_to)
+        if len(options[key]) > 1:
+            units.append((os.path.relpath(path, root), [label for label, _ in options[key]]))
+    groups = _name_groups(model, paths)
+    for group in groups:
+        units.append((f"names of {os.path.relpath(group[0], root)}", ["undone", "kept"]))
+    number = int(args[1])
+    choices, total, enumerated = crashstates.pick([len(u[1]) for u in units], number, spec)
+    chosen = dict(zip((u[0] for u in units), choices, strict=True))
+    final = dict(model.durable)
+    for group in groups:
+        if chosen[f"names of {os.path.relpath(group[0], root)}"]:
+            for path in group:
+                if path in model.volatile:
+                    final[path] = model.volatile[path]
+                else:
+                    final.pop(path, None)
+    contents: dict[int, bytes | None] = {}
+    files: dict[str, dict[str, Any]] = {}
+    for key, (path, node) in nodes.items():
+        if node.directory:
+            continue
+        rel = os.path.relpath(path, root)
+        data = options[key][chosen.get(rel, 0)][1]
+        contents[key] = data
+        now = current.get(key) or b""
+        kept = next((i for i, (a, b) in enumerate(zip(data, now, strict=False)) if a != b), None)
+        kept = min(len(data), len(now)) if kept is None else kept
+        files[rel] = {
+            "synced": len(options[key][0][1]),
+            "size": len(now),
+            "kept": kept,
+            "lost": len(now) - kept,
+            "garbage": 0,
+            "unsynced_writes": node.unsynced_writes,
+        }
+    told = [f"{what}: {labels[c]}" for (what, labels), c in zip(units, choices, strict=True) if c]
+    state = {
+        "state": number,
+        "states": total,
+        "enumerated": enumerated,
+        "choices": told or ["every unsynced change lost"],
+    }
+    return final, contents, files, state
+
+
+def _name_groups(model: _Model, paths: list[str]) -> list[list[str]]:
+    """The names not yet durable, grouped by the files and folders they name: a rename's
+    two names, a link's, are kept or undone together."""
+    changed = [p for p in paths if model.volatile.get(p) is not model.durable.get(p)]
+    group_of: dict[int, int] = {}
+    groups: list[list[str]] = []
+    for path in changed:
+        ids = [id(n) for n in (model.durable.get(path), model.volatile.get(path)) if n]
+        found = sorted({group_of[i] for i in ids if i in group_of})
+        if not found:
+            groups.append([path])
+            target = len(groups) - 1
+        else:
+            target = found[0]
+            groups[target].append(path)
+            for other in found[1:]:  # two groups joined by this name: one from now on
+                groups[target] += groups[other]
+                groups[other] = []
+                for key, value in list(group_of.items()):
+                    if value == other:
+                        group_of[key] = target
+        for i in ids:
+            group_of[i] = target
+    return [sorted(g) for g in groups if g]
 
 
 def _baseline_line(folder: Path, path: str, data: bytes, cut: int, n: int) -> str:
@@ -430,14 +653,7 @@ def _rebuilt(
     node: _Node, now: bytes | None, folder: Path, args: list[str], seed: str
 ) -> tuple[bytes | None, dict[str, Any] | None]:
     """A file's content after the cut, and the figures of what it kept and lost."""
-    if node.image == _AS_FOUND:
-        if now is None:
-            return None, None  # a name the trace met that held nothing: nothing to put back
-        durable = now
-    elif node.image == _EMPTY:
-        durable = b""
-    else:
-        durable = image_bytes(folder, node.image)
+    durable = b"" if node.image == _EMPTY else image_bytes(folder, node.image)
     data = durable if now is None else now
     figures: dict[str, Any] = {"synced": len(durable), "size": len(data)}
     if node.mapped:

@@ -129,7 +129,7 @@ class Life:
     CPUs wakes up within the tenth of a millisecond a call lasts in RAM.
     ``after_death`` is a fault applied to its files once it is dead (see
     ``harness.chaos.faults``): ``power-loss:drop``, ``power-loss:tear:<keep>:<garbage>``,
-    ``corrupt:<where>``, ``version-skew`` and the others it lists.
+    ``power-loss:state:<k>``, ``corrupt:<where>``, ``version-skew`` and the others it lists.
     """
 
     failpoints: str = ""

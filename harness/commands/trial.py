@@ -4,13 +4,20 @@ Given scenario, seed, runtime, schedule and, when it is not the scenario's,
 the model (the line a failing trial prints),
 it makes the golden run, runs the trial, prints its verdicts
 (``harness.report.console.print_trial``) and exits with its status.
+
+With ``--crash-states N`` a schedule's power losses are each judged over N crash
+states of the same cut (``power-loss:state:K``, ``harness.chaos.crashstates``): one
+sub-trial per state, run again from its start, each printed with its verdict and the
+command that replays it alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.chaos.schedule import CrashSchedule
 from harness.commands.options import (
@@ -28,6 +35,10 @@ from harness.commands.options import (
 )
 from harness.exits import exit_status
 from harness.runtime.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.chaos.supervisor import Supervisor
+    from harness.chaos.trial import TrialSpec
 
 __all__ = ["add_parser", "run", "run_one_trial"]
 
@@ -62,11 +73,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default="[]",
         help="the crash schedule as JSON, one object per life (default: [] for no fault)",
     )
+    trial.add_argument(
+        "--crash-states",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="judge the schedule's power losses over N crash states of each cut, a "
+        "sub-trial each (the first loses every unsynced change)",
+    )
     add_reports_option(trial)
     add_launch_option(trial)
     add_model_option(trial)
     add_timeout_option(trial)
     return trial
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         args.launch,
         model=args.model,
         timeout=args.timeout,
+        crash_states=args.crash_states,
     )
 
 
@@ -97,10 +123,12 @@ def run_one_trial(
     *,
     model: str | None = None,
     timeout: float | None = None,
+    crash_states: int | None = None,
 ) -> int:
     """Run one trial in a new folder under ``reports``, print it; its exit status.
 
-    ``model`` replaces the scenario's scripted model (None: the scenario's own).
+    ``model`` replaces the scenario's scripted model (None: the scenario's own);
+    ``crash_states``: that many sub-trials, one per crash state of its power losses.
     """
     from harness.chaos.scenario import load_scenario
     from harness.chaos.supervisor import Supervisor
@@ -116,6 +144,8 @@ def run_one_trial(
         schedule = CrashSchedule.from_json(schedule_json)
     except ValueError as exc:
         raise HarnessError(f"--schedule: {exc}") from None
+    if crash_states is not None and "power-loss" not in schedule.fault_kinds:
+        raise HarnessError("--crash-states: the schedule has no power loss to judge over states")
     check_reports(reports)
     timeout_s = check_black_box(runtime, scenario, launch, timeout)
     run_dir = Path(reports) / f"{run_id()}-trial"
@@ -127,6 +157,60 @@ def run_one_trial(
     golden = prepare_golden(
         scenario, seed, run_dir / "golden", supervisor, tables=tables, runtime=runtime
     )
+    if crash_states is not None:
+        return _over_crash_states(spec, crash_states, run_dir, golden.directory, supervisor, tables)
     result = run_trial(spec, run_dir / "trial", golden.directory, supervisor, tables=tables)
     print_trial(result)
     return exit_status([result.status])
+
+
+def _over_crash_states(
+    spec: TrialSpec,
+    count: int,
+    run_dir: Path,
+    golden: Path,
+    supervisor: Supervisor,
+    tables: dict[str, Path],
+) -> int:
+    """One sub-trial per crash state, each printed with its verdict and replay; stops early
+    when its one cut has fewer states than asked (each is then run)."""
+    from harness.chaos.trial import run_trial
+    from harness.report.console import print_crash_state
+
+    statuses = []
+    for number in range(count):
+        lives = [
+            replace(life, after_death=f"power-loss:state:{number}")
+            if (life.after_death or "").startswith("power-loss")
+            else life
+            for life in spec.schedule.lives
+        ]
+        schedule = CrashSchedule(tuple(lives))
+        label = "-".join(life.describe() for life in schedule.lives)
+        sub = replace(spec, schedule=schedule, label=label)
+        result = run_trial(sub, run_dir / f"state-{number}", golden, supervisor, tables=tables)
+        cuts = _cuts(result.directory)
+        print_crash_state(number, count, result, cuts)
+        statuses.append(result.status)
+        # One cut, its states enumerated: state k is its k-th, so past their number the
+        # states come again. With several cuts each takes state k of its own, and a later
+        # cut's states depend on what the earlier one kept: every one asked for is run.
+        if number == 0 and len(cuts) == 1 and cuts[0].get("enumerated"):
+            states = int(cuts[0].get("states", count))
+            if states < count:
+                print(f"the cut has {states} crash states in all: each is run")
+                count = states
+        if number + 1 >= count:
+            break
+    return exit_status(statuses)
+
+
+def _cuts(directory: Path) -> list[dict[str, Any]]:
+    """The power cuts a trial's events record, in order."""
+    path = directory / "events.jsonl"
+    events = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [
+        e
+        for e in events
+        if e.get("event") == "fault" and str(e.get("fault", "")).startswith("power-loss")
+    ]

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -50,6 +51,7 @@ __all__ = [
     "CampaignSummary",
     "ProgressBar",
     "print_campaign",
+    "print_crash_state",
     "print_headline",
     "print_interrupted",
     "print_self_check",
@@ -343,6 +345,31 @@ def print_trial(result: TrialResult) -> None:
         for line in verdict.evidence if verdict.status != "pass" else ():
             _console.print(f"             {line}", markup=False)
     _console.print(f"[bold]{HEADLINES[exit_status([result.status])]}[/]")
+
+
+def print_crash_state(
+    number: int, count: int, result: TrialResult, cuts: list[dict[str, Any]]
+) -> None:
+    """One crash state's sub-trial: its verdict, the invariants that did not hold, what
+    each cut kept, and the command that replays it alone."""
+    status = result.status
+    failed = [v.invariant for v in result.verdicts if v.status in ("fail", "unknown")]
+    colour = _COLOURS.get(status, "white")
+    _console.print(
+        f"[{colour}]state {number} of {count}: {status.upper()}[/]"
+        + (f" ({', '.join(failed)})" if failed else ""),
+    )
+    for n, cut in enumerate(cuts, 1):
+        told = (
+            "; ".join(cut.get("choices", ()))
+            if cut.get("landed")
+            else f"did not land: {cut.get('why', 'no reason given')}"
+        )
+        states = cut.get("states")
+        drawn = "" if cut.get("enumerated", True) else ", drawn from the seed"
+        of = f" (of {states} states{drawn})" if states else ""
+        _console.print(f"  cut {n}{of}: {told}", markup=False)
+    _console.print(f"  replay: {result.spec.replay_command()}", markup=False)
 
 
 _COLOURS = {"pass": "green", "fail": "red", "unknown": "yellow", "not-judged": "dim"}

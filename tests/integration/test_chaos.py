@@ -127,6 +127,11 @@ TARGETED = {
     ),
     "compaction-unsynced": '[{"failpoints":"op.after_intent@3=kill"}]',
     "compaction-no-dir-fsync": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "sync-file-range": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "pwritev-no-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "stdio-no-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "rename-no-file-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "truncate-rewrite-no-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
     "key-changes-on-retry": '[{"failpoints":"op.after_effect@1=kill"}]',
     "reconcile-new-key": (
         '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"op.after_effect@1=kill"}]'
@@ -199,6 +204,16 @@ POWER_LOSS = {
     "answers-reused-id": '[{"failpoints":"model.issue@3=reuse-id"}]',
     "awaits-nothing": '[{"failpoints":"model.issue@3=async-tool"}]',
     "recovers-in-flight": '[{"failpoints":"op.after_intent@2=recover"}]',
+    **dict.fromkeys(
+        [
+            "sync-file-range",
+            "pwritev-no-fsync",
+            "stdio-no-fsync",
+            "rename-no-file-fsync",
+            "truncate-rewrite-no-fsync",
+        ],
+        '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]',
+    ),
 }
 
 

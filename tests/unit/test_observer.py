@@ -6,6 +6,7 @@ written (``harness.chaos.fsobserve.c``), then rebuilds the folder as a power cut
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -183,7 +184,12 @@ def test_the_trace_replays_from_its_first_line_after_a_cut(tmp_path: Path) -> No
     (tmp_path / "journal").write_bytes(b"synced" + b"tail")
     _trace(
         tmp_path,
-        ["create 1\t{root}/journal", "fsync 1 img-1-1\t{root}/journal", "dirfsync 1\t{root}"],
+        [
+            "create 1\t{root}/journal",
+            "fsync 1 img-1-1\t{root}/journal",
+            "dirfsync 1\t{root}",
+            "write 1 6 4\t{root}/journal",
+        ],
         {"img-1-1": b"synced"},
     )
     power_cut(tmp_path, ["tear", "1.0", "0"], "power-loss:tear:1.0:0")
@@ -243,3 +249,147 @@ def test_turned_off_the_library_is_unavailable_and_says_so(
     assert f"{observer.ENV_SWITCH}=off" in (observer.unavailable() or "")
     monkeypatch.delenv(observer.ENV_SWITCH)
     assert observer.ENV_SWITCH not in (observer.unavailable() or "")
+
+
+class TestOnlyWhatSyncsCounts:
+    """The durability rules of the cut: what each call makes durable, and what it does not."""
+
+    def test_sync_file_range_makes_nothing_durable(self, tmp_path: Path) -> None:
+        """Its line says it was called: the bytes it ranged over are lost all the same."""
+        (tmp_path / "journal").write_bytes(b"head" + b"ranged")
+        _trace(
+            tmp_path,
+            [
+                "create 1\t{root}/journal",
+                "write 1 0 4\t{root}/journal",
+                "fsync 1 img-1-1 4\t{root}/journal",
+                "dirfsync 1\t{root}",
+                "write 1 4 6\t{root}/journal",
+                "rangesync 1\t{root}/journal",
+            ],
+            {"img-1-1": b"head"},
+        )
+        done = power_cut(tmp_path, ["drop"], "power-loss:drop")
+        assert (tmp_path / "journal").read_bytes() == b"head"
+        assert done["files"]["journal"]["lost"] == 6
+
+    def test_a_file_first_met_by_a_rename_is_not_durable_until_synced(self, tmp_path: Path) -> None:
+        """Made by a call the trace did not see, renamed into place, its folder fsynced: the
+        name is durable, the content never was (ALICE's rename without an fsync)."""
+        (tmp_path / "journal").write_bytes(b"x" * 1000)
+        _trace(tmp_path, ["rename 1\t{root}/tmp1\t{root}/journal", "dirfsync 1\t{root}"])
+        power_cut(tmp_path, ["drop"], "power-loss:drop")
+        assert (tmp_path / "journal").read_bytes() == b""
+
+    def test_a_file_first_met_by_a_link_is_not_durable_until_synced(self, tmp_path: Path) -> None:
+        (tmp_path / "a").write_bytes(b"x" * 100)
+        (tmp_path / "b").hardlink_to(tmp_path / "a")
+        _trace(tmp_path, ["link 1\t{root}/a\t{root}/b", "dirfsync 1\t{root}"])
+        power_cut(tmp_path, ["drop"], "power-loss:drop")
+        assert (tmp_path / "b").read_bytes() == b""
+
+    def test_a_truncation_not_synced_is_undone(self, tmp_path: Path) -> None:
+        """O_TRUNC and a shorter write, no fsync: the cut brings back the synced content."""
+        (tmp_path / "journal").write_bytes(b"new")
+        _trace(
+            tmp_path,
+            [
+                "create 1\t{root}/journal",
+                "fsync 1 img-1-1 12\t{root}/journal",
+                "dirfsync 1\t{root}",
+                "trunc 1\t{root}/journal",
+                "write 1 0 3\t{root}/journal",
+            ],
+            {"img-1-1": b"old contents"},
+        )
+        power_cut(tmp_path, ["drop"], "power-loss:drop")
+        assert (tmp_path / "journal").read_bytes() == b"old contents"
+
+
+def _stat_words(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_size} {st.st_mtime_ns}"
+
+
+class TestFailsClosed:
+    """A change in the trial folder the trace does not account for: the cut is refused."""
+
+    def _synced(self, root: Path) -> None:
+        (root / "journal").write_bytes(b"synced")
+        _trace(
+            root,
+            [
+                "create 1 0 0\t{root}/journal",
+                f"fsync 1 img-1-1 {_stat_words(root / 'journal')}\t{{root}}/journal",
+                "dirfsync 1\t{root}",
+            ],
+            {"img-1-1": b"synced"},
+        )
+
+    def test_a_file_as_its_last_fsync_saw_it_is_cut(self, tmp_path: Path) -> None:
+        self._synced(tmp_path)
+        power_cut(tmp_path, ["drop"], "power-loss:drop")
+        assert (tmp_path / "journal").read_bytes() == b"synced"
+
+    def test_bytes_no_traced_call_wrote_are_refused(self, tmp_path: Path) -> None:
+        """Changed in place after its fsync, size kept: only the image tells, byte for byte."""
+        self._synced(tmp_path)
+        (tmp_path / "journal").write_bytes(b"SYNCED")
+        with pytest.raises(observer.Refused, match="journal: holds 6 bytes unlike the 6"):
+            power_cut(tmp_path, ["drop"], "power-loss:drop")
+        assert (tmp_path / "journal").read_bytes() == b"SYNCED"  # nothing was changed
+
+    def test_a_size_its_last_write_did_not_leave_is_refused(self, tmp_path: Path) -> None:
+        self._synced(tmp_path)
+        with open(tmp_path / "journal", "ab") as out:
+            out.write(b"seen")
+        _trace(tmp_path, [f"write 1 6 4 {_stat_words(tmp_path / 'journal')}\t{{root}}/journal"])
+        with open(tmp_path / "journal", "ab") as out:
+            out.write(b"unseen")
+        with pytest.raises(observer.Refused, match="journal: 16 bytes, where its last"):
+            power_cut(tmp_path, ["drop"], "power-loss:drop")
+
+    def test_a_time_its_last_write_did_not_leave_is_refused(self, tmp_path: Path) -> None:
+        """Rewritten in place after its last traced write, same size: its time tells."""
+        self._synced(tmp_path)
+        (tmp_path / "journal").write_bytes(b"synced" + b"seen")
+        words = _stat_words(tmp_path / "journal")
+        _trace(tmp_path, [f"write 1 6 4 {words}\t{{root}}/journal"])
+        (tmp_path / "journal").write_bytes(b"synced" + b"SEEN")
+        os.utime(tmp_path / "journal", ns=(0, int(words.split()[1]) + 1))
+        with pytest.raises(observer.Refused, match="journal: modified after its last traced"):
+            power_cut(tmp_path, ["drop"], "power-loss:drop")
+
+    def test_a_file_removed_unseen_is_refused(self, tmp_path: Path) -> None:
+        self._synced(tmp_path)
+        (tmp_path / "journal").unlink()
+        with pytest.raises(observer.Refused, match="journal: gone"):
+            power_cut(tmp_path, ["drop"], "power-loss:drop")
+
+    def test_a_file_no_traced_call_made_is_refused(self, tmp_path: Path) -> None:
+        """Not the harness's own files (its events, the agent's stderr): those it writes."""
+        self._synced(tmp_path)
+        (tmp_path / "events.jsonl").write_text("{}\n")
+        (tmp_path / "agent-1.stderr").write_text("")
+        power_cut(tmp_path, ["drop"], "power-loss:drop")
+        (tmp_path / "progress.jsonl").write_text("{}\n")
+        with pytest.raises(observer.Refused, match=r"progress\.jsonl: made by a call the observer"):
+            power_cut(tmp_path, ["drop"], "power-loss:drop")
+
+    def test_damage_at_rest_is_told_to_the_trace(self, tmp_path: Path) -> None:
+        """A corruption the harness makes between lives is on disk: the next cut keeps it and
+        does not take it for an unseen change."""
+        self._synced(tmp_path)
+        (tmp_path / "journal").write_bytes(b"damage")
+        observer.harness_wrote(tmp_path, ["journal"])
+        power_cut(tmp_path, ["drop"], "power-loss:drop")
+        assert (tmp_path / "journal").read_bytes() == b"damage"
+
+    def test_the_agents_stderr_is_the_harnesss_not_cut(self, tmp_path: Path) -> None:
+        """A life writes its stderr to a file the supervisor opened (a descriptor it
+        inherits): written, never fsynced, yet the cut leaves it whole."""
+        self._synced(tmp_path)
+        (tmp_path / "agent-1.stderr").write_text("a warning\n")
+        _trace(tmp_path, ["write 1 0 10 10 1\t{root}/agent-1.stderr"])
+        power_cut(tmp_path, ["drop"], "power-loss:drop")
+        assert (tmp_path / "agent-1.stderr").read_text() == "a warning\n"
