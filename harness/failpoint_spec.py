@@ -28,11 +28,13 @@ ACTIONS = (
     "reuse-id",
     "async-tool",
     "recover",
+    "lag",
 )
 
-MODEL_FAULTS = ("reuse-id", "async-tool")
-"""The actions at ``model.issue`` that make the scripted model misuse the runtime, as an
-agent with that bug would (``harness.failpoints.ModelFault``)."""
+MODEL_FAULTS = ("reuse-id", "async-tool", "lag")
+"""The actions that make the harness's agent program act as one with that fault would
+(``harness.failpoints.ModelFault``): misuse the runtime at ``model.issue``, or give a
+reconciler a lookup that lags the provider's effects at ``reconcile.lookup``."""
 
 _ENTRY = re.compile(
     r"^(?P<name>[a-z_]+(?:\.[a-z_]+)+)(?:@(?P<hit>[0-9]+))?=(?P<action>[a-z][a-z-]*)"

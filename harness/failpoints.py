@@ -92,6 +92,7 @@ FAILPOINTS: tuple[str, ...] = (
     *CRASH_POINTS[_AFTER_MID_EFFECT - 1 : _AFTER_MID_EFFECT],
     "op.reply",  # the harness's: a tool's effect is committed, its reply not yet given
     *CRASH_POINTS[_AFTER_MID_EFFECT:],
+    "reconcile.lookup",  # the harness's: a reconciler looks an op's key up in the world
     "agent.before_exit",  # the harness's: an agent program's work is done
     # A black box's, in the harness's servers (harness.blackbox): a tool call received,
     # its reply ready; a model request received, its answer ready.
@@ -370,7 +371,7 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
     elif spec.action in MODEL_FAULTS:
         # The agent's own bug in the call it is about to issue (``ModelFault``): the model
         # makes it, and tells the supervisor once it has.
-        raise ModelFault(spec.action, f"{spec.name} {hit} {detail}".rstrip())
+        raise ModelFault(spec.action, f"{spec.name} {hit} {detail}".rstrip(), spec.arg)
     elif spec.action == "lost-request":
         # Nothing is done; the caller sees the same timeout, and cannot tell the two apart.
         tell_supervisor(f"fault lost-request {spec.name} {hit} {detail}".rstrip())
@@ -381,15 +382,17 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
 
 
 class ModelFault(Exception):
-    """Raised at ``model.issue`` by an action of ``MODEL_FAULTS``: the scripted model makes
-    the next call as an agent with that bug would. ``reuse-id``: under the op id of an
-    earlier call of other content (its ids collide); ``async-tool``: with an ``async def``
-    tool handed to the synchronous runtime. ``at`` is the hit (``model.issue 3 s003``)."""
+    """Raised by an action of ``MODEL_FAULTS``: the agent program acts as one with that
+    fault. At ``model.issue``, ``reuse-id`` issues the call under the op id of an earlier
+    call of other content (its ids collide) and ``async-tool`` hands the synchronous
+    runtime an ``async def`` tool; at ``reconcile.lookup``, ``lag(ms)`` makes the lookup
+    miss effects younger than ``arg`` ms. ``at`` is the hit (``model.issue 3 s003``)."""
 
-    def __init__(self, kind: str, at: str) -> None:
+    def __init__(self, kind: str, at: str, arg: int | None = None) -> None:
         super().__init__(f"{kind} at {at}")
         self.kind = kind
         self.at = at
+        self.arg = arg
 
 
 def _cancel_here(spec: FailpointSpec, hit: int, detail: str) -> None:

@@ -56,9 +56,10 @@ JOURNAL_POINTS = frozenset(
 )
 """The failpoints of this project's runtime: its recovery, its journal's appends and its
 compaction (hit by an agent program that compacts: a scenario's ``compact_at``)."""
-MODEL_POINTS = frozenset({"model.issue"})
-"""The failpoints of ``harness.agent``'s scripted model: it is about to issue a step's call
-(where ``reuse-id`` makes it reuse an earlier call's op id)."""
+MODEL_POINTS = frozenset({"model.issue", "reconcile.lookup"})
+"""The failpoints of ``harness.agent``'s own loop: its scripted model is about to issue a
+step's call (where ``reuse-id`` makes it reuse an earlier call's op id), its reconciler
+looks a key up in the world (where ``lag`` makes the lookup lag the effects)."""
 DBOS_DATABASE = "dbos.sqlite"
 """DBOS's SQLite system database in the trial folder (the dbos and pydantic-ai adapters)."""
 LANGGRAPH_CHECKPOINTS = "langgraph.sqlite"

@@ -30,6 +30,7 @@ from harness.agent.plan import Plan, load_plan
 from harness.exits import AGENT_DONE, AGENT_REFUSED, AGENT_WRITE_FAILED
 from harness.failpoints import (
     EXIT_HOLD_POINT,
+    ModelFault,
     arm_from_environ,
     failpoint,
     report_hit_counts,
@@ -70,7 +71,13 @@ def world_reconcilers(trial: Path, plan: Plan) -> dict[str, Reconciler]:
     world = trial / "world.db"
 
     def reconcile(args: Mapping[str, Any], ctx: CallContext) -> Reconciled:
-        found = key_seen(world, ctx.tool, ctx.idempotency_key)
+        lag_ms = 0
+        try:
+            failpoint("reconcile.lookup", ctx.op_id)
+        except ModelFault as fault:  # lag(ms): a lookup that lags the provider's writes
+            lag_ms = fault.arg or 0
+            tell_supervisor(f"fault {fault.kind} {fault.at}")
+        found = key_seen(world, ctx.tool, ctx.idempotency_key, lag_ns=lag_ms * 1_000_000)
         return Reconciled.PRESENT if found else Reconciled.ABSENT
 
     return {name: reconcile for name, tool in plan.tools.items() if tool.by_key}

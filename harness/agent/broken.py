@@ -1230,6 +1230,17 @@ class RecoversInFlight(BrokenRuntime):
         pass  # the mistake: an op in flight is taken for one a crash left running
 
 
+class ReconcilesAtOnce(BrokenRuntime):
+    mistake = "asks a reconciler at once after a lost reply, and redoes without limit"
+    caught_by = ("I8",)
+    needs_fault = "lagging-lookup"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reconcile_backoff = 0.0  # the mistake: no time for the provider to see it
+        self.reconcile_redoes = 8
+
+
 class KeyWindowNeverPasses(BrokenRuntime):
     mistake = "ages a keyed op's key from this start, so its window never passes: retried"
     caught_by = ("I2",)
@@ -1296,6 +1307,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "answers-reused-id": AnswersReusedId,
     "awaits-nothing": AwaitsNothing,
     "recovers-in-flight": RecoversInFlight,
+    "reconciles-at-once": ReconcilesAtOnce,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

@@ -42,6 +42,7 @@ FAULT_KINDS = {
     "reused-id": "the agent issues a call under an earlier call's op id (its ids collide)",
     "async-tool": "the agent hands an async tool to the synchronous runtime",
     "recover-in-flight": "the agent calls recover() while a call is in flight",
+    "lagging-lookup": "a reply lost, and the reconciler's lookup lags the provider's writes",
 }
 
 SECTOR = 512

@@ -247,6 +247,8 @@ class CrashSchedule:
                 kinds.add("async-tool")
             if "=recover" in life.failpoints:
                 kinds.add("recover-in-flight")
+            if "=lag" in life.failpoints:
+                kinds.add("lagging-lookup")
             if life.after_death:
                 kinds.add(life.after_death.split(":", 1)[0])
             if life.table == "unlisted":
@@ -357,7 +359,9 @@ def exhaustive_schedules(
     call ``unsafe_call`` says must not run twice once loses its request before it
     (``lost-request``): the caller cannot tell the two timeouts apart. Twice per
     scenario the model issues a call under an earlier call's op id (``reused-id``), and
-    once with an ``async def`` tool on the synchronous API (``async-tool``). Each call
+    once with an ``async def`` tool on the synchronous API (``async-tool``); a lost reply
+    of a call ``reconciled`` says a reconciler answers for is also lost once with that
+    reconciler's lookup lagging the provider's writes (``lagging-lookup``). Each call
     of a batch (``batch_call`` says which hits served one) is cancelled once after
     its intent, and a few after their effect (``cancel``).
 
@@ -444,6 +448,11 @@ def exhaustive_schedules(
         yield f"op.after_finish@{hit}+version-skew", CrashSchedule((skewed,))
     for hit in range(1, hits.get("op.reply", 0) + 1):
         yield f"op.reply@{hit}+lost-reply", CrashSchedule((Life(f"op.reply@{hit}=lost-reply"),))
+        if reconciled is not None and reconciled("op.reply", hit):
+            # The same lost reply, its reconciler's lookup lagging the provider's writes by
+            # less than the runtime's backoff: a lookup made at once would miss the effect.
+            lagging = Life(f"op.reply@{hit}=lost-reply,reconcile.lookup=lag({LOOKUP_LAG_MS})")
+            yield f"op.reply@{hit}+lagging-lookup", CrashSchedule((lagging,))
     for hit in range(1, hits.get("op.request", 0) + 1):
         if unsafe_call is not None and unsafe_call("op.request", hit):
             lost = Life(f"op.request@{hit}=lost-request")
@@ -475,6 +484,10 @@ def exhaustive_schedules(
     if batch_call is not None:
         yield from _cancel_schedules(hits, batch_call)
 
+
+LOOKUP_LAG_MS = 150
+"""How far a lagging lookup (``lagging-lookup``) trails the provider's writes: less than
+the runtime's ``RECONCILE_BACKOFF``, which a reconciler asked after a lost reply waits."""
 
 RECOVER_IN_FLIGHT_HITS = 2
 """How many calls of a run meet the agent's ``recover()`` while they are in flight."""

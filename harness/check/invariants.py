@@ -1028,7 +1028,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
             if _reported_at(ev, told, spec, number):
                 landed += 1
             else:
-                problems.append(f"life {number}: the model's {spec} never made its call")
+                problems.append(f"life {number}: {spec} never acted (no {told} was reported)")
         if full_disk:
             if life.returncode == AGENT_WRITE_FAILED:
                 landed += 1

@@ -403,13 +403,22 @@ def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
         db.close()
 
 
-def key_seen(db_path: Path, tool: str, key: str) -> bool:
+def key_seen(db_path: Path, tool: str, key: str, *, lag_ns: int = 0) -> bool:
     """Whether the provider of ``tool`` (deduplicating, or recording keys) holds a call
-    under ``key``: the look-up by key a reconciler makes (read-only)."""
+    under ``key``: the look-up by key a reconciler makes (read-only). ``lag_ns``: a lookup
+    that lags the provider's writes, missing a call whose execution began less than that
+    long ago (an eventually consistent read)."""
     with _read_only(db_path) as db:
-        row = db.execute(
-            "SELECT 1 FROM idempotency_keys WHERE tool = ? AND key = ?", (tool, key)
-        ).fetchone()
+        if lag_ns <= 0:
+            row = db.execute(
+                "SELECT 1 FROM idempotency_keys WHERE tool = ? AND key = ?", (tool, key)
+            ).fetchone()
+        else:
+            row = db.execute(
+                "SELECT 1 FROM idempotency_keys k JOIN ledger l ON l.op_id = k.op_id "
+                "WHERE k.tool = ? AND k.key = ? AND l.time_ns <= ?",
+                (tool, key, time.time_ns() - lag_ns),
+            ).fetchone()
     return row is not None
 
 

@@ -21,6 +21,7 @@ MINI = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini.toml")
 MINI_SEED = 3
 MINI_BATCH = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini_batch.toml")
 MINI_COMPACT = str(Path(__file__).parent.parent / "data" / "scenarios" / "mini_compact.toml")
+PAYMENT = str(Path(__file__).parent.parent.parent / "scenarios" / "payment_flow.toml")
 
 
 AGENT_PROGRAMS = (
@@ -77,6 +78,11 @@ def mini_compact_golden(tmp_path_factory: pytest.TempPathFactory, supervisor: Su
 
 
 @pytest.fixture(scope="session")
+def payment_golden(tmp_path_factory: pytest.TempPathFactory, supervisor: Supervisor) -> Golden:
+    return prepare_golden(PAYMENT, MINI_SEED, tmp_path_factory.mktemp("golden"), supervisor)
+
+
+@pytest.fixture(scope="session")
 def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return write_table_variants(tmp_path_factory.mktemp("tables"))
 
@@ -118,6 +124,14 @@ def run_mini_batch(
 ) -> TrialRunner:
     """Trials of ``mini_batch``: a batch of three calls between two steps of one."""
     return TrialRunner(tmp_path / "batch", mini_batch_golden, supervisor, tables, MINI_BATCH)
+
+
+@pytest.fixture
+def run_payment(
+    tmp_path: Path, payment_golden: Golden, supervisor: Supervisor, tables: dict[str, Path]
+) -> TrialRunner:
+    """Trials of the shipped payment flow: keyed tools, and a receipt found by its key."""
+    return TrialRunner(tmp_path / "payment", payment_golden, supervisor, tables, PAYMENT)
 
 
 @pytest.fixture

@@ -140,11 +140,12 @@ TARGETED = {
     "answers-reused-id": '[{"failpoints":"op.after_intent@3=kill"}]',
     "awaits-nothing": '[{"failpoints":"op.after_intent@3=kill"}]',
     "recovers-in-flight": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "reconciles-at-once": '[{"failpoints":"op.after_intent@3=kill"}]',
 }
 # Caught where a provider deduplicates by key, or is asked by key by a reconciler
-# (tests/integration/test_keys.py); mini has neither.
+# (tests/integration/test_keys.py, test_new_faults.py); mini has neither.
 KEYED_ELSEWHERE = frozenset(
-    {"key-changes-on-retry", "reconcile-new-key", "key-window-never-passes"}
+    {"key-changes-on-retry", "reconcile-new-key", "key-window-never-passes", "reconciles-at-once"}
 )
 # Killed once a restarted life's compaction is done (renamed, its folder fsynced).
 _AFTER_COMPACTION = (

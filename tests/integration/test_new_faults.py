@@ -188,3 +188,28 @@ class TestRecoverWhileACallIsInFlight:
             '[{"failpoints":"op.after_intent@2=recover"}]', runtime="recovers-in-flight"
         )
         assert {"I1", "I4", "I8"} & set(result.failed_invariants), _failed(result)
+
+
+class TestLaggingLookup:
+    """payment_flow's receipt (sent every time, its key recorded) loses its reply, and its
+    reconciler's lookup trails the provider's writes by 150 ms."""
+
+    SCHEDULE = '[{"failpoints":"op.reply@3=lost-reply,reconcile.lookup=lag(150)"}]'
+
+    def test_the_runtime_waits_before_it_asks_and_sends_once(
+        self, run_payment: TrialRunner
+    ) -> None:
+        """Asked after the backoff, the lookup sees the receipt: closed as present."""
+        result = run_payment(self.SCHEDULE)
+        assert result.status == "pass", _failed(result)
+        resolved = [
+            e.payload["resolution"]
+            for e in read_journal(result.directory / "journal").entries
+            if e.kind == "resolved" and e.op_id == "s003"
+        ]
+        assert resolved == ["effect present"]
+
+    def test_a_runtime_that_asks_at_once_sends_it_twice(self, run_payment: TrialRunner) -> None:
+        """Asked at once, the lookup misses the receipt: redone, and sent twice (I8)."""
+        result = run_payment(self.SCHEDULE, runtime="reconciles-at-once")
+        assert "I8" in result.failed_invariants, _failed(result)

@@ -428,6 +428,7 @@ class TestTheRuntimesHook:
             "compact.before_dir_fsync",
             "compact.after_dir_fsync",
             "recovery.reconcile",
+            "reconcile.lookup",
             "agent.before_exit",
             "tool.received",
             "tool.before_reply",
