@@ -504,3 +504,35 @@ class TestSmallerEdges:
         """The lock's refusal says the holder is this very process, not another one."""
         with Runtime.open(tmp_path / "journal"), pytest.raises(JournalError, match="this process"):
             Runtime.open(tmp_path / "journal")
+
+
+class TestBlockingToolsUnderTheLoop:
+    @pytest.mark.parametrize("in_threads", [True, False], ids=["in-threads", "on-the-loop"])
+    def test_tools_in_threads_keeps_the_loop_running(
+        self, tmp_path: Path, in_threads: bool
+    ) -> None:
+        """With ``tools_in_threads`` a plain tool that blocks runs in a thread: the loop goes
+        on (here it is what releases the tool); without it, the loop waits for the tool."""
+        released = threading.Event()
+
+        def blocking(name: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
+            return {"released": released.wait(2)}
+
+        async def release_after_three_ticks() -> None:
+            for _ in range(3):
+                await asyncio.sleep(0.01)
+            released.set()
+
+        async def main() -> Any:
+            runtime = await AsyncRuntime.open(
+                tmp_path / "journal", table=TABLE, tools_in_threads=in_threads
+            )
+            async with runtime:
+                await runtime.recover(blocking)
+                ticker = asyncio.create_task(release_after_three_ticks())
+                await asyncio.sleep(0)  # the ticker starts before the call blocks
+                outcome = await runtime.call("p1", "put", {}, blocking)
+                await ticker
+                return outcome.result
+
+        assert asyncio.run(main()) == {"released": in_threads}
