@@ -113,6 +113,18 @@ TABLE_VARIANTS = ("reclassified", "unlisted")
 """Tool-table variants a life may run with (built by ``harness.chaos.tables``)."""
 
 
+_ACTION_FAULTS = (
+    ("=enospc", "disk-full"),
+    ("=lost-reply", "lost-reply"),
+    ("=lost-request", "lost-request"),
+    ("=cancel", "cancel"),
+    ("=reuse-id", "reused-id"),
+    ("=async-tool", "async-tool"),
+    ("=recover", "recover-in-flight"),
+    ("=lag", "lagging-lookup"),
+)
+"""The fault each failpoint action in a life's spec injects (a kill is told apart above)."""
+
 _LIFE_KEYS = ("failpoints", "kill_after_ms", "aim", "table", "after_death")
 
 
@@ -233,22 +245,7 @@ class CrashSchedule:
         for life in self.lives:
             if "=kill" in life.failpoints or life.kill_after_ms is not None:
                 kinds.add("sigkill")
-            if "=enospc" in life.failpoints:
-                kinds.add("disk-full")
-            if "=lost-reply" in life.failpoints:
-                kinds.add("lost-reply")
-            if "=lost-request" in life.failpoints:
-                kinds.add("lost-request")
-            if "=cancel" in life.failpoints:
-                kinds.add("cancel")
-            if "=reuse-id" in life.failpoints:
-                kinds.add("reused-id")
-            if "=async-tool" in life.failpoints:
-                kinds.add("async-tool")
-            if "=recover" in life.failpoints:
-                kinds.add("recover-in-flight")
-            if "=lag" in life.failpoints:
-                kinds.add("lagging-lookup")
+            kinds.update(kind for action, kind in _ACTION_FAULTS if action in life.failpoints)
             if life.after_death:
                 kinds.add(life.after_death.split(":", 1)[0])
             if life.table == "unlisted":

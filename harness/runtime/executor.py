@@ -267,15 +267,8 @@ class Executor:
     def _not_run(self, intent: IntentRecord, exc: BaseException) -> FinishRecord:
         """The finish of a call interrupted before its tool ran: a failure, settled."""
         log.info("%s (%s): interrupted before its tool ran: %r", intent.op_id, intent.tool, exc)
-        return FinishRecord(
-            intent.op_id,
-            False,
-            None,
-            digest(None),
-            intent.attempt,
-            self.incarnation,
-            error=f"{type(exc).__name__}: interrupted before the tool ran",
-        )
+        error = f"{type(exc).__name__}: interrupted before the tool ran"
+        return self._without_result(intent, error, unknown=False)
 
     def _interrupted(self, intent: IntentRecord, exc: BaseException) -> FinishRecord:
         """The finish of a call that ended without an outcome the runtime can trust."""
@@ -283,6 +276,9 @@ class Executor:
             # Info, not a warning: a service that cancels calls on purpose (a timeout, a
             # task group) would print one line per call with logging left unconfigured.
             log.info("%s (%s): interrupted by %r", intent.op_id, intent.tool, exc)
+        return self._without_result(intent, f"{type(exc).__name__}: {exc}", unknown=True)
+
+    def _without_result(self, intent: IntentRecord, error: str, *, unknown: bool) -> FinishRecord:
         return FinishRecord(
             intent.op_id,
             False,
@@ -290,8 +286,8 @@ class Executor:
             digest(None),
             intent.attempt,
             self.incarnation,
-            error=f"{type(exc).__name__}: {exc}",
-            unknown=True,
+            error=error,
+            unknown=unknown,
         )
 
     def _intent_append(self, intent: IntentRecord) -> Append:
