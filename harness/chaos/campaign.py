@@ -142,6 +142,7 @@ def exhaustive_specs(
         unsafe_call=_unsafe_call(golden),
         compacts=plan.compact_at is not None,
         reconciled=_reconciled(golden),
+        reconciled_in_life=_reconciled_in_life(golden),
     )
     specs = [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
@@ -254,6 +255,24 @@ def _reconciled(golden: Golden) -> Callable[[str, int], bool]:
         return bool(asked) and all(asked) and safe(failpoint, hit) is False
 
     return reconciled
+
+
+def _reconciled_in_life(golden: Golden) -> Callable[[str, int], bool]:
+    """Whether the plan call a golden run's hit served, its reply lost, is put to a
+    reconciler in the same life: an unsafe call of a tool whose effect can be looked up by
+    key, and not keyed (a keyed call is retried with its key instead)."""
+    table = ToolTable.shipped() if golden.table is None else ToolTable.load(golden.table)
+    plan = load_plan(golden.directory / "plan.json")
+    tools = {step.op_id: step.tool for step in plan.steps}
+
+    def asked(failpoint: str, hit: int) -> bool:
+        op = golden.op_at(failpoint, hit)
+        if op not in tools or not _by_key(plan, tools[op]):
+            return False
+        snapshot = table.classify(tools[op])
+        return not snapshot.retry_safe and not snapshot.keyed
+
+    return asked
 
 
 def _by_key(plan: Plan, tool: str) -> bool:

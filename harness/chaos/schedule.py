@@ -339,6 +339,7 @@ def exhaustive_schedules(
     unsafe_call: UnsafeCall | None = None,
     compacts: bool = False,
     reconciled: Reconciled | None = None,
+    reconciled_in_life: Reconciled | None = None,
 ) -> Iterator[tuple[str, CrashSchedule]]:
     """Every op failpoint at every hit the crash-free run made, then recovery kills.
 
@@ -357,8 +358,9 @@ def exhaustive_schedules(
     (``lost-request``): the caller cannot tell the two timeouts apart. Twice per
     scenario the model issues a call under an earlier call's op id (``reused-id``), and
     once with an ``async def`` tool on the synchronous API (``async-tool``); a lost reply
-    of a call ``reconciled`` says a reconciler answers for is also lost once with that
-    reconciler's lookup lagging the provider's writes (``lagging-lookup``). Each call
+    of a call ``reconciled_in_life`` says a reconciler answers for in the same life is
+    also lost once with that reconciler's lookup lagging the provider's writes
+    (``lagging-lookup``). Each call
     of a batch (``batch_call`` says which hits served one) is cancelled once after
     its intent, and a few after their effect (``cancel``).
 
@@ -445,7 +447,7 @@ def exhaustive_schedules(
         yield f"op.after_finish@{hit}+version-skew", CrashSchedule((skewed,))
     for hit in range(1, hits.get("op.reply", 0) + 1):
         yield f"op.reply@{hit}+lost-reply", CrashSchedule((Life(f"op.reply@{hit}=lost-reply"),))
-        if reconciled is not None and reconciled("op.reply", hit):
+        if reconciled_in_life is not None and reconciled_in_life("op.reply", hit):
             # The same lost reply, its reconciler's lookup lagging the provider's writes by
             # less than the runtime's backoff: a lookup made at once would miss the effect.
             lagging = Life(f"op.reply@{hit}=lost-reply,reconcile.lookup=lag({LOOKUP_LAG_MS})")
