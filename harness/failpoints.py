@@ -417,11 +417,13 @@ def _cancel_here(spec: FailpointSpec, hit: int, detail: str) -> None:
     tell_supervisor(f"fault cancel {spec.name} {hit} {detail}".rstrip())
 
 
-def set_recover_hook(hook: Callable[[str], None] | None) -> None:
+def set_recover_hook(hook: Callable[[str], None] | None) -> Callable[[str], None] | None:
     """What the ``recover`` action calls (with the hit, ``op.after_intent 3 s003``): the
-    scripted model's ``recover()`` while a call is in flight; None to unset it."""
+    scripted model's ``recover()`` while a call is in flight; None to unset it. Returns
+    the hook it replaces, for a batch to put back."""
     global _recover_hook
-    _recover_hook = hook
+    earlier, _recover_hook = _recover_hook, hook
+    return earlier
 
 
 def tell_supervisor(message: str) -> bool:

@@ -22,11 +22,13 @@ The full note: docs/reference/modules.md (``harness/agent/batch.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from harness.agent.plan import PlanStep
+from harness.failpoints import set_recover_hook, tell_supervisor
 from harness.runtime import CallContext, CallOutcome, Runtime, ToolFunction
 from harness.runtime.aio import AsyncRuntime
 
@@ -101,4 +103,23 @@ async def _batch(
                 )
             return outcome
 
-        return list(await asyncio.gather(*(issue(op_id, step) for op_id, step in calls)))
+        # The recover fault, on an event loop: recover() as a task of its own beside the
+        # calls (the model's recover, on the synchronous API, would be refused as such).
+        recovering: list[asyncio.Task[None]] = []
+
+        async def recover_beside() -> None:
+            with contextlib.suppress(RuntimeError):  # refused, as it must be
+                await batch.recover(tool)
+
+        def recover_soon(at: str) -> None:
+            tell_supervisor(f"fault recover-in-flight {at}")
+            recovering.append(asyncio.get_running_loop().create_task(recover_beside()))
+
+        earlier = set_recover_hook(recover_soon)
+        try:
+            outcomes = await asyncio.gather(*(issue(op_id, step) for op_id, step in calls))
+            for task in recovering:
+                await task
+        finally:
+            set_recover_hook(earlier)
+        return list(outcomes)

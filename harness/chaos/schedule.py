@@ -456,7 +456,7 @@ def exhaustive_schedules(
         if unsafe_call is not None and unsafe_call("op.request", hit):
             lost = Life(f"op.request@{hit}=lost-request")
             yield f"op.request@{hit}+lost-request", CrashSchedule((lost,))
-    yield from _recover_in_flight_schedules(hits, batch_call)
+    yield from _recover_in_flight_schedules(hits, batch_call, in_flight_safe)
     issued = hits.get("model.issue", 0)
     for hit in sorted({2, issued} & set(range(2, issued + 1))):
         # The model issues a call under an earlier call's id: the runtime must refuse it.
@@ -493,19 +493,27 @@ RECOVER_IN_FLIGHT_HITS = 2
 
 
 def _recover_in_flight_schedules(
-    hits: Mapping[str, int], batch_call: BatchCall | None
+    hits: Mapping[str, int], batch_call: BatchCall | None, in_flight_safe: InFlightSafe | None
 ) -> Iterator[tuple[str, CrashSchedule]]:
     """The first calls of a run (``RECOVER_IN_FLIGHT_HITS``) each meet the agent's
-    ``recover()`` once their intent is durable: a call of a thread or of one step, never
-    one of a batch on an event loop, where the sync API the model recovers with is not
-    the one in use."""
-    chosen = 0
+    ``recover()`` once their intent is durable: calls of one step or of a thread; and the
+    first call of a batch on an event loop with a retry-safe call in flight (there
+    ``recover()`` runs as a task beside the calls: a recovery that went ahead would run
+    such a call again once its success is durable, where an unsafe one's hint waits for
+    the batch)."""
+    plain = batched = 0
     for hit in range(1, hits.get("op.after_intent", 0) + 1):
-        if chosen == RECOVER_IN_FLIGHT_HITS:
-            return
-        if batch_call is not None and batch_call("op.after_intent", hit) is not None:
+        on_loop = batch_call is not None and batch_call("op.after_intent", hit) is not None
+        if on_loop:
+            # In flight there: none unsafe, or some of each (None); a retry-safe one to rerun.
+            some_safe = in_flight_safe is not None and in_flight_safe("op.after_intent", hit)
+            if batched or some_safe is False:
+                continue
+            batched += 1
+        elif plain == RECOVER_IN_FLIGHT_HITS:
             continue
-        chosen += 1
+        else:
+            plain += 1
         recover = Life(f"op.after_intent@{hit}=recover")
         yield f"op.after_intent@{hit}+recover-in-flight", CrashSchedule((recover,))
 

@@ -189,6 +189,22 @@ class TestRecoverWhileACallIsInFlight:
         )
         assert {"I1", "I4", "I8"} & set(result.failed_invariants), _failed(result)
 
+    def test_on_an_event_loop_the_recover_is_refused_too(self, run_mini_batch: TrialRunner) -> None:
+        """In a batch on an event loop recover() runs as a task beside the calls: refused
+        while they are in flight, so each call of the batch runs once."""
+        result = run_mini_batch('[{"failpoints":"op.after_intent@3=recover"}]')
+        assert result.status == "pass", _failed(result)
+
+    def test_on_an_event_loop_a_runtime_that_recovers_anyway_is_caught(
+        self, run_mini_batch: TrialRunner
+    ) -> None:
+        """A recovery beside the batch retries its retry-safe calls still in flight: each
+        runs again once its success is durable (I1)."""
+        result = run_mini_batch(
+            '[{"failpoints":"op.after_intent@3=recover"}]', runtime="recovers-in-flight"
+        )
+        assert "I1" in result.failed_invariants, _failed(result)
+
 
 class TestLaggingLookup:
     """payment_flow's receipt (sent every time, its key recorded) loses its reply, and its
