@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["ACTIONS", "MODEL_FAULTS", "FailpointSpec", "parse_spec"]
+__all__ = ["ACTIONS", "AGENT_HOOKS", "MODEL_FAULTS", "FailpointSpec", "parse_spec"]
 
 ACTIONS = (
     "kill",
@@ -29,12 +29,18 @@ ACTIONS = (
     "async-tool",
     "recover",
     "lag",
+    "sync-call",
 )
 
 MODEL_FAULTS = ("reuse-id", "async-tool", "lag")
 """The actions that make the harness's agent program act as one with that fault would
 (``harness.failpoints.ModelFault``): misuse the runtime at ``model.issue``, or give a
 reconciler a lookup that lags the provider's effects at ``reconcile.lookup``."""
+
+AGENT_HOOKS = {"recover": "recover-in-flight", "sync-call": "both-apis"}
+"""The actions that call back into the agent program while a call is in flight, and the
+fault each reports once it acted: ``recover`` calls its ``recover()``, ``sync-call`` calls
+the op again through the synchronous API while an ``AsyncRuntime`` drives it."""
 
 _ENTRY = re.compile(
     r"^(?P<name>[a-z_]+(?:\.[a-z_]+)+)(?:@(?P<hit>[0-9]+))?=(?P<action>[a-z][a-z-]*)"

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 
 from harness.errors import FailpointSpecError
 from harness.exits import AGENT_FAILPOINT_EXIT
-from harness.failpoint_spec import MODEL_FAULTS, FailpointSpec, parse_spec
+from harness.failpoint_spec import AGENT_HOOKS, MODEL_FAULTS, FailpointSpec, parse_spec
 from harness.runtime.errors import FailpointTriggered, TransientToolError
 from harness.runtime.hooks import CRASH_POINTS, set_crash_hook
 
@@ -60,7 +60,7 @@ __all__ = [
     "parse_failpoints",
     "report_hit_counts",
     "report_hit_counts_once",
-    "set_recover_hook",
+    "set_agent_hook",
     "tell_supervisor",
 ]
 
@@ -150,7 +150,7 @@ class _Trigger:
 
 _armed: dict[str, _Trigger] = {}
 _ready_ns: int | None = None
-_recover_hook: Callable[[str], None] | None = None
+_agent_hooks: dict[str, Callable[[str], None]] = {}
 _aim_group = False
 
 
@@ -361,13 +361,14 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         )
     elif spec.action == "cancel":
         _cancel_here(spec, hit, detail)
-    elif spec.action == "recover":
-        # The agent calls its runtime's recover() while this call is in flight.
+    elif spec.action in AGENT_HOOKS:
+        # The agent uses its runtime again while this call is in flight (AGENT_HOOKS).
         at = f"{spec.name} {hit} {detail}".rstrip()
-        if _recover_hook is None:
-            print(f"harness.failpoints: {spec}: no agent to recover at {at}", file=sys.stderr)
+        hook = _agent_hooks.get(spec.action)
+        if hook is None:
+            print(f"harness.failpoints: {spec}: no agent to act at {at}", file=sys.stderr)
         else:
-            _recover_hook(at)
+            hook(at)
     elif spec.action in MODEL_FAULTS:
         # The agent's own bug in the call it is about to issue (``ModelFault``): the model
         # makes it, and tells the supervisor once it has.
@@ -417,12 +418,13 @@ def _cancel_here(spec: FailpointSpec, hit: int, detail: str) -> None:
     tell_supervisor(f"fault cancel {spec.name} {hit} {detail}".rstrip())
 
 
-def set_recover_hook(hook: Callable[[str], None] | None) -> Callable[[str], None] | None:
-    """What the ``recover`` action calls (with the hit, ``op.after_intent 3 s003``): the
-    scripted model's ``recover()`` while a call is in flight; None to unset it. Returns
-    the hook it replaces, for a batch to put back."""
-    global _recover_hook
-    earlier, _recover_hook = _recover_hook, hook
+def set_agent_hook(action: str, hook: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """What an action of ``AGENT_HOOKS`` calls (with the hit, ``op.after_intent 3 s003``):
+    the agent using its runtime while a call is in flight; None to unset it. Returns the
+    hook it replaces, for a batch to put back."""
+    earlier = _agent_hooks.pop(action, None)
+    if hook is not None:
+        _agent_hooks[action] = hook
     return earlier
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from harness.agent.plan import PlanStep
-from harness.failpoints import set_recover_hook, tell_supervisor
+from harness.failpoints import set_agent_hook, tell_supervisor
 from harness.runtime import CallContext, CallOutcome, Runtime, ToolFunction
 from harness.runtime.aio import AsyncRuntime
 
@@ -115,11 +115,29 @@ async def _batch(
             tell_supervisor(f"fault recover-in-flight {at}")
             recovering.append(asyncio.get_running_loop().create_task(recover_beside()))
 
-        earlier = set_recover_hook(recover_soon)
+        # The sync-call fault: the same op called again through the synchronous API while
+        # this AsyncRuntime drives the runtime, as code that mixes the two APIs does.
+        steps = dict(calls)
+
+        def call_synchronously(at: str) -> None:
+            op_id = at.rsplit(" ", 1)[-1]
+            step = steps.get(op_id)
+            if step is None:
+                return
+            tell_supervisor(f"fault both-apis {at}")
+            try:
+                outcome = runtime.call(op_id, step.tool, step.args, execute)
+            except RuntimeError:  # refused (RuntimeUsageError), as it must be
+                return
+            tell("ack" if outcome.ok else outcome.status, op_id, outcome.result, outcome.matched)
+
+        earlier = set_agent_hook("recover", recover_soon)
+        earlier_call = set_agent_hook("sync-call", call_synchronously)
         try:
             outcomes = await asyncio.gather(*(issue(op_id, step) for op_id, step in calls))
             for task in recovering:
                 await task
         finally:
-            set_recover_hook(earlier)
+            set_agent_hook("recover", earlier)
+            set_agent_hook("sync-call", earlier_call)
         return list(outcomes)

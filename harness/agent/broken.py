@@ -1230,6 +1230,16 @@ class RecoversInFlight(BrokenRuntime):
         pass  # the mistake: an op in flight is taken for one a crash left running
 
 
+class BothApisAtOnce(BrokenRuntime):
+    mistake = "lets the synchronous API call an op while an AsyncRuntime drives the runtime"
+    caught_by = ("I1", "I11")
+    needs_fault = "both-apis"
+    needs_batch = True
+
+    def _sync_api(self, what: str) -> None:
+        pass  # the mistake: the two APIs keep their calls in flight apart
+
+
 class ReconcilesAtOnce(BrokenRuntime):
     mistake = "asks a reconciler at once after a lost reply, and redoes without limit"
     caught_by = ("I8",)
@@ -1308,6 +1318,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "awaits-nothing": AwaitsNothing,
     "recovers-in-flight": RecoversInFlight,
     "reconciles-at-once": ReconcilesAtOnce,
+    "both-apis-at-once": BothApisAtOnce,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

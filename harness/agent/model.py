@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from harness.agent.plan import Plan, PlanStep, batches, plan_id, reissued_id
-from harness.failpoints import ModelFault, failpoint, set_recover_hook, tell_supervisor
+from harness.failpoints import ModelFault, failpoint, set_agent_hook, tell_supervisor
 from harness.runtime import (
     CallContext,
     CallOutcome,
@@ -82,7 +82,7 @@ class ScriptedModel:
         )
         for hint in report.hints:
             self.verify(hint)
-        set_recover_hook(self.recover_in_flight)
+        set_agent_hook("recover", self.recover_in_flight)
         for issued in batches(self.plan.steps):
             if issued[0].batch is not None:
                 self.issue_batch(self.batch_order(issued))

@@ -43,6 +43,7 @@ FAULT_KINDS = {
     "async-tool": "the agent hands an async tool to the synchronous runtime",
     "recover-in-flight": "the agent calls recover() while a call is in flight",
     "lagging-lookup": "a reply lost, and the reconciler's lookup lags the provider's writes",
+    "both-apis": "the agent calls a batch's op in flight again through the synchronous API",
 }
 
 SECTOR = 512

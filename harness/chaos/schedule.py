@@ -122,6 +122,7 @@ _ACTION_FAULTS = (
     ("=async-tool", "async-tool"),
     ("=recover", "recover-in-flight"),
     ("=lag", "lagging-lookup"),
+    ("=sync-call", "both-apis"),
 )
 """The fault each failpoint action in a life's spec injects (a kill is told apart above)."""
 
@@ -457,6 +458,7 @@ def exhaustive_schedules(
             lost = Life(f"op.request@{hit}=lost-request")
             yield f"op.request@{hit}+lost-request", CrashSchedule((lost,))
     yield from _recover_in_flight_schedules(hits, batch_call, in_flight_safe)
+    yield from _both_apis_schedules(hits, batch_call)
     issued = hits.get("model.issue", 0)
     for hit in sorted({2, issued} & set(range(2, issued + 1))):
         # The model issues a call under an earlier call's id: the runtime must refuse it.
@@ -516,6 +518,23 @@ def _recover_in_flight_schedules(
             plain += 1
         recover = Life(f"op.after_intent@{hit}=recover")
         yield f"op.after_intent@{hit}+recover-in-flight", CrashSchedule((recover,))
+
+
+def _both_apis_schedules(
+    hits: Mapping[str, int], batch_call: BatchCall | None
+) -> Iterator[tuple[str, CrashSchedule]]:
+    """The first two calls of batches on an event loop each called again, once its intent
+    is durable, through the synchronous API (``both-apis``): the runtime must refuse it."""
+    seen: list[str] = []
+    for hit in range(1, hits.get("op.after_intent", 0) + 1):
+        op = None if batch_call is None else batch_call("op.after_intent", hit)
+        if op is None or op in seen:
+            continue  # not a batch call's, or a later attempt of one
+        seen.append(op)
+        both = Life(f"op.after_intent@{hit}=sync-call")
+        yield f"op.after_intent@{hit}+both-apis", CrashSchedule((both,))
+        if len(seen) == 2:
+            return
 
 
 def _cancel_schedules(

@@ -33,7 +33,7 @@ from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.check.lives import lives_changed
 from harness.exits import AGENT_REFUSED, AGENT_WRITE_FAILED
-from harness.failpoint_spec import MODEL_FAULTS, FailpointSpec, parse_spec
+from harness.failpoint_spec import AGENT_HOOKS, MODEL_FAULTS, FailpointSpec, parse_spec
 from harness.words import many
 from harness.world.store import OK, EffectRow, LedgerEntry, result_digest, step_of
 
@@ -974,7 +974,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
         kills = [spec for spec in asked if spec.action == "kill"]
         losses = [spec for spec in asked if spec.action in ("lost-reply", "lost-request")]
         cancels = [spec for spec in asked if spec.action == "cancel"]
-        misuses = [spec for spec in asked if spec.action in (*MODEL_FAULTS, "recover")]
+        misuses = [spec for spec in asked if spec.action in (*MODEL_FAULTS, *AGENT_HOOKS)]
         full_disk = any(spec.action == "enospc" for spec in asked)
         wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
         wanted += len(misuses)
@@ -1024,7 +1024,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                     "was running there, or the point was never hit)"
                 )
         for spec in misuses:
-            told = "recover-in-flight" if spec.action == "recover" else spec.action
+            told = AGENT_HOOKS.get(spec.action, spec.action)
             if _reported_at(ev, told, spec, number):
                 landed += 1
             else:

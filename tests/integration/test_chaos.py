@@ -141,6 +141,7 @@ TARGETED = {
     "awaits-nothing": '[{"failpoints":"op.after_intent@3=kill"}]',
     "recovers-in-flight": '[{"failpoints":"op.after_intent@3=kill"}]',
     "reconciles-at-once": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "both-apis-at-once": '[{"failpoints":"op.after_intent@3=kill"}]',
 }
 # Caught where a provider deduplicates by key, or is asked by key by a reconciler
 # (tests/integration/test_keys.py, test_new_faults.py); mini has neither.
@@ -171,6 +172,7 @@ IN_A_COMPACTION = [
 ]
 # The trial of mini_batch (a batch of three calls) that exposes each mistake of a batch.
 IN_A_BATCH = {
+    "both-apis-at-once": '[{"failpoints":"op.after_intent@3=sync-call"}]',
     "unawaited-intent": '[{"failpoints":"op.after_effect@2=kill"}]',
     "one-current-op": '[{"failpoints":"op.before_intent@5=kill"}]',  # the step after the batch
     "cancel-left-running": '[{"failpoints":"op.after_intent@2=cancel"}]',  # the typed text

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.chaos.trial import TrialResult
 from harness.check.journal import read_journal
 from tests.integration.conftest import TrialRunner
@@ -229,3 +231,27 @@ class TestLaggingLookup:
         """Asked at once, the lookup misses the receipt: redone, and sent twice (I8)."""
         result = run_payment(self.SCHEDULE, runtime="reconciles-at-once")
         assert "I8" in result.failed_invariants, _failed(result)
+
+
+class TestBothApisAtOnce:
+    @pytest.mark.parametrize("hit", [2, 3], ids=["unsafe", "retry-safe"])
+    def test_the_sync_api_is_refused_while_a_batch_runs(
+        self, run_mini_batch: TrialRunner, hit: int
+    ) -> None:
+        """A batch call in flight on the event loop is called again through the synchronous
+        API: refused, so the call runs once and its caller is told only its own outcome."""
+        result = run_mini_batch(f'[{{"failpoints":"op.after_intent@{hit}=sync-call"}}]')
+        assert result.status == "pass", _failed(result)
+
+    @pytest.mark.parametrize(
+        ("hit", "caught"), [(2, "I11"), (3, "I1")], ids=["unsafe", "retry-safe"]
+    )
+    def test_a_runtime_that_lets_both_apis_call_is_caught(
+        self, run_mini_batch: TrialRunner, hit: int, caught: str
+    ) -> None:
+        """Let through, the sync call answers the unsafe op in flight 'info' with no cause
+        (I11), and runs the retry-safe one again beside itself, after its success (I1)."""
+        result = run_mini_batch(
+            f'[{{"failpoints":"op.after_intent@{hit}=sync-call"}}]', runtime="both-apis-at-once"
+        )
+        assert caught in result.failed_invariants, _failed(result)
