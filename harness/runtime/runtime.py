@@ -259,10 +259,8 @@ class Runtime:
     ) -> Steps[RecoveryReport]:
         """``recover`` as steps (``harness.runtime.steps``), for either API to carry out."""
         decisions = self.plan(not_started)
-        # A SKIP the journal already holds for the op in the same state is not
-        # written again: it cannot change (a settled op stays settled), and
-        # repeating it at every start would grow the journal with the square
-        # of the restarts. Every RETRY and VERIFY is written, every life.
+        # Every RETRY and VERIFY is written, every life. A settled op's SKIP never is
+        # (``_to_journal``): a start writes in proportion to its open ops, not the journal.
         batch: list[Record] = [
             DecisionRecord(d.op_id, d.state, d.snapshot, d.decision, self.incarnation, d.age)
             for d in self._to_journal(decisions)
@@ -298,28 +296,22 @@ class Runtime:
         return RecoveryReport(self.incarnation, report, hints, tuple(retried))
 
     def _to_journal(self, decisions: Sequence[RecoveryDecision]) -> list[RecoveryDecision]:
-        """The decisions a start journals, in op order: every RETRY and VERIFY, and each SKIP
-        the journal does not hold yet. Of a ``Plan``, the block's settled ops are read only
-        where the index says their SKIP is not journaled."""
-        if not isinstance(decisions, Plan):
-            return [
-                d
-                for d in decisions
-                if d.decision is not Decision.SKIP or not self._skip_journaled(d.op_id, d.state)
-            ]
-        live = [
-            (key, d)
-            for key, d in decisions.live
-            if d.decision is not Decision.SKIP or (d.op_id, d.state) not in self._skipped
+        """The decisions a start journals, in op order: every RETRY and VERIFY, and the SKIP of
+        each op the plan names that never started, once. A settled op's SKIP is not written:
+        its state alone decides it (the matrix skips every SUCCEEDED and FAILED op, and
+        recovery plans no resolved one), so a start writes nothing for the ops it skips
+        and reads none of them."""
+        held = [d for _, d in decisions.live] if isinstance(decisions, Plan) else decisions
+        return [
+            d
+            for d in held
+            if d.decision is not Decision.SKIP
+            or (d.state is OpState.NOT_STARTED and (d.op_id, d.state) not in self._skipped)
+        ] + [
+            d
+            for d in (decisions.extra if isinstance(decisions, Plan) else ())
+            if (d.op_id, d.state) not in self._skipped
         ]
-        block = [
-            (key, decide_for_operation(op.op_id, op.tool, op.state, op.snapshot, op.args))
-            for key, op in self.ops.unskipped()
-            if (op.op_id, op.state) not in self._skipped
-        ]
-        merged = heapq.merge(block, live, key=lambda placed: placed[0])
-        extra = [d for d in decisions.extra if (d.op_id, d.state) not in self._skipped]
-        return [*(d for _, d in merged), *extra]
 
     @staticmethod
     def _acting(decisions: Sequence[RecoveryDecision]) -> list[RecoveryDecision]:
@@ -327,9 +319,6 @@ class Runtime:
         its ops held in memory can have one (a settled op is skipped)."""
         held = [d for _, d in decisions.live] if isinstance(decisions, Plan) else decisions
         return [d for d in held if d.decision is not Decision.SKIP]
-
-    def _skip_journaled(self, op_id: str, state: OpState) -> bool:
-        return (op_id, state) in self._skipped or self.ops.skip_journaled(op_id, state)
 
     def retry(self, op: OpHistory, execute: ToolFunction) -> CallOutcome:
         """Run an op again under its own id, with its original snapshot and arguments."""

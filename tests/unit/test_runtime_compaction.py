@@ -310,22 +310,21 @@ class TestSettledOpsLeftInTheFile:
         path = tmp_path / "agent.journal"
         _compacted_history(path)
         with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
-            rt.recover(FakeTool())  # journals the SKIPs of the ops settled in the last life
-            assert set(rt.ops._loaded) == {"s5.redo", "s6"}  # (s4 and s5 are resolved)
+            rt.recover(FakeTool())  # a settled op's SKIP is never journaled: none is read
+            assert set(rt.ops._loaded) == set()
         with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
             assert rt.journal.scan.settled is not None
             assert rt.journal.scan.settled.count == 6
             assert not any(isinstance(s.record, SettledRecord) for s in rt.journal.scan.records)
             planned = rt.plan()
             report = rt.recover(FakeTool())
-            # Recovery decoded only the ops the index says have no SKIP in the block (their
-            # SKIPs are journaled after it now, and not written again).
-            assert set(rt.ops._loaded) == {"s5.redo", "s6"}
+            # Recovery decoded no settled op, and journaled no SKIP for one.
+            assert set(rt.ops._loaded) == set()
             skips = [r for r in _records(path) if isinstance(r, DecisionRecord) and r.op_id == "s6"]
-            assert len(skips) == 1  # journaled by the first start only
+            assert skips == []
             assert report.decisions == planned and len(planned) == 5  # all but s4 and s5
             assert rt.outcome_of("s2").status == "fail"
-            assert set(rt.ops._loaded) == {"s2", "s5.redo", "s6"}
+            assert set(rt.ops._loaded) == {"s2"}
             assert "s3" in rt.ops and "nowhere" not in rt.ops
         # Every answer as the same journal read record by record gives it.
         answers = []
