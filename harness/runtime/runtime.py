@@ -35,7 +35,6 @@ from harness.runtime.matrix import (
     Decision,
     OpState,
     RecoveryDecision,
-    decide_for_operation,
     verify_hint,
 )
 from harness.runtime.reconcile import Reconciled, Reconciler, ask_reconciler
