@@ -479,10 +479,12 @@ class OneCurrentOp(BrokenRuntime):
 class NoOpLock(BrokenRuntime):
     """A call of an op already in flight does not wait for the first to end.
 
-    Deciding and journaling an intent is still one step under the runtime's lock,
-    so a second delivery never takes an op in flight for a new one: an unsafe op
-    is not run twice (I10 stays quiet), its duplicate is answered ``info`` at once.
-    A retry-safe op in flight looks like one whose call ended without an outcome,
+    A second delivery that comes while the first's intent is being made durable
+    (the runtime's view takes a record once it is durable) takes the op for a new
+    one and runs it beside the first, whatever its class. One that comes later,
+    while the tool runs, finds the op in flight: an unsafe op's duplicate is
+    answered ``info`` at once, and a retry-safe op in flight looks like one whose
+    call ended without an outcome,
     so the duplicate runs it again beside the first call, under a later attempt's
     intent: its tool runs after the success is journaled, or that intent is left
     after the success and the next start retries it. I1 catches both.

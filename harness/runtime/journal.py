@@ -21,6 +21,7 @@ The full note: docs/reference/modules.md (``harness/runtime/journal.py``).
 from __future__ import annotations
 
 import _thread
+import collections
 import contextlib
 import errno
 import functools
@@ -402,7 +403,9 @@ def scan_journal(path: Path | str) -> JournalScan:
 
 @dataclass(frozen=True, slots=True)
 class Appended:
-    """A write of ``records`` went from byte ``offset`` to ``end`` (fsynced when ``synced``)."""
+    """A write of ``records`` went from byte ``offset`` to ``end``; ``synced``: it is made
+    durable, by its own fsync or one a ``Synced`` event whose ``end`` reaches it reports
+    (threads' writes share fsyncs)."""
 
     records: tuple[Record, ...]
     offset: int
@@ -428,8 +431,23 @@ class Opened:
 
 JournalEvent = Opened | Appended | Synced
 JournalListener = Callable[[JournalEvent], None]
-"""Called with each write and each fsync, in order, on the thread that made it; keep it
-quick (the journal's lock is held). An exception from it is logged, never raised."""
+"""Called with each write and each fsync, in journal order, one event at a time, outside the
+journal's locks, on one of the threads appending (not always the one that made the write):
+a slow listener delays the thread that tells it, never another thread's append. An
+exception from it is logged, never raised."""
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """Records ``JournalWriter.write`` put in the file, from ``offset`` to ``end``: durable
+    once ``JournalWriter.settle`` returns, when ``durable`` asks it (an fsync then covers
+    them, this thread's or another's)."""
+
+    offset: int
+    end: int
+    durable: bool
+    generation: int
+    """Which file they went to: a compaction writes a new one (fsynced whole)."""
 
 
 class JournalWriter:
@@ -457,6 +475,16 @@ class JournalWriter:
         self._fsync = fsync
         self._listener = listener
         self._lock = _thread.allocate_lock()
+        # Group commit (``write``/``settle``): the fsync under way, which later writers
+        # wait for rather than making their own, and the file it reaches.
+        self._sync_state = _thread.allocate_lock()
+        self._sync_running: _thread.LockType | None = None
+        self._generation = 0
+        # Listener events, told in order outside the locks (``_deliver``).
+        self._events: collections.deque[JournalEvent] = collections.deque()
+        self._telling = _thread.allocate_lock()
+        self._to_settle = False
+        """The write under way is made durable by ``settle`` (its ``Appended`` says so)."""
         self._poisoned: str | None = None
         if not self.path.exists():
             _create(self.path)
@@ -514,11 +542,11 @@ class JournalWriter:
                 self.append(JournalIdRecord(journal_id))
                 log.warning("%s: journal given its identity %s", self.path, journal_id)
             self.journal_id = journal_id
-            if self._listener is not None:
-                self._tell(Opened(self.synced_size))
+            self._queue(Opened(self.synced_size))
         except BaseException:
             self.close()
             raise
+        self._deliver()
 
     def read(self, data: bytes) -> JournalScan:
         """Prove the file's records (``scan_bytes``): the one place a writer reads them."""
@@ -581,8 +609,67 @@ class JournalWriter:
         (``JournalWriteError``; the writer stays usable). Any other failure
         poisons the writer (see the module docstring).
         """
+        try:
+            with self._lock:
+                return self._append(tuple(records), sync=sync)
+        finally:
+            self._deliver()
+
+    def write(self, records: Iterable[Record], *, sync: bool = True) -> Written:
+        """Write records in one ``write``, without waiting for their fsync: ``settle`` then
+        makes them durable. Threads that write while an fsync is under way share the next
+        one (group commit). Fails as ``append_many`` does."""
         with self._lock:
-            return self._append(tuple(records), sync=sync)
+            self._to_settle = sync and self._fsync
+            try:
+                offset = self._append(tuple(records), sync=False)
+            finally:
+                self._to_settle = False
+            return Written(offset, self.size, sync and self._fsync, self._generation)
+
+    def settle(self, written: Written) -> None:
+        """Return once ``written`` is durable (when it asked to be), and the listener told.
+
+        One thread at a time fsyncs; the others wait for its fsync and return if it
+        covered their records (it covers every byte written before it began), else
+        make the next one. A failed fsync poisons the writer: every waiter whose records
+        it did not cover raises ``JournalWriteError``.
+        """
+        try:
+            if written.durable:
+                self._sync_through(written)
+        finally:
+            self._deliver()
+
+    def _sync_through(self, written: Written) -> None:
+        while True:
+            with self._sync_state:
+                if written.generation != self._generation or self.synced_size >= written.end:
+                    return  # an fsync (or a compaction's new file) covers it
+                self._require_open()
+                running = self._sync_running
+                leading = running is None
+                if running is None:
+                    running = self._sync_running = _thread.allocate_lock()
+                    running.acquire()
+            if not leading:
+                running.acquire()  # the fsync under way: wait for it, then look again
+                running.release()
+                continue
+            try:
+                failpoint("journal.before_fsync")  # written, not yet durable
+                self.sync()
+            except BaseException as exc:
+                with self._lock:
+                    if self._poisoned is None:
+                        message = self._poison(self.size, exc)
+                        if isinstance(exc, OSError):
+                            raise JournalWriteError(message) from exc
+                raise
+            finally:
+                with self._sync_state:
+                    self._sync_running = None
+                running.release()
 
     def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
         fd = self._require_open()
@@ -624,9 +711,10 @@ class JournalWriter:
         if synced:
             self.synced_size = self.size
         if self._listener is not None:
-            self._tell(Appended(tuple(r for r, _ in encoded), offset, self.size, synced))
+            durable = synced or self._to_settle
+            self._queue(Appended(tuple(r for r, _ in encoded), offset, self.size, durable))
             if synced:
-                self._tell(Synced(self.size, seconds))
+                self._queue(Synced(self.size, seconds))
         return offset + sum(len(frame) for _, frame in deferred)
 
     def _poison(self, offset: int, exc: BaseException) -> str:
@@ -646,6 +734,22 @@ class JournalWriter:
         log.error("%s", self._poisoned)
         self._release()
         return self._poisoned
+
+    def _queue(self, event: JournalEvent) -> None:
+        """Keep an event for the listener, in journal order (the writer's lock is held)."""
+        if self._listener is not None:
+            self._events.append(event)
+
+    def _deliver(self) -> None:
+        """Tell the listener every queued event, in order, one thread at a time, outside the
+        writer's lock. A thread that finds another telling leaves its events to it: the
+        teller looks at the queue again after it lets go."""
+        while self._events and self._telling.acquire(False):
+            try:
+                while self._events:
+                    self._tell(self._events.popleft())
+            finally:
+                self._telling.release()
 
     def _tell(self, event: JournalEvent) -> None:
         try:
@@ -726,6 +830,7 @@ class JournalWriter:
             os.close(fd)  # the replaced file, and its lock: the new file is locked already
             self._fd = new_fd
             self.size = self.synced_size = len(head) + len(body)
+            self._generation += 1  # whatever waits for an fsync of the old file: it is in this one
             offset = len(head)
             kept = []
             for record, frame in zip(records, frames, strict=True):
@@ -747,9 +852,10 @@ class JournalWriter:
                     raise JournalWriteError(message) from exc
                 raise
             failpoint("compact.after_dir_fsync")  # done: the new file is the journal, durably
-            if self._listener is not None:
-                self._tell(Opened(self.synced_size))
-            return self.size
+            self._queue(Opened(self.synced_size))
+            size = self.size
+        self._deliver()
+        return size
 
     def check_writable(self) -> None:
         """Raise what an append would: ``JournalWriteError`` once poisoned, ``JournalError``
@@ -762,16 +868,28 @@ class JournalWriter:
         return self._poisoned is not None
 
     def sync(self) -> None:
+        """Make every record written so far durable: one fsync, made outside the writer's
+        lock (on a duplicate of its descriptor), so that writes go on meanwhile."""
         with self._lock:
             fd = self._require_open()
+            end, generation = self.size, self._generation
+            duplicate = os.dup(fd)
+        try:
             started = time.perf_counter()
-            try:
-                _fsync(fd)
-            except OSError as exc:
-                raise JournalWriteError(self._poison(self.size, exc)) from exc
-            self.synced_size = self.size
-            if self._listener is not None:
-                self._tell(Synced(self.size, time.perf_counter() - started))
+            _fsync(duplicate)
+            seconds = time.perf_counter() - started
+        except OSError as exc:
+            with self._lock:
+                message = self._poisoned or self._poison(end, exc)
+            raise JournalWriteError(message) from exc
+        finally:
+            os.close(duplicate)
+        with self._lock:
+            if generation == self._generation and end > self.synced_size:
+                self.synced_size = end
+            self._queue(Synced(end, seconds))
+        if self._sync_running is None:  # else a group's fsync: told once its waiters go on
+            self._deliver()
 
     def close(self) -> None:
         with self._lock:
