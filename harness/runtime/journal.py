@@ -657,6 +657,13 @@ class JournalWriter:
                 running.release()
                 continue
             try:
+                # Let the threads an fsync just woke write first, so that this one covers
+                # their records too (as a loop's ready tasks join the pump's next write):
+                # yield until a turn goes by with nothing more written.
+                seen = -1
+                while seen != self.size:
+                    seen = self.size
+                    time.sleep(0)
                 failpoint("journal.before_fsync")  # written, not yet durable
                 self.sync()
             except BaseException as exc:
