@@ -124,6 +124,20 @@ _FIELDS: Mapping[str, Mapping[str, tuple[type, ...]]] = {
         "carried": _STR,
         "oldest": (int, float, type(None)),
     },
+    "ops_index": {
+        "size": _INT,
+        "crc": _INT,
+        "records": _INT,
+        "journal_id": _STR,
+        "incarnation": _INT,
+        "ids": _STR,
+        "starts": _STR,
+        "offsets": _STR,
+        "contents": _STR,
+        "content_ops": _STR,
+        "carried": _STR,
+        "oldest": (int, float, type(None)),
+    },
     "retired": {"incarnation": _INT, "retired_at": (int, float)},
 }
 _STATES = frozenset({"not_started", "running", "succeeded", "failed"})

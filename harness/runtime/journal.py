@@ -21,6 +21,7 @@ The full note: docs/reference/modules.md (``harness/runtime/journal.py``).
 from __future__ import annotations
 
 import _thread
+import array
 import collections
 import contextlib
 import errno
@@ -32,7 +33,7 @@ import struct
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -50,6 +51,7 @@ from harness.runtime.hooks import failpoint
 from harness.runtime.records import (
     CheckpointRecord,
     JournalIdRecord,
+    OpsIndexRecord,
     Record,
     RetiredRecord,
     SettledIndexRecord,
@@ -58,7 +60,7 @@ from harness.runtime.records import (
     record_from_json,
     record_to_json,
 )
-from harness.runtime.settled import SettledOps, settled_index
+from harness.runtime.settled import IndexedOps, SettledOps, settled_index
 
 fcntl: ModuleType | None
 try:
@@ -129,14 +131,17 @@ class JournalScan:
     """What a read proved: the records (the identity record apart), where they end, the
     torn tail cut after them, and the journal's identity (None before it was given one).
 
-    ``settled``: a compacted journal's settled ops, when they were left in the file
-    (a writer's start, ``JournalWriter``): their records are then not in ``records``."""
+    ``settled``: the settled ops a compaction's block or an ops index maps, when they
+    were left in the file (a writer's start, ``JournalWriter``): their records are then
+    not in ``records``. ``frames``: how many frames the file holds up to ``valid_end``
+    (None: one per record and the identity)."""
 
     records: tuple[ScannedRecord, ...]
     valid_end: int
     torn: TornTail | None
     journal_id: str | None = None
-    settled: SettledOps | None = None
+    settled: SettledOps | IndexedOps | None = None
+    frames: int | None = None
 
 
 def new_journal_id() -> str:
@@ -362,31 +367,112 @@ def _scan_compacted(fd: int, source: str) -> JournalScan | None:
     if end > size or _crc_of(fd, start, end) != index.crc:
         return None
     try:
-        settled = SettledOps(index, _loader(fd, start, end, source), lambda: os.close(fd))
+        settled = SettledOps(
+            index, _loader(fd, start, end, source), lambda: os.close(fd), base=start
+        )
     except ValueError:
         return None
     if settled.count + len(settled.carried) != index.records:
+        settled.disown()  # the caller closes fd
         return None
     carried: list[ScannedRecord] = []
     for offset in settled.carried:
         found = _record_at(fd, start + offset, end)
         if found is None:
+            settled.disown()
             return None
         carried.append(ScannedRecord(start + offset, found[0], found[1]))
-    tail = _scan(
-        _pread_all(fd, size - end, end),
-        source,
-        0,
-        base=end,
-        frames=3 + index.records,
-        journal_id=identity.journal_id,
-    )
+    try:
+        tail = _scan(
+            _pread_all(fd, size - end, end),
+            source,
+            0,
+            base=end,
+            frames=3 + index.records,
+            journal_id=identity.journal_id,
+        )
+    except BaseException:
+        settled.disown()  # the caller closes fd
+        raise
     return JournalScan(
         (*head[1:], *carried, *tail.records),
         tail.valid_end,
         tail.torn,
         tail.journal_id,
         settled,
+        3 + index.records + len(tail.records),
+    )
+
+
+_INDEX_MARK = b'{"kind":"' + OpsIndexRecord.kind.encode() + b'"'
+"""How an ops index's payload begins (``record_to_json`` writes the kind first). Inside a
+payload a frame header cannot occur (JSON escapes its control bytes), so a match whose
+frame proves is the index."""
+
+
+def _last_index(fd: int, size: int) -> tuple[int, int, OpsIndexRecord] | None:
+    """The last ops index of the file whose frame proves and that covers the bytes before
+    it (its offset, its end and the record), searched backwards a MiB at a time."""
+    chunk = 1 << 20
+    end = size
+    while end > len(FILE_HEADER):
+        start = max(len(FILE_HEADER), end - chunk)
+        data = _pread_all(fd, end - start + len(_INDEX_MARK), start)
+        at = len(data)
+        while (at := data.rfind(_INDEX_MARK, 0, at)) >= 0:
+            pos = start + at - HEADER_SIZE
+            found = _record_at(fd, pos, size) if pos >= len(FILE_HEADER) else None
+            if found is not None and isinstance(found[1], OpsIndexRecord) and found[1].size == pos:
+                return pos, found[0], found[1]
+        end = start
+    return None
+
+
+def _scan_indexed(fd: int, source: str) -> JournalScan | None:
+    """Read a journal through its last ops index (``OpsIndexRecord``): one CRC over the
+    bytes it covers, the records it carries, then the records after it as ``_scan`` reads
+    them; none of the settled ops it maps. None when there is no index, or the bytes it
+    covers do not prove as a whole: the file is then read another way, which finds and
+    names any damage as before."""
+    size = os.fstat(fd).st_size
+    if os.pread(fd, len(FILE_HEADER), 0) != FILE_HEADER:
+        return None
+    found = _last_index(fd, size)
+    if found is None:
+        return None
+    at, end, index = found
+    if _crc_of(fd, 0, at) != index.crc:
+        return None
+    try:
+        ops = IndexedOps(index, _loader(fd, 0, at, source), lambda: os.close(fd), end=end)
+    except ValueError:
+        return None
+    carried: list[ScannedRecord] = []
+    for offset in ops.carried:
+        record = _record_at(fd, offset, at)
+        if record is None:
+            ops.disown()  # the caller closes fd
+            return None
+        carried.append(ScannedRecord(offset, record[0], record[1]))
+    try:
+        tail = _scan(
+            _pread_all(fd, size - end, end),
+            source,
+            0,
+            base=end,
+            frames=index.records + 1,
+            journal_id=index.journal_id,
+        )
+    except BaseException:
+        ops.disown()  # the caller closes fd
+        raise
+    return JournalScan(
+        (*carried, *tail.records),
+        tail.valid_end,
+        tail.torn,
+        index.journal_id,
+        ops,
+        index.records + 1 + len(tail.records),
     )
 
 
@@ -430,6 +516,8 @@ class Opened:
 
 
 JournalEvent = Opened | Appended | Synced
+IndexBuild = Callable[[int, int, int, Sequence[int], Sequence[str | None]], OpsIndexRecord | None]
+"""Makes an ops index: ``JournalWriter.append_index``."""
 JournalListener = Callable[[JournalEvent], None]
 """Called with each write and each fsync, in journal order, one event at a time, outside the
 journal's locks, on one of the threads appending (not always the one that made the write):
@@ -485,6 +573,13 @@ class JournalWriter:
         self._telling = _thread.allocate_lock()
         self._to_settle = False
         """The write under way is made durable by ``settle`` (its ``Appended`` says so)."""
+        # Where each record of the file lies and its op (None: of no op), for the ops
+        # index written at close (``append_index``); earlier indexes and the identity
+        # are left out, as the settled ops a compaction's block or an index maps.
+        self._placed_offsets = array.array("q")
+        self._placed_ops: list[str | None] = []
+        self.frames = 0
+        self._indexed_end = 0
         self._poisoned: str | None = None
         if not self.path.exists():
             _create(self.path)
@@ -514,6 +609,7 @@ class JournalWriter:
         try:
             _remove_leftovers(self.path)
             self.scan = self._read_file(fd)
+            self._place_scan()
             retired = self.scan.records[-1].record if self.scan.records else None
             if isinstance(retired, RetiredRecord):  # the last record a retired journal has
                 raise JournalRetiredError(
@@ -569,9 +665,9 @@ class JournalWriter:
         return self.read(data)
 
     def _scan_settled_apart(self) -> JournalScan | None:
-        """``_scan_compacted`` on a descriptor of its own, which the settled ops keep to
-        read from for as long as they live, after the writer closes too (it holds no
-        lock: closing it never lets go of the journal's)."""
+        """``_scan_indexed``, else ``_scan_compacted``, on a descriptor of its own, which
+        the settled ops keep to read from for as long as they live, after the writer
+        closes too (it holds no lock: closing it never lets go of the journal's)."""
         try:
             reader = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
@@ -581,7 +677,9 @@ class JournalWriter:
             assert self._fd is not None
             if os.fstat(reader).st_ino == os.fstat(self._fd).st_ino:
                 with without_cyclic_gc():
-                    scan = _scan_compacted(reader, str(self.path))
+                    scan = _scan_indexed(reader, str(self.path))
+                    if scan is None:
+                        scan = _scan_compacted(reader, str(self.path))
         finally:
             if scan is None:
                 os.close(reader)
@@ -714,6 +812,11 @@ class JournalWriter:
                 raise JournalWriteError(message) from exc
             raise
         self._deferred.clear()
+        at = offset
+        for record, frame in encoded:
+            self._place(at, record)
+            at += len(frame)
+        self.frames += len(encoded)
         self.size = offset + len(frames)
         if synced:
             self.synced_size = self.size
@@ -741,6 +844,53 @@ class JournalWriter:
         log.error("%s", self._poisoned)
         self._release()
         return self._poisoned
+
+    def _place_scan(self) -> None:
+        """Start the record places over from ``scan`` (at open, and after a compaction)."""
+        self._placed_offsets = array.array("q")
+        self._placed_ops = []
+        for scanned in self.scan.records:
+            self._place(scanned.offset, scanned.record)
+        scan = self.scan
+        self.frames = scan.frames if scan.frames is not None else len(scan.records) + 1
+        self._indexed_end = scan.settled.end if isinstance(scan.settled, IndexedOps) else 0
+
+    def _place(self, offset: int, record: Record) -> None:
+        if not isinstance(record, JournalIdRecord | OpsIndexRecord | SettledIndexRecord):
+            self._placed_offsets.append(offset)
+            op_id = getattr(record, "op_id", None)
+            self._placed_ops.append(op_id if isinstance(op_id, str) else None)
+
+    INDEX_MIN_BYTES = 64 * 1024
+    """An ops index is written at close once this many bytes follow the last one."""
+
+    def append_index(self, build: IndexBuild) -> bool:
+        """Append an ops index of the whole file (``OpsIndexRecord``), durably, if it is
+        worth it: at least ``INDEX_MIN_BYTES`` written since the last one, and the index
+        no more than twice their size (so indexes never come to more than the records).
+        ``build(size, crc, frames, offsets, op_ids)`` makes it from the file's size, CRC
+        and frame count and the place and op of each of its records (None: no index).
+        Returns whether one was written; a failure is the append's."""
+        with self._lock:
+            fd = self._require_open()
+            if self._deferred:
+                self._append((), sync=False)  # its own records first, then the map of all
+            new = self.size - self._indexed_end
+            if new < self.INDEX_MIN_BYTES:
+                return False
+            crc = _crc_of(fd, 0, self.size)
+            if crc is None:
+                return False
+            index = build(self.size, crc, self.frames, self._placed_offsets, self._placed_ops)
+            if index is None:
+                return False
+            frame = encode_frame(index)
+            if len(frame) - HEADER_SIZE > MAX_PAYLOAD or len(frame) > 2 * new:
+                return False
+            self._append((index,), sync=True)
+            self._indexed_end = self.size
+        self._deliver()
+        return True
 
     def _queue(self, event: JournalEvent) -> None:
         """Keep an event for the listener, in journal order (the writer's lock is held)."""
@@ -847,9 +997,12 @@ class JournalWriter:
             if index is not None and reader is not None:
                 start = kept[1].end
                 load = _loader(reader, start, start + index.size, str(self.path))
-                settled = SettledOps(index, load, functools.partial(os.close, reader))
+                settled = SettledOps(index, load, functools.partial(os.close, reader), base=start)
                 kept = [k for k in kept if not isinstance(k.record, SettledRecord)]
-            self.scan = JournalScan(tuple(kept), self.size, None, self.journal_id, settled)
+            self.scan = JournalScan(
+                tuple(kept), self.size, None, self.journal_id, settled, 1 + len(records)
+            )
+            self._place_scan()
             try:
                 failpoint("compact.before_dir_fsync")
                 fsync_dir(self.path.parent)

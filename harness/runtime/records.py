@@ -26,6 +26,7 @@ __all__ = [
     "IncarnationRecord",
     "IntentRecord",
     "JournalIdRecord",
+    "OpsIndexRecord",
     "Record",
     "RecoveredRecord",
     "Resolution",
@@ -265,6 +266,37 @@ class SettledIndexRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class OpsIndexRecord:
+    """A map of the journal up to it, written when a runtime closes, so that the next start
+    reads none of the settled ops it maps (``harness.runtime.settled.IndexedOps``).
+
+    It covers the file's first ``size`` bytes (its own offset; ``records`` frames, the
+    identity included), their CRC-32 ``crc``. The arrays are as a ``SettledIndexRecord``'s
+    (little-endian unsigned 64-bit integers in base64): ``ids`` a hash of each settled op's
+    id, sorted; ``starts`` where each one's records begin in ``offsets`` (one more entry,
+    the end); ``offsets`` the byte offset of every record of those ops, each op's in file
+    order; ``contents`` a hash of tool and argument digest of the ops identity by content
+    may match, sorted, and ``content_ops`` which op (its place in ``ids``) each is;
+    ``carried`` every other record the bytes hold (of ops still open, of lives), but
+    earlier maps. ``incarnation``: the last life they name; ``oldest``: the earliest time
+    a compaction folded one of the ops (None: none was)."""
+
+    size: int
+    crc: int
+    records: int
+    journal_id: str
+    incarnation: int
+    ids: str
+    starts: str
+    offsets: str
+    contents: str
+    content_ops: str
+    carried: str
+    oldest: float | None
+    kind = "ops_index"
+
+
+@dataclass(frozen=True, slots=True)
 class RetiredRecord:
     """The task is over: the journal's last record. A runtime refuses to open it again."""
 
@@ -286,6 +318,7 @@ Record: TypeAlias = (
     | CheckpointRecord
     | SettledRecord
     | SettledIndexRecord
+    | OpsIndexRecord
     | RetiredRecord
 )
 
@@ -451,6 +484,20 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _str(d, "content_offsets"),
         _str(d, "unskipped"),
         _str(d, "resolved"),
+        _str(d, "carried"),
+        None if d["oldest"] is None else _float(d, "oldest"),
+    ),
+    "ops_index": lambda d: OpsIndexRecord(
+        _int(d, "size"),
+        _int(d, "crc"),
+        _int(d, "records"),
+        _str(d, "journal_id"),
+        _int(d, "incarnation"),
+        _str(d, "ids"),
+        _str(d, "starts"),
+        _str(d, "offsets"),
+        _str(d, "contents"),
+        _str(d, "content_ops"),
         _str(d, "carried"),
         None if d["oldest"] is None else _float(d, "oldest"),
     ),

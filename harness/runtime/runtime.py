@@ -14,6 +14,7 @@ The full note: docs/reference/modules.md (``harness/runtime/runtime.py``).
 from __future__ import annotations
 
 import _thread
+import contextlib
 import heapq
 import os
 import time
@@ -44,6 +45,7 @@ from harness.runtime.records import (
     HintRecord,
     IncarnationRecord,
     IntentRecord,
+    OpsIndexRecord,
     Record,
     RecoveredRecord,
     Resolution,
@@ -59,9 +61,11 @@ from harness.runtime.recovery import (
     Plan,
     apply_record,
     fold_scan,
+    index_entries,
     last_incarnation,
     plan_recovery,
 )
+from harness.runtime.settled import ops_index
 from harness.runtime.steps import Append, CallContext, Steps, no_tool, run_steps
 
 __all__ = ["RECONCILE_TIMEOUT", "RecoveryReport", "Runtime", "VerifyHint"]
@@ -159,7 +163,7 @@ class Runtime:
         # at its gate (a lock and how many calls hold or wait for it).
         self._lock = _thread.RLock()
         self._gates: dict[str, _Gate] = {}
-        held = 0 if journal.scan.settled is None else journal.scan.settled.count
+        held = 0 if journal.scan.settled is None else journal.scan.settled.records
         why = due(self.compaction, journal.size, len(records) + held, self.ops, time.time())
         del records  # the journal's records, folded: not kept for the runtime's life
         if why is not None:
@@ -750,7 +754,38 @@ class Runtime:
         self._aliases = {a: known for a, known in self._aliases.items() if known not in gone}
 
     def close(self) -> None:
-        self.journal.close()
+        """Close the journal, first appending an ops index of it when enough was written
+        since the last one, so that the next start reads none of the ops it settled
+        (``harness.runtime.settled.IndexedOps``). Closing never raises for the index."""
+        with self._lock:
+            if not self._gates:
+                with contextlib.suppress(JournalError):
+                    self.journal.append_index(self._ops_index)
+            self.journal.close()
+
+    def _ops_index(
+        self,
+        size: int,
+        crc: int,
+        frames: int,
+        offsets: Sequence[int],
+        op_ids: Sequence[str | None],
+    ) -> OpsIndexRecord | None:
+        """The ops index of the journal's first ``size`` bytes (``JournalWriter.append_index``)."""
+        found = index_entries(self.ops, offsets, op_ids)
+        if found is None:
+            return None
+        entries, carried = found
+        return ops_index(
+            entries,
+            carried,
+            size=size,
+            crc=crc,
+            records=frames,
+            journal_id=self.journal.journal_id,
+            incarnation=self.incarnation,
+            oldest=self.ops.oldest_settled(),
+        )
 
     def __enter__(self) -> Runtime:
         return self

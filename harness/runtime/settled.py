@@ -23,12 +23,24 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TypeAlias
 
 from harness.runtime.errors import JournalError
-from harness.runtime.records import Record, SettledIndexRecord, SettledRecord
+from harness.runtime.records import OpsIndexRecord, Record, SettledIndexRecord, SettledRecord
 
-__all__ = ["SettledOps", "content_hash", "id_hash", "settled_index"]
+__all__ = [
+    "IndexEntry",
+    "IndexedOps",
+    "SettledOps",
+    "content_hash",
+    "id_hash",
+    "ops_index",
+    "settled_index",
+]
 
 Offsets: TypeAlias = Sequence[int]
 """A decoded array: a ``memoryview`` cast to unsigned 64-bit integers (or an ``array``)."""
+
+IndexEntry: TypeAlias = tuple[int, Sequence[int], int | None]
+"""A settled op in an ops index: its id hash, its records' offsets in file order, and its
+content hash (None: identity by content never matches it)."""
 
 
 def id_hash(op_id: str) -> int:
@@ -113,8 +125,12 @@ class SettledOps:
         index: SettledIndexRecord,
         load: Callable[[int], Record],
         close: Callable[[], None],
+        *,
+        base: int = 0,
     ) -> None:
         self._load = load
+        self.base = base
+        """The block's first byte in the file."""
         # Read from until nothing holds these ops (a plan read after the runtime closed).
         self._closer = weakref.finalize(self, close)
         self._ids = _decode(index.ids)
@@ -128,6 +144,8 @@ class SettledOps:
         self.oldest = index.oldest
         self.count = len(self._ids)
         self.size = index.size
+        self.records = self.count
+        """How many of the file's records the block's settled ops are (one each)."""
         if not (
             len(self._id_offsets) == self.count
             and len(self._content_offsets) == len(self._contents)
@@ -166,6 +184,13 @@ class SettledOps:
             at += 1
         return sorted(found, key=lambda placed: placed[0])
 
+    def entries(self) -> Iterator[IndexEntry]:
+        """Every settled op as an ``IndexEntry`` (read without decoding a record)."""
+        content_of = dict(zip(self._content_offsets, self._contents, strict=True))
+        for at in range(self.count):
+            offset = self._id_offsets[at]
+            yield self._ids[at], (self.base + offset,), content_of.get(offset)
+
     def unskipped(self) -> Iterator[tuple[int, SettledRecord]]:
         """The settled ops whose SKIP is not journaled, by position."""
         for offset in self._unskipped:
@@ -178,3 +203,155 @@ class SettledOps:
 
     def close(self) -> None:
         self._closer()
+
+    def disown(self) -> None:
+        """Stop owning what it reads from without closing it (its opener closes it)."""
+        self._closer.detach()
+
+
+def ops_index(
+    entries: list[IndexEntry],
+    carried: Sequence[int],
+    *,
+    size: int,
+    crc: int,
+    records: int,
+    journal_id: str,
+    incarnation: int,
+    oldest: float | None,
+) -> OpsIndexRecord:
+    """The ``OpsIndexRecord`` of the file's first ``size`` bytes (see the record)."""
+    entries.sort(key=lambda entry: entry[0])
+    starts = [0]
+    offsets: list[int] = []
+    contents: list[tuple[int, int]] = []
+    for place, (_, placed, content) in enumerate(entries):
+        offsets.extend(placed)
+        starts.append(len(offsets))
+        if content is not None:
+            contents.append((content, place))
+    contents.sort()
+    return OpsIndexRecord(
+        size,
+        crc,
+        records,
+        journal_id,
+        incarnation,
+        _encode([h for h, _, _ in entries]),
+        _encode(starts),
+        _encode(offsets),
+        _encode([h for h, _ in contents]),
+        _encode([place for _, place in contents]),
+        _encode(sorted(carried)),
+        oldest,
+    )
+
+
+class IndexedOps:
+    """The settled ops an ``OpsIndexRecord`` maps, each read when asked for.
+
+    ``load(offset)`` decodes the record at a byte offset of the file (its frame proved,
+    ``JournalCorruptError`` otherwise); ``close`` lets go of what it reads from, as the
+    collection of the last reference does. A position is the offset of an op's first
+    record: ops are in first-intent order by it.
+    """
+
+    def __init__(
+        self,
+        index: OpsIndexRecord,
+        load: Callable[[int], Record],
+        close: Callable[[], None],
+        *,
+        end: int = 0,
+    ) -> None:
+        self._load = load
+        self.end = end
+        """Where the index's own frame ends in the file."""
+        self._closer = weakref.finalize(self, close)
+        self._ids = _decode(index.ids)
+        self._starts = _decode(index.starts)
+        self._offsets = _decode(index.offsets)
+        self._contents = _decode(index.contents)
+        self._content_ops = _decode(index.content_ops)
+        self.carried = _decode(index.carried)
+        self.oldest = index.oldest
+        self.count = len(self._ids)
+        self.size = index.size
+        self.records = index.records - len(self.carried)
+        """How many of the file's records the index stands for (its settled ops' records)."""
+        if not (
+            len(self._starts) == self.count + 1
+            and len(self._content_ops) == len(self._contents)
+            and (self.count == 0 or self._starts[-1] == len(self._offsets))
+        ):
+            raise ValueError("the index's arrays differ in length")
+
+    def _records_of(self, place: int) -> list[Record]:
+        if not self._closer.alive:
+            raise JournalError("the settled ops were closed: they are not read any more")
+        return [self._load(o) for o in self._offsets[self._starts[place] : self._starts[place + 1]]]
+
+    def _op_id(self, records: list[Record]) -> str | None:
+        first = records[0] if records else None
+        op_id = getattr(first, "op_id", None)
+        return op_id if isinstance(op_id, str) else None
+
+    def find(self, op_id: str) -> tuple[int, list[Record]] | None:
+        """The records of ``op_id`` and its position, if the index maps it."""
+        wanted = id_hash(op_id)
+        at = bisect.bisect_left(self._ids, wanted)
+        while at < self.count and self._ids[at] == wanted:  # a shared hash: read each
+            records = self._records_of(at)
+            if self._op_id(records) == op_id:
+                return self._offsets[self._starts[at]], records
+            at += 1
+        return None
+
+    def by_content(self, tool: str, args_digest: str) -> list[tuple[int, str]]:
+        """``(position, op id)`` of the ops identity by content may match, by position."""
+        wanted = content_hash(tool, args_digest)
+        at = bisect.bisect_left(self._contents, wanted)
+        found = []
+        while at < len(self._contents) and self._contents[at] == wanted:
+            place = self._content_ops[at]
+            records = self._records_of(place)
+            first = records[0]
+            if getattr(first, "tool", None) == tool and (
+                getattr(first, "args_digest", None) == args_digest
+            ):
+                op_id = self._op_id(records)
+                if op_id is not None:
+                    found.append((self._offsets[self._starts[place]], op_id))
+            at += 1
+        return sorted(found)
+
+    def offsets_of(self, op_id: str) -> Sequence[int] | None:
+        """Where the records of ``op_id`` lie, if the index maps it."""
+        wanted = id_hash(op_id)
+        at = bisect.bisect_left(self._ids, wanted)
+        while at < self.count and self._ids[at] == wanted:
+            placed = self._offsets[self._starts[at] : self._starts[at + 1]]
+            if self._op_id(self._records_of(at)) == op_id:
+                return placed
+            at += 1
+        return None
+
+    def entries(self) -> Iterator[IndexEntry]:
+        """Every op as an ``IndexEntry`` (its content hash found without reading it)."""
+        content_of = dict(zip(self._content_ops, self._contents, strict=True))
+        for place in range(self.count):
+            placed = self._offsets[self._starts[place] : self._starts[place + 1]]
+            yield self._ids[place], placed, content_of.get(place)
+
+    def __iter__(self) -> Iterator[tuple[int, list[Record]]]:
+        """Every op's position and records, by position (each one read: not for a start)."""
+        firsts = sorted((self._offsets[self._starts[p]], p) for p in range(self.count))
+        for at, place in firsts:
+            yield at, self._records_of(place)
+
+    def close(self) -> None:
+        self._closer()
+
+    def disown(self) -> None:
+        """Stop owning what it reads from without closing it (its opener closes it)."""
+        self._closer.detach()
