@@ -863,6 +863,8 @@ class JournalWriter:
 
     INDEX_MIN_BYTES = 64 * 1024
     """An ops index is written at close once this many bytes follow the last one."""
+    INDEX_MAX_RATIO = 2.0
+    """... and when it is at most this many times their size."""
 
     def append_index(self, build: IndexBuild) -> bool:
         """Append an ops index of the whole file (``OpsIndexRecord``), durably, if it is
@@ -885,7 +887,7 @@ class JournalWriter:
             if index is None:
                 return False
             frame = encode_frame(index)
-            if len(frame) - HEADER_SIZE > MAX_PAYLOAD or len(frame) > 2 * new:
+            if len(frame) - HEADER_SIZE > MAX_PAYLOAD or len(frame) > self.INDEX_MAX_RATIO * new:
                 return False
             self._append((index,), sync=True)
             self._indexed_end = self.size
