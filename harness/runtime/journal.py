@@ -28,6 +28,7 @@ import errno
 import functools
 import gc
 import json
+import mmap
 import os
 import struct
 import sys
@@ -309,8 +310,19 @@ def _record_at(fd: int, pos: int, size: int) -> tuple[int, Record] | None:
 
 
 def _crc_of(fd: int, start: int, end: int) -> int | None:
-    """The CRC-32 of bytes ``start`` to ``end`` of the file, read a MiB at a time (None if
-    the file ends first): the block is proved without ever being held whole."""
+    """The CRC-32 of bytes ``start`` to ``end`` of the file (None if the file ends first),
+    read through a read-only mapping (the page cache's pages, not a copy), or a MiB at a
+    time where the file cannot be mapped: the block is proved without ever being copied
+    whole."""
+    if end <= start:
+        return 0 if end == start else None
+    if os.fstat(fd).st_size < end:
+        return None
+    try:
+        with mmap.mmap(fd, end, prot=mmap.PROT_READ) as mapped:
+            return zlib.crc32(memoryview(mapped)[start:end])
+    except (OSError, ValueError):
+        pass
     buffer = bytearray(1 << 20)
     view = memoryview(buffer)
     crc = 0
@@ -573,6 +585,10 @@ class JournalWriter:
         self._telling = _thread.allocate_lock()
         self._to_settle = False
         """The write under way is made durable by ``settle`` (its ``Appended`` says so)."""
+        self._writer_thread: int | None = None
+        self._shared = False
+        """Whether more than one thread has written: only then does an fsync wait a turn
+        for the others' writes."""
         # Where each record of the file lies and its op (None: of no op), for the ops
         # index written at close (``append_index``); earlier indexes and the identity
         # are left out, as the settled ops a compaction's block or an index maps.
@@ -718,6 +734,10 @@ class JournalWriter:
         makes them durable. Threads that write while an fsync is under way share the next
         one (group commit). Fails as ``append_many`` does."""
         with self._lock:
+            me = _thread.get_ident()
+            if self._writer_thread != me:
+                self._shared |= self._writer_thread is not None
+                self._writer_thread = me
             self._to_settle = sync and self._fsync
             try:
                 offset = self._append(tuple(records), sync=False)
@@ -759,7 +779,7 @@ class JournalWriter:
                 # their records too (as a loop's ready tasks join the pump's next write):
                 # yield until a turn goes by with nothing more written.
                 seen = -1
-                while seen != self.size:
+                while self._shared and seen != self.size:
                     seen = self.size
                     time.sleep(0)
                 failpoint("journal.before_fsync")  # written, not yet durable

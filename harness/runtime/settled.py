@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import base64
+import binascii
 import bisect
 import hashlib
 import sys
@@ -63,7 +64,7 @@ def _encode(values: Sequence[int]) -> str:
 
 
 def _decode(text: str) -> Offsets:
-    raw = base64.b64decode(text, validate=True)
+    raw = binascii.a2b_base64(text, strict_mode=True)
     if len(raw) % 8:
         raise ValueError(f"an index array of {len(raw)} bytes (not whole 8-byte integers)")
     if sys.byteorder == "little":
