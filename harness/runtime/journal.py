@@ -61,7 +61,7 @@ from harness.runtime.records import (
     record_from_json,
     record_to_json,
 )
-from harness.runtime.settled import IndexedOps, SettledOps, settled_index
+from harness.runtime.settled import IndexedOps, SettledIndexBuilder, SettledOps, settled_index
 
 fcntl: ModuleType | None
 try:
@@ -528,6 +528,14 @@ class Opened:
 
 
 JournalEvent = Opened | Appended | Synced
+CompactionBuild = Callable[[list[Record], int, int], list[Record]]
+"""``build(records, size, crc)``: the records of a compacted journal (``JournalWriter.compact``)."""
+StreamBuild = Callable[
+    [Iterator[ScannedRecord], Callable[[int], Record], int, int], Iterator[Record]
+]
+"""``stream(records, load, size, crc)``: a compaction streamed. It is given the file's
+records one at a time, ``load(offset)`` to read one again, the file's size and CRC-32, and
+yields the new file's checkpoint, then its records, in order (``JournalWriter.compact``)."""
 IndexBuild = Callable[[int, int, int, Sequence[int], Sequence[str | None]], OpsIndexRecord | None]
 """Makes an ops index: ``JournalWriter.append_index``."""
 JournalListener = Callable[[JournalEvent], None]
@@ -937,15 +945,18 @@ class JournalWriter:
         except Exception as exc:  # a metrics hook must never fail the journal
             log.warning("%s: journal listener raised %r", self.path, exc)
 
-    def compact(self, build: Callable[[list[Record], int, int], list[Record]]) -> int:
+    def compact(self, build: CompactionBuild) -> int:
         """Replace the journal by ``build(records, size, crc)``: a new file, whole, renamed.
 
         ``build`` is given every record of the file (the identity apart), the
         file's size and its CRC-32, and returns the records of the new one,
-        which keeps the journal's identity. The new file is written and
-        fsynced under a temporary name, locked, renamed over the journal,
-        and the directory fsynced: a crash at any point leaves the old
-        journal or the new one (and at worst a leftover temporary file,
+        which keeps the journal's identity. A ``build`` with a ``stream``
+        method (``StreamedBuild``) is streamed instead: the file's records
+        one at a time, then the new file's, encoded as they come, so that
+        the records of neither file are ever all held. The new file is
+        written and fsynced under a temporary name, locked, renamed over the
+        journal, and the directory fsynced: a crash at any point leaves the
+        old journal or the new one (and at worst a leftover temporary file,
         removed at the next open). Appends wait meanwhile. A failure before
         the rename leaves the old journal in use (``JournalWriteError``; the
         writer stays usable); after it, the writer is poisoned. Returns the
@@ -953,26 +964,14 @@ class JournalWriter:
         """
         with self._lock:
             fd = self._require_open()
-            data = _read_fd(fd)
-            scanned = self.read(data)
-            records = build([s.record for s in scanned.records], len(data), zlib.crc32(data))
-            temporary = self.path.with_name(f"{self.path.name}{_COMPACTING}{os.getpid()}")
+            stream = getattr(build, "stream", None)
+            if stream is not None and type(self).read is JournalWriter.read:
+                parts, index, kept = self._streamed(fd, stream)
+            else:
+                parts, index, kept = self._listed(fd, build)
             head = FILE_HEADER + encode_frame(JournalIdRecord(self.journal_id))
-            frames = [encode_frame(r) for r in records]
-            for record, frame in zip(records, frames, strict=True):
-                if len(frame) - HEADER_SIZE > MAX_PAYLOAD:
-                    raise JournalWriteError(
-                        f"{self.path}: compaction refused: a {record.kind} record of "
-                        f"{len(frame) - HEADER_SIZE} bytes exceeds the journal's limit; "
-                        "the journal is unchanged"
-                    )
-            indexed = _index_of(records, frames)
-            index = None if indexed is None else indexed[0]
-            if indexed is not None:  # right after the checkpoint, before the block it names
-                records = [records[0], indexed[0], *records[1:]]
-                frames = [frames[0], indexed[1], *frames[1:]]
-            body = b"".join(frames)
-            half = len(body) // 2
+            temporary = self.path.with_name(f"{self.path.name}{_COMPACTING}{os.getpid()}")
+            total = len(head) + sum(len(part) for part in parts)
             new_fd: int | None = None
             reader: int | None = None
             try:
@@ -988,9 +987,7 @@ class JournalWriter:
                 fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # locked before it is named
                 if index is not None:  # what the settled ops read from (no lock of its own)
                     reader = os.open(temporary, os.O_RDONLY | os.O_CLOEXEC)
-                _write_all(new_fd, head + body[:half])
-                failpoint("compact.mid_write")
-                _write_all(new_fd, body[half:])
+                _write_halves(new_fd, [head, *parts], total)
                 _fsync(new_fd)
                 failpoint("compact.before_rename")
                 os.rename(temporary, self.path)
@@ -1006,24 +1003,12 @@ class JournalWriter:
                         "unchanged and still in use"
                     ) from exc
                 raise
+            del parts
             os.close(fd)  # the replaced file, and its lock: the new file is locked already
             self._fd = new_fd
-            self.size = self.synced_size = len(head) + len(body)
+            self.size = self.synced_size = total
             self._generation += 1  # whatever waits for an fsync of the old file: it is in this one
-            offset = len(head)
-            kept = []
-            for record, frame in zip(records, frames, strict=True):
-                kept.append(ScannedRecord(offset, offset + len(frame), record))
-                offset += len(frame)
-            settled = None
-            if index is not None and reader is not None:
-                start = kept[1].end
-                load = _loader(reader, start, start + index.size, str(self.path))
-                settled = SettledOps(index, load, functools.partial(os.close, reader), base=start)
-                kept = [k for k in kept if not isinstance(k.record, SettledRecord)]
-            self.scan = JournalScan(
-                tuple(kept), self.size, None, self.journal_id, settled, 1 + len(records)
-            )
+            self.scan = self._scan_new(new_fd, reader, index, kept, len(head))
             self._place_scan()
             try:
                 failpoint("compact.before_dir_fsync")
@@ -1038,6 +1023,105 @@ class JournalWriter:
             size = self.size
         self._deliver()
         return size
+
+    def _refuse_large(self, record: Record, frame: bytes) -> None:
+        if len(frame) - HEADER_SIZE > MAX_PAYLOAD:
+            raise JournalWriteError(
+                f"{self.path}: compaction refused: a {record.kind} record of "
+                f"{len(frame) - HEADER_SIZE} bytes exceeds the journal's limit; "
+                "the journal is unchanged"
+            )
+
+    def _listed(
+        self, fd: int, build: CompactionBuild
+    ) -> tuple[list[bytes | bytearray], SettledIndexRecord | None, list[tuple[Record, int]]]:
+        """The new file after its identity, from ``build`` given every record at once: its
+        parts, its index, and each record with its frame's length."""
+        data = _read_fd(fd)
+        scanned = self.read(data)
+        records = build([s.record for s in scanned.records], len(data), zlib.crc32(data))
+        del data, scanned
+        frames = [encode_frame(r) for r in records]
+        for record, frame in zip(records, frames, strict=True):
+            self._refuse_large(record, frame)
+        indexed = _index_of(records, frames)
+        index = None if indexed is None else indexed[0]
+        if indexed is not None:  # right after the checkpoint, before the block it names
+            records = [records[0], indexed[0], *records[1:]]
+            frames = [frames[0], indexed[1], *frames[1:]]
+        kept = [(r, len(f)) for r, f in zip(records, frames, strict=True)]
+        return [b"".join(frames)], index, kept
+
+    def _streamed(
+        self, fd: int, stream: StreamBuild
+    ) -> tuple[list[bytes | bytearray], SettledIndexRecord | None, list[tuple[Record, int]]]:
+        """The new file after its identity, from ``stream``: the checkpoint it gives first,
+        its index, and the block encoded as its records come (only the bytes are held)."""
+        size = self.size
+        crc = _crc_of(fd, 0, size)
+        if crc is None:
+            raise JournalWriteError(f"{self.path}: compaction found the file shorter than known")
+        source = str(self.path)
+
+        def load(offset: int) -> Record:
+            found = _record_at(fd, offset, size)
+            if found is None:
+                raise JournalCorruptError(
+                    source, offset, 0, "a record proved at open no longer does"
+                )
+            return found[1]
+
+        produced = stream(_records_of(fd, len(FILE_HEADER), size, source), load, size, crc)
+        checkpoint = next(produced)
+        block = bytearray()
+        block_crc = 0
+        index = SettledIndexBuilder()
+        with without_cyclic_gc():
+            for record in produced:
+                frame = encode_frame(record)
+                self._refuse_large(record, frame)
+                index.add(len(block), record)
+                block += frame
+                block_crc = zlib.crc32(frame, block_crc)
+        first = encode_frame(checkpoint)
+        self._refuse_large(checkpoint, first)
+        built = index.finish(len(block), block_crc)
+        index_frame = encode_frame(built)
+        if len(index_frame) - HEADER_SIZE > MAX_PAYLOAD:  # the block is read record by record
+            return [first, block], None, []
+        return [first + index_frame, block], built, []
+
+    def _scan_new(
+        self,
+        fd: int,
+        reader: int | None,
+        index: SettledIndexRecord | None,
+        kept: list[tuple[Record, int]],
+        head: int,
+    ) -> JournalScan:
+        """The scan of the file a compaction just wrote, without decoding its settled ops:
+        from ``kept`` (every record and its frame's length, in file order) when the build
+        was listed, else read back from the file (``_scan_compacted``)."""
+        if kept:
+            offset = head
+            placed = []
+            for record, length in kept:
+                placed.append(ScannedRecord(offset, offset + length, record))
+                offset += length
+            settled = None
+            if index is not None and reader is not None:
+                start = placed[1].end
+                load = _loader(reader, start, start + index.size, str(self.path))
+                settled = SettledOps(index, load, functools.partial(os.close, reader), base=start)
+                placed = [p for p in placed if not isinstance(p.record, SettledRecord)]
+            frames = 1 + len(kept)
+            return JournalScan(tuple(placed), self.size, None, self.journal_id, settled, frames)
+        if reader is not None:
+            scan = _scan_compacted(reader, str(self.path))
+            if scan is not None:
+                return scan
+            os.close(reader)
+        return self.read(_read_fd(fd))
 
     def check_writable(self) -> None:
         """Raise what an append would: ``JournalWriteError`` once poisoned, ``JournalError``
@@ -1144,10 +1228,58 @@ def _index_of(
     return (index, frame) if len(frame) - HEADER_SIZE <= MAX_PAYLOAD else None
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     written = os.write(fd, data)
     if written != len(data):
         raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+
+
+def _write_halves(fd: int, parts: list[bytes | bytearray], total: int) -> None:
+    """Write ``parts`` (``total`` bytes) in two halves, a crash point between them."""
+    half = total // 2
+    written = 0
+    for part in parts:
+        view = memoryview(part)
+        if written < half <= written + len(view):
+            cut = half - written
+            _write_all(fd, view[:cut])
+            failpoint("compact.mid_write")
+            _write_all(fd, view[cut:])
+        else:
+            _write_all(fd, view)
+        written += len(view)
+
+
+def _records_of(fd: int, start: int, end: int, source: str) -> Iterator[ScannedRecord]:
+    """The records of the file from byte ``start`` to ``end`` (the identity apart), read a
+    MiB at a time and decoded one by one: never the whole file held. They were proved at
+    open: a frame that no longer proves is damage (``JournalCorruptError``)."""
+    pos = start
+    frames = 0
+    while pos < end:
+        data = _pread_all(fd, min(end - pos, 1 << 20), pos)
+        at = 0
+        while at < len(data):
+            checked = _check_frame(data, at)
+            if isinstance(checked, str) and at == 0 and len(data) >= HEADER_SIZE:
+                # A frame longer than what was read: read it whole.
+                length = _HEADER.unpack_from(data, 0)[2]
+                data = _pread_all(fd, HEADER_SIZE + min(length, MAX_PAYLOAD), pos)
+                checked = _check_frame(data, 0)
+            if isinstance(checked, str):
+                if at == 0:
+                    raise JournalCorruptError(source, pos, frames + 1, checked)
+                break  # cut by the end of what was read: read again from here
+            frame_end, payload, _ = checked
+            frames += 1
+            try:
+                record = record_from_json(json.loads(payload))
+            except (ValueError, RecursionError) as exc:
+                raise JournalCorruptError(source, pos + at, frames, str(exc)) from None
+            if not isinstance(record, JournalIdRecord):
+                yield ScannedRecord(pos + at, pos + frame_end, record)
+            at = frame_end
+        pos += at
 
 
 def fsync_dir(directory: Path) -> None:

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 
 from harness.runtime import log
 from harness.runtime.classes import ToolTable
-from harness.runtime.compaction import Compaction, compacted, due
+from harness.runtime.compaction import Compacting, Compaction, compacted, due
 from harness.runtime.errors import FailpointTriggered, JournalError
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.hooks import failpoint
@@ -679,16 +679,22 @@ class Runtime:
         self.journal.check_writable()
         now = time.time()
         before = self.journal.size
-        dropped: set[str] = set()
+        if type(self)._compacted is Runtime._compacted:
+            # Streamed: memory follows the new file, not the old one (``Compacting``).
+            compacting = Compacting(self.compaction.retention, now)
+            size = self.journal.compact(compacting)
+            dropped = set(compacting.forgotten)
+        else:
+            dropped = set()
 
-        def build(records: list[Record], size: int, crc: int) -> list[Record]:
-            new = self._compacted(records, size, crc, now)
-            kept = {r.op_id for r in new if isinstance(r, SettledRecord | IntentRecord)}
-            known = {r.op_id for r in records if isinstance(r, SettledRecord | IntentRecord)}
-            dropped.update(known - kept)
-            return new
+            def build(records: list[Record], size: int, crc: int) -> list[Record]:
+                new = self._compacted(records, size, crc, now)
+                kept = {r.op_id for r in new if isinstance(r, SettledRecord | IntentRecord)}
+                known = {r.op_id for r in records if isinstance(r, SettledRecord | IntentRecord)}
+                dropped.update(known - kept)
+                return new
 
-        size = self.journal.compact(build)
+            size = self.journal.compact(build)
         # The ops as the new file has them (its settled ops left in it), the open ones
         # still the objects they were.
         still_open = self.ops.unsettled()

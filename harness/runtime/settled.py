@@ -29,6 +29,7 @@ from harness.runtime.records import OpsIndexRecord, Record, SettledIndexRecord, 
 __all__ = [
     "IndexEntry",
     "IndexedOps",
+    "SettledIndexBuilder",
     "SettledOps",
     "content_hash",
     "id_hash",
@@ -77,39 +78,56 @@ def _decode(text: str) -> Offsets:
 def settled_index(placed: Sequence[tuple[int, Record]], size: int, crc: int) -> SettledIndexRecord:
     """The index of a compaction's block: ``placed`` is each of its records with its offset
     from the block's start; ``size`` and ``crc`` its bytes' length and CRC-32."""
-    by_id: list[tuple[int, int]] = []
-    by_content: list[tuple[int, int]] = []
-    unskipped: list[int] = []
-    resolved: list[int] = []
-    carried: list[int] = []
-    oldest: float | None = None
+    index = SettledIndexBuilder()
     for offset, record in placed:
+        index.add(offset, record)
+    return index.finish(size, crc)
+
+
+class SettledIndexBuilder:
+    """``settled_index`` a record at a time, keeping integers only (a compaction streams its
+    block through it: the settled records are not held)."""
+
+    def __init__(self) -> None:
+        self._by_id: list[tuple[int, int]] = []
+        self._by_content: list[tuple[int, int]] = []
+        self._unskipped: list[int] = []
+        self._resolved: list[int] = []
+        self._carried: list[int] = []
+        self._oldest: float | None = None
+        self._records = 0
+
+    def add(self, offset: int, record: Record) -> None:
+        """The block's next record, at ``offset`` from its start."""
+        self._records += 1
         if not isinstance(record, SettledRecord):
-            carried.append(offset)
-            continue
-        by_id.append((id_hash(record.op_id), offset))
+            self._carried.append(offset)
+            return
+        self._by_id.append((id_hash(record.op_id), offset))
         if record.redo_of is None and not record.fresh:  # identity by content never matches these
-            by_content.append((content_hash(record.tool, record.args_digest), offset))
+            self._by_content.append((content_hash(record.tool, record.args_digest), offset))
         if not record.skipped and record.resolution is None:  # a resolved op is not planned
-            unskipped.append(offset)
+            self._unskipped.append(offset)
         if record.resolution is not None:
-            resolved.append(offset)
-        oldest = record.settled_at if oldest is None else min(oldest, record.settled_at)
-    by_id.sort()
-    by_content.sort()
-    return SettledIndexRecord(
-        size,
-        crc,
-        len(placed),
-        _encode([h for h, _ in by_id]),
-        _encode([o for _, o in by_id]),
-        _encode([h for h, _ in by_content]),
-        _encode([o for _, o in by_content]),
-        _encode(unskipped),
-        _encode(resolved),
-        _encode(carried),
-        oldest,
-    )
+            self._resolved.append(offset)
+        oldest = self._oldest
+        self._oldest = record.settled_at if oldest is None else min(oldest, record.settled_at)
+
+    def finish(self, size: int, crc: int) -> SettledIndexRecord:
+        by_id, by_content = sorted(self._by_id), sorted(self._by_content)
+        return SettledIndexRecord(
+            size,
+            crc,
+            self._records,
+            _encode([h for h, _ in by_id]),
+            _encode([o for _, o in by_id]),
+            _encode([h for h, _ in by_content]),
+            _encode([o for _, o in by_content]),
+            _encode(self._unskipped),
+            _encode(self._resolved),
+            _encode(self._carried),
+            self._oldest,
+        )
 
 
 class SettledOps:

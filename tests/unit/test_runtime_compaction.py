@@ -18,9 +18,11 @@ from harness.check.stitch import checkpoint_of
 from harness.runtime import (
     AsyncRuntime,
     Compaction,
+    Decision,
     JournalLockedError,
     JournalRetiredError,
     JournalVersionError,
+    OpState,
     Resolution,
     Retention,
     Runtime,
@@ -28,6 +30,7 @@ from harness.runtime import (
     ToolTable,
 )
 from harness.runtime import records as records_module
+from harness.runtime.compaction import Compacting
 from harness.runtime.errors import JournalCorruptError
 from harness.runtime.hooks import CRASH_POINTS
 from harness.runtime.journal import (
@@ -46,7 +49,9 @@ from harness.runtime.records import (
     SettledRecord,
 )
 from harness.runtime.recovery import fold_scan
-from tests.conftest import FakeTool
+from tests.conftest import FakeTool, journal_records
+
+SKIP = Decision.SKIP
 
 TABLE = ToolTable.shipped()
 NEVER = Compaction.never()
@@ -447,3 +452,35 @@ def test_a_dropped_runtime_lets_go_of_its_settled_ops_file_at_once(tmp_path: Pat
         assert open_files() == before
     finally:
         gc.enable()
+
+
+class TestStreamedCompaction:
+    """A compaction streams the file (``Compacting.stream``): what it writes is byte for byte
+    what the compaction given every record at once writes."""
+
+    @pytest.mark.parametrize(
+        "retention", [Retention(), Retention(ops=2), Retention(seconds=0.0)], ids=repr
+    )
+    def test_the_streamed_file_equals_the_listed_one(
+        self, tmp_path: Path, retention: Retention
+    ) -> None:
+        streamed, listed = tmp_path / "streamed.journal", tmp_path / "listed.journal"
+        _history(streamed)
+        with Runtime.open(streamed, table=TABLE, compaction=NEVER) as rt:
+            rt.call("s7", "write_file", {"path": "d"}, FakeTool())
+            rt.journal.append(
+                DecisionRecord("s1", OpState.SUCCEEDED, TABLE.classify("write_file"), SKIP, 9)
+            )  # a SKIP an older runtime journaled: the settled record says so
+            rt.compact()  # a second compaction reads the first's block
+            rt.call("s8", "write_file", {"path": "e"}, FakeTool())
+        listed.write_bytes(streamed.read_bytes())
+        now = 1_700_000_000.0
+        for path, streams in ((streamed, True), (listed, False)):
+            compacting = Compacting(retention, now)
+            with JournalWriter(path) as journal:
+                if streams:
+                    journal.compact(compacting)
+                else:
+                    journal.compact(compacting.__call__)
+        assert streamed.read_bytes() == listed.read_bytes()
+        assert any(isinstance(r, SettledRecord) for r in journal_records(streamed))
