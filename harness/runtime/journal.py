@@ -28,8 +28,8 @@ import errno
 import functools
 import gc
 import json
-import mmap
 import os
+import re
 import struct
 import sys
 import time
@@ -310,19 +310,9 @@ def _record_at(fd: int, pos: int, size: int) -> tuple[int, Record] | None:
 
 
 def _crc_of(fd: int, start: int, end: int) -> int | None:
-    """The CRC-32 of bytes ``start`` to ``end`` of the file (None if the file ends first),
-    read through a read-only mapping (the page cache's pages, not a copy), or a MiB at a
-    time where the file cannot be mapped: the block is proved without ever being copied
-    whole."""
-    if end <= start:
-        return 0 if end == start else None
-    if os.fstat(fd).st_size < end:
-        return None
-    try:
-        with mmap.mmap(fd, end, prot=mmap.PROT_READ) as mapped:
-            return zlib.crc32(memoryview(mapped)[start:end])
-    except (OSError, ValueError):
-        pass
+    """The CRC-32 of bytes ``start`` to ``end`` of the file, read a MiB at a time (None if
+    the file ends first): the block is proved without ever being held whole (nor mapped,
+    which would count the file's pages in the process's memory)."""
     buffer = bytearray(1 << 20)
     view = memoryview(buffer)
     crc = 0
@@ -422,9 +412,31 @@ payload a frame header cannot occur (JSON escapes its control bytes), so a match
 frame proves is the index."""
 
 
+_INDEX_END = re.compile(rb',"size":([0-9]{1,20})\}\Z')
+"""How an ops index's payload ends: with its own offset (its last field)."""
+
+
+def _index_at_end(fd: int, size: int) -> tuple[int, int, OpsIndexRecord] | None:
+    """The ops index that is the file's last frame (a runtime closed it), read once: its
+    payload ends with its own offset."""
+    last = os.pread(fd, 64, max(0, size - 64))
+    named = _INDEX_END.search(last)
+    if named is None:
+        return None
+    pos = int(named.group(1))
+    found = _record_at(fd, pos, size) if len(FILE_HEADER) <= pos < size else None
+    if found is None or found[0] != size or not isinstance(found[1], OpsIndexRecord):
+        return None
+    return (pos, size, found[1]) if found[1].size == pos else None
+
+
 def _last_index(fd: int, size: int) -> tuple[int, int, OpsIndexRecord] | None:
     """The last ops index of the file whose frame proves and that covers the bytes before
-    it (its offset, its end and the record), searched backwards a MiB at a time."""
+    it (its offset, its end and the record): the file's last frame, or else searched
+    backwards a MiB at a time (records were written after it)."""
+    at_end = _index_at_end(fd, size)
+    if at_end is not None:
+        return at_end
     chunk = 1 << 20
     end = size
     while end > len(FILE_HEADER):
@@ -440,6 +452,34 @@ def _last_index(fd: int, size: int) -> tuple[int, int, OpsIndexRecord] | None:
     return None
 
 
+class _Background:
+    """A function run on a thread of its own; ``result`` waits for it (its exception is
+    raised there)."""
+
+    def __init__(self, work: Callable[[], int | None]) -> None:
+        self._work = work
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        self._value: int | None = None
+        self._error: BaseException | None = None
+        _thread.start_new_thread(self._run, ())
+
+    def _run(self) -> None:
+        try:
+            self._value = self._work()
+        except BaseException as exc:  # handed to the waiter
+            self._error = exc
+        finally:
+            self._done.release()
+
+    def result(self) -> int | None:
+        with self._done:
+            pass
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def _scan_indexed(fd: int, source: str) -> JournalScan | None:
     """Read a journal through its last ops index (``OpsIndexRecord``): one CRC over the
     bytes it covers, the records it carries, then the records after it as ``_scan`` reads
@@ -453,16 +493,19 @@ def _scan_indexed(fd: int, source: str) -> JournalScan | None:
     if found is None:
         return None
     at, end, index = found
-    if _crc_of(fd, 0, at) != index.crc:
-        return None
+    # The CRC of the covered bytes runs in a thread (zlib lets go of the GIL for it) while
+    # the index and the records after it are decoded here; nothing is used before it holds.
+    proof = _Background(lambda: _crc_of(fd, 0, at))
     try:
         ops = IndexedOps(index, _loader(fd, 0, at, source), lambda: os.close(fd), end=end)
     except ValueError:
+        proof.result()
         return None
     carried: list[ScannedRecord] = []
     for offset in ops.carried:
         record = _record_at(fd, offset, at)
         if record is None:
+            proof.result()
             ops.disown()  # the caller closes fd
             return None
         carried.append(ScannedRecord(offset, record[0], record[1]))
@@ -476,8 +519,12 @@ def _scan_indexed(fd: int, source: str) -> JournalScan | None:
             journal_id=index.journal_id,
         )
     except BaseException:
+        proof.result()
         ops.disown()  # the caller closes fd
         raise
+    if proof.result() != index.crc:
+        ops.disown()  # the covered bytes changed: the caller reads the file another way
+        return None
     return JournalScan(
         (*carried, *tail.records),
         tail.valid_end,

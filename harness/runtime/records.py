@@ -270,22 +270,23 @@ class OpsIndexRecord:
     """A map of the journal up to it, written when a runtime closes, so that the next start
     reads none of the settled ops it maps (``harness.runtime.settled.IndexedOps``).
 
-    It covers the file's first ``size`` bytes (its own offset; ``records`` frames, the
-    identity included), their CRC-32 ``crc``. The arrays are as a ``SettledIndexRecord``'s
-    (little-endian unsigned 64-bit integers in base64): ``ids`` a hash of each settled op's
-    id, sorted; ``starts`` where each one's records begin in ``offsets`` (one more entry,
-    the end); ``offsets`` the byte offset of every record of those ops, each op's in file
-    order; ``contents`` a hash of tool and argument digest of the ops identity by content
-    may match, sorted, and ``content_ops`` which op (its place in ``ids``) each is;
-    ``carried`` every other record the bytes hold (of ops still open, of lives), but
-    earlier maps. ``incarnation``: the last life they name; ``oldest``: the earliest time
-    a compaction folded one of the ops (None: none was)."""
+    It covers the file's first ``size`` bytes (its own offset, written last so that a
+    start finds it from the file's end; ``records`` frames, the identity included),
+    their CRC-32 ``crc``. The arrays are little-endian unsigned integers in base64:
+    ``ids`` a hash of each settled op's id (32 bits), sorted; ``starts`` where each one's
+    records begin in ``offsets`` (one more entry, the end); ``offsets`` the byte offset of
+    every record of those ops, each op's in file order; ``contents`` a hash of tool and
+    argument digest (32 bits) of the ops identity by content may match, sorted, and
+    ``content_ops`` which op (its place in ``ids``) each is; ``carried`` every other
+    record the bytes hold (of ops still open, of lives), but earlier maps. Places are
+    ``width`` bytes wide (4, or 8 past 4 GiB). ``incarnation``: the last life they name;
+    ``oldest``: the earliest time a compaction folded one of the ops (None: none was)."""
 
-    size: int
     crc: int
     records: int
     journal_id: str
     incarnation: int
+    width: int
     ids: str
     starts: str
     offsets: str
@@ -293,6 +294,7 @@ class OpsIndexRecord:
     content_ops: str
     carried: str
     oldest: float | None
+    size: int
     kind = "ops_index"
 
 
@@ -488,11 +490,11 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         None if d["oldest"] is None else _float(d, "oldest"),
     ),
     "ops_index": lambda d: OpsIndexRecord(
-        _int(d, "size"),
         _int(d, "crc"),
         _int(d, "records"),
         _str(d, "journal_id"),
         _int(d, "incarnation"),
+        _int(d, "width"),
         _str(d, "ids"),
         _str(d, "starts"),
         _str(d, "offsets"),
@@ -500,6 +502,7 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _str(d, "content_ops"),
         _str(d, "carried"),
         None if d["oldest"] is None else _float(d, "oldest"),
+        _int(d, "size"),
     ),
     "retired": lambda d: RetiredRecord(_int(d, "incarnation"), _float(d, "retired_at")),
     "settled": lambda d: SettledRecord(

@@ -21,7 +21,7 @@ import hashlib
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from harness.runtime.errors import JournalError
 from harness.runtime.records import OpsIndexRecord, Record, SettledIndexRecord, SettledRecord
@@ -57,20 +57,26 @@ def content_hash(tool: str, args_digest: str) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
 
-def _encode(values: Sequence[int]) -> str:
-    packed = array.array("Q", values)
+_TYPECODES: dict[int, Literal["Q", "I"]] = {8: "Q", 4: "I"}
+"""The array type of unsigned integers of each width (``I`` is 32 bits where this runs)."""
+_NARROW = (1 << 32) - 1
+
+
+def _encode(values: Sequence[int], width: int = 8) -> str:
+    packed = array.array(_TYPECODES[width], values)
     if sys.byteorder != "little":
         packed.byteswap()
     return base64.b64encode(packed.tobytes()).decode("ascii")
 
 
-def _decode(text: str) -> Offsets:
+def _decode(text: str, width: int = 8) -> Offsets:
     raw = binascii.a2b_base64(text, strict_mode=True)
-    if len(raw) % 8:
-        raise ValueError(f"an index array of {len(raw)} bytes (not whole 8-byte integers)")
+    code = _TYPECODES.get(width)
+    if code is None or len(raw) % width:
+        raise ValueError(f"an index array of {len(raw)} bytes (not whole {width}-byte integers)")
     if sys.byteorder == "little":
-        return memoryview(raw).cast("Q")
-    values = array.array("Q", raw)
+        return memoryview(raw).cast(code)
+    values = array.array(code, raw)
     values.byteswap()
     return values
 
@@ -239,8 +245,9 @@ def ops_index(
     incarnation: int,
     oldest: float | None,
 ) -> OpsIndexRecord:
-    """The ``OpsIndexRecord`` of the file's first ``size`` bytes (see the record)."""
-    entries.sort(key=lambda entry: entry[0])
+    """The ``OpsIndexRecord`` of the file's first ``size`` bytes (see the record): hashes cut
+    to 32 bits (a shared hash only costs a read), places 32 bits wide below 4 GiB."""
+    entries.sort(key=lambda entry: entry[0] & _NARROW)
     starts = [0]
     offsets: list[int] = []
     contents: list[tuple[int, int]] = []
@@ -248,21 +255,23 @@ def ops_index(
         offsets.extend(placed)
         starts.append(len(offsets))
         if content is not None:
-            contents.append((content, place))
+            contents.append((content & _NARROW, place))
     contents.sort()
+    width = 4 if size <= _NARROW and len(offsets) <= _NARROW else 8
     return OpsIndexRecord(
-        size,
         crc,
         records,
         journal_id,
         incarnation,
-        _encode([h for h, _, _ in entries]),
-        _encode(starts),
-        _encode(offsets),
-        _encode([h for h, _ in contents]),
-        _encode([place for _, place in contents]),
-        _encode(sorted(carried)),
+        width,
+        _encode([h & _NARROW for h, _, _ in entries], 4),
+        _encode(starts, width),
+        _encode(offsets, width),
+        _encode([h for h, _ in contents], 4),
+        _encode([place for _, place in contents], width),
+        _encode(sorted(carried), width),
         oldest,
+        size,
     )
 
 
@@ -287,12 +296,13 @@ class IndexedOps:
         self.end = end
         """Where the index's own frame ends in the file."""
         self._closer = weakref.finalize(self, close)
-        self._ids = _decode(index.ids)
-        self._starts = _decode(index.starts)
-        self._offsets = _decode(index.offsets)
-        self._contents = _decode(index.contents)
-        self._content_ops = _decode(index.content_ops)
-        self.carried = _decode(index.carried)
+        width = index.width
+        self._ids = _decode(index.ids, 4)
+        self._starts = _decode(index.starts, width)
+        self._offsets = _decode(index.offsets, width)
+        self._contents = _decode(index.contents, 4)
+        self._content_ops = _decode(index.content_ops, width)
+        self.carried = _decode(index.carried, width)
         self.oldest = index.oldest
         self.count = len(self._ids)
         self.size = index.size
@@ -317,7 +327,7 @@ class IndexedOps:
 
     def find(self, op_id: str) -> tuple[int, list[Record]] | None:
         """The records of ``op_id`` and its position, if the index maps it."""
-        wanted = id_hash(op_id)
+        wanted = id_hash(op_id) & _NARROW
         at = bisect.bisect_left(self._ids, wanted)
         while at < self.count and self._ids[at] == wanted:  # a shared hash: read each
             records = self._records_of(at)
@@ -328,7 +338,7 @@ class IndexedOps:
 
     def by_content(self, tool: str, args_digest: str) -> list[tuple[int, str]]:
         """``(position, op id)`` of the ops identity by content may match, by position."""
-        wanted = content_hash(tool, args_digest)
+        wanted = content_hash(tool, args_digest) & _NARROW
         at = bisect.bisect_left(self._contents, wanted)
         found = []
         while at < len(self._contents) and self._contents[at] == wanted:
@@ -346,7 +356,7 @@ class IndexedOps:
 
     def offsets_of(self, op_id: str) -> Sequence[int] | None:
         """Where the records of ``op_id`` lie, if the index maps it."""
-        wanted = id_hash(op_id)
+        wanted = id_hash(op_id) & _NARROW
         at = bisect.bisect_left(self._ids, wanted)
         while at < self.count and self._ids[at] == wanted:
             placed = self._offsets[self._starts[at] : self._starts[at + 1]]
