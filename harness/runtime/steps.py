@@ -10,8 +10,7 @@ as generators that yield steps and get back what the step came to:
 
 A driver carries the steps out. ``run_steps`` does it in the caller's thread:
 the synchronous ``Runtime``, which hands it a lock so that threads sharing one
-runtime never interleave their steps (the tools and the fsyncs run outside it,
-so threads' appends share fsyncs).
+runtime never interleave their steps (tools and fsyncs run outside it).
 ``harness.runtime.aio`` does it on an asyncio event loop, with the journal's
 writes made off the loop, so that
 calls issued together share writes and fsyncs (``AsyncRuntime``). Nothing else
