@@ -143,6 +143,9 @@ class JournalScan:
     journal_id: str | None = None
     settled: SettledOps | IndexedOps | None = None
     frames: int | None = None
+    proving: Proof | None = None
+    """The CRC of the bytes an ops index covers, under way (``Proof``): no tool runs
+    before it holds (``JournalWriter.prove``)."""
 
 
 def new_journal_id() -> str:
@@ -452,6 +455,29 @@ def _last_index(fd: int, size: int) -> tuple[int, int, OpsIndexRecord] | None:
     return None
 
 
+class Proof:
+    """The CRC-32 of the bytes an ops index covers, computed on a thread of its own (on a
+    duplicate of the descriptor, closed when done); ``holds`` waits for it."""
+
+    def __init__(self, fd: int, end: int, crc: int) -> None:
+        self.crc = crc
+        duplicate = os.dup(fd)
+
+        def work() -> int | None:
+            try:
+                return _crc_of(duplicate, 0, end)
+            finally:
+                os.close(duplicate)
+
+        self._running = _Background(work)
+
+    def holds(self) -> bool:
+        try:
+            return self._running.result() == self.crc
+        except OSError:
+            return False
+
+
 class _Background:
     """A function run on a thread of its own; ``result`` waits for it (its exception is
     raised there)."""
@@ -493,19 +519,20 @@ def _scan_indexed(fd: int, source: str) -> JournalScan | None:
     if found is None:
         return None
     at, end, index = found
-    # The CRC of the covered bytes runs in a thread (zlib lets go of the GIL for it) while
-    # the index and the records after it are decoded here; nothing is used before it holds.
-    proof = _Background(lambda: _crc_of(fd, 0, at))
+    # The CRC of the covered bytes runs on a thread of its own (zlib lets go of the GIL for
+    # it) while the index and the records after it are decoded here, and on after the
+    # start: the writer waits for it before any tool runs (``JournalWriter.prove``).
+    proof = Proof(fd, at, index.crc)
     try:
         ops = IndexedOps(index, _loader(fd, 0, at, source), lambda: os.close(fd), end=end)
     except ValueError:
-        proof.result()
+        proof.holds()
         return None
     carried: list[ScannedRecord] = []
     for offset in ops.carried:
         record = _record_at(fd, offset, at)
         if record is None:
-            proof.result()
+            proof.holds()
             ops.disown()  # the caller closes fd
             return None
         carried.append(ScannedRecord(offset, record[0], record[1]))
@@ -519,12 +546,9 @@ def _scan_indexed(fd: int, source: str) -> JournalScan | None:
             journal_id=index.journal_id,
         )
     except BaseException:
-        proof.result()
+        proof.holds()
         ops.disown()  # the caller closes fd
         raise
-    if proof.result() != index.crc:
-        ops.disown()  # the covered bytes changed: the caller reads the file another way
-        return None
     return JournalScan(
         (*carried, *tail.records),
         tail.valid_end,
@@ -532,6 +556,7 @@ def _scan_indexed(fd: int, source: str) -> JournalScan | None:
         index.journal_id,
         ops,
         index.records + 1 + len(tail.records),
+        proof,
     )
 
 
@@ -651,6 +676,7 @@ class JournalWriter:
         self._placed_ops: list[str | None] = []
         self.frames = 0
         self._indexed_end = 0
+        self._proving: Proof | None = None
         self._poisoned: str | None = None
         if not self.path.exists():
             _create(self.path)
@@ -680,6 +706,7 @@ class JournalWriter:
         try:
             _remove_leftovers(self.path)
             self.scan = self._read_file(fd)
+            self._proving = self.scan.proving
             self._place_scan()
             retired = self.scan.records[-1].record if self.scan.records else None
             if isinstance(retired, RetiredRecord):  # the last record a retired journal has
@@ -948,6 +975,7 @@ class JournalWriter:
         ``build(size, crc, frames, offsets, op_ids)`` makes it from the file's size, CRC
         and frame count and the place and op of each of its records (None: no index).
         Returns whether one was written; a failure is the append's."""
+        self.prove()  # never map bytes that do not prove
         with self._lock:
             fd = self._require_open()
             if self._deferred:
@@ -1055,6 +1083,7 @@ class JournalWriter:
             self._fd = new_fd
             self.size = self.synced_size = total
             self._generation += 1  # whatever waits for an fsync of the old file: it is in this one
+            self._proving = None  # every record of the old file was read and proved
             self.scan = self._scan_new(new_fd, reader, index, kept, len(head))
             self._place_scan()
             try:
@@ -1170,6 +1199,39 @@ class JournalWriter:
             os.close(reader)
         return self.read(_read_fd(fd))
 
+    @property
+    def proven(self) -> bool:
+        """Whether every byte of the file is proved (``prove`` has nothing to wait for)."""
+        return self._proving is None
+
+    def prove(self) -> None:
+        """Wait until the bytes an ops index covers are proved by their CRC (a start through
+        an index reads none of its settled ops' records, and proves them meanwhile): the
+        drivers call it before a tool runs. If they changed since the index was written,
+        the file is read record by record to name the damage, the writer takes no more
+        appends, and ``JournalCorruptError`` is raised."""
+        proving = self._proving
+        if proving is None:
+            return
+        held = proving.holds()
+        with self._lock:
+            if self._proving is not proving:
+                return  # another thread got here first (or a compaction proved it all)
+            self._proving = None
+            if held:
+                return
+            fd = self._require_open()
+            try:
+                self.read(_read_fd(fd))
+                raise JournalCorruptError(
+                    str(self.path), 0, 0, "the bytes its ops index covers changed since"
+                )
+            except JournalError as exc:
+                self._poisoned = f"{exc}; the journal takes no more appends in this process"
+                log.error("%s", self._poisoned)
+                self._release()
+                raise
+
     def check_writable(self) -> None:
         """Raise what an append would: ``JournalWriteError`` once poisoned, ``JournalError``
         once closed."""
@@ -1205,6 +1267,9 @@ class JournalWriter:
             self._deliver()
 
     def close(self) -> None:
+        proving = self._proving
+        if proving is not None:
+            proving.holds()  # its thread reads a descriptor of its own: let it end first
         with self._lock:
             if self._deferred and self._fd is not None:
                 with contextlib.suppress(JournalError):  # closing must not raise

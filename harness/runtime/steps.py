@@ -167,6 +167,8 @@ def run_steps(
                     note(record)
             continue
         if isinstance(step, Invoke):
+            if not journal.proven:
+                journal.prove()  # no tool runs on a journal whose bytes do not prove
             try:
                 reply = execute(step.tool, step.args, step.ctx)
             except BaseException as exc:  # the protocol decides what it means

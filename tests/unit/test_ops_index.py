@@ -3,13 +3,21 @@ maps, writes nothing for them, and still refuses damage anywhere in the file."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.runtime import CallContext, JournalCorruptError, Runtime, ToolTable
+from harness.runtime import (
+    CallContext,
+    JournalCorruptError,
+    JournalWriteError,
+    Runtime,
+    ToolTable,
+)
+from harness.runtime.aio import AsyncRuntime
 from harness.runtime.journal import Appended, JournalEvent, JournalWriter, scan_journal
 from harness.runtime.records import (
     DecisionRecord,
@@ -109,15 +117,39 @@ class TestAStartThroughTheIndex:
             assert rt.outcome_of("op1").result == {"n": 1, "text": "x" * 100}
             assert rt.outcome_of(f"op{2 * OPS - 1}").status == "ok"
 
-    def test_damage_in_the_covered_bytes_is_refused(self, tmp_path: Path) -> None:
-        """A byte changed in a settled op's record fails the index's CRC: the file is read
-        record by record, which refuses it, naming the record."""
+    def test_damage_in_the_covered_bytes_is_refused_before_a_tool_runs(
+        self, tmp_path: Path
+    ) -> None:
+        """A byte changed in a settled op's record fails the index's CRC, proved while the
+        start goes on: the first tool waits for it and never runs, the file is read record
+        by record to name the damaged record, and the writer takes no more appends."""
         path = tmp_path / "journal"
         _history(path)
         finish = next(s for s in scan_journal(path).records if isinstance(s.record, FinishRecord))
         data = bytearray(path.read_bytes())
         data[finish.end - 5] ^= 0x01
         path.write_bytes(bytes(data))
-        with pytest.raises(JournalCorruptError) as caught:
-            Runtime.open(path, table=TABLE)
-        assert caught.value.offset == finish.offset
+        ran: list[str] = []
+
+        def tool(name: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
+            ran.append(ctx.op_id)
+            return {}
+
+        with Runtime.open(path, table=TABLE) as rt:
+            rt.recover(tool)  # no tool to run: the damaged record is never read
+            with pytest.raises(JournalCorruptError) as caught:
+                rt.call("new", "write_file", {"n": -1}, tool)
+            assert caught.value.offset == finish.offset
+            with pytest.raises(JournalWriteError):
+                rt.call("other", "write_file", {"n": -2}, tool)
+        assert ran == []
+        with Runtime.open(path, table=TABLE) as again, pytest.raises(JournalCorruptError):
+            again.call("again", "write_file", {"n": -3}, tool)
+
+        async def on_the_loop() -> None:
+            async with await AsyncRuntime.open(path, table=TABLE) as runtime:
+                await runtime.call("async", "write_file", {"n": -4}, tool)
+
+        with pytest.raises(JournalCorruptError):
+            asyncio.run(on_the_loop())
+        assert ran == []
