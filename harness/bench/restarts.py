@@ -45,6 +45,7 @@ __all__ = [
     "close_once",
     "compaction_memory",
     "restart_writes",
+    "time_first_call",
     "uncompacted_journal",
 ]
 
@@ -163,3 +164,39 @@ def compaction_memory(journal: Path) -> CompactionMemory:
         raise BenchError(f"compaction of {journal.name} exited {done.returncode}: {done.stderr}")
     data = json.loads(done.stdout)
     return CompactionMemory(int(data["before"]), int(data["peak"]), int(data["after"]))
+
+
+_FIRST_CALL = """
+import json, sys, time
+from harness.runtime import Compaction, Runtime
+started = time.perf_counter()
+runtime = Runtime.open(sys.argv[1], compaction=Compaction.never())
+runtime.recover(lambda tool, args, ctx: None)
+outcome = runtime.call("first-new-call", "write_file", {}, lambda tool, args, ctx: {})
+seconds = time.perf_counter() - started
+assert outcome.ok, outcome
+runtime.close()
+print(json.dumps({"seconds": seconds}))
+"""
+
+
+def time_first_call(journal: Path, scratch: Path) -> float:
+    """Seconds a fresh process takes to open a copy of ``journal``, recover, and run one new
+    call (its tool waits for the CRC of the bytes an ops index covers)."""
+    import shutil
+    import time
+
+    copy = scratch / f"first-call-{time.monotonic_ns()}.journal"
+    shutil.copyfile(journal, copy)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _FIRST_CALL, str(copy)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        copy.unlink(missing_ok=True)
+    if done.returncode != 0:
+        raise BenchError(f"a first call on {journal.name} exited {done.returncode}: {done.stderr}")
+    return float(json.loads(done.stdout)["seconds"])
