@@ -658,7 +658,8 @@ class JournalWriter:
         # Group commit (``write``/``settle``): the fsync under way, which later writers
         # wait for rather than making their own, and the file it reaches.
         self._sync_state = _thread.allocate_lock()
-        self._sync_running: _thread.LockType | None = None
+        self._syncing = False
+        self._sync_waiters: list[_thread.LockType] = []
         self._generation = 0
         # Listener events, told in order outside the locks (``_deliver``).
         self._events: collections.deque[JournalEvent] = collections.deque()
@@ -666,6 +667,10 @@ class JournalWriter:
         self._to_settle = False
         """The write under way is made durable by ``settle`` (its ``Appended`` says so)."""
         self._writer_thread: int | None = None
+        self._unsynced = 0
+        """Writes made since the last fsync began that wait for one."""
+        self._last_batch = 1
+        """How many such writes the last fsync covered."""
         self._shared = False
         """Whether more than one thread has written: only then does an fsync wait a turn
         for the others' writes."""
@@ -816,6 +821,7 @@ class JournalWriter:
         makes them durable. Threads that write while an fsync is under way share the next
         one (group commit). Fails as ``append_many`` does."""
         with self._lock:
+            self._unsynced += sync and self._fsync
             me = _thread.get_ident()
             if self._writer_thread != me:
                 self._shared |= self._writer_thread is not None
@@ -847,23 +853,26 @@ class JournalWriter:
                 if written.generation != self._generation or self.synced_size >= written.end:
                     return  # an fsync (or a compaction's new file) covers it
                 self._require_open()
-                running = self._sync_running
-                leading = running is None
-                if running is None:
-                    running = self._sync_running = _thread.allocate_lock()
-                    running.acquire()
+                leading = not self._syncing
+                if leading:
+                    self._syncing = True
+                else:  # wait for the fsync under way (woken with the others at its end)
+                    waiter = _thread.allocate_lock()
+                    waiter.acquire()
+                    self._sync_waiters.append(waiter)
             if not leading:
-                running.acquire()  # the fsync under way: wait for it, then look again
-                running.release()
-                continue
+                waiter.acquire()
+                continue  # then look again: it covered these records, or one more is due
             try:
                 # Let the threads an fsync just woke write first, so that this one covers
                 # their records too (as a loop's ready tasks join the pump's next write):
-                # yield until a turn goes by with nothing more written.
-                seen = -1
-                while self._shared and seen != self.size:
+                # yield until as many writes wait as the last fsync covered, or until
+                # turns go by with nothing more written.
+                idle = 0
+                while self._shared and idle < 3 and self._unsynced < self._last_batch:
                     seen = self.size
                     time.sleep(0)
+                    idle = idle + 1 if self.size == seen else 0
                 failpoint("journal.before_fsync")  # written, not yet durable
                 self.sync()
             except BaseException as exc:
@@ -875,8 +884,10 @@ class JournalWriter:
                 raise
             finally:
                 with self._sync_state:
-                    self._sync_running = None
-                running.release()
+                    self._syncing = False
+                    waiting, self._sync_waiters = self._sync_waiters, []
+                for waiter in waiting:  # all at once, not one after another
+                    waiter.release()
 
     def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
         fd = self._require_open()
@@ -1248,6 +1259,7 @@ class JournalWriter:
         with self._lock:
             fd = self._require_open()
             end, generation = self.size, self._generation
+            self._last_batch, self._unsynced = max(1, self._unsynced), 0
             duplicate = os.dup(fd)
         try:
             started = time.perf_counter()
@@ -1263,7 +1275,7 @@ class JournalWriter:
             if generation == self._generation and end > self.synced_size:
                 self.synced_size = end
             self._queue(Synced(end, seconds))
-        if self._sync_running is None:  # else a group's fsync: told once its waiters go on
+        if not self._syncing:  # else a group's fsync: told once its waiters go on
             self._deliver()
 
     def close(self) -> None:
