@@ -51,6 +51,7 @@ from harness.runtime.journal import (
 )
 from harness.runtime.matrix import decide_for_operation, verify_hint
 from harness.runtime.records import (
+    CheckpointRecord,
     FinishRecord,
     IntentRecord,
     JournalIdRecord,
@@ -842,7 +843,12 @@ class CompactionDropsRunning(BrokenRuntime):
         kept = super()._compacted(records, size, crc, now)
         open_ops = {r.op_id for r in kept if isinstance(r, IntentRecord)}
         # The mistake: only settled ops are folded into the new file; an op in flight is lost.
-        return [r for r in kept if getattr(r, "op_id", None) not in open_ops]
+        # (Its checkpoint counts what the file holds, so that the block ends where it says.)
+        new = [r for r in kept if getattr(r, "op_id", None) not in open_ops]
+        checkpoint = new[0]
+        if isinstance(checkpoint, CheckpointRecord):
+            new[0] = replace(checkpoint, carried=len(new) - 1 - checkpoint.settled)
+        return new
 
 
 class CompactionDropsResolution(BrokenRuntime):
