@@ -51,12 +51,15 @@ from harness.runtime.errors import (
 from harness.runtime.hooks import failpoint
 from harness.runtime.records import (
     CheckpointRecord,
+    IncarnationRecord,
     JournalIdRecord,
     OpsIndexRecord,
     Record,
+    RecoveredRecord,
     RetiredRecord,
     SettledIndexRecord,
     SettledRecord,
+    TailDroppedRecord,
     UnknownRecordKind,
     record_from_json,
     record_to_json,
@@ -969,7 +972,9 @@ class JournalWriter:
         self._indexed_end = scan.settled.end if isinstance(scan.settled, IndexedOps) else 0
 
     def _place(self, offset: int, record: Record) -> None:
-        if not isinstance(record, JournalIdRecord | OpsIndexRecord | SettledIndexRecord):
+        # Lives' records are history a start does not read (an index names the last life).
+        history = IncarnationRecord | RecoveredRecord | TailDroppedRecord
+        if not isinstance(record, JournalIdRecord | OpsIndexRecord | SettledIndexRecord | history):
             self._placed_offsets.append(offset)
             op_id = getattr(record, "op_id", None)
             self._placed_ops.append(op_id if isinstance(op_id, str) else None)

@@ -278,7 +278,8 @@ class OpsIndexRecord:
     every record of those ops, each op's in file order; ``contents`` a hash of tool and
     argument digest (32 bits) of the ops identity by content may match, sorted, and
     ``content_ops`` which op (its place in ``ids``) each is; ``carried`` every other
-    record the bytes hold (of ops still open, of lives), but earlier maps. Places are
+    record the bytes hold (of ops still open, a checkpoint), but earlier maps and the
+    lives' own records (``incarnation`` names the last life). Places are
     ``width`` bytes wide (4, or 8 past 4 GiB). ``incarnation``: the last life they name;
     ``oldest``: the earliest time a compaction folded one of the ops (None: none was)."""
 

@@ -65,7 +65,7 @@ from harness.runtime.recovery import (
     last_incarnation,
     plan_recovery,
 )
-from harness.runtime.settled import ops_index
+from harness.runtime.settled import IndexedOps, ops_index
 from harness.runtime.steps import Append, CallContext, Steps, no_tool, run_steps
 
 __all__ = ["RECONCILE_TIMEOUT", "RecoveryReport", "Runtime", "VerifyHint"]
@@ -138,7 +138,10 @@ class Runtime:
         self.table = table
         self.compaction = compaction if compaction is not None else Compaction()
         records = [s.record for s in journal.scan.records]
-        self.incarnation = last_incarnation(records) + 1
+        # A start through an ops index reads no lives' records: the index names the last.
+        mapped = journal.scan.settled
+        known = mapped.incarnation if isinstance(mapped, IndexedOps) else 0
+        self.incarnation = max(last_incarnation(records), known) + 1
         # A compacted journal's settled ops stay in the file until asked for.
         self.ops: OpTable = fold_scan(journal.scan)
         # Identity by content: each content's ops in first-intent order (those held in

@@ -303,6 +303,8 @@ class IndexedOps:
         self._contents = _decode(index.contents, 4)
         self._content_ops = _decode(index.content_ops, width)
         self.carried = _decode(index.carried, width)
+        self.incarnation = index.incarnation
+        """The last life the bytes it covers name (their lives' records are not carried)."""
         self.oldest = index.oldest
         self.count = len(self._ids)
         self.size = index.size
