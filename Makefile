@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv observer test test-long chaos lint audit bench docs browser screenshots clean guards-env test-guards agents scoreboard
+.PHONY: venv observer test test-long chaos lint audit bench bench-journal docs browser screenshots clean guards-env test-guards agents scoreboard
 
 venv: $(STAMP)
 
@@ -39,6 +39,10 @@ audit: $(STAMP) observer
 
 bench: $(STAMP)
 	$(PY) -m harness.bench $(BENCH_ARGS)
+
+# Figures 8 and 9 alone: a long journal's restarts and compaction, threads against tasks.
+bench-journal: $(STAMP)
+	$(PY) -m harness.bench --only restarts --only threads $(BENCH_ARGS)
 
 # The docs site (mkdocs.yml, docs/) into site/; --strict fails on any warning.
 docs: $(STAMP)

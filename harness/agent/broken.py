@@ -54,6 +54,7 @@ from harness.runtime.journal import (
 from harness.runtime.matrix import decide_for_operation, verify_hint
 from harness.runtime.reconcile import Answer
 from harness.runtime.records import (
+    CheckpointRecord,
     FinishRecord,
     IntentRecord,
     JournalIdRecord,
@@ -482,10 +483,12 @@ class OneCurrentOp(BrokenRuntime):
 class NoOpLock(BrokenRuntime):
     """A call of an op already in flight does not wait for the first to end.
 
-    Deciding and journaling an intent is still one step under the runtime's lock,
-    so a second delivery never takes an op in flight for a new one: an unsafe op
-    is not run twice (I10 stays quiet), its duplicate is answered ``info`` at once.
-    A retry-safe op in flight looks like one whose call ended without an outcome,
+    A second delivery that comes while the first's intent is being made durable
+    (the runtime's view takes a record once it is durable) takes the op for a new
+    one and runs it beside the first, whatever its class. One that comes later,
+    while the tool runs, finds the op in flight: an unsafe op's duplicate is
+    answered ``info`` at once, and a retry-safe op in flight looks like one whose
+    call ended without an outcome,
     so the duplicate runs it again beside the first call, under a later attempt's
     intent: its tool runs after the success is journaled, or that intent is left
     after the success and the next start retries it. I1 catches both.
@@ -843,7 +846,12 @@ class CompactionDropsRunning(BrokenRuntime):
         kept = super()._compacted(records, size, crc, now)
         open_ops = {r.op_id for r in kept if isinstance(r, IntentRecord)}
         # The mistake: only settled ops are folded into the new file; an op in flight is lost.
-        return [r for r in kept if getattr(r, "op_id", None) not in open_ops]
+        # (Its checkpoint counts what the file holds, so that the block ends where it says.)
+        new = [r for r in kept if getattr(r, "op_id", None) not in open_ops]
+        checkpoint = new[0]
+        if isinstance(checkpoint, CheckpointRecord):
+            new[0] = replace(checkpoint, carried=len(new) - 1 - checkpoint.settled)
+        return new
 
 
 class CompactionDropsResolution(BrokenRuntime):

@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.bench import calls, compaction, cycles, observed, scaling, startup
+from harness.bench import calls, compaction, cycles, observed, restarts, scaling, startup, threads
 from harness.bench.figures import (
     BenchError,
     BenchReport,
@@ -47,7 +47,9 @@ __all__ = [
     "bench_failpoint",
     "bench_journaled_call",
     "bench_planning",
+    "bench_restarts",
     "bench_startup",
+    "bench_threads",
     "run_bench",
 ]
 
@@ -77,6 +79,16 @@ class BenchSettings:
     start_repeats: int = 3
     observer_campaign_runs: int = 1
     """How often the default campaign runs with the observer and with it off, interleaved."""
+    restart_ops: int = 100_000
+    """The long uncompacted journal of figure 8; ``restart_short_ops`` the one it is held to."""
+    restart_short_ops: int = 1_000
+    restart_running: int = 10
+    """Ops left running in both, as a crash leaves them (VERIFY: no tool runs)."""
+    restart_repeats: int = 5
+    thread_callers: int = 16
+    thread_calls: int = 50
+    """Calls each caller makes in a sample of figure 9."""
+    thread_repeats: int = 5
 
 
 FULL = BenchSettings()
@@ -97,6 +109,12 @@ QUICK = BenchSettings(
     short_ops=500,
     start_repeats=1,
     observer_campaign_runs=0,
+    restart_ops=5_000,
+    restart_short_ops=500,
+    restart_repeats=1,
+    thread_callers=4,
+    thread_calls=10,
+    thread_repeats=1,
 )
 
 
@@ -659,6 +677,139 @@ def bench_observer(settings: BenchSettings, scratch: Path, out: Measurements) ->
     ]
 
 
+def bench_restarts(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 8: a long uncompacted journal starts nearly as fast as a short one, a restart
+    writes for its open ops only, and compaction's memory follows its output."""
+    big, small, running = settings.restart_ops, settings.restart_short_ops, settings.restart_running
+    with tempfile.TemporaryDirectory(dir=scratch) as directory:
+        root = Path(directory)
+        long, short = root / "long", root / "short"
+        first_open = {}
+        for path, ops in ((long, big), (short, small)):
+            path.write_bytes(restarts.uncompacted_journal(ops, running))
+            first_open[path.name] = restarts.close_once(path)  # reads every record; indexes
+        sizes = {"long": long.stat().st_size, "short": short.stat().st_size}
+        starts = interleave(
+            {
+                "long": lambda: compaction.time_start(long, root).seconds * 1e3,
+                "short": lambda: compaction.time_start(short, root).seconds * 1e3,
+            },
+            settings.restart_repeats,
+        )
+        first_calls = interleave(
+            {
+                "long": lambda: restarts.time_first_call(long, root) * 1e3,
+                "short": lambda: restarts.time_first_call(short, root) * 1e3,
+            },
+            settings.restart_repeats,
+        )
+        again = root / "again"
+        shutil.copyfile(long, again)
+        first, second = restarts.restart_writes(again), restarts.restart_writes(again)
+        again.unlink()
+        copy = root / "compacted"
+        shutil.copyfile(long, copy)
+        memory = restarts.compaction_memory(copy)
+        compacted_size = copy.stat().st_size
+    mib = 2**20
+    out.series["restarts"] = {
+        "bytes": sizes,
+        "first_open_s": first_open,
+        "start_ms": starts,
+        "first_call_ms": first_calls,
+        "restart_writes": [
+            {"records": w.records, "decisions": w.decisions, "bytes": w.bytes}
+            for w in (first, second)
+        ],
+        "compaction_rss_bytes": {
+            "before": memory.before,
+            "peak": memory.peak,
+            "after": memory.after,
+        },
+        "compacted_bytes": compacted_size,
+    }
+    out.notes.append(
+        f"the {big:,}-op journal ({sizes['long'] / mib:.1f} MiB): its first open under this "
+        f"runtime (no index yet) took {first_open['long']:.2f} s; the restarts after it "
+        f"wrote {first.records} and {second.records} records ({first.bytes:,} and "
+        f"{second.bytes:,} bytes); compacting it: RSS {memory.before / mib:.0f} MiB open, "
+        f"{memory.peak / mib:.0f} MiB at the peak, {memory.after / mib:.0f} MiB after"
+    )
+    out.figures += [
+        Figure(
+            f"8 open+recover, uncompacted: {big:,}-op journal / {small:,}-op journal",
+            median_of(starts["long"]),
+            median_of(starts["short"]),
+            "ms",
+            Target(high=3.0),
+            f"{running} ops left running in each; both closed once by the runtime (its "
+            f"index); {median_of(starts['long']):.0f} against "
+            f"{median_of(starts['short']):.0f} ms",
+        ),
+        Figure(
+            f"8 open+recover+first call, uncompacted: {big:,}-op / {small:,}-op journal",
+            median_of(first_calls["long"]),
+            median_of(first_calls["short"]),
+            "ms",
+            None,
+            "for information: the first tool waits for the CRC of the bytes the index "
+            "covers, which runs beside the start",
+        ),
+        Figure(
+            f"8 second restart of the {big:,}-op journal: decisions written / ops left open",
+            float(second.decisions),
+            float(running),
+            "records",
+            Target(high=1.0),
+            f"the first restart wrote {first.decisions} decisions: no SKIP for a settled op",
+        ),
+        Figure(
+            f"8 compaction of {big:,} ops: peak memory / the journal's size",
+            memory.growth / mib,
+            sizes["long"] / mib,
+            "MiB",
+            Target(high=2.0),
+            f"VmHWM over RSS with the journal open; {sizes['long'] / mib:.1f} MiB compacted "
+            f"to {compacted_size / mib:.1f} MiB",
+        ),
+    ]
+
+
+def bench_threads(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 9: threads on a ``Runtime`` share fsyncs as tasks on an ``AsyncRuntime`` do."""
+    callers, calls_each = settings.thread_callers, settings.thread_calls
+    rates: dict[str, list[threads.CallRate]] = {"threads": [], "tasks": []}
+
+    def sample(name: str) -> Callable[[], float]:
+        measure = threads.threads_rate if name == "threads" else threads.async_rate
+
+        def run() -> float:
+            with tempfile.TemporaryDirectory(dir=scratch) as directory:
+                rate = measure(Path(directory), callers, calls_each)
+            rates[name].append(rate)
+            return rate.calls_per_s
+
+        return run
+
+    samples = interleave({name: sample(name) for name in rates}, settings.thread_repeats)
+    out.series["threads_calls_per_s"] = samples
+
+    def per_fsync(name: str) -> float:
+        return median_of([2 * r.calls / max(1, r.fsyncs) for r in rates[name]])
+
+    out.figures.append(
+        Figure(
+            f"9 calls/s, {callers} callers: async tasks / sync threads",
+            median_of(samples["tasks"]),
+            median_of(samples["threads"]),
+            "calls/s",
+            Target(high=1.3),
+            f"a tool that does nothing; durable writes per fsync: threads "
+            f"{per_fsync('threads'):.1f}, tasks {per_fsync('tasks'):.1f}",
+        )
+    )
+
+
 STEPS = (
     "cycle rate",
     "journaled call cost",
@@ -669,6 +820,8 @@ STEPS = (
     "campaigns",
     "compaction",
     "observer",
+    "restarts",
+    "threads",
 )
 """The measurements, in the order they run (``only`` picks some by these names)."""
 
@@ -699,6 +852,8 @@ def run_bench(
             ("campaigns", lambda: bench_campaigns(settings, scratch, collected)),
             ("compaction", lambda: bench_compaction(settings, scratch, collected)),
             ("observer", lambda: bench_observer(settings, scratch, collected)),
+            ("restarts", lambda: bench_restarts(settings, scratch, collected)),
+            ("threads", lambda: bench_threads(settings, scratch, collected)),
         ]
         assert [name for name, _ in steps] == list(STEPS)
         for title, step in steps:

@@ -14,8 +14,10 @@ docs/runtime.md), and imports nothing of ``harness.runtime``:
 A compacted journal begins with a ``checkpoint`` (after the identity), then
 (written since compactions index their block) a ``settled_index`` record, then
 one ``settled`` record per settled op it folded and the whole records of the
-ops still open; a ``retired`` record closes a finished task's journal. This
-reader reads every record of the block, the settled ones included.
+ops still open; a ``retired`` record closes a finished task's journal; an
+``ops_index`` record (a map of the file before it, written at a runtime's close)
+names no op. This reader reads every record of the block, the settled ones
+included.
 
 The full note: docs/reference/modules.md (``harness/check/journal.py``).
 """
@@ -121,6 +123,21 @@ _FIELDS: Mapping[str, Mapping[str, tuple[type, ...]]] = {
         "content_offsets": _STR,
         "unskipped": _STR,
         "resolved": _STR,
+        "carried": _STR,
+        "oldest": (int, float, type(None)),
+    },
+    "ops_index": {
+        "size": _INT,
+        "crc": _INT,
+        "records": _INT,
+        "journal_id": _STR,
+        "incarnation": _INT,
+        "width": _INT,
+        "ids": _STR,
+        "starts": _STR,
+        "offsets": _STR,
+        "contents": _STR,
+        "content_ops": _STR,
         "carried": _STR,
         "oldest": (int, float, type(None)),
     },

@@ -381,6 +381,11 @@ class AsyncRuntime:
                     else:
                         unawaited.append(written)
                 elif isinstance(step, Invoke):
+                    journal = self.runtime.journal
+                    if not journal.proven:  # no tool runs on a journal whose bytes do not prove
+                        await asyncio.get_running_loop().run_in_executor(
+                            _writer_pool(), journal.prove
+                        )
                     try:
                         reply = await self._invoke(execute, step)
                     except BaseException as exc:  # the protocol decides what it means

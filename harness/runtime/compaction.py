@@ -18,20 +18,25 @@ settled ops (a count, an age; by default, every op is kept). The file protocol
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from harness.runtime.matrix import Decision
+from harness.runtime.classes import UNLISTED
+from harness.runtime.journal import ScannedRecord, without_cyclic_gc
+from harness.runtime.matrix import Decision, OpState
 from harness.runtime.records import (
     CheckpointRecord,
     DecisionRecord,
+    IncarnationRecord,
+    IntentRecord,
     Record,
     SettledRecord,
     digest,
 )
-from harness.runtime.recovery import OpHistory, OpTable, fold, last_incarnation
+from harness.runtime.recovery import OpHistory, OpTable, apply_record, fold, last_incarnation
 
-__all__ = ["Compaction", "Retention", "compacted", "due", "past_retention"]
+__all__ = ["Compacting", "Compaction", "Retention", "compacted", "due", "past_retention"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,3 +210,73 @@ def _unsettled(ops: Mapping[str, OpHistory]) -> int:
     if isinstance(ops, OpTable):
         return len(ops.unsettled())  # without reading the settled ops a compaction folded
     return sum(not op.settled for op in ops.values())
+
+
+_NO_ARGS: Mapping[str, Any] = {}
+
+
+class Compacting:
+    """A compaction under ``retention`` at ``now``, for ``JournalWriter.compact``: called with
+    every record (``compacted``), or streamed (``stream``) so that memory follows what the
+    new file holds, not the old one. Both give the same records. ``forgotten``: the ops
+    retention let go of, once it has run."""
+
+    def __init__(self, retention: Retention | None = None, now: float | None = None) -> None:
+        self.retention = retention or Retention()
+        self.now = time.time() if now is None else now
+        self.forgotten: frozenset[str] = frozenset()
+
+    def __call__(self, records: list[Record], size: int, crc: int) -> list[Record]:
+        new = compacted(
+            records, replaced_size=size, replaced_crc=crc, retention=self.retention, now=self.now
+        )
+        kept = {r.op_id for r in new if isinstance(r, SettledRecord | IntentRecord)}
+        self.forgotten = frozenset(fold(records)) - kept
+        return new
+
+    def stream(
+        self,
+        records: Iterator[ScannedRecord],
+        load: Callable[[int], Record],
+        size: int,
+        crc: int,
+    ) -> Iterator[Record]:
+        """``compacted`` in two passes over the file: the first folds each op without its
+        arguments and result, noting where its records lie; the second reads each op's
+        records again (``load``) and yields its settled record, or its records whole."""
+        ops: dict[str, OpHistory] = {}
+        places: dict[str, list[int]] = {}
+        skipped: set[tuple[str, OpState]] = set()
+        incarnation = 0
+        with without_cyclic_gc():
+            for scanned in records:
+                record = scanned.record
+                if isinstance(record, IncarnationRecord | CheckpointRecord):
+                    incarnation = max(incarnation, record.incarnation)
+                elif (isinstance(record, DecisionRecord) and record.decision is Decision.SKIP) or (
+                    isinstance(record, SettledRecord) and record.skipped
+                ):
+                    skipped.add((record.op_id, record.state))
+                op_id = getattr(record, "op_id", None)
+                if not isinstance(op_id, str):
+                    continue
+                places.setdefault(op_id, []).append(scanned.offset)
+                apply_record(ops, record)
+                op = ops.get(op_id)
+                if op is not None:  # what the second pass reads again: only its state kept
+                    op.args, op.result, op.error = _NO_ARGS, None, None
+                    op.tool, op.args_digest, op.snapshot = "", "", UNLISTED
+                    op.decisions.clear()
+        forget = past_retention(ops, self.retention, self.now)
+        self.forgotten = frozenset(forget)
+        kept = [op for op in ops.values() if op.op_id not in forget]
+        settled = sum(op.settled for op in kept)
+        carried = sum(len(places[op.op_id]) for op in kept if not op.settled)
+        yield CheckpointRecord(incarnation, settled, carried, len(forget), size, crc)
+        for light in kept:
+            mine = [load(offset) for offset in places.pop(light.op_id)]
+            if not light.settled:
+                yield from mine
+                continue
+            op = fold(mine)[light.op_id]
+            yield _settled(op, (op.op_id, op.state) in skipped, self.now)

@@ -25,7 +25,7 @@ leaves under the same root.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 
@@ -170,6 +170,16 @@ class JournalWriteError(JournalError):
         """The op ids of the failed write's intents whose frames were written whole."""
         self.op_id = op_id
         self.outcome_unknown = outcome_unknown
+
+    def also_written(self, records: Iterable[object]) -> JournalWriteError:
+        """This failure, the intents among ``records`` (written whole before it) added to
+        those that may be on disk."""
+        ops = {getattr(r, "op_id", None) for r in records if getattr(r, "kind", "") == "intent"}
+        error = JournalWriteError(
+            str(self.args[0]) if self.args else "append failed",
+            maybe_durable=self.maybe_durable | {op for op in ops if isinstance(op, str)},
+        )
+        return error
 
     def for_call(self, op_id: str, *, unknown: bool) -> JournalWriteError:
         """This failure as the call of ``op_id`` is told it."""

@@ -21,17 +21,20 @@ The full note: docs/reference/modules.md (``harness/runtime/journal.py``).
 from __future__ import annotations
 
 import _thread
+import array
+import collections
 import contextlib
 import errno
 import functools
 import gc
 import json
 import os
+import re
 import struct
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -48,17 +51,21 @@ from harness.runtime.errors import (
 from harness.runtime.hooks import failpoint
 from harness.runtime.records import (
     CheckpointRecord,
+    IncarnationRecord,
     IntentRecord,
     JournalIdRecord,
+    OpsIndexRecord,
     Record,
+    RecoveredRecord,
     RetiredRecord,
     SettledIndexRecord,
     SettledRecord,
+    TailDroppedRecord,
     UnknownRecordKind,
     record_from_json,
     record_to_json,
 )
-from harness.runtime.settled import SettledOps, settled_index
+from harness.runtime.settled import IndexedOps, SettledIndexBuilder, SettledOps, settled_index
 
 fcntl: ModuleType | None
 try:
@@ -129,14 +136,20 @@ class JournalScan:
     """What a read proved: the records (the identity record apart), where they end, the
     torn tail cut after them, and the journal's identity (None before it was given one).
 
-    ``settled``: a compacted journal's settled ops, when they were left in the file
-    (a writer's start, ``JournalWriter``): their records are then not in ``records``."""
+    ``settled``: the settled ops a compaction's block or an ops index maps, when they
+    were left in the file (a writer's start, ``JournalWriter``): their records are then
+    not in ``records``. ``frames``: how many frames the file holds up to ``valid_end``
+    (None: one per record and the identity)."""
 
     records: tuple[ScannedRecord, ...]
     valid_end: int
     torn: TornTail | None
     journal_id: str | None = None
-    settled: SettledOps | None = None
+    settled: SettledOps | IndexedOps | None = None
+    frames: int | None = None
+    proving: Proof | None = None
+    """The CRC of the bytes an ops index covers, under way (``Proof``): no tool runs
+    before it holds (``JournalWriter.prove``)."""
 
 
 def new_journal_id() -> str:
@@ -305,7 +318,8 @@ def _record_at(fd: int, pos: int, size: int) -> tuple[int, Record] | None:
 
 def _crc_of(fd: int, start: int, end: int) -> int | None:
     """The CRC-32 of bytes ``start`` to ``end`` of the file, read a MiB at a time (None if
-    the file ends first): the block is proved without ever being held whole."""
+    the file ends first): the block is proved without ever being held whole (nor mapped,
+    which would count the file's pages in the process's memory)."""
     buffer = bytearray(1 << 20)
     view = memoryview(buffer)
     crc = 0
@@ -362,31 +376,191 @@ def _scan_compacted(fd: int, source: str) -> JournalScan | None:
     if end > size or _crc_of(fd, start, end) != index.crc:
         return None
     try:
-        settled = SettledOps(index, _loader(fd, start, end, source), lambda: os.close(fd))
+        settled = SettledOps(
+            index, _loader(fd, start, end, source), lambda: os.close(fd), base=start
+        )
     except ValueError:
         return None
     if settled.count + len(settled.carried) != index.records:
+        settled.disown()  # the caller closes fd
         return None
     carried: list[ScannedRecord] = []
     for offset in settled.carried:
         found = _record_at(fd, start + offset, end)
         if found is None:
+            settled.disown()
             return None
         carried.append(ScannedRecord(start + offset, found[0], found[1]))
-    tail = _scan(
-        _pread_all(fd, size - end, end),
-        source,
-        0,
-        base=end,
-        frames=3 + index.records,
-        journal_id=identity.journal_id,
-    )
+    try:
+        tail = _scan(
+            _pread_all(fd, size - end, end),
+            source,
+            0,
+            base=end,
+            frames=3 + index.records,
+            journal_id=identity.journal_id,
+        )
+    except BaseException:
+        settled.disown()  # the caller closes fd
+        raise
     return JournalScan(
         (*head[1:], *carried, *tail.records),
         tail.valid_end,
         tail.torn,
         tail.journal_id,
         settled,
+        3 + index.records + len(tail.records),
+    )
+
+
+_INDEX_MARK = b'{"kind":"' + OpsIndexRecord.kind.encode() + b'"'
+"""How an ops index's payload begins (``record_to_json`` writes the kind first). Inside a
+payload a frame header cannot occur (JSON escapes its control bytes), so a match whose
+frame proves is the index."""
+
+
+_INDEX_END = re.compile(rb',"size":([0-9]{1,20})\}\Z')
+"""How an ops index's payload ends: with its own offset (its last field)."""
+
+
+def _index_at_end(fd: int, size: int) -> tuple[int, int, OpsIndexRecord] | None:
+    """The ops index that is the file's last frame (a runtime closed it), read once: its
+    payload ends with its own offset."""
+    last = os.pread(fd, 64, max(0, size - 64))
+    named = _INDEX_END.search(last)
+    if named is None:
+        return None
+    pos = int(named.group(1))
+    found = _record_at(fd, pos, size) if len(FILE_HEADER) <= pos < size else None
+    if found is None or found[0] != size or not isinstance(found[1], OpsIndexRecord):
+        return None
+    return (pos, size, found[1]) if found[1].size == pos else None
+
+
+def _last_index(fd: int, size: int) -> tuple[int, int, OpsIndexRecord] | None:
+    """The last ops index of the file whose frame proves and that covers the bytes before
+    it (its offset, its end and the record): the file's last frame, or else searched
+    backwards a MiB at a time (records were written after it)."""
+    at_end = _index_at_end(fd, size)
+    if at_end is not None:
+        return at_end
+    chunk = 1 << 20
+    end = size
+    while end > len(FILE_HEADER):
+        start = max(len(FILE_HEADER), end - chunk)
+        data = _pread_all(fd, end - start + len(_INDEX_MARK), start)
+        at = len(data)
+        while (at := data.rfind(_INDEX_MARK, 0, at)) >= 0:
+            pos = start + at - HEADER_SIZE
+            found = _record_at(fd, pos, size) if pos >= len(FILE_HEADER) else None
+            if found is not None and isinstance(found[1], OpsIndexRecord) and found[1].size == pos:
+                return pos, found[0], found[1]
+        end = start
+    return None
+
+
+class Proof:
+    """The CRC-32 of the bytes an ops index covers, computed on a thread of its own (on a
+    duplicate of the descriptor, closed when done); ``holds`` waits for it."""
+
+    def __init__(self, fd: int, end: int, crc: int) -> None:
+        self.crc = crc
+        duplicate = os.dup(fd)
+
+        def work() -> int | None:
+            try:
+                return _crc_of(duplicate, 0, end)
+            finally:
+                os.close(duplicate)
+
+        self._running = _Background(work)
+
+    def holds(self) -> bool:
+        try:
+            return self._running.result() == self.crc
+        except OSError:
+            return False
+
+
+class _Background:
+    """A function run on a thread of its own; ``result`` waits for it (its exception is
+    raised there)."""
+
+    def __init__(self, work: Callable[[], int | None]) -> None:
+        self._work = work
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        self._value: int | None = None
+        self._error: BaseException | None = None
+        _thread.start_new_thread(self._run, ())
+
+    def _run(self) -> None:
+        try:
+            self._value = self._work()
+        except BaseException as exc:  # handed to the waiter
+            self._error = exc
+        finally:
+            self._done.release()
+
+    def result(self) -> int | None:
+        with self._done:
+            pass
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _scan_indexed(fd: int, source: str) -> JournalScan | None:
+    """Read a journal through its last ops index (``OpsIndexRecord``): one CRC over the
+    bytes it covers, the records it carries, then the records after it as ``_scan`` reads
+    them; none of the settled ops it maps. None when there is no index, or the bytes it
+    covers do not prove as a whole: the file is then read another way, which finds and
+    names any damage as before."""
+    size = os.fstat(fd).st_size
+    if os.pread(fd, len(FILE_HEADER), 0) != FILE_HEADER:
+        return None
+    found = _last_index(fd, size)
+    if found is None:
+        return None
+    at, end, index = found
+    # The CRC of the covered bytes runs on a thread of its own (zlib lets go of the GIL for
+    # it) while the index and the records after it are decoded here, and on after the
+    # start: the writer waits for it before any tool runs (``JournalWriter.prove``).
+    proof = Proof(fd, at, index.crc)
+    try:
+        ops = IndexedOps(index, _loader(fd, 0, at, source), lambda: os.close(fd), end=end)
+    except ValueError:
+        proof.holds()
+        return None
+    carried: list[ScannedRecord] = []
+    for offset in ops.carried:
+        record = _record_at(fd, offset, at)
+        if record is None:
+            proof.holds()
+            ops.disown()  # the caller closes fd
+            return None
+        carried.append(ScannedRecord(offset, record[0], record[1]))
+    try:
+        tail = _scan(
+            _pread_all(fd, size - end, end),
+            source,
+            0,
+            base=end,
+            frames=index.records + 1,
+            journal_id=index.journal_id,
+        )
+    except BaseException:
+        proof.holds()
+        ops.disown()  # the caller closes fd
+        raise
+    return JournalScan(
+        (*carried, *tail.records),
+        tail.valid_end,
+        tail.torn,
+        index.journal_id,
+        ops,
+        index.records + 1 + len(tail.records),
+        proof,
     )
 
 
@@ -403,7 +577,9 @@ def scan_journal(path: Path | str) -> JournalScan:
 
 @dataclass(frozen=True, slots=True)
 class Appended:
-    """A write of ``records`` went from byte ``offset`` to ``end`` (fsynced when ``synced``)."""
+    """A write of ``records`` went from byte ``offset`` to ``end``; ``synced``: it is made
+    durable, by its own fsync or one a ``Synced`` event whose ``end`` reaches it reports
+    (threads' writes share fsyncs)."""
 
     records: tuple[Record, ...]
     offset: int
@@ -428,9 +604,34 @@ class Opened:
 
 
 JournalEvent = Opened | Appended | Synced
+CompactionBuild = Callable[[list[Record], int, int], list[Record]]
+"""``build(records, size, crc)``: the records of a compacted journal (``JournalWriter.compact``)."""
+StreamBuild = Callable[
+    [Iterator[ScannedRecord], Callable[[int], Record], int, int], Iterator[Record]
+]
+"""``stream(records, load, size, crc)``: a compaction streamed. It is given the file's
+records one at a time, ``load(offset)`` to read one again, the file's size and CRC-32, and
+yields the new file's checkpoint, then its records, in order (``JournalWriter.compact``)."""
+IndexBuild = Callable[[int, int, int, Sequence[int], Sequence[str | None]], OpsIndexRecord | None]
+"""Makes an ops index: ``JournalWriter.append_index``."""
 JournalListener = Callable[[JournalEvent], None]
-"""Called with each write and each fsync, in order, on the thread that made it; keep it
-quick (the journal's lock is held). An exception from it is logged, never raised."""
+"""Called with each write and each fsync, in journal order, one event at a time, outside the
+journal's locks, on one of the threads appending (not always the one that made the write):
+a slow listener delays the thread that tells it, never another thread's append. An
+exception from it is logged, never raised."""
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """Records ``JournalWriter.write`` put in the file, from ``offset`` to ``end``: durable
+    once ``JournalWriter.settle`` returns, when ``durable`` asks it (an fsync then covers
+    them, this thread's or another's)."""
+
+    offset: int
+    end: int
+    durable: bool
+    generation: int
+    """Which file they went to: a compaction writes a new one (fsynced whole)."""
 
 
 class JournalWriter:
@@ -458,6 +659,33 @@ class JournalWriter:
         self._fsync = fsync
         self._listener = listener
         self._lock = _thread.allocate_lock()
+        # Group commit (``write``/``settle``): the fsync under way, which later writers
+        # wait for rather than making their own, and the file it reaches.
+        self._sync_state = _thread.allocate_lock()
+        self._syncing = False
+        self._sync_waiters: list[_thread.LockType] = []
+        self._generation = 0
+        # Listener events, told in order outside the locks (``_deliver``).
+        self._events: collections.deque[JournalEvent] = collections.deque()
+        self._telling = _thread.allocate_lock()
+        self._to_settle = False
+        """The write under way is made durable by ``settle`` (its ``Appended`` says so)."""
+        self._writer_thread: int | None = None
+        self._unsynced = 0
+        """Writes made since the last fsync began that wait for one."""
+        self._last_batch = 1
+        """How many such writes the last fsync covered."""
+        self._shared = False
+        """Whether more than one thread has written: only then does an fsync wait a turn
+        for the others' writes."""
+        # Where each record of the file lies and its op (None: of no op), for the ops
+        # index written at close (``append_index``); earlier indexes and the identity
+        # are left out, as the settled ops a compaction's block or an index maps.
+        self._placed_offsets = array.array("q")
+        self._placed_ops: list[str | None] = []
+        self.frames = 0
+        self._indexed_end = 0
+        self._proving: Proof | None = None
         self._poisoned: str | None = None
         if not self.path.exists():
             _create(self.path)
@@ -487,6 +715,8 @@ class JournalWriter:
         try:
             _remove_leftovers(self.path)
             self.scan = self._read_file(fd)
+            self._proving = self.scan.proving
+            self._place_scan()
             retired = self.scan.records[-1].record if self.scan.records else None
             if isinstance(retired, RetiredRecord):  # the last record a retired journal has
                 raise JournalRetiredError(
@@ -515,11 +745,11 @@ class JournalWriter:
                 self.append(JournalIdRecord(journal_id))
                 log.warning("%s: journal given its identity %s", self.path, journal_id)
             self.journal_id = journal_id
-            if self._listener is not None:
-                self._tell(Opened(self.synced_size))
+            self._queue(Opened(self.synced_size))
         except BaseException:
             self.close()
             raise
+        self._deliver()
 
     def read(self, data: bytes) -> JournalScan:
         """Prove the file's records (``scan_bytes``): the one place a writer reads them."""
@@ -542,9 +772,9 @@ class JournalWriter:
         return self.read(data)
 
     def _scan_settled_apart(self) -> JournalScan | None:
-        """``_scan_compacted`` on a descriptor of its own, which the settled ops keep to
-        read from for as long as they live, after the writer closes too (it holds no
-        lock: closing it never lets go of the journal's)."""
+        """``_scan_indexed``, else ``_scan_compacted``, on a descriptor of its own, which
+        the settled ops keep to read from for as long as they live, after the writer
+        closes too (it holds no lock: closing it never lets go of the journal's)."""
         try:
             reader = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
@@ -554,7 +784,9 @@ class JournalWriter:
             assert self._fd is not None
             if os.fstat(reader).st_ino == os.fstat(self._fd).st_ino:
                 with without_cyclic_gc():
-                    scan = _scan_compacted(reader, str(self.path))
+                    scan = _scan_indexed(reader, str(self.path))
+                    if scan is None:
+                        scan = _scan_compacted(reader, str(self.path))
         finally:
             if scan is None:
                 os.close(reader)
@@ -582,8 +814,84 @@ class JournalWriter:
         (``JournalWriteError``; the writer stays usable). Any other failure
         poisons the writer (see the module docstring).
         """
+        try:
+            with self._lock:
+                return self._append(tuple(records), sync=sync)
+        finally:
+            self._deliver()
+
+    def write(self, records: Iterable[Record], *, sync: bool = True) -> Written:
+        """Write records in one ``write``, without waiting for their fsync: ``settle`` then
+        makes them durable. Threads that write while an fsync is under way share the next
+        one (group commit). Fails as ``append_many`` does."""
         with self._lock:
-            return self._append(tuple(records), sync=sync)
+            self._unsynced += sync and self._fsync
+            me = _thread.get_ident()
+            if self._writer_thread != me:
+                self._shared |= self._writer_thread is not None
+                self._writer_thread = me
+            self._to_settle = sync and self._fsync
+            try:
+                offset = self._append(tuple(records), sync=False)
+            finally:
+                self._to_settle = False
+            return Written(offset, self.size, sync and self._fsync, self._generation)
+
+    def settle(self, written: Written) -> None:
+        """Return once ``written`` is durable (when it asked to be), and the listener told.
+
+        One thread at a time fsyncs; the others wait for its fsync and return if it
+        covered their records (it covers every byte written before it began), else
+        make the next one. A failed fsync poisons the writer: every waiter whose records
+        it did not cover raises ``JournalWriteError``.
+        """
+        try:
+            if written.durable:
+                self._sync_through(written)
+        finally:
+            self._deliver()
+
+    def _sync_through(self, written: Written) -> None:
+        while True:
+            with self._sync_state:
+                if written.generation != self._generation or self.synced_size >= written.end:
+                    return  # an fsync (or a compaction's new file) covers it
+                self._require_open()
+                leading = not self._syncing
+                if leading:
+                    self._syncing = True
+                else:  # wait for the fsync under way (woken with the others at its end)
+                    waiter = _thread.allocate_lock()
+                    waiter.acquire()
+                    self._sync_waiters.append(waiter)
+            if not leading:
+                waiter.acquire()
+                continue  # then look again: it covered these records, or one more is due
+            try:
+                # Let the threads an fsync just woke write first, so that this one covers
+                # their records too (as a loop's ready tasks join the pump's next write):
+                # yield until as many writes wait as the last fsync covered, or until
+                # turns go by with nothing more written.
+                idle = 0
+                while self._shared and idle < 3 and self._unsynced < self._last_batch:
+                    seen = self.size
+                    time.sleep(0)
+                    idle = idle + 1 if self.size == seen else 0
+                failpoint("journal.before_fsync")  # written, not yet durable
+                self.sync()
+            except BaseException as exc:
+                with self._lock:
+                    if self._poisoned is None:
+                        message = self._poison(self.size, exc)
+                        if isinstance(exc, OSError):
+                            raise JournalWriteError(message) from exc
+                raise
+            finally:
+                with self._sync_state:
+                    self._syncing = False
+                    waiting, self._sync_waiters = self._sync_waiters, []
+                for waiter in waiting:  # all at once, not one after another
+                    waiter.release()
 
     def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
         fd = self._require_open()
@@ -625,13 +933,19 @@ class JournalWriter:
                 ) from exc
             raise
         self._deferred.clear()
+        at = offset
+        for record, frame in encoded:
+            self._place(at, record)
+            at += len(frame)
+        self.frames += len(encoded)
         self.size = offset + len(frames)
         if synced:
             self.synced_size = self.size
         if self._listener is not None:
-            self._tell(Appended(tuple(r for r, _ in encoded), offset, self.size, synced))
+            durable = synced or self._to_settle
+            self._queue(Appended(tuple(r for r, _ in encoded), offset, self.size, durable))
             if synced:
-                self._tell(Synced(self.size, seconds))
+                self._queue(Synced(self.size, seconds))
         return offset + sum(len(frame) for _, frame in deferred)
 
     def _poison(self, offset: int, exc: BaseException) -> str:
@@ -652,6 +966,74 @@ class JournalWriter:
         self._release()
         return self._poisoned
 
+    def _place_scan(self) -> None:
+        """Start the record places over from ``scan`` (at open, and after a compaction)."""
+        self._placed_offsets = array.array("q")
+        self._placed_ops = []
+        for scanned in self.scan.records:
+            self._place(scanned.offset, scanned.record)
+        scan = self.scan
+        self.frames = scan.frames if scan.frames is not None else len(scan.records) + 1
+        self._indexed_end = scan.settled.end if isinstance(scan.settled, IndexedOps) else 0
+
+    def _place(self, offset: int, record: Record) -> None:
+        # Lives' records are history a start does not read (an index names the last life).
+        history = IncarnationRecord | RecoveredRecord | TailDroppedRecord
+        if not isinstance(record, JournalIdRecord | OpsIndexRecord | SettledIndexRecord | history):
+            self._placed_offsets.append(offset)
+            op_id = getattr(record, "op_id", None)
+            self._placed_ops.append(op_id if isinstance(op_id, str) else None)
+
+    INDEX_MIN_BYTES = 64 * 1024
+    """An ops index is written at close once this many bytes follow the last one."""
+    INDEX_MAX_RATIO = 2.0
+    """... and when it is at most this many times their size."""
+
+    def append_index(self, build: IndexBuild) -> bool:
+        """Append an ops index of the whole file (``OpsIndexRecord``), durably, if it is
+        worth it: at least ``INDEX_MIN_BYTES`` written since the last one, and the index
+        no more than twice their size (so indexes never come to more than the records).
+        ``build(size, crc, frames, offsets, op_ids)`` makes it from the file's size, CRC
+        and frame count and the place and op of each of its records (None: no index).
+        Returns whether one was written; a failure is the append's."""
+        self.prove()  # never map bytes that do not prove
+        with self._lock:
+            fd = self._require_open()
+            if self._deferred:
+                self._append((), sync=False)  # its own records first, then the map of all
+            new = self.size - self._indexed_end
+            if new < self.INDEX_MIN_BYTES:
+                return False
+            crc = _crc_of(fd, 0, self.size)
+            if crc is None:
+                return False
+            index = build(self.size, crc, self.frames, self._placed_offsets, self._placed_ops)
+            if index is None:
+                return False
+            frame = encode_frame(index)
+            if len(frame) - HEADER_SIZE > MAX_PAYLOAD or len(frame) > self.INDEX_MAX_RATIO * new:
+                return False
+            self._append((index,), sync=True)
+            self._indexed_end = self.size
+        self._deliver()
+        return True
+
+    def _queue(self, event: JournalEvent) -> None:
+        """Keep an event for the listener, in journal order (the writer's lock is held)."""
+        if self._listener is not None:
+            self._events.append(event)
+
+    def _deliver(self) -> None:
+        """Tell the listener every queued event, in order, one thread at a time, outside the
+        writer's lock. A thread that finds another telling leaves its events to it: the
+        teller looks at the queue again after it lets go."""
+        while self._events and self._telling.acquire(False):
+            try:
+                while self._events:
+                    self._tell(self._events.popleft())
+            finally:
+                self._telling.release()
+
     def _tell(self, event: JournalEvent) -> None:
         try:
             assert self._listener is not None
@@ -659,15 +1041,18 @@ class JournalWriter:
         except Exception as exc:  # a metrics hook must never fail the journal
             log.warning("%s: journal listener raised %r", self.path, exc)
 
-    def compact(self, build: Callable[[list[Record], int, int], list[Record]]) -> int:
+    def compact(self, build: CompactionBuild) -> int:
         """Replace the journal by ``build(records, size, crc)``: a new file, whole, renamed.
 
         ``build`` is given every record of the file (the identity apart), the
         file's size and its CRC-32, and returns the records of the new one,
-        which keeps the journal's identity. The new file is written and
-        fsynced under a temporary name, locked, renamed over the journal,
-        and the directory fsynced: a crash at any point leaves the old
-        journal or the new one (and at worst a leftover temporary file,
+        which keeps the journal's identity. A ``build`` with a ``stream``
+        method (``StreamedBuild``) is streamed instead: the file's records
+        one at a time, then the new file's, encoded as they come, so that
+        the records of neither file are ever all held. The new file is
+        written and fsynced under a temporary name, locked, renamed over the
+        journal, and the directory fsynced: a crash at any point leaves the
+        old journal or the new one (and at worst a leftover temporary file,
         removed at the next open). Appends wait meanwhile. A failure before
         the rename leaves the old journal in use (``JournalWriteError``; the
         writer stays usable); after it, the writer is poisoned. Returns the
@@ -675,26 +1060,14 @@ class JournalWriter:
         """
         with self._lock:
             fd = self._require_open()
-            data = _read_fd(fd)
-            scanned = self.read(data)
-            records = build([s.record for s in scanned.records], len(data), zlib.crc32(data))
-            temporary = self.path.with_name(f"{self.path.name}{_COMPACTING}{os.getpid()}")
+            stream = getattr(build, "stream", None)
+            if stream is not None and type(self).read is JournalWriter.read:
+                parts, index, kept = self._streamed(fd, stream)
+            else:
+                parts, index, kept = self._listed(fd, build)
             head = FILE_HEADER + encode_frame(JournalIdRecord(self.journal_id))
-            frames = [encode_frame(r) for r in records]
-            for record, frame in zip(records, frames, strict=True):
-                if len(frame) - HEADER_SIZE > MAX_PAYLOAD:
-                    raise JournalWriteError(
-                        f"{self.path}: compaction refused: a {record.kind} record of "
-                        f"{len(frame) - HEADER_SIZE} bytes exceeds the journal's limit; "
-                        "the journal is unchanged"
-                    )
-            indexed = _index_of(records, frames)
-            index = None if indexed is None else indexed[0]
-            if indexed is not None:  # right after the checkpoint, before the block it names
-                records = [records[0], indexed[0], *records[1:]]
-                frames = [frames[0], indexed[1], *frames[1:]]
-            body = b"".join(frames)
-            half = len(body) // 2
+            temporary = self.path.with_name(f"{self.path.name}{_COMPACTING}{os.getpid()}")
+            total = len(head) + sum(len(part) for part in parts)
             new_fd: int | None = None
             reader: int | None = None
             try:
@@ -710,9 +1083,7 @@ class JournalWriter:
                 fcntl.flock(new_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # locked before it is named
                 if index is not None:  # what the settled ops read from (no lock of its own)
                     reader = os.open(temporary, os.O_RDONLY | os.O_CLOEXEC)
-                _write_all(new_fd, head + body[:half])
-                failpoint("compact.mid_write")
-                _write_all(new_fd, body[half:])
+                _write_halves(new_fd, [head, *parts], total)
                 _fsync(new_fd)
                 failpoint("compact.before_rename")
                 os.rename(temporary, self.path)
@@ -728,21 +1099,14 @@ class JournalWriter:
                         "unchanged and still in use"
                     ) from exc
                 raise
+            del parts
             os.close(fd)  # the replaced file, and its lock: the new file is locked already
             self._fd = new_fd
-            self.size = self.synced_size = len(head) + len(body)
-            offset = len(head)
-            kept = []
-            for record, frame in zip(records, frames, strict=True):
-                kept.append(ScannedRecord(offset, offset + len(frame), record))
-                offset += len(frame)
-            settled = None
-            if index is not None and reader is not None:
-                start = kept[1].end
-                load = _loader(reader, start, start + index.size, str(self.path))
-                settled = SettledOps(index, load, functools.partial(os.close, reader))
-                kept = [k for k in kept if not isinstance(k.record, SettledRecord)]
-            self.scan = JournalScan(tuple(kept), self.size, None, self.journal_id, settled)
+            self.size = self.synced_size = total
+            self._generation += 1  # whatever waits for an fsync of the old file: it is in this one
+            self._proving = None  # every record of the old file was read and proved
+            self.scan = self._scan_new(new_fd, reader, index, kept, len(head))
+            self._place_scan()
             try:
                 failpoint("compact.before_dir_fsync")
                 fsync_dir(self.path.parent)
@@ -752,9 +1116,142 @@ class JournalWriter:
                     raise JournalWriteError(message) from exc
                 raise
             failpoint("compact.after_dir_fsync")  # done: the new file is the journal, durably
-            if self._listener is not None:
-                self._tell(Opened(self.synced_size))
-            return self.size
+            self._queue(Opened(self.synced_size))
+            size = self.size
+        self._deliver()
+        return size
+
+    def _refuse_large(self, record: Record, frame: bytes) -> None:
+        if len(frame) - HEADER_SIZE > MAX_PAYLOAD:
+            raise JournalWriteError(
+                f"{self.path}: compaction refused: a {record.kind} record of "
+                f"{len(frame) - HEADER_SIZE} bytes exceeds the journal's limit; "
+                "the journal is unchanged"
+            )
+
+    def _listed(
+        self, fd: int, build: CompactionBuild
+    ) -> tuple[list[bytes | bytearray], SettledIndexRecord | None, list[tuple[Record, int]]]:
+        """The new file after its identity, from ``build`` given every record at once: its
+        parts, its index, and each record with its frame's length."""
+        data = _read_fd(fd)
+        scanned = self.read(data)
+        records = build([s.record for s in scanned.records], len(data), zlib.crc32(data))
+        del data, scanned
+        frames = [encode_frame(r) for r in records]
+        for record, frame in zip(records, frames, strict=True):
+            self._refuse_large(record, frame)
+        indexed = _index_of(records, frames)
+        index = None if indexed is None else indexed[0]
+        if indexed is not None:  # right after the checkpoint, before the block it names
+            records = [records[0], indexed[0], *records[1:]]
+            frames = [frames[0], indexed[1], *frames[1:]]
+        kept = [(r, len(f)) for r, f in zip(records, frames, strict=True)]
+        return [b"".join(frames)], index, kept
+
+    def _streamed(
+        self, fd: int, stream: StreamBuild
+    ) -> tuple[list[bytes | bytearray], SettledIndexRecord | None, list[tuple[Record, int]]]:
+        """The new file after its identity, from ``stream``: the checkpoint it gives first,
+        its index, and the block encoded as its records come (only the bytes are held)."""
+        size = self.size
+        crc = _crc_of(fd, 0, size)
+        if crc is None:
+            raise JournalWriteError(f"{self.path}: compaction found the file shorter than known")
+        source = str(self.path)
+
+        def load(offset: int) -> Record:
+            found = _record_at(fd, offset, size)
+            if found is None:
+                raise JournalCorruptError(
+                    source, offset, 0, "a record proved at open no longer does"
+                )
+            return found[1]
+
+        produced = stream(_records_of(fd, len(FILE_HEADER), size, source), load, size, crc)
+        checkpoint = next(produced)
+        block = bytearray()
+        block_crc = 0
+        index = SettledIndexBuilder()
+        with without_cyclic_gc():
+            for record in produced:
+                frame = encode_frame(record)
+                self._refuse_large(record, frame)
+                index.add(len(block), record)
+                block += frame
+                block_crc = zlib.crc32(frame, block_crc)
+        first = encode_frame(checkpoint)
+        self._refuse_large(checkpoint, first)
+        built = index.finish(len(block), block_crc)
+        index_frame = encode_frame(built)
+        if len(index_frame) - HEADER_SIZE > MAX_PAYLOAD:  # the block is read record by record
+            return [first, block], None, []
+        return [first + index_frame, block], built, []
+
+    def _scan_new(
+        self,
+        fd: int,
+        reader: int | None,
+        index: SettledIndexRecord | None,
+        kept: list[tuple[Record, int]],
+        head: int,
+    ) -> JournalScan:
+        """The scan of the file a compaction just wrote, without decoding its settled ops:
+        from ``kept`` (every record and its frame's length, in file order) when the build
+        was listed, else read back from the file (``_scan_compacted``)."""
+        if kept:
+            offset = head
+            placed = []
+            for record, length in kept:
+                placed.append(ScannedRecord(offset, offset + length, record))
+                offset += length
+            settled = None
+            if index is not None and reader is not None:
+                start = placed[1].end
+                load = _loader(reader, start, start + index.size, str(self.path))
+                settled = SettledOps(index, load, functools.partial(os.close, reader), base=start)
+                placed = [p for p in placed if not isinstance(p.record, SettledRecord)]
+            frames = 1 + len(kept)
+            return JournalScan(tuple(placed), self.size, None, self.journal_id, settled, frames)
+        if reader is not None:
+            scan = _scan_compacted(reader, str(self.path))
+            if scan is not None:
+                return scan
+            os.close(reader)
+        return self.read(_read_fd(fd))
+
+    @property
+    def proven(self) -> bool:
+        """Whether every byte of the file is proved (``prove`` has nothing to wait for)."""
+        return self._proving is None
+
+    def prove(self) -> None:
+        """Wait until the bytes an ops index covers are proved by their CRC (a start through
+        an index reads none of its settled ops' records, and proves them meanwhile): the
+        drivers call it before a tool runs. If they changed since the index was written,
+        the file is read record by record to name the damage, the writer takes no more
+        appends, and ``JournalCorruptError`` is raised."""
+        proving = self._proving
+        if proving is None:
+            return
+        held = proving.holds()
+        with self._lock:
+            if self._proving is not proving:
+                return  # another thread got here first (or a compaction proved it all)
+            self._proving = None
+            if held:
+                return
+            fd = self._require_open()
+            try:
+                self.read(_read_fd(fd))
+                raise JournalCorruptError(
+                    str(self.path), 0, 0, "the bytes its ops index covers changed since"
+                )
+            except JournalError as exc:
+                self._poisoned = f"{exc}; the journal takes no more appends in this process"
+                log.error("%s", self._poisoned)
+                self._release()
+                raise
 
     def check_writable(self) -> None:
         """Raise what an append would: ``JournalWriteError`` once poisoned, ``JournalError``
@@ -767,18 +1264,34 @@ class JournalWriter:
         return self._poisoned is not None
 
     def sync(self) -> None:
+        """Make every record written so far durable: one fsync, made outside the writer's
+        lock (on a duplicate of its descriptor), so that writes go on meanwhile."""
         with self._lock:
             fd = self._require_open()
+            end, generation = self.size, self._generation
+            self._last_batch, self._unsynced = max(1, self._unsynced), 0
+            duplicate = os.dup(fd)
+        try:
             started = time.perf_counter()
-            try:
-                _fsync(fd)
-            except OSError as exc:
-                raise JournalWriteError(self._poison(self.size, exc)) from exc
-            self.synced_size = self.size
-            if self._listener is not None:
-                self._tell(Synced(self.size, time.perf_counter() - started))
+            _fsync(duplicate)
+            seconds = time.perf_counter() - started
+        except OSError as exc:
+            with self._lock:
+                message = self._poisoned or self._poison(end, exc)
+            raise JournalWriteError(message) from exc
+        finally:
+            os.close(duplicate)
+        with self._lock:
+            if generation == self._generation and end > self.synced_size:
+                self.synced_size = end
+            self._queue(Synced(end, seconds))
+        if not self._syncing:  # else a group's fsync: told once its waiters go on
+            self._deliver()
 
     def close(self) -> None:
+        proving = self._proving
+        if proving is not None:
+            proving.holds()  # its thread reads a descriptor of its own: let it end first
         with self._lock:
             if self._deferred and self._fd is not None:
                 with contextlib.suppress(JournalError):  # closing must not raise
@@ -863,10 +1376,58 @@ def _intents_within(encoded: list[tuple[Record, bytes]], written: int) -> frozen
     return frozenset(ops)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     written = os.write(fd, data)
     if written != len(data):
         raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+
+
+def _write_halves(fd: int, parts: list[bytes | bytearray], total: int) -> None:
+    """Write ``parts`` (``total`` bytes) in two halves, a crash point between them."""
+    half = total // 2
+    written = 0
+    for part in parts:
+        view = memoryview(part)
+        if written < half <= written + len(view):
+            cut = half - written
+            _write_all(fd, view[:cut])
+            failpoint("compact.mid_write")
+            _write_all(fd, view[cut:])
+        else:
+            _write_all(fd, view)
+        written += len(view)
+
+
+def _records_of(fd: int, start: int, end: int, source: str) -> Iterator[ScannedRecord]:
+    """The records of the file from byte ``start`` to ``end`` (the identity apart), read a
+    MiB at a time and decoded one by one: never the whole file held. They were proved at
+    open: a frame that no longer proves is damage (``JournalCorruptError``)."""
+    pos = start
+    frames = 0
+    while pos < end:
+        data = _pread_all(fd, min(end - pos, 1 << 20), pos)
+        at = 0
+        while at < len(data):
+            checked = _check_frame(data, at)
+            if isinstance(checked, str) and at == 0 and len(data) >= HEADER_SIZE:
+                # A frame longer than what was read: read it whole.
+                length = _HEADER.unpack_from(data, 0)[2]
+                data = _pread_all(fd, HEADER_SIZE + min(length, MAX_PAYLOAD), pos)
+                checked = _check_frame(data, 0)
+            if isinstance(checked, str):
+                if at == 0:
+                    raise JournalCorruptError(source, pos, frames + 1, checked)
+                break  # cut by the end of what was read: read again from here
+            frame_end, payload, _ = checked
+            frames += 1
+            try:
+                record = record_from_json(json.loads(payload))
+            except (ValueError, RecursionError) as exc:
+                raise JournalCorruptError(source, pos + at, frames, str(exc)) from None
+            if not isinstance(record, JournalIdRecord):
+                yield ScannedRecord(pos + at, pos + frame_end, record)
+            at = frame_end
+        pos += at
 
 
 def fsync_dir(directory: Path) -> None:

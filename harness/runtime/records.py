@@ -26,6 +26,7 @@ __all__ = [
     "IncarnationRecord",
     "IntentRecord",
     "JournalIdRecord",
+    "OpsIndexRecord",
     "Record",
     "RecoveredRecord",
     "Resolution",
@@ -265,6 +266,40 @@ class SettledIndexRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class OpsIndexRecord:
+    """A map of the journal up to it, written when a runtime closes, so that the next start
+    reads none of the settled ops it maps (``harness.runtime.settled.IndexedOps``).
+
+    It covers the file's first ``size`` bytes (its own offset, written last so that a
+    start finds it from the file's end; ``records`` frames, the identity included),
+    their CRC-32 ``crc``. The arrays are little-endian unsigned integers in base64:
+    ``ids`` a hash of each settled op's id (32 bits), sorted; ``starts`` where each one's
+    records begin in ``offsets`` (one more entry, the end); ``offsets`` the byte offset of
+    every record of those ops, each op's in file order; ``contents`` a hash of tool and
+    argument digest (32 bits) of the ops identity by content may match, sorted, and
+    ``content_ops`` which op (its place in ``ids``) each is; ``carried`` every other
+    record the bytes hold (of ops still open, a checkpoint), but earlier maps and the
+    lives' own records (``incarnation`` names the last life). Places are
+    ``width`` bytes wide (4, or 8 past 4 GiB). ``incarnation``: the last life they name;
+    ``oldest``: the earliest time a compaction folded one of the ops (None: none was)."""
+
+    crc: int
+    records: int
+    journal_id: str
+    incarnation: int
+    width: int
+    ids: str
+    starts: str
+    offsets: str
+    contents: str
+    content_ops: str
+    carried: str
+    oldest: float | None
+    size: int
+    kind = "ops_index"
+
+
+@dataclass(frozen=True, slots=True)
 class RetiredRecord:
     """The task is over: the journal's last record. A runtime refuses to open it again."""
 
@@ -286,6 +321,7 @@ Record: TypeAlias = (
     | CheckpointRecord
     | SettledRecord
     | SettledIndexRecord
+    | OpsIndexRecord
     | RetiredRecord
 )
 
@@ -453,6 +489,21 @@ _DECODERS: dict[str, Callable[[Mapping[str, JSON]], Record]] = {
         _str(d, "resolved"),
         _str(d, "carried"),
         None if d["oldest"] is None else _float(d, "oldest"),
+    ),
+    "ops_index": lambda d: OpsIndexRecord(
+        _int(d, "crc"),
+        _int(d, "records"),
+        _str(d, "journal_id"),
+        _int(d, "incarnation"),
+        _int(d, "width"),
+        _str(d, "ids"),
+        _str(d, "starts"),
+        _str(d, "offsets"),
+        _str(d, "contents"),
+        _str(d, "content_ops"),
+        _str(d, "carried"),
+        None if d["oldest"] is None else _float(d, "oldest"),
+        _int(d, "size"),
     ),
     "retired": lambda d: RetiredRecord(_int(d, "incarnation"), _float(d, "retired_at")),
     "settled": lambda d: SettledRecord(

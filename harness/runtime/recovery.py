@@ -36,7 +36,13 @@ from harness.runtime.records import (
     SettledIndexRecord,
     SettledRecord,
 )
-from harness.runtime.settled import SettledOps
+from harness.runtime.settled import (
+    IndexedOps,
+    IndexEntry,
+    SettledOps,
+    content_hash,
+    id_hash,
+)
 
 __all__ = [
     "OpHistory",
@@ -45,6 +51,7 @@ __all__ = [
     "apply_record",
     "fold",
     "fold_scan",
+    "index_entries",
     "key_age",
     "last_incarnation",
     "plan_recovery",
@@ -160,6 +167,33 @@ def _unfold(record: SettledRecord) -> OpHistory:
     )
 
 
+LazyOps = SettledOps | IndexedOps
+"""Settled ops left in the file: a compaction's block, or the ops an ops index maps."""
+
+
+def _lazy_op(settled: LazyOps, op_id: str) -> tuple[int, OpHistory] | None:
+    """An op of ``settled`` and its position, decoded (None: it holds no such op)."""
+    if isinstance(settled, IndexedOps):
+        mapped = settled.find(op_id)
+        op = None if mapped is None else fold(mapped[1]).get(op_id)
+        return None if mapped is None or op is None else (mapped[0], op)
+    found = settled.find(op_id)
+    return None if found is None else (found[0], _unfold(found[1]))
+
+
+def _lazy_ops(settled: LazyOps) -> Iterator[tuple[int, OpHistory]]:
+    """Every op of ``settled``, decoded, by position (not for a start)."""
+    if isinstance(settled, IndexedOps):
+        for at, records in settled:
+            op_id = getattr(records[0], "op_id", None)
+            op = fold(records).get(op_id) if isinstance(op_id, str) else None
+            if op is not None:
+                yield at, op
+        return
+    for at, record in settled:
+        yield at, _unfold(record)
+
+
 OrderKey = tuple[int, int]
 """Where an op stands in first-intent order: ``(0, its offset in a compaction's block)``,
 or ``(1, n)`` for the n-th op whose first intent came after the block."""
@@ -172,7 +206,7 @@ class OpTable(MutableMapping[str, OpHistory]):
 
     Iterating over it decodes every settled op: a start never does."""
 
-    def __init__(self, settled: SettledOps | None = None) -> None:
+    def __init__(self, settled: LazyOps | None = None) -> None:
         self.settled = settled
         self._live: dict[str, OpHistory] = {}
         """Ops folded from records: the carried ones first (block order), then the later."""
@@ -191,12 +225,11 @@ class OpTable(MutableMapping[str, OpHistory]):
             return loaded[1]
         if self.settled is None or op_id in self._gone:
             return None
-        found = self.settled.find(op_id)
+        found = _lazy_op(self.settled, op_id)
         if found is None:
             return None
-        op = _unfold(found[1])
-        self._loaded[op_id] = (found[0], op)
-        return op
+        self._loaded[op_id] = found
+        return found[1]
 
     def __getitem__(self, op_id: str) -> OpHistory:
         op = self._find(op_id) if isinstance(op_id, str) else None
@@ -250,9 +283,7 @@ class OpTable(MutableMapping[str, OpHistory]):
         carried = sorted(
             (at, op_id) for op_id, at in self._carried_at.items() if op_id in self._live
         )
-        block = (
-            (at, record.op_id) for at, record in self.settled if record.op_id not in self._gone
-        )
+        block = ((at, op.op_id) for at, op in _lazy_ops(self.settled) if op.op_id not in self._gone)
         for _, op_id in heapq.merge(block, carried):
             yield op_id
         yield from (op_id for op_id in self._live if op_id not in self._carried_at)
@@ -304,20 +335,24 @@ class OpTable(MutableMapping[str, OpHistory]):
         key = (tool, args_digest)
         found = self._by_content.get(key)
         if found is None:
-            placed = self.settled.by_content(tool, args_digest)
-            found = self._by_content[key] = [(at, record.op_id) for at, record in placed]
+            if isinstance(self.settled, IndexedOps):
+                found = self.settled.by_content(tool, args_digest)
+            else:
+                placed = self.settled.by_content(tool, args_digest)
+                found = [(at, record.op_id) for at, record in placed]
+            self._by_content[key] = found
         return [(at, op_id) for at, op_id in found if op_id not in self._gone]
 
     def skip_journaled(self, op_id: str, state: OpState) -> bool:
         """Whether the block says a SKIP of this settled op in ``state`` is journaled."""
-        if self.settled is None or op_id in self._live or op_id in self._gone:
+        if not isinstance(self.settled, SettledOps) or op_id in self._live or op_id in self._gone:
             return False
         found = self.settled.find(op_id)
         return found is not None and found[1].skipped and found[1].state is state
 
     def unskipped(self) -> list[tuple[OrderKey, OpHistory]]:
         """The block's settled ops still settled whose SKIP is not journaled, by position."""
-        if self.settled is None:
+        if not isinstance(self.settled, SettledOps):
             return []
         found = []
         for at, record in self.settled.unskipped():
@@ -333,6 +368,22 @@ def fold_scan(scan: JournalScan) -> OpTable:
     if scan.settled is None:
         table._live = fold(s.record for s in scan.records)
         return table
+    if isinstance(scan.settled, IndexedOps):
+        covered = scan.settled.size
+        with without_cyclic_gc():
+            for scanned in scan.records:
+                record = scanned.record
+                if (
+                    scanned.offset < covered
+                    and isinstance(record, IntentRecord | SettledRecord)
+                    and record.op_id not in table
+                ):
+                    first: dict[str, OpHistory] = {}
+                    apply_record(first, record)
+                    table.carry(first[record.op_id], scanned.offset)
+                    continue
+                apply_record(table, record)
+        return table
     block: tuple[int, int] | None = None
     with without_cyclic_gc():
         for scanned in scan.records:
@@ -345,12 +396,61 @@ def fold_scan(scan: JournalScan) -> OpTable:
                 and isinstance(record, IntentRecord)
                 and record.op_id not in table
             ):
-                first: dict[str, OpHistory] = {}
-                apply_record(first, record)
-                table.carry(first[record.op_id], scanned.offset - block[0])
+                carried: dict[str, OpHistory] = {}
+                apply_record(carried, record)
+                table.carry(carried[record.op_id], scanned.offset - block[0])
                 continue
             apply_record(table, record)
     return table
+
+
+def index_entries(
+    table: OpTable, offsets: Sequence[int], op_ids: Sequence[str | None]
+) -> tuple[list[IndexEntry], list[int]] | None:
+    """What an ops index of the file holds, from the runtime's ops and the place and op of
+    each record its writer read or wrote (``JournalWriter.append_index``): an entry per
+    settled op (its records, those the file's settled ops already map first) and every
+    other record carried. None when an op was let go of (retention): the next
+    compaction writes the file anew anyway."""
+    if table._gone:
+        return None
+    by_op: dict[str, list[int]] = {}
+    carried: list[int] = []
+    for offset, op_id in zip(offsets, op_ids, strict=True):
+        if op_id is None:
+            carried.append(offset)
+        else:
+            by_op.setdefault(op_id, []).append(offset)
+    lazy = table.settled
+    entries: list[IndexEntry] = []
+    touched: set[int] = set()  # the first places of the lazy ops written to since
+    for op_id, placed in by_op.items():
+        op = table.get(op_id)
+        if op is None:  # a record of an op without an intent (a SKIP of one never run)
+            carried.extend(placed)
+            continue
+        before: Sequence[int] = ()
+        if lazy is not None and op_id in table._loaded:
+            if isinstance(lazy, IndexedOps):
+                before = lazy.offsets_of(op_id) or ()
+            else:
+                before = (lazy.base + table._loaded[op_id][0],)
+            touched.update(before[:1])
+        mine = [*before, *placed]
+        if not op.settled:
+            carried.extend(mine)
+        else:
+            entries.append((id_hash(op_id), mine, _content_of(op)))
+    if lazy is not None:
+        entries.extend(e for e in lazy.entries() if e[1][0] not in touched)
+    return entries, carried
+
+
+def _content_of(op: OpHistory) -> int | None:
+    """The content hash identity by content finds ``op`` by (None: it never matches it)."""
+    if op.redo_of is not None or op.fresh:
+        return None
+    return content_hash(op.tool, op.args_digest)
 
 
 class Plan(Sequence[RecoveryDecision]):
@@ -377,11 +477,11 @@ class Plan(Sequence[RecoveryDecision]):
         if self._all is None:
             settled = self.table.settled
             block = (
-                ((0, at), _decide(_unfold(record)))
-                for at, record in (settled if settled is not None else ())
-                if record.resolution is None
-                and record.op_id not in self._held
-                and record.op_id not in self._gone
+                ((0, at), _decide(op))
+                for at, op in (_lazy_ops(settled) if settled is not None else ())
+                if op.resolution is None
+                and op.op_id not in self._held
+                and op.op_id not in self._gone
             )
             merged = heapq.merge(block, self.live, key=lambda placed: placed[0])
             self._all = (*(d for _, d in merged), *self.extra)

@@ -14,6 +14,7 @@ The full note: docs/reference/modules.md (``harness/runtime/runtime.py``).
 from __future__ import annotations
 
 import _thread
+import contextlib
 import heapq
 import os
 import time
@@ -26,7 +27,7 @@ from typing import Any, ClassVar, TypeVar
 
 from harness.runtime import log
 from harness.runtime.classes import ToolTable
-from harness.runtime.compaction import Compaction, compacted, due
+from harness.runtime.compaction import Compacting, Compaction, compacted, due
 from harness.runtime.errors import (
     FailpointTriggered,
     JournalClosedError,
@@ -43,7 +44,6 @@ from harness.runtime.matrix import (
     Decision,
     OpState,
     RecoveryDecision,
-    decide_for_operation,
     verify_hint,
 )
 from harness.runtime.reconcile import Answer, Asking, Question, Reconciled, Reconciler
@@ -53,6 +53,7 @@ from harness.runtime.records import (
     HintRecord,
     IncarnationRecord,
     IntentRecord,
+    OpsIndexRecord,
     Record,
     RecoveredRecord,
     Resolution,
@@ -68,9 +69,11 @@ from harness.runtime.recovery import (
     Plan,
     apply_record,
     fold_scan,
+    index_entries,
     last_incarnation,
     plan_recovery,
 )
+from harness.runtime.settled import IndexedOps, ops_index
 from harness.runtime.steps import (
     Append,
     Blocking,
@@ -175,7 +178,10 @@ class Runtime:
         self.table = table
         self.compaction = compaction if compaction is not None else Compaction()
         records = [s.record for s in journal.scan.records]
-        self.incarnation = last_incarnation(records) + 1
+        # A start through an ops index reads no lives' records: the index names the last.
+        mapped = journal.scan.settled
+        known = mapped.incarnation if isinstance(mapped, IndexedOps) else 0
+        self.incarnation = max(last_incarnation(records), known) + 1
         # A compacted journal's settled ops stay in the file until asked for.
         self.ops: OpTable = fold_scan(journal.scan)
         # Identity by content: each content's ops in first-intent order (those held in
@@ -203,7 +209,7 @@ class Runtime:
         # at its gate (a lock and how many calls hold or wait for it).
         self._lock = _thread.RLock()
         self._gates: dict[str, _Gate] = {}
-        held = 0 if journal.scan.settled is None else journal.scan.settled.count
+        held = 0 if journal.scan.settled is None else journal.scan.settled.records
         why = due(self.compaction, journal.size, len(records) + held, self.ops, time.time())
         del records  # the journal's records, folded: not kept for the runtime's life
         if why is not None:
@@ -319,10 +325,8 @@ class Runtime:
         """``recover`` as steps (``harness.runtime.steps``), for either API to carry out."""
         decisions = self.plan(not_started)
         self._must_recover = set()
-        # A SKIP the journal already holds for the op in the same state is not
-        # written again: it cannot change (a settled op stays settled), and
-        # repeating it at every start would grow the journal with the square
-        # of the restarts. Every RETRY and VERIFY is written, every life.
+        # Every RETRY and VERIFY is written, every life. A settled op's SKIP never is
+        # (``_to_journal``): a start writes in proportion to its open ops, not the journal.
         batch: list[Record] = [
             DecisionRecord(d.op_id, d.state, d.snapshot, d.decision, self.incarnation, d.age)
             for d in self._to_journal(decisions)
@@ -366,28 +370,22 @@ class Runtime:
         return RecoveryReport(self.incarnation, report, hints, tuple(retried))
 
     def _to_journal(self, decisions: Sequence[RecoveryDecision]) -> list[RecoveryDecision]:
-        """The decisions a start journals, in op order: every RETRY and VERIFY, and each SKIP
-        the journal does not hold yet. Of a ``Plan``, the block's settled ops are read only
-        where the index says their SKIP is not journaled."""
-        if not isinstance(decisions, Plan):
-            return [
-                d
-                for d in decisions
-                if d.decision is not Decision.SKIP or not self._skip_journaled(d.op_id, d.state)
-            ]
-        live = [
-            (key, d)
-            for key, d in decisions.live
-            if d.decision is not Decision.SKIP or (d.op_id, d.state) not in self._skipped
+        """The decisions a start journals, in op order: every RETRY and VERIFY, and the SKIP of
+        each op the plan names that never started, once. A settled op's SKIP is not written:
+        its state alone decides it (the matrix skips every SUCCEEDED and FAILED op, and
+        recovery plans no resolved one), so a start writes nothing for the ops it skips
+        and reads none of them."""
+        held = [d for _, d in decisions.live] if isinstance(decisions, Plan) else decisions
+        return [
+            d
+            for d in held
+            if d.decision is not Decision.SKIP
+            or (d.state is OpState.NOT_STARTED and (d.op_id, d.state) not in self._skipped)
+        ] + [
+            d
+            for d in (decisions.extra if isinstance(decisions, Plan) else ())
+            if (d.op_id, d.state) not in self._skipped
         ]
-        block = [
-            (key, decide_for_operation(op.op_id, op.tool, op.state, op.snapshot, op.args))
-            for key, op in self.ops.unskipped()
-            if (op.op_id, op.state) not in self._skipped
-        ]
-        merged = heapq.merge(block, live, key=lambda placed: placed[0])
-        extra = [d for d in decisions.extra if (d.op_id, d.state) not in self._skipped]
-        return [*(d for _, d in merged), *extra]
 
     @staticmethod
     def _acting(decisions: Sequence[RecoveryDecision]) -> list[RecoveryDecision]:
@@ -395,9 +393,6 @@ class Runtime:
         its ops held in memory can have one (a settled op is skipped)."""
         held = [d for _, d in decisions.live] if isinstance(decisions, Plan) else decisions
         return [d for d in held if d.decision is not Decision.SKIP]
-
-    def _skip_journaled(self, op_id: str, state: OpState) -> bool:
-        return (op_id, state) in self._skipped or self.ops.skip_journaled(op_id, state)
 
     def retry(self, op: OpHistory, execute: ToolFunction) -> CallOutcome:
         """Run an op again under its own id, with its original snapshot and arguments."""
@@ -872,16 +867,22 @@ class Runtime:
         self.journal.check_writable()
         now = time.time()
         before = self.journal.size
-        dropped: set[str] = set()
+        if type(self)._compacted is Runtime._compacted:
+            # Streamed: memory follows the new file, not the old one (``Compacting``).
+            compacting = Compacting(self.compaction.retention, now)
+            size = self.journal.compact(compacting)
+            dropped = set(compacting.forgotten)
+        else:
+            dropped = set()
 
-        def build(records: list[Record], size: int, crc: int) -> list[Record]:
-            new = self._compacted(records, size, crc, now)
-            kept = {r.op_id for r in new if isinstance(r, SettledRecord | IntentRecord)}
-            known = {r.op_id for r in records if isinstance(r, SettledRecord | IntentRecord)}
-            dropped.update(known - kept)
-            return new
+            def build(records: list[Record], size: int, crc: int) -> list[Record]:
+                new = self._compacted(records, size, crc, now)
+                kept = {r.op_id for r in new if isinstance(r, SettledRecord | IntentRecord)}
+                known = {r.op_id for r in records if isinstance(r, SettledRecord | IntentRecord)}
+                dropped.update(known - kept)
+                return new
 
-        size = self.journal.compact(build)
+            size = self.journal.compact(build)
         # The ops as the new file has them (its settled ops left in it), the open ones
         # still the objects they were.
         still_open = self.ops.unsettled()
@@ -957,7 +958,11 @@ class Runtime:
 
         A call still in flight then goes on running its tool, and ends with
         ``JournalClosedError`` when it next writes: its outcome is unknown, and
-        its op stays RUNNING for the next start to decide by its class.
+        its op stays RUNNING for the next start to decide by its class. With no
+        call in flight, an ops index of the journal is appended first, when enough
+        was written since the last one, so that the next start reads none of the
+        ops it settled (``harness.runtime.settled.IndexedOps``); closing never
+        raises for the index.
         """
         with self._lock:
             self._closing = True
@@ -965,6 +970,9 @@ class Runtime:
         while self._gates and time.monotonic() < deadline:
             time.sleep(0.002)  # rare and short: not worth a condition on every call
         with self._lock:
+            if not self._gates:
+                with contextlib.suppress(JournalError):
+                    self.journal.append_index(self._ops_index)
             self.journal.close()
 
     def _sync_api(self, what: str) -> None:
@@ -1000,6 +1008,30 @@ class Runtime:
         with self._lock:
             if self._async_owner is owner:
                 self._async_owner = None
+
+    def _ops_index(
+        self,
+        size: int,
+        crc: int,
+        frames: int,
+        offsets: Sequence[int],
+        op_ids: Sequence[str | None],
+    ) -> OpsIndexRecord | None:
+        """The ops index of the journal's first ``size`` bytes (``JournalWriter.append_index``)."""
+        found = index_entries(self.ops, offsets, op_ids)
+        if found is None:
+            return None
+        entries, carried = found
+        return ops_index(
+            entries,
+            carried,
+            size=size,
+            crc=crc,
+            records=frames,
+            journal_id=self.journal.journal_id,
+            incarnation=self.incarnation,
+            oldest=self.ops.oldest_settled(),
+        )
 
     def __enter__(self) -> Runtime:
         return self

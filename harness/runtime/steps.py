@@ -12,11 +12,11 @@ as generators that yield steps and get back what the step came to:
 
 A driver carries the steps out. ``run_steps`` does it in the caller's thread:
 the synchronous ``Runtime``, which hands it a lock so that threads sharing one
-runtime never interleave their steps (the tools run outside it). ``AsyncRuntime``
-(``harness.runtime.aio``) does it on an event loop, its journal writes made off
-the loop and shared by calls issued together. Nothing else differs between the
-two APIs: the same journal gets the same decisions from both, and a broken
-runtime that changes a step changes both.
+runtime never interleave their steps (tools and fsyncs run outside it).
+``AsyncRuntime`` (``harness.runtime.aio``) does it on an event loop, its journal
+writes made off the loop and shared by calls issued together. Nothing else differs
+between the two APIs: the same journal gets the same decisions from both, and a
+broken runtime that changes a step changes both.
 
 An ``Append`` with ``wait=False`` asks the driver to go on before the records are
 written: the synchronous driver writes them at once all the same, the asynchronous
@@ -32,6 +32,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from harness.runtime.errors import JournalWriteError
 from harness.runtime.hooks import failpoint
 from harness.runtime.journal import JournalWriter
 from harness.runtime.records import Record
@@ -149,9 +150,12 @@ def run_steps(
     """Carry out ``steps`` in this thread: each append durable (when asked) before the
     next step, each record then handed to ``note``; the tool called directly.
 
-    ``lock`` (when given) is held while a step is made and while its records are
-    appended and noted, and let go while the tool runs: threads that share the
-    runtime's state take turns at it. Whatever the tool raises, a cancellation or
+    ``lock`` (when given) is held while a step is made and its records written, and
+    again while they are noted; it is let go while they are made durable and while
+    the tool runs: threads that share the runtime's state take turns at it, and the
+    appends they make together share one fsync (``JournalWriter.write`` and
+    ``settle``). Each run still waits for its own records to be durable before its
+    next step: an intent before its tool. Whatever the tool raises, a cancellation or
     ``KeyboardInterrupt`` included, is thrown back into the steps, which journal
     what it means and raise it on. A journal error leaves the run where it is and
     goes on to the caller: nothing more is written, as after a crash.
@@ -164,11 +168,21 @@ def run_steps(
             step = advance(steps, reply, error)
             reply, error = None, None
             if isinstance(step, Append):
-                journal.append_many(step.records, sync=step.sync)
+                written = journal.write(step.records, sync=step.sync)
+        if isinstance(step, Append):
+            # Durable outside the lock: threads that write while this fsync is under way
+            # share the next one (group commit), and the records are noted once durable.
+            try:
+                journal.settle(written)
+            except JournalWriteError as exc:  # written whole: its intents may be on disk
+                raise exc.also_written(step.records) from exc.__cause__
+            with guard:
                 for record in step.records:
                     note(record)
-                continue
+            continue
         if isinstance(step, Invoke):
+            if not journal.proven:
+                journal.prove()  # no tool runs on a journal whose bytes do not prove
             try:
                 reply = execute(step.tool, step.args, step.ctx)
                 if hasattr(type(reply), "__await__"):

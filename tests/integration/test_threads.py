@@ -111,9 +111,11 @@ class TestBrokenRuntimesOnThreads:
         supervisor: Supervisor,
         tables: dict[str, Path],
     ) -> None:
-        """Without the per-op turn a duplicate re-runs an idempotent op: I1 (never I10).
+        """Without the per-op turn a duplicate re-runs an idempotent op: I1.
 
-        The duplicate must decide while the first call is in flight, which the scheduler
+        (A duplicate that decides while the first's intent is being made durable runs an
+        unsafe op beside it as well, which I10 may then report too.) The duplicate must
+        decide while the first call is in flight, which the scheduler
         decides: a machine busy enough can run them one after the other in every trial of
         a round, so up to three rounds are run, as a campaign's many trials would."""
         schedules = ["[]", *(f'[{{"failpoints": "op.before_intent@{h}=kill"}}]' for h in (1, 2, 3))]
@@ -127,7 +129,6 @@ class TestBrokenRuntimesOnThreads:
             if any("I1" in r.failed_invariants for r in caught):
                 break
         assert any("I1" in r.failed_invariants for r in caught), [r.verdicts for r in caught]
-        assert not any("I10" in r.failed_invariants for r in caught)
         for schedule in schedules:
             plain = _trial(tmp_path, plain_golden, supervisor, tables, schedule, "no-op-lock")
             assert plain.status == "pass", plain.verdicts

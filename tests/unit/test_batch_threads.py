@@ -152,13 +152,13 @@ class TestDuplicateDelivery:
 
     def test_without_the_per_op_turn_a_safe_op_runs_twice(self, tmp_path: Path) -> None:
         """``no-op-lock``: the idempotent install is run again by its second delivery while
-        the first is in flight; the unsafe calls are still run once (deciding and writing an
-        intent is one step under the runtime's lock), their duplicates answered at once."""
+        the first is in flight; an unsafe call is run again only by a duplicate that came
+        while the first's intent was being made durable (else it is answered at once)."""
         tool = SlowTool(0.05)
         with NoOpLock.open(tmp_path / "journal", table=TABLE) as runtime:
             run_batch_threads(runtime, _twice(BATCH), tool, Told())
         assert tool.count("b1b") == 2
-        assert tool.count("b1a") == 1 and tool.count("b1d") == 1
+        assert tool.count("b1a") in (1, 2) and tool.count("b1d") in (1, 2)
 
 
 class TestStaleOffsetTruncate:

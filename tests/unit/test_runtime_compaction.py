@@ -18,9 +18,11 @@ from harness.check.stitch import checkpoint_of
 from harness.runtime import (
     AsyncRuntime,
     Compaction,
+    Decision,
     JournalLockedError,
     JournalRetiredError,
     JournalVersionError,
+    OpState,
     Resolution,
     Retention,
     Runtime,
@@ -28,6 +30,7 @@ from harness.runtime import (
     ToolTable,
 )
 from harness.runtime import records as records_module
+from harness.runtime.compaction import Compacting
 from harness.runtime.errors import JournalCorruptError
 from harness.runtime.hooks import CRASH_POINTS
 from harness.runtime.journal import (
@@ -46,7 +49,9 @@ from harness.runtime.records import (
     SettledRecord,
 )
 from harness.runtime.recovery import fold_scan
-from tests.conftest import FakeTool
+from tests.conftest import FakeTool, journal_records
+
+SKIP = Decision.SKIP
 
 TABLE = ToolTable.shipped()
 NEVER = Compaction.never()
@@ -311,22 +316,21 @@ class TestSettledOpsLeftInTheFile:
         path = tmp_path / "agent.journal"
         _compacted_history(path)
         with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
-            rt.recover(FakeTool())  # journals the SKIPs of the ops settled in the last life
-            assert set(rt.ops._loaded) == {"s5.redo", "s6"}  # (s4 and s5 are resolved)
+            rt.recover(FakeTool())  # a settled op's SKIP is never journaled: none is read
+            assert set(rt.ops._loaded) == set()
         with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
             assert rt.journal.scan.settled is not None
             assert rt.journal.scan.settled.count == 6
             assert not any(isinstance(s.record, SettledRecord) for s in rt.journal.scan.records)
             planned = rt.plan()
             report = rt.recover(FakeTool())
-            # Recovery decoded only the ops the index says have no SKIP in the block (their
-            # SKIPs are journaled after it now, and not written again).
-            assert set(rt.ops._loaded) == {"s5.redo", "s6"}
+            # Recovery decoded no settled op, and journaled no SKIP for one.
+            assert set(rt.ops._loaded) == set()
             skips = [r for r in _records(path) if isinstance(r, DecisionRecord) and r.op_id == "s6"]
-            assert len(skips) == 1  # journaled by the first start only
+            assert skips == []
             assert report.decisions == planned and len(planned) == 5  # all but s4 and s5
             assert rt.outcome_of("s2").status == "fail"
-            assert set(rt.ops._loaded) == {"s2", "s5.redo", "s6"}
+            assert set(rt.ops._loaded) == {"s2"}
             assert "s3" in rt.ops and "nowhere" not in rt.ops
         # Every answer as the same journal read record by record gives it.
         answers = []
@@ -449,3 +453,35 @@ def test_a_dropped_runtime_lets_go_of_its_settled_ops_file_at_once(tmp_path: Pat
         assert open_files() == before
     finally:
         gc.enable()
+
+
+class TestStreamedCompaction:
+    """A compaction streams the file (``Compacting.stream``): what it writes is byte for byte
+    what the compaction given every record at once writes."""
+
+    @pytest.mark.parametrize(
+        "retention", [Retention(), Retention(ops=2), Retention(seconds=0.0)], ids=repr
+    )
+    def test_the_streamed_file_equals_the_listed_one(
+        self, tmp_path: Path, retention: Retention
+    ) -> None:
+        streamed, listed = tmp_path / "streamed.journal", tmp_path / "listed.journal"
+        _history(streamed)
+        with Runtime.open(streamed, table=TABLE, compaction=NEVER) as rt:
+            rt.call("s7", "write_file", {"path": "d"}, FakeTool())
+            rt.journal.append(
+                DecisionRecord("s1", OpState.SUCCEEDED, TABLE.classify("write_file"), SKIP, 9)
+            )  # a SKIP an older runtime journaled: the settled record says so
+            rt.compact()  # a second compaction reads the first's block
+            rt.call("s8", "write_file", {"path": "e"}, FakeTool())
+        listed.write_bytes(streamed.read_bytes())
+        now = 1_700_000_000.0
+        for path, streams in ((streamed, True), (listed, False)):
+            compacting = Compacting(retention, now)
+            with JournalWriter(path) as journal:
+                if streams:
+                    journal.compact(compacting)
+                else:
+                    journal.compact(compacting.__call__)
+        assert streamed.read_bytes() == listed.read_bytes()
+        assert any(isinstance(r, SettledRecord) for r in journal_records(streamed))

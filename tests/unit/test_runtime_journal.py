@@ -52,7 +52,7 @@ from harness.runtime.records import (
     record_from_json,
     record_to_json,
 )
-from harness.runtime.settled import settled_index
+from harness.runtime.settled import ops_index, settled_index
 from tests.conftest import open_runtime
 
 ARGS = {"path": "/tmp/ü.txt", "content": "line\n", "n": [1, 2, {"deep": None}]}
@@ -124,6 +124,19 @@ RECORDS: list[Record] = [
 ]
 # A compaction's index of a block: the two settled records above and a carried one.
 RECORDS.append(settled_index([(0, RECORDS[-2]), (420, RECORDS[-1]), (900, RECORDS[0])], 960, 77))
+# An ops index of a file's first 2,000 bytes: one settled op of two records, one carried.
+RECORDS.append(
+    ops_index(
+        [(7, [300, 700], 11)],
+        [500],
+        size=2000,
+        crc=99,
+        records=6,
+        journal_id="0123456789abcdef0123456789abcdef",
+        incarnation=2,
+        oldest=None,
+    )
+)
 
 
 JOURNAL_ID = "0123456789abcdef0123456789abcdef"
