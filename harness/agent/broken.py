@@ -928,6 +928,15 @@ def _no_fsync(fd: int) -> None:
     del fd
 
 
+class _UnsyncedWriter(JournalWriter):
+    """A writer whose appends are never fsynced: the fsync a group of threads' writes
+    shares (``JournalWriter.sync``) is left out too."""
+
+    def sync(self) -> None:
+        with _journal_function("_fsync", _no_fsync):
+            super().sync()
+
+
 @functools.cache
 def _c_library() -> Any:
     """The C library through ctypes (loaded once): the calls a C runtime would make."""
@@ -983,7 +992,7 @@ class SyncFileRange(BrokenRuntime):
     _journal_class = _RangeSyncWriter
 
 
-class _PwritevWriter(JournalWriter):
+class _PwritevWriter(_UnsyncedWriter):
     def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
         with _appending_unsynced(write=_pwritev_at_end):
             return super()._append(records, sync=sync)
@@ -1000,7 +1009,7 @@ class PwritevNoFsync(BrokenRuntime):
     _journal_class = _PwritevWriter
 
 
-class _StdioWriter(JournalWriter):
+class _StdioWriter(_UnsyncedWriter):
     """Appends through C stdio: a stream of its own on the journal, opened ``ab``."""
 
     _stream: int | None = None
@@ -1036,7 +1045,7 @@ class StdioNoFsync(BrokenRuntime):
     _journal_class = _StdioWriter
 
 
-class _ReplacingWriter(JournalWriter):
+class _ReplacingWriter(_UnsyncedWriter):
     """Each append rewrites the whole journal: a temporary file, renamed over it."""
 
     def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
@@ -1084,7 +1093,7 @@ class RenameNoFileFsync(BrokenRuntime):
     _journal_class = _ReplacingWriter
 
 
-class _TruncatingWriter(JournalWriter):
+class _TruncatingWriter(_UnsyncedWriter):
     """Each append rewrites the whole journal in place: opened ``O_TRUNC``, written."""
 
     def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
