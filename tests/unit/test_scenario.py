@@ -423,15 +423,17 @@ class TestModelAndIdentity:
         assert loaded.steps == plan.steps
 
     def test_the_shipped_reissue_scenario_opts_in_to_both(self) -> None:
-        """``reissue_calls`` runs the re-issuing model on identity by content, two identical
-        taps in a row among its steps, and ``replan_calls`` the re-planning model on it; no
-        other shipped scenario changes the default."""
+        """``reissue_calls`` and ``long_task`` run the re-issuing model on identity by content,
+        two identical taps in a row among their steps, and ``replan_calls`` the re-planning
+        model on it; no other shipped scenario changes the default."""
         chosen = {s.name: (s.model, s.identity) for s in load_scenarios(SCENARIOS)}
         assert chosen.pop("reissue_calls") == ("reissue", "content")
+        assert chosen.pop("long_task") == ("reissue", "content")
         assert chosen.pop("replan_calls") == ("replan", "content")
         assert set(chosen.values()) == {("scripted", "id")}
-        steps = [c.spec for c in load_scenario(SCENARIOS / "reissue_calls.toml").calls]
-        assert any(a.tool == b.tool and a.args == b.args for a, b in itertools.pairwise(steps))
+        for name in ("reissue_calls", "long_task"):
+            steps = [c.spec for c in load_scenario(SCENARIOS / f"{name}.toml").calls]
+            assert any(a.tool == b.tool and a.args == b.args for a, b in itertools.pairwise(steps))
 
     @pytest.mark.parametrize(
         ("line", "field", "fragment"),
