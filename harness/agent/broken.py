@@ -1051,18 +1051,24 @@ _WRITE_REPEATED = (
 class ContentOneOp(BrokenRuntime):
     """Identity by content that keeps one op per content for idempotent writes.
 
-    The reasoning is that an idempotent write made again changes nothing, so a call
-    with the content of an earlier write is answered from that write and never run.
+    The reasoning is that an idempotent write made again changes nothing, so after a
+    restart a call with the content of an op an earlier life journaled as an
+    idempotent write is answered from that op and never run.
     A write between them breaks it: the note written, changed and written back
     ends changed (I8), and the third call is reported done with another call's
     result (I11). Taps and reads (the shapes the re-issuing scenarios had) are
     told apart by position, as the real runtime does.
     """
 
-    mistake = "answers an idempotent write from the first op of its content, never running it"
+    mistake = (
+        "answers an idempotent write from the first journaled op of its content (of an "
+        "earlier life), never running it"
+    )
     caught_by = ("I8", "I11")
     needs_step = _WRITE_REPEATED
     exposing = ("content-write-repeated", True)
+    _made_here: set[str] | None = None
+    """The ops journaled in this life (None while the journal is read at the start)."""
 
     def _match(
         self, tool: str, args: Mapping[str, Any], redo_of: str | None, *, fresh: bool
@@ -1070,10 +1076,22 @@ class ContentOneOp(BrokenRuntime):
         found = super()._match(tool, args, redo_of, fresh=fresh)
         if self.identity is not Identity.CONTENT or redo_of is not None or fresh:
             return found
-        if self.table.classify(tool).idempotency is not IdempotencyClass.IDEMPOTENT_WRITE:
-            return found
         same = self._of_content(ContentKey(tool, digest(args)))
-        return same[0] if same else found  # the mistake: one op stands for every call of it
+        first = self.ops.get(same[0]) if same else None
+        if first is None or first.op_id in (self._made_here or ()):
+            return found
+        if first.snapshot.idempotency is not IdempotencyClass.IDEMPOTENT_WRITE:
+            return found
+        return first.op_id  # the mistake: the first op of its content stands for every call
+
+    def __init__(self, journal: JournalWriter, table: ToolTable, **kwargs: Any) -> None:
+        super().__init__(journal, table, **kwargs)
+        self._made_here = set()  # from now on: the ops this life makes
+
+    def _index(self, op: OpHistory) -> None:
+        super()._index(op)
+        if self._made_here is not None:
+            self._made_here.add(op.op_id)
 
 
 def _one_op_per_content(
