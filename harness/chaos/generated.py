@@ -227,10 +227,8 @@ _NEW_FILE: Mapping[str, Any] = {"args": {"path": "/home/agent/notes/today.txt", 
 
 def _other_write(write: Mapping[str, Any], later: Mapping[str, Any]) -> bool:
     """Whether ``later`` writes ``write``'s file with other content."""
-    return (
-        later["args"]["path"] == write["args"]["path"]
-        and later["args"]["content"] != write["args"]["content"]
-    )
+    mine, theirs = write["args"], later["args"]
+    return bool(theirs["path"] == mine["path"] and theirs["content"] != mine["content"])
 
 
 def _rewritten(earlier: Mapping[str, Any], index: int) -> dict[str, Any]:

@@ -233,6 +233,7 @@ def _reconciled_present(ev: TrialEvidence, op_id: str) -> bool:
     step = step_of(op_id)
     return any(
         e.kind == "resolved"
+        and e.op_id is not None
         and step_of(e.op_id) == step
         and e.payload["resolution"] == "effect present"
         for e in ev.entries

@@ -25,6 +25,7 @@ from harness.chaos.scenario import (
     FakerRecipe,
     Scenario,
     compile_plan,
+    generated_scenario,
     load_scenario,
     load_scenarios,
     parse_scenario,
@@ -69,12 +70,14 @@ class TestShippedScenarios:
     @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
     def test_loads_and_compiles(self, path: Path) -> None:
         """Every shipped scenario loads, compiles, and has 5 to 12 steps (a round of them,
-        for one that repeats them: its plan has them that many times)."""
+        for one that repeats them: its plan has them that many times; the task drawn from
+        the seed, for one that generates its task)."""
         scenario = load_scenario(path)
         plan = compile_plan(scenario, seed=1, source=str(path))
         assert scenario.name == path.stem
         assert 5 <= len(plan.steps) // scenario.repeat <= 12
-        assert len(plan.steps) == len(scenario.calls)
+        task = scenario if scenario.generate is None else generated_scenario(scenario, 1)
+        assert len(plan.steps) == len(task.calls)
 
     def test_at_least_six(self) -> None:
         """At least six scenarios ship, including the phone task and the browser form."""
@@ -160,11 +163,13 @@ class TestCompile:
 
     @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
     def test_seeds_differ_where_faker_is_used(self, path: Path) -> None:
-        """Two seeds give different plans exactly when the scenario uses Faker."""
+        """Two seeds give different plans exactly when the scenario uses Faker or draws its
+        task from the seed."""
         scenario = load_scenario(path)
         one = compile_plan(scenario, seed=1, source="s")
         two = compile_plan(scenario, seed=2, source="s")
-        assert (one.steps != two.steps) == uses_faker(scenario)
+        drawn = scenario.generate is not None
+        assert (one.steps != two.steps) == (uses_faker(scenario) or drawn)
 
     def test_faker_is_used_somewhere(self) -> None:
         """At least one shipped scenario draws values from Faker."""
