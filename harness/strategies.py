@@ -19,15 +19,17 @@ import hashlib
 import os
 import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, reject, settings
+from hypothesis import HealthCheck, Phase, find, reject, settings
 from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
+from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
+from hypothesis.errors import InvalidArgument, NoSuchExample
 
 from harness.chaos.draws import WORLD_PARTS, Draft, drafts, evidence
+from harness.chaos.generated import draw_scenario, drawn_choices, generated_data
 from harness.chaos.scenario import (
     MAX_BATCH,
     MAX_STEPS,
@@ -35,16 +37,21 @@ from harness.chaos.scenario import (
     FakerRecipe,
     Scenario,
     ScenarioStep,
+    generation,
+    load_scenario,
+    scenario_from_data,
 )
 from harness.chaos.schedule import OP_FAILPOINTS, RECOVERY_FAILPOINTS, CrashSchedule, Life
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+from harness.errors import ScenarioError, TrialError
 from harness.toml_text import toml_string, toml_value
 
 __all__ = [
     "AUDIT_PROFILE",
     "KILL_POINTS",
+    "Shrunk",
     "crash_schedules",
     "describe_failure",
     "prepare_case",
@@ -53,6 +60,7 @@ __all__ = [
     "run_case",
     "scenario_toml",
     "scenarios",
+    "shrink_generated",
     "tool_calls",
 ]
 
@@ -403,3 +411,100 @@ def process_settings(examples: int, *, steps: int | None = None) -> settings:
         suppress_health_check=(HealthCheck.too_slow, HealthCheck.function_scoped_fixture),
         **extra,
     )
+
+
+# --- shrinking a generated task ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Shrunk:
+    """A generated task's failure, shrunk: the task its seed drew (``drawn`` calls), the
+    smaller one that fails alike (``calls``), written as a scenario file, and its trial."""
+
+    drawn: int
+    calls: int
+    scenario: Path
+    result: TrialResult
+
+    def replay_command(self) -> str:
+        """The one command that runs the shrunk task's failing trial again."""
+        return self.result.spec.replay_command()
+
+
+_SHRINK_KEY = b"harness.strategies.shrink_generated"
+
+
+def shrink_generated(
+    spec: TrialSpec,
+    failed: Iterable[str],
+    *,
+    root: Path,
+    supervisor: Supervisor | None = None,
+    examples: int = 200,
+) -> Shrunk:
+    """Shrink the task a failing trial of a generated scenario drew from its seed.
+
+    Hypothesis's shrinker starts from the choices the seed drew (``drawn_choices``)
+    and keeps each smaller task on which a trial of ``spec``'s runtime and schedule
+    still fails one of the ``failed`` invariants (a schedule of failpoint kills: a
+    random-time kill does not land alike in another task). At most ``examples``
+    tasks are tried. The smallest is written under ``root`` as a scenario file
+    (``scenario_toml``), whose trial's replay command runs it again in any process.
+    """
+    base = load_scenario(spec.scenario)
+    data, generate = generation(base)
+    wanted = frozenset(failed)
+    supervisor = supervisor or Supervisor()
+
+    def task(drawn: dict[str, Any]) -> Scenario:
+        return scenario_from_data(drawn, source=base.source)
+
+    def fails(drawn: dict[str, Any]) -> bool:
+        try:
+            result = run_case(
+                task(drawn),
+                spec.schedule,
+                runtime=spec.runtime,
+                seed=spec.seed,
+                root=root,
+                supervisor=supervisor,
+                reject_unlanded=False,
+            )
+        except (ScenarioError, TrialError):
+            return False  # a task the world refuses is no smaller failure of the runtime
+        return bool(wanted & set(result.failed_invariants))
+
+    database = InMemoryExampleDatabase()
+    # Under the secondary key: Hypothesis takes a failing example of the primary one,
+    # replayed exactly, for one it shrank before, and shrinks it no further.
+    drawn = choices_to_bytes(drawn_choices(data, generate, spec.seed))
+    database.save(_SHRINK_KEY + b".secondary", drawn)
+    shrinking = settings(
+        database=database,
+        phases=(Phase.reuse, Phase.shrink),
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    try:
+        smallest = find(
+            generated_data(data, generate), fails, settings=shrinking, database_key=_SHRINK_KEY
+        )
+    except NoSuchExample:
+        raise TrialError(
+            f"{spec.scenario} (seed {spec.seed}) does not fail {sorted(wanted)} under "
+            f"{spec.schedule.describe()} with runtime {spec.runtime}: nothing to shrink"
+        ) from None
+    shrunk = task(smallest)
+    result = run_case(
+        shrunk,
+        spec.schedule,
+        runtime=spec.runtime,
+        seed=spec.seed,
+        root=root,
+        supervisor=supervisor,
+        keep_passes=True,
+        reject_unlanded=False,
+    )
+    calls = len(task(draw_scenario(data, generate, spec.seed)).calls)
+    return Shrunk(calls, len(shrunk.calls), _scenario_file(shrunk, root), result)

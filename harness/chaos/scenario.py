@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from faker import Faker
 from pydantic import (
@@ -71,6 +71,9 @@ from harness.runtime.identity import Identity
 from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
 from harness.world.declared import DeclaredTool, WorldRecord
 
+if TYPE_CHECKING:
+    from harness.chaos.generated import Generate
+
 __all__ = [
     "BATCH_DRIVERS",
     "FAKER_PROVIDERS",
@@ -90,6 +93,7 @@ __all__ = [
     "compile_plan",
     "did_you_mean",
     "generated_scenario",
+    "generation",
     "load_scenario",
     "load_scenarios",
     "parse_scenario",
@@ -966,7 +970,16 @@ def generated_scenario(scenario: Scenario, seed: int) -> Scenario:
     """The task a scenario with ``[generate]`` draws from ``seed``, validated as a scenario
     file is (the same in every process); its files named by absolute paths, so that it
     can be written anywhere (``harness.strategies.scenario_toml``)."""
-    from harness.chaos.generated import Generate, draw_scenario
+    from harness.chaos.generated import draw_scenario
+
+    data, generate = generation(scenario)
+    return scenario_from_data(draw_scenario(data, generate, seed), source=scenario.source)
+
+
+def generation(scenario: Scenario) -> tuple[dict[str, Any], Generate]:
+    """What a scenario with ``[generate]`` draws its tasks from: its file's data (its files
+    named by absolute paths) and its ``[generate]`` table."""
+    from harness.chaos.generated import Generate
 
     spec = scenario.generate
     if spec is None:
@@ -975,8 +988,7 @@ def generated_scenario(scenario: Scenario, seed: int) -> Scenario:
     for key in ("tools_file", "tool_table"):
         if isinstance(data.get(key), str):
             data[key] = str((scenario._base / data[key]).resolve())
-    drawn = draw_scenario(data, Generate(spec.min_calls, spec.max_calls, MAX_BATCH), seed)
-    return scenario_from_data(drawn, source=scenario.source)
+    return data, Generate(spec.min_calls, spec.max_calls, MAX_BATCH)
 
 
 def write_plan(plan: Plan, path: Path | str) -> None:
