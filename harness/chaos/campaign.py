@@ -301,11 +301,12 @@ def generated_scenarios(scenarios: Iterable[str]) -> frozenset[str]:
     return frozenset(s for s in scenarios if load_scenario(s).generate is not None)
 
 
-def random_picks(config: CampaignConfig) -> list[tuple[str, int, random.Random]]:
-    """(scenario, seed, its own rng) for each random trial; a generated scenario is picked
-    ``GENERATED_WEIGHT`` times as often as another."""
+def random_picks(
+    config: CampaignConfig, drawn: frozenset[str] = frozenset()
+) -> list[tuple[str, int, random.Random]]:
+    """(scenario, seed, its own rng) for each random trial; a scenario of ``drawn`` (whose
+    task is generated) is picked ``GENERATED_WEIGHT`` times as often as another."""
     rng = random.Random(config.seed)
-    drawn = generated_scenarios(config.scenarios) if config.random_trials else frozenset()
     weights = [GENERATED_WEIGHT if s in drawn else 1 for s in config.scenarios]
     picks = []
     for _ in range(config.random_trials):
@@ -508,7 +509,8 @@ def _run_trials(
         config.workers, _init_worker, (config.restart_budget, config.timeout_s, config.launch)
     )
     try:
-        picks = random_picks(config)
+        drawn = generated_scenarios(config.scenarios)
+        picks = random_picks(config, drawn)
         tables = {s: scenario_tables(config.run_dir / "tables", s) for s in config.scenarios}
         wanted = [(s, scenario_seed(config.seed, s)) for s in config.scenarios]
         wanted += [(s, seed) for s, seed, _ in picks]
@@ -535,7 +537,6 @@ def _run_trials(
             )
             on_unreached(Unreached(config.runtime, len(left_out), points))
         specs += random_specs(picks, goldens, config.runtime, config.model)
-        drawn = generated_scenarios(config.scenarios)
         specs = [replace(spec, generated=spec.scenario in drawn) for spec in specs]
         if config.shard is not None:
             specs = [spec for spec in specs if config.shard.keeps(spec)]
