@@ -444,7 +444,7 @@ def shrink_generated(
 ) -> Shrunk:
     """Shrink the task a failing trial of a generated scenario drew from its seed.
 
-    Hypothesis's shrinker starts from the choices the seed drew (``drawn_choices``)
+    Hypothesis's shrinker starts from the choices its seed drew (``drawn_choices``)
     and keeps each smaller task on which a trial of ``spec``'s runtime and schedule
     still fails one of the ``failed`` invariants (a schedule of failpoint kills: a
     random-time kill does not land alike in another task). At most ``examples``

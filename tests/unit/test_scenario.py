@@ -71,7 +71,7 @@ class TestShippedScenarios:
     def test_loads_and_compiles(self, path: Path) -> None:
         """Every shipped scenario loads, compiles, and has 5 to 12 steps (a round of them,
         for one that repeats them: its plan has them that many times; the task drawn from
-        the seed, for one that generates its task)."""
+        its seed, for one that generates its task)."""
         scenario = load_scenario(path)
         plan = compile_plan(scenario, seed=1, source=str(path))
         assert scenario.name == path.stem
@@ -164,7 +164,7 @@ class TestCompile:
     @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
     def test_seeds_differ_where_faker_is_used(self, path: Path) -> None:
         """Two seeds give different plans exactly when the scenario uses Faker or draws its
-        task from the seed."""
+        task from its seed."""
         scenario = load_scenario(path)
         one = compile_plan(scenario, seed=1, source="s")
         two = compile_plan(scenario, seed=2, source="s")
