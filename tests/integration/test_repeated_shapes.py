@@ -4,12 +4,14 @@
 calls for one. Before the shipped scenarios made equal calls on purpose (the old files
 are kept in ``tests/data/scenarios_before_shapes``), every trial of the scenarios where
 their mistake can act at all passed: keyed tools (``payment_flow``), identity by content
-(``reissue_calls``, ``replan_calls``), a compacted journal (``long_task``). The shipped scenarios catch each of them, and the self-check plans a
-catching stage for each only where the golden runs have the shape it needs.
+(``reissue_calls``, ``replan_calls``), a compacted journal (``long_task``). The shipped
+scenarios catch each of them, and the self-check plans a catching stage for each only
+where the golden runs have the shape it needs.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,8 +19,11 @@ import pytest
 
 from harness.agent.broken import BROKEN_RUNTIMES
 from harness.chaos.campaign import CampaignConfig, run_trials
+from harness.chaos.schedule import CrashSchedule
 from harness.chaos.selfcheck import plan_self_check
-from harness.chaos.trial import TrialResult
+from harness.chaos.supervisor import Supervisor
+from harness.chaos.trial import TrialResult, TrialSpec, prepare_golden, run_trial
+from harness.strategies import describe_failure
 
 ROOT = Path(__file__).parent.parent.parent
 SHIPPED = ROOT / "scenarios"
@@ -43,6 +48,34 @@ def campaign(folder: Path, scenarios: tuple[Path, ...], runtime: str) -> Campaig
     return CampaignConfig(
         folder, tuple(str(s) for s in scenarios), seed=48, random_trials=20, runtime=runtime
     )
+
+
+# Per broken runtime: a trial of a shipped scenario that catches it, where the real runtime
+# holds (the second charge; a kill before the note is written back; one after both taps).
+TARGETED = {
+    "key-from-args": (SHIPPED / "payment_flow.toml", "op.after_finish@1"),
+    "content-one-op": (SHIPPED / "long_task.toml", "op.before_intent@10"),
+    "settled-index-one-per-content": (SHIPPED / "long_task.toml", "op.before_intent@5"),
+}
+SUPERVISOR = Supervisor(restart_budget=8, timeout_s=60)
+
+
+class TestTargeted:
+    @pytest.mark.parametrize("name", sorted(TARGETED))
+    def test_one_trial_catches_it_where_real_holds(self, name: str, tmp_path: Path) -> None:
+        """The targeted trial fails an invariant the broken runtime names, and passes under
+        the real runtime."""
+        scenario, point = TARGETED[name]
+        schedule = CrashSchedule.from_json(json.dumps([{"failpoints": f"{point}=kill"}]))
+        golden = prepare_golden(str(scenario), 1, tmp_path / "golden", SUPERVISOR)
+        for runtime in (name, "real"):
+            spec = TrialSpec(str(scenario), 1, schedule, runtime)
+            result = run_trial(spec, tmp_path / runtime, golden.directory, SUPERVISOR)
+            if runtime == "real":
+                assert result.status == "pass", describe_failure(result)
+            else:
+                caught = set(BROKEN_RUNTIMES[name].caught_by) & set(result.failed_invariants)
+                assert caught, describe_failure(result)
 
 
 @pytest.mark.long
