@@ -642,8 +642,25 @@ class ContentByTool(BrokenRuntime):
             return None
         wanted = ContentKey(tool, _ANY_ARGS)
         return match_by_content(
-            ((op_id, wanted) for op_id in self._by_content.get(wanted, ())), wanted, self._claimed
+            ((op_id, wanted) for op_id in self._of_tool(tool)), wanted, self._claimed
         )
+
+    def _of_tool(self, tool: str) -> list[str]:
+        """The ops of a tool, in first-intent order: a compacted journal's settled ones
+        (every one read: the index knows contents, not tools), then those held in memory."""
+        held = self._by_content.get(ContentKey(tool, _ANY_ARGS), [])
+        settled = self.ops.settled
+        if settled is None:
+            return held
+        block = [
+            record.op_id
+            for _, record in settled
+            if record.tool == tool
+            and record.redo_of is None
+            and not record.fresh
+            and record.op_id in self.ops
+        ]
+        return [*block, *(op_id for op_id in held if op_id not in block)]
 
     def _index(self, op: OpHistory) -> None:
         if self.identity is Identity.CONTENT and op.redo_of is None and not op.fresh:
