@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-import posixpath
 import shutil
-import string
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, reject, settings
+from hypothesis import HealthCheck, Phase, find, reject, settings
 from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
+from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
+from hypothesis.errors import InvalidArgument, NoSuchExample
 
+from harness.chaos.draws import WORLD_PARTS, Draft, drafts, evidence
+from harness.chaos.generated import draw_scenario, drawn_choices, generated_data
 from harness.chaos.scenario import (
     MAX_BATCH,
     MAX_STEPS,
@@ -36,17 +37,21 @@ from harness.chaos.scenario import (
     FakerRecipe,
     Scenario,
     ScenarioStep,
+    generation,
+    load_scenario,
+    scenario_from_data,
 )
 from harness.chaos.schedule import OP_FAILPOINTS, RECOVERY_FAILPOINTS, CrashSchedule, Life
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import write_table_variants
 from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+from harness.errors import ScenarioError, TrialError
 from harness.toml_text import toml_string, toml_value
-from harness.world.catalog import CATALOG
 
 __all__ = [
     "AUDIT_PROFILE",
     "KILL_POINTS",
+    "Shrunk",
     "crash_schedules",
     "describe_failure",
     "prepare_case",
@@ -55,6 +60,7 @@ __all__ = [
     "run_case",
     "scenario_toml",
     "scenarios",
+    "shrink_generated",
     "tool_calls",
 ]
 
@@ -72,293 +78,6 @@ _DEFAULT_HITS = 8  # hit bound per failpoint when no golden run's counts are giv
 _DEFAULT_WORKING_MS = 40.0  # a few forked steps; random-time kills fall in here
 _GENERATED = "generated"
 
-# --- realistic values -------------------------------------------------------------------
-# Identifiers come from fixed lists, none ending in "-<digits>", and free text
-# never holds "#": a step number appended as "-N" or " #N" is then unique.
-
-_TEXT_ALPHABET = string.ascii_letters + string.digits + " .,:;!?'-äéñøü"
-_text = st.text(alphabet=_TEXT_ALPHABET, min_size=1, max_size=24)
-_content = st.text(alphabet=_TEXT_ALPHABET + "\n", min_size=1, max_size=60)
-_DIRS = (
-    "/home/agent/projects/notes-app",
-    "/home/agent/Documents",
-    "/home/agent/projects/budget",
-    "/tmp/agent",
-)
-_dirs = st.sampled_from(_DIRS)
-_files = st.builds(
-    posixpath.join, _dirs, st.sampled_from(("README.md", "notes.txt", "main.py", "config.toml"))
-)
-_subdirs = st.builds(
-    posixpath.join, _dirs, st.sampled_from(("src", "docs", "tests", "build", "cache"))
-)
-_packages = st.sampled_from(
-    tuple(f"com.example.{app}" for app in ("notes", "todo", "weather", "budget", "reader"))
-)
-_urls = st.builds(
-    "https://{}/{}".format,
-    st.sampled_from(("forms.example.com", "news.example.org", "shop.example.net")),
-    st.sampled_from(("", "signup", "login", "checkout", "articles/idempotency")),
-)
-_fields = st.sampled_from(("title", "email", "search_query", "note_body", "username"))
-_elements = st.sampled_from(
-    (
-        "com.example.todo:id/new_item_button",
-        "com.example.todo:id/save_button",
-        "com.android.settings:id/clear_cache",
-        "com.example.notes:id/share",
-    )
-)
-_selectors = st.sampled_from(("#accept-terms", "button.primary", "a.next-page", "#newsletter"))
-_forms = st.sampled_from(("signup_form", "todo_item_form", "login_form", "feedback_form"))
-_times = st.builds("{:02d}:{:02d}".format, st.integers(0, 23), st.integers(0, 59))
-_commands = st.sampled_from(
-    ("ls -la", "make test", "git pull --rebase", "rm -rf build", "pip install -r requirements.txt")
-)
-_programs = st.sampled_from(
-    (
-        ("python", "print(sum(range(10)))\n"),
-        ("bash", "echo hello\n"),
-        ("javascript", "console.log([1, 2, 3].length)\n"),
-    )
-)
-_questions = st.sampled_from(
-    (
-        "Which folder should I use?",
-        "Send the summary now?",
-        "Which format do you want?",
-        "Keep the old version?",
-    )
-)
-_fail_attempts = st.sampled_from((0, 0, 0, 1, 2))
-
-
-def _literal(text: str) -> str:
-    """``text`` as a check template that renders to itself."""
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-# --- the checks: what a read-only tool shows of each tool's effect -------------------------
-
-Check = Callable[[Mapping[str, Any]], dict[str, Any] | None]
-
-
-def _no_check(args: Mapping[str, Any]) -> None:
-    return None
-
-
-def _log_line(tag: str, line: str) -> Check:
-    def check(args: Mapping[str, Any]) -> dict[str, Any]:
-        return {"tool": "logcat", "args": {"tag": tag}, "path": "lines", "contains": line}
-
-    return check
-
-
-def _file_read_back(args: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "tool": "read_file",
-        "args": {"path": "{path}"},
-        "path": "content",
-        "equals": "{content}",
-    }
-
-
-def _directory_listed(args: Mapping[str, Any]) -> dict[str, Any]:
-    parent, name = posixpath.split(posixpath.normpath(args["path"]))
-    return {
-        "tool": "list_files",
-        "args": {"path": _literal(parent)},
-        "path": "entries",
-        "contains": _literal(name),
-    }
-
-
-def _visited(args: Mapping[str, Any]) -> dict[str, Any]:
-    return {"tool": "browser_snapshot", "path": "history", "contains": "{url}"}
-
-
-def _typed(args: Mapping[str, Any]) -> dict[str, Any]:
-    # A field of its own (the field is a tagged argument): typing appends, so it holds this text.
-    return {"tool": "ui_dump", "path": f"fields.{args['field']}", "equals": "{text}"}
-
-
-def _tapped(args: Mapping[str, Any]) -> dict[str, Any]:
-    if "form" in args:
-        return {"tool": "ui_dump", "path": "submissions", "contains": "{form}"}
-    return {"tool": "ui_dump", "path": "taps", "contains": "{element}"}
-
-
-def _clicked(args: Mapping[str, Any]) -> dict[str, Any]:
-    if "form" in args:
-        return {"tool": "browser_snapshot", "path": "submitted", "contains": "{form}"}
-    return {"tool": "browser_snapshot", "path": "clicks", "contains": "{selector}"}
-
-
-@dataclass(frozen=True, slots=True)
-class _Recipe:
-    """How to draw one tool's arguments, which of them name its evidence, and its check."""
-
-    args: st.SearchStrategy[dict[str, Any]]
-    tagged: tuple[str, ...] = ()
-    check: Check = _no_check
-
-
-def _program_args(program: tuple[str, str], fail_attempts: int) -> dict[str, Any]:
-    language, code = program
-    return {"language": language, "code": code, "fail_attempts": fail_attempts}
-
-
-def _args(
-    required: Mapping[str, st.SearchStrategy[Any]] | None = None,
-    optional: Mapping[str, st.SearchStrategy[Any]] | None = None,
-) -> st.SearchStrategy[dict[str, Any]]:
-    drawn: dict[str, st.SearchStrategy[Any]] = {**(required or {})}
-    drawn["fail_attempts"] = _fail_attempts
-    return st.fixed_dictionaries(drawn, optional=optional or {})
-
-
-# In catalog order (read-only first): the order shrinking moves toward.
-_RECIPES: Mapping[str, _Recipe] = {
-    # READ_ONLY
-    "read_file": _Recipe(_args({"path": _files})),
-    "list_files": _Recipe(_args({"path": _dirs})),
-    "web_search": _Recipe(_args({"query": _text})),
-    "ui_dump": _Recipe(_args()),
-    "logcat": _Recipe(
-        _args(optional={"tag": st.sampled_from(("PackageManager", "Terminal", "AlarmManager"))})
-    ),
-    "browser_snapshot": _Recipe(_args()),
-    # IDEMPOTENT_WRITE
-    "write_file": _Recipe(_args({"path": _files, "content": _content}), ("path",), _file_read_back),
-    "app_install": _Recipe(
-        _args({"package": _packages}),
-        ("package",),
-        _log_line("PackageManager", "installed {package}"),
-    ),
-    "create_directory": _Recipe(_args({"path": _subdirs}), ("path",), _directory_listed),
-    "browser_navigate": _Recipe(_args({"url": _urls}), ("url",), _visited),
-    "github_write_file": _Recipe(
-        _args(
-            {
-                "repo": st.sampled_from(("agent/notes-app", "agent/budget")),
-                "path": st.sampled_from(("README.md", "src/app.py", "docs/index.md")),
-                "content": _content,
-            }
-        )
-    ),
-    # NON_IDEMPOTENT
-    "app_uninstall": _Recipe(
-        _args({"package": _packages}),
-        ("package",),
-        _log_line("PackageManager", "uninstalled {package}"),
-    ),
-    "ui_tap": _Recipe(
-        _args({"element": _elements}, optional={"form": _forms}), ("element", "form"), _tapped
-    ),
-    "input_text": _Recipe(_args({"field": _fields, "text": _text}), ("field",), _typed),
-    "browser_click": _Recipe(
-        _args({"selector": _selectors}, optional={"form": _forms}),
-        ("selector", "form"),
-        _clicked,
-    ),
-    "terminal_send": _Recipe(_args({"text": _text}), ("text",), _log_line("Terminal", "$ {text}")),
-    "alarm": _Recipe(
-        _args({"time": _times, "label": _text}),
-        ("label",),
-        _log_line("AlarmManager", "alarm {time} {label}"),
-    ),
-    # UNKNOWN
-    "shell_execute": _Recipe(_args({"command": _commands})),
-    "http_request": _Recipe(
-        _args(
-            {"method": st.sampled_from(("GET", "POST", "PUT", "DELETE")), "url": _urls},
-            optional={"body": _text},
-        )
-    ),
-    "mcp_call": _Recipe(
-        _args(
-            {
-                "server": st.sampled_from(("notes", "calendar", "filesystem")),
-                "tool": st.sampled_from(("create_note", "list_events", "read_file")),
-            },
-            optional={
-                "arguments": st.dictionaries(
-                    st.sampled_from(("title", "path", "query")), _text, max_size=2
-                )
-            },
-        )
-    ),
-    "terminal_exec": _Recipe(_args({"command": _commands})),
-    "code_runner": _Recipe(st.builds(_program_args, _programs, _fail_attempts)),
-    # the ask-user family
-    "ask_user": _Recipe(_args({"question": _questions})),
-    "ask_user_confirm": _Recipe(_args({"question": _questions})),
-    "ask_user_choice": _Recipe(
-        _args(
-            {
-                "question": _questions,
-                "options": st.lists(
-                    st.sampled_from(("markdown", "plain text", "slides", "e-mail")),
-                    min_size=1,
-                    max_size=3,
-                    unique=True,
-                ),
-            }
-        )
-    ),
-}
-assert set(_RECIPES) == set(CATALOG), "every catalog tool needs a recipe"
-
-
-def _tag(name: str, value: str, step: int) -> str:
-    """``value`` marked with its step number, unlike any untagged or differently tagged value."""
-    if name == "path":
-        stem, extension = posixpath.splitext(value)
-        return f"{stem}-{step}{extension}"
-    if name in ("text", "label"):
-        return f"{value} #{step}"
-    return f"{value}-{step}"
-
-
-@dataclass(frozen=True, slots=True)
-class _Draft:
-    """A drawn tool call before the scenario decides whether it carries its step number."""
-
-    tool: str
-    args: Mapping[str, Any]
-
-    def build(self, step: int | None, *, transient_failures: bool = True) -> dict[str, Any]:
-        """The step as scenario data (what a ``[[steps]]`` table holds)."""
-        recipe = _RECIPES[self.tool]
-        args = dict(self.args)
-        if not args.get("fail_attempts") or not transient_failures:
-            args.pop("fail_attempts", None)
-        if step is not None:
-            for name in recipe.tagged:
-                if name in args:
-                    args[name] = _tag(name, args[name], step)
-        data: dict[str, Any] = {"tool": self.tool, "args": args}
-        check = recipe.check(args)
-        if check is not None:
-            data["verify"] = check
-        return data
-
-
-def _evidence(step: Mapping[str, Any]) -> frozenset[tuple[str, str, Any]]:
-    """What a step's check reads, as (tool, argument, value): equal ones would be confused."""
-    args = step["args"]
-    return frozenset(
-        (step["tool"], name, args[name]) for name in _RECIPES[step["tool"]].tagged if name in args
-    )
-
-
-def _drafts_of(tool: str) -> st.SearchStrategy[_Draft]:
-    return _RECIPES[tool].args.map(lambda args: _Draft(tool, args))
-
-
-def _drafts() -> st.SearchStrategy[_Draft]:
-    return st.one_of([_drafts_of(tool) for tool in _RECIPES])
-
 
 def tool_calls(
     *, step: int | None = None, transient_failures: bool = True
@@ -372,45 +91,30 @@ def tool_calls(
     """
     if step is not None and step < 1:
         raise InvalidArgument(f"step={step}: steps are numbered from 1")
-    return _drafts().map(
+    return drafts().map(
         lambda draft: ScenarioStep.model_validate(
             draft.build(step, transient_failures=transient_failures)
         )
     )
 
 
-_WORLD_PARTS: Mapping[str, str] = {
-    "write_file": "files",
-    "create_directory": "files",
-    "app_install": "apps",
-    "app_uninstall": "apps",
-    "ui_tap": "screen",
-    "input_text": "screen",
-    "browser_navigate": "browser",
-    "browser_click": "browser",
-}
-"""The part of the world each writer whose effect depends on the order of writes acts on:
-a drawn batch holds one writer of a part at most, so that its calls commute (a model
-issues together calls whose results do not depend on each other)."""
-
-
 def _assemble(
-    drafts: list[tuple[_Draft, bool]], transient_failures: bool, *, batches: bool = False
+    drafts: list[tuple[Draft, bool]], transient_failures: bool, *, batches: bool = False
 ) -> Scenario:
     calls: list[dict[str, Any]] = []
     seen: set[tuple[str, str, Any]] = set()
     for index, (draft, _) in enumerate(drafts, start=1):
         call = draft.build(None, transient_failures=transient_failures)
-        if _evidence(call) & seen:
+        if evidence(call) & seen:
             call = draft.build(index, transient_failures=transient_failures)
-        seen |= _evidence(call)
+        seen |= evidence(call)
         calls.append(call)
     groups: list[list[dict[str, Any]]] = []
     for call, (_, with_previous) in zip(calls, drafts, strict=True):
         last = groups[-1] if groups else []
-        parts = {_WORLD_PARTS.get(c["tool"]) for c in last} - {None}
+        parts = {WORLD_PARTS.get(c["tool"]) for c in last} - {None}
         joins = batches and with_previous and 0 < len(last) < MAX_BATCH
-        if joins and _WORLD_PARTS.get(call["tool"]) not in parts:
+        if joins and WORLD_PARTS.get(call["tool"]) not in parts:
             last.append(call)
         else:
             groups.append([call])
@@ -440,11 +144,11 @@ def scenarios(
             f"min_steps={min_steps}, max_steps={max_steps}: need 1 <= min <= max <= {MAX_STEPS}"
         )
     if not batches:
-        return st.lists(_drafts(), min_size=min_steps, max_size=max_steps).map(
-            lambda drafts: _assemble([(d, False) for d in drafts], transient_failures)
+        return st.lists(drafts(), min_size=min_steps, max_size=max_steps).map(
+            lambda drawn: _assemble([(d, False) for d in drawn], transient_failures)
         )
-    joined = st.lists(st.tuples(_drafts(), st.booleans()), min_size=min_steps, max_size=max_steps)
-    return joined.map(lambda drafts: _assemble(drafts, transient_failures, batches=True))
+    joined = st.lists(st.tuples(drafts(), st.booleans()), min_size=min_steps, max_size=max_steps)
+    return joined.map(lambda drawn: _assemble(drawn, transient_failures, batches=True))
 
 
 # --- crash schedules ---------------------------------------------------------------------
@@ -707,3 +411,100 @@ def process_settings(examples: int, *, steps: int | None = None) -> settings:
         suppress_health_check=(HealthCheck.too_slow, HealthCheck.function_scoped_fixture),
         **extra,
     )
+
+
+# --- shrinking a generated task ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Shrunk:
+    """A generated task's failure, shrunk: the task its seed drew (``drawn`` calls), the
+    smaller one that fails alike (``calls``), written as a scenario file, and its trial."""
+
+    drawn: int
+    calls: int
+    scenario: Path
+    result: TrialResult
+
+    def replay_command(self) -> str:
+        """The one command that runs the shrunk task's failing trial again."""
+        return self.result.spec.replay_command()
+
+
+_SHRINK_KEY = b"harness.strategies.shrink_generated"
+
+
+def shrink_generated(
+    spec: TrialSpec,
+    failed: Iterable[str],
+    *,
+    root: Path,
+    supervisor: Supervisor | None = None,
+    examples: int = 200,
+) -> Shrunk:
+    """Shrink the task a failing trial of a generated scenario drew from its seed.
+
+    Hypothesis's shrinker starts from the choices its seed drew (``drawn_choices``)
+    and keeps each smaller task on which a trial of ``spec``'s runtime and schedule
+    still fails one of the ``failed`` invariants (a schedule of failpoint kills: a
+    random-time kill does not land alike in another task). At most ``examples``
+    tasks are tried. The smallest is written under ``root`` as a scenario file
+    (``scenario_toml``), whose trial's replay command runs it again in any process.
+    """
+    base = load_scenario(spec.scenario)
+    data, generate = generation(base)
+    wanted = frozenset(failed)
+    supervisor = supervisor or Supervisor()
+
+    def task(drawn: dict[str, Any]) -> Scenario:
+        return scenario_from_data(drawn, source=base.source)
+
+    def fails(drawn: dict[str, Any]) -> bool:
+        try:
+            result = run_case(
+                task(drawn),
+                spec.schedule,
+                runtime=spec.runtime,
+                seed=spec.seed,
+                root=root,
+                supervisor=supervisor,
+                reject_unlanded=False,
+            )
+        except (ScenarioError, TrialError):
+            return False  # a task the world refuses is no smaller failure of the runtime
+        return bool(wanted & set(result.failed_invariants))
+
+    database = InMemoryExampleDatabase()
+    # Under the secondary key: Hypothesis takes a failing example of the primary one,
+    # replayed exactly, for one it shrank before, and shrinks it no further.
+    drawn = choices_to_bytes(drawn_choices(data, generate, spec.seed))
+    database.save(_SHRINK_KEY + b".secondary", drawn)
+    shrinking = settings(
+        database=database,
+        phases=(Phase.reuse, Phase.shrink),
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    try:
+        smallest = find(
+            generated_data(data, generate), fails, settings=shrinking, database_key=_SHRINK_KEY
+        )
+    except NoSuchExample:
+        raise TrialError(
+            f"{spec.scenario} (seed {spec.seed}) does not fail {sorted(wanted)} under "
+            f"{spec.schedule.describe()} with runtime {spec.runtime}: nothing to shrink"
+        ) from None
+    shrunk = task(smallest)
+    result = run_case(
+        shrunk,
+        spec.schedule,
+        runtime=spec.runtime,
+        seed=spec.seed,
+        root=root,
+        supervisor=supervisor,
+        keep_passes=True,
+        reject_unlanded=False,
+    )
+    calls = len(task(draw_scenario(data, generate, spec.seed)).calls)
+    return Shrunk(calls, len(shrunk.calls), _scenario_file(shrunk, root), result)

@@ -28,6 +28,7 @@ from harness.runtime import (
     CallOutcome,
     Decision,
     OpState,
+    Reconciled,
     RecoveryDecision,
     Resolution,
     Runtime,
@@ -59,11 +60,13 @@ from harness.runtime.records import (
     IntentRecord,
     JournalIdRecord,
     Record,
+    SettledIndexRecord,
     SettledRecord,
     digest,
     record_from_json,
 )
 from harness.runtime.recovery import OpHistory
+from harness.runtime.settled import settled_index
 from harness.runtime.steps import Append, Step, Steps
 
 __all__ = ["BROKEN_RUNTIMES", "RUNTIMES", "BrokenRuntime"]
@@ -644,8 +647,25 @@ class ContentByTool(BrokenRuntime):
             return None
         wanted = ContentKey(tool, _ANY_ARGS)
         return match_by_content(
-            ((op_id, wanted) for op_id in self._by_content.get(wanted, ())), wanted, self._claimed
+            ((op_id, wanted) for op_id in self._of_tool(tool)), wanted, self._claimed
         )
+
+    def _of_tool(self, tool: str) -> list[str]:
+        """The ops of a tool, in first-intent order: a compacted journal's settled ones
+        (every one read: the index knows contents, not tools), then those held in memory."""
+        held = self._by_content.get(ContentKey(tool, _ANY_ARGS), [])
+        settled = self.ops.settled
+        if settled is None:
+            return held
+        block = [
+            record.op_id
+            for _, record in settled
+            if record.tool == tool
+            and record.redo_of is None
+            and not record.fresh
+            and record.op_id in self.ops
+        ]
+        return [*block, *(op_id for op_id in held if op_id not in block)]
 
     def _index(self, op: OpHistory) -> None:
         if self.identity is Identity.CONTENT and op.redo_of is None and not op.fresh:
@@ -1286,6 +1306,147 @@ class KeyWindowNeverPasses(BrokenRuntime):
         return decide_for_operation(d.op_id, d.tool, d.state, d.snapshot, args, age=0.0)
 
 
+_KEYED_TWICE = "a keyed call made twice with equal arguments (scenarios/payment_flow.toml: charge)"
+
+
+class _KeyFromArgsExecutor(Executor):
+    def invoke(self, intent: IntentRecord, *, key_op: str | None = None) -> Steps[FinishRecord]:
+        # The mistake: the key is made from what is asked (the tool and its arguments), not
+        # from the op, so two intended calls with equal arguments share one key.
+        content = f"{intent.tool}:{intent.args_digest}"
+        return (yield from super().invoke(intent, key_op=content))
+
+
+class KeyFromArgs(BrokenRuntime):
+    """An idempotency key derived from the tool and its arguments.
+
+    A retry and a redo of one op keep its arguments, so they keep its key: while
+    no task makes the same keyed call twice nothing tells this key from the op's
+    own. Two intended charges of the same amount to the same customer share one
+    key, and the provider drops the second as a repeat: an effect lost (I8), and the
+    second reported done with the first one's result (I11).
+    """
+
+    mistake = "derives the idempotency key from the tool and its arguments, not from the op"
+    caught_by = ("I8", "I11")
+    needs_step = _KEYED_TWICE
+    exposing = ("keyed-twice", True)
+    _executor_class = _KeyFromArgsExecutor
+
+    def _reconcile_steps(self, op: OpHistory, depth: int = 0) -> Steps[CallOutcome | None]:
+        # Its provider is asked by the same key the call carried: the mistake is one.
+        real = self.reconcilers.get(op.tool)
+        if real is None:
+            return (yield from super()._reconcile_steps(op, depth))
+        content = f"{op.tool}:{op.args_digest}"
+
+        def by_content_key(args: Mapping[str, Any], ctx: CallContext) -> Reconciled | str:
+            return real(args, replace(ctx, key_op=content))
+
+        every = self.reconcilers
+        self.reconcilers = {**every, op.tool: by_content_key}
+        try:
+            return (yield from super()._reconcile_steps(op, depth))
+        finally:
+            self.reconcilers = every
+
+
+_WRITE_REPEATED = (
+    "an idempotent write repeated with another between, under identity by content "
+    "(scenarios/long_task.toml: the note)"
+)
+
+
+class ContentOneOp(BrokenRuntime):
+    """Identity by content that keeps one op per content for idempotent writes.
+
+    The reasoning is that an idempotent write made again changes nothing, so after a
+    restart a call with the content of an op an earlier life journaled as an
+    idempotent write is answered from that op and never run.
+    A write between them breaks it: the note written, changed and written back
+    ends changed (I8), and the third call is reported done with another call's
+    result (I11). Taps and reads (the shapes the re-issuing scenarios had) are
+    told apart by position, as the real runtime does.
+    """
+
+    mistake = (
+        "answers an idempotent write from the first journaled op of its content (of an "
+        "earlier life), never running it"
+    )
+    caught_by = ("I8", "I11")
+    needs_step = _WRITE_REPEATED
+    exposing = ("content-write-repeated", True)
+    _made_here: set[str] | None = None
+    """The ops journaled in this life (None while the journal is read at the start)."""
+
+    def _match(
+        self, tool: str, args: Mapping[str, Any], redo_of: str | None, *, fresh: bool
+    ) -> str | None:
+        found = super()._match(tool, args, redo_of, fresh=fresh)
+        if self.identity is not Identity.CONTENT or redo_of is not None or fresh:
+            return found
+        same = self._of_content(ContentKey(tool, digest(args)))
+        first = self.ops.get(same[0]) if same else None
+        if first is None or first.op_id in (self._made_here or ()):
+            return found
+        if first.snapshot.idempotency is not IdempotencyClass.IDEMPOTENT_WRITE:
+            return found
+        return first.op_id  # the mistake: the first op of its content stands for every call
+
+    def __init__(self, journal: JournalWriter, table: ToolTable, **kwargs: Any) -> None:
+        super().__init__(journal, table, **kwargs)
+        self._made_here = set()  # from now on: the ops this life makes
+
+    def _index(self, op: OpHistory) -> None:
+        super()._index(op)
+        if self._made_here is not None:
+            self._made_here.add(op.op_id)
+
+
+def _one_op_per_content(
+    placed: Sequence[tuple[int, Record]], size: int, crc: int
+) -> SettledIndexRecord:
+    """The settled index with the mistake: only the first op of each content is found by
+    content (the others are indexed as fresh calls, which content never matches)."""
+    seen: set[tuple[str, str]] = set()
+    indexed = []
+    for offset, record in placed:
+        if isinstance(record, SettledRecord) and record.redo_of is None and not record.fresh:
+            content = (record.tool, record.args_digest)
+            if content in seen:
+                record = replace(record, fresh=True)
+            seen.add(content)
+        indexed.append((offset, record))
+    return settled_index(indexed, size, crc)
+
+
+class _OneOpPerContentWriter(JournalWriter):
+    def compact(self, build: Any) -> int:
+        with _journal_function("settled_index", _one_op_per_content):
+            return super().compact(build)
+
+
+_COMPACTS_REPEATS = (
+    "a compacting scenario under identity by content with two equal calls "
+    "(scenarios/long_task.toml)"
+)
+
+
+class SettledIndexOnePerContent(BrokenRuntime):
+    """A compacted journal's settled index that keeps one op per tool and argument digest.
+
+    Looked up by id every op is there; looked up by content only the first of equal
+    calls is. A re-issued call of the second is taken for a new call and run again
+    after its success was durable (I1, I8; I2 when it must not run twice).
+    """
+
+    mistake = "indexes a compacted journal's settled ops by content keeping one op per content"
+    caught_by = ("I1", "I2", "I8")
+    needs_step = _COMPACTS_REPEATS
+    exposing = ("compacts-repeats", True)
+    _journal_class = _OneOpPerContentWriter
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -1336,6 +1497,9 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "recovers-in-flight": RecoversInFlight,
     "reconciles-at-once": ReconcilesAtOnce,
     "both-apis-at-once": BothApisAtOnce,
+    "key-from-args": KeyFromArgs,
+    "content-one-op": ContentOneOp,
+    "settled-index-one-per-content": SettledIndexOnePerContent,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

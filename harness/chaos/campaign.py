@@ -59,10 +59,12 @@ from harness.runtime.classes import ToolClass, ToolTable
 from harness.world.store import fold_wal
 
 __all__ = [
+    "GENERATED_WEIGHT",
     "CampaignConfig",
     "Unreached",
     "applicable",
     "exhaustive_specs",
+    "generated_scenarios",
     "not_applicable",
     "random_specs",
     "reach_limited",
@@ -308,12 +310,29 @@ def _batch_call(golden: Golden) -> Callable[[str, int], str | None]:
     return call
 
 
-def random_picks(config: CampaignConfig) -> list[tuple[str, int, random.Random]]:
-    """(scenario, seed, its own rng) for each random trial."""
+GENERATED_WEIGHT = 3
+"""How many times as often a random trial picks a scenario whose task is drawn from its
+seed (``[generate]``) as one whose task is fixed: each of its picks is a task of its own."""
+
+
+def generated_scenarios(scenarios: Iterable[str]) -> frozenset[str]:
+    """The scenarios whose task is drawn from each trial's seed (``[generate]``)."""
+    return frozenset(s for s in scenarios if load_scenario(s).generate is not None)
+
+
+def random_picks(
+    config: CampaignConfig, drawn: frozenset[str] = frozenset()
+) -> list[tuple[str, int, random.Random]]:
+    """(scenario, seed, its own rng) for each random trial; a scenario of ``drawn`` (whose
+    task is generated) is picked ``GENERATED_WEIGHT`` times as often as another."""
     rng = random.Random(config.seed)
+    weights = [GENERATED_WEIGHT if s in drawn else 1 for s in config.scenarios]
     picks = []
     for _ in range(config.random_trials):
-        scenario = rng.choice(config.scenarios)
+        if drawn:
+            scenario = rng.choices(config.scenarios, weights)[0]
+        else:  # the picks campaigns made before any scenario was generated
+            scenario = rng.choice(config.scenarios)
         trial_seed = rng.randrange(2**31)
         picks.append((scenario, trial_seed, random.Random(trial_seed)))
     return picks
@@ -509,7 +528,8 @@ def _run_trials(
         config.workers, _init_worker, (config.restart_budget, config.timeout_s, config.launch)
     )
     try:
-        picks = random_picks(config)
+        drawn = generated_scenarios(config.scenarios)
+        picks = random_picks(config, drawn)
         tables = {s: scenario_tables(config.run_dir / "tables", s) for s in config.scenarios}
         wanted = [(s, scenario_seed(config.seed, s)) for s in config.scenarios]
         wanted += [(s, seed) for s, seed, _ in picks]
@@ -536,6 +556,7 @@ def _run_trials(
             )
             on_unreached(Unreached(config.runtime, len(left_out), points))
         specs += random_specs(picks, goldens, config.runtime, config.model)
+        specs = [replace(spec, generated=spec.scenario in drawn) for spec in specs]
         if config.shard is not None:
             specs = [spec for spec in specs if config.shard.keeps(spec)]
         if select is not None:

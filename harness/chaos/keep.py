@@ -127,6 +127,7 @@ def spec_from_json(data: dict[str, Any]) -> TrialSpec:
         str(data["label"]),
         str(data["kind"]),
         None if data.get("model") is None else str(data["model"]),
+        bool(data.get("generated", False)),
     )
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from faker import Faker
 from pydantic import (
@@ -71,6 +71,9 @@ from harness.runtime.identity import Identity
 from harness.world.catalog import ARG_TYPES, CATALOG, ToolSpec
 from harness.world.declared import DeclaredTool, WorldRecord
 
+if TYPE_CHECKING:
+    from harness.chaos.generated import Generate
+
 __all__ = [
     "BATCH_DRIVERS",
     "FAKER_PROVIDERS",
@@ -79,6 +82,7 @@ __all__ = [
     "MAX_STEPS",
     "BatchStep",
     "FakerRecipe",
+    "GenerateSpec",
     "Scenario",
     "ScenarioStep",
     "SeedRecord",
@@ -88,9 +92,12 @@ __all__ = [
     "WorldSeed",
     "compile_plan",
     "did_you_mean",
+    "generated_scenario",
+    "generation",
     "load_scenario",
     "load_scenarios",
     "parse_scenario",
+    "scenario_from_data",
     "write_plan",
 ]
 
@@ -207,6 +214,7 @@ _KEYS_TOP = (
     "clock_step",
     "repeat",
     "sample",
+    "generate",
     "tools",
     "tools_file",
     "tool_table",
@@ -589,6 +597,23 @@ class StepCall:
         return f"s{self.step:03d}{letter}"
 
 
+class GenerateSpec(BaseModel):
+    """``[generate]``: the scenario's task is drawn anew from every seed
+    (``harness.chaos.generated``), of ``min_calls`` to ``max_calls`` calls; its ``steps``
+    are the calls of its own tools the task may make."""
+
+    model_config = _CONFIG
+
+    min_calls: int = Field(default=5, ge=1, le=MAX_STEPS, strict=True)
+    max_calls: int = Field(default=12, ge=1, le=MAX_STEPS, strict=True)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.min_calls > self.max_calls:
+            raise _problem("min_calls", f"{self.min_calls} is more than max_calls {self.max_calls}")
+        return self
+
+
 class Scenario(BaseModel):
     """A validated scenario: a name, a description, its own tools and world, its steps."""
 
@@ -607,6 +632,7 @@ class Scenario(BaseModel):
     clock reads N times it, so an idempotency key can outlive its window in a trial."""
     repeat: int = Field(default=1, ge=1, le=10_000, strict=True)
     sample: int | None = Field(default=None, ge=1, strict=True)
+    generate: GenerateSpec | None = None
     tools: dict[str, ToolDeclaration] = Field(default_factory=dict)
     """Declared inline; ``parse_scenario`` validates them (and the tools file's) first."""
     tools_file: str | None = None
@@ -618,6 +644,7 @@ class Scenario(BaseModel):
     _declared: Mapping[str, DeclaredTool] = PrivateAttr(default_factory=dict)
     _table_path: Path | None = PrivateAttr(default=None)
     _base: Path = PrivateAttr(default_factory=Path)
+    _data: Mapping[str, Any] = PrivateAttr(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -793,6 +820,11 @@ def parse_scenario(text: str, *, source: str) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(source, None, None, f"not valid TOML: {exc}") from None
+    return scenario_from_data(data, source=source)
+
+
+def scenario_from_data(data: dict[str, Any], *, source: str) -> Scenario:
+    """Validate a scenario from the data a scenario file holds (``parse_scenario``)."""
     base = Path(source).parent
     found = declared_tools(
         data.get("tools"),
@@ -818,6 +850,7 @@ def parse_scenario(text: str, *, source: str) -> Scenario:
     scenario._declared = declared
     scenario._table_path = table_path
     scenario._base = base
+    scenario._data = data
     if scenario.agent is not None and not (base / scenario.agent.folder).is_dir():
         folder = base / scenario.agent.folder
         raise ScenarioError(source, None, "agent.folder", f"no such folder: {folder}")
@@ -888,6 +921,8 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
+    if scenario.generate is not None:
+        scenario = generated_scenario(scenario, seed)
     fake = Faker(_FAKER_LOCALE)
     fake.seed_instance(seed)
     table = _TABLE if scenario.table_path is None else ToolTable.load(scenario.table_path)
@@ -929,6 +964,31 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         scenario.compact_at,
         None if scenario.clock_step is None else parse_window(scenario.clock_step),
     )
+
+
+def generated_scenario(scenario: Scenario, seed: int) -> Scenario:
+    """The task a scenario with ``[generate]`` draws from ``seed``, validated as a scenario
+    file is (the same in every process); its files named by absolute paths, so that it
+    can be written anywhere (``harness.strategies.scenario_toml``)."""
+    from harness.chaos.generated import draw_scenario
+
+    data, generate = generation(scenario)
+    return scenario_from_data(draw_scenario(data, generate, seed), source=scenario.source)
+
+
+def generation(scenario: Scenario) -> tuple[dict[str, Any], Generate]:
+    """What a scenario with ``[generate]`` draws its tasks from: its file's data (its files
+    named by absolute paths) and its ``[generate]`` table."""
+    from harness.chaos.generated import Generate
+
+    spec = scenario.generate
+    if spec is None:
+        raise ValueError(f"{scenario.source}: not a generated scenario (no [generate])")
+    data = dict(scenario._data)
+    for key in ("tools_file", "tool_table"):
+        if isinstance(data.get(key), str):
+            data[key] = str((scenario._base / data[key]).resolve())
+    return data, Generate(spec.min_calls, spec.max_calls, MAX_BATCH)
 
 
 def write_plan(plan: Plan, path: Path | str) -> None:

@@ -29,12 +29,14 @@ from harness.agent.plan import load_plan
 from harness.chaos.campaign import CampaignConfig, scenario_seed
 from harness.chaos.mutations import MUTATIONS, Mutation
 from harness.chaos.scenario import BatchStep, load_scenario
+from harness.chaos.shapes import plan_shapes
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import scenario_tables
 from harness.chaos.trial import TrialResult, TrialSpec, golden_dir, run_trial
 from harness.check.invariants import check_trial
 from harness.check.journal import read_journal, settles
 from harness.report.model import BATCH, MODEL, MUTATION, THREADS, SelfCheckRow
+from harness.runtime.classes import ToolTable
 
 __all__ = [
     "RERUNS",
@@ -169,7 +171,9 @@ def _golden_finishes(config: CampaignConfig) -> list[tuple[str, bool]]:
     """Every settling finish of the selected scenarios' golden runs, as (kind, succeeded),
     ``("compacts", True)`` for each whose plan compacts the journal (``compact_at``) and
     ``("keyed", True)`` for each with a tool whose provider deduplicates by key and
-    ``("reconciled", True)`` for each with a tool whose effect can be looked up by key."""
+    ``("reconciled", True)`` for each with a tool whose effect can be looked up by key,
+    and ``(shape, True)`` for each shape of equal calls its plan has
+    (``harness.chaos.shapes.plan_shapes``)."""
     found = []
     for scenario in config.scenarios:
         journal = golden_dir(config.run_dir, scenario, scenario_seed(config.seed, scenario))
@@ -177,6 +181,9 @@ def _golden_finishes(config: CampaignConfig) -> list[tuple[str, bool]]:
             if entry.kind == "finish" and settles(entry):
                 found.append(("finish", bool(entry.payload["succeeded"])))
         plan = load_plan(journal / "plan.json")
+        table_path = load_scenario(scenario).table_path
+        table = ToolTable.shipped() if table_path is None else ToolTable.load(table_path)
+        found += [(shape, True) for shape in plan_shapes(plan, table)]
         if plan.compact_at is not None:
             found.append(("compacts", True))
         if any(tool.dedupe == "key" for tool in plan.tools.values()):

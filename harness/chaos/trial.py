@@ -66,6 +66,9 @@ class TrialSpec:
     model: str | None = None
     """The scripted model that runs it (``harness.agent.model.MODELS``); None: the one the
     scenario names (``scripted`` unless it says ``model = "reissue"``)."""
+    generated: bool = False
+    """Whether its scenario's task is drawn from its seed (a scenario with ``[generate]``):
+    its replay command draws the same task again."""
 
     @property
     def scenario_name(self) -> str:
@@ -112,6 +115,7 @@ class TrialSpec:
             "kind": self.kind,
             "schedule": json.loads(self.schedule.to_json()),
             **({"model": self.model} if self.model is not None else {}),
+            **({"generated": True} if self.generated else {}),
             "replay": self.replay_command(),
         }
 

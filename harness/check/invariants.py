@@ -223,13 +223,19 @@ def _reconciled_in(ev: TrialEvidence, life: int, op_id: str, tool: str) -> bool:
 
 
 def _reconciled_present(ev: TrialEvidence, op_id: str) -> bool:
-    """Whether a reconciler closed the op as present (its tool's provider asked by key)."""
+    """Whether a reconciler closed an op of the step as present (its tool's provider asked
+    by key): the op itself, or the op a re-issued call of the step (``s003~2``) was
+    answered from, whose resolution the journal holds under its own id (``s003``)."""
     tool = _tool_of(ev, op_id)
     declared = None if tool is None else ev.plan.tools.get(tool)
     if declared is None or not declared.by_key:
         return False
+    step = step_of(op_id)
     return any(
-        e.kind == "resolved" and e.op_id == op_id and e.payload["resolution"] == "effect present"
+        e.kind == "resolved"
+        and e.op_id is not None
+        and step_of(e.op_id) == step
+        and e.payload["resolution"] == "effect present"
         for e in ev.entries
     )
 

@@ -196,12 +196,16 @@ def print_headline(
     stopped included)."""
     results = summary.results
     kinds = Counter(r.spec.kind for r in results)
+    generated = sum(r.spec.generated for r in results)
+    tasks = len({(r.spec.scenario, r.spec.seed) for r in results if r.spec.generated})
     early = ""
     if stopped_after is not None:
         early = f" (stopped early: --maxfail {stopped_after} reached)"
     _console.print(
         f"[bold]{HEADLINES[status]}[/]{early}: {many(len(results), 'trial')} "
-        f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
+        f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}"
+        + (f"; {generated} of {many(tasks, 'generated task')}" if generated else "")
+        + "), "
         f"{len(summary.failures)} failed, {len(summary.unjudged)} could not be judged, "
         f"{many(sum(r.kills for r in results), 'kill')}"
         + _never_applied(summary)

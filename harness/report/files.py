@@ -101,6 +101,7 @@ def _summary(
         "shard": None if shard is None else {"index": shard.index, "count": shard.count},
         "trials": len(results),
         "kinds": dict(Counter(r.spec.kind for r in results)),
+        "generated": sum(r.spec.generated for r in results),
         "failed": len(failures),
         "unknown": len(unjudged),
         "kills": sum(r.kills for r in results),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.chaos.scenario import compile_plan, load_scenario
 from harness.runtime.classes import IdempotencyClass, ToolClass, ToolTable
 from harness.world import CATALOG
 from tests.integration.test_bad_input import OBSERVER, SPAWNED
@@ -103,7 +104,7 @@ class TestCheckTable:
         lines = run.stdout.splitlines()
         assert lines.index("tool table harness/runtime/tools.toml against what its tools do") < (
             lines.index(
-                "PASS: 81 calls of 25 tools in 14 scenarios; unsafe: none; 0 unjudged, 0 notes"
+                "PASS: 83 calls of 25 tools in 14 scenarios; unsafe: none; 0 unjudged, 0 notes"
             )
         )
         assert "tool table scenarios/support_billing/tools.toml against what its tools do" in lines
@@ -163,8 +164,12 @@ class TestCheckTable:
         assert run.status == 0, run.stdout + run.stderr
         assert "note write_file, non_idempotent, at containment s002" in run.stdout
         assert "its replay changed nothing: could be idempotent_write" in run.stdout
-        # One note per shipped scenario that writes a file (each audits a tool once).
-        writers = [p for p in SCENARIOS.glob("*.toml") if 'tool = "write_file"' in p.read_text()]
+        # One note per shipped scenario whose plan (of check-table's seed, 1) writes a file:
+        # each audits a tool once; the generated one's task is drawn from that seed.
+        plans = [
+            compile_plan(load_scenario(p), seed=1, source=str(p)) for p in SCENARIOS.glob("*.toml")
+        ]
+        writers = [p for p in plans if any(s.tool == "write_file" for s in p.steps)]
         assert run.stdout.count("note write_file, non_idempotent") == len(writers) >= 3
         assert run.last_line.startswith("PASS")
 

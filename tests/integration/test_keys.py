@@ -91,7 +91,7 @@ class TestKeyedRetry:
             if e.kind == "decision" and e.op_id == "s001" and e.payload["state"] == "running"
         ]
         assert decisions == [("s001", "retry", 3600.0)]  # an hour old: inside its 24 h
-        assert _charges(result) == [("s001", 1)]
+        assert _charges(result) == [("s001", 1), ("s008", 1)]  # s008: the second order
         assert read_key_replays(result.directory / "world.db") == [("charge", "s001", "s001", 2)]
 
     def test_a_new_key_on_retry_charges_twice_and_is_caught(
@@ -105,7 +105,7 @@ class TestKeyedRetry:
             tmp_path, payment_golden, supervisor, tables, "key-changes-on-retry", AFTER_THE_CHARGE
         )
         assert result.failed_invariants == ("I2", "I8"), _failed(result)
-        assert _charges(result) == [("s001", 1), ("s001", 2)]
+        assert _charges(result) == [("s001", 1), ("s001", 2), ("s008", 1)]
         i2 = "\n".join(next(v for v in result.verdicts if v.invariant == "I2").evidence)
         assert "s001 (charge, non_idempotent) ran 2 times in 2 lives" in i2
 
@@ -138,7 +138,7 @@ class TestReconciler:
         ]
         assert resolved == [("s001", "effect present", "reconciled: present")]
         assert not [e for e in entries if e.kind == "hint" and e.op_id == "s001"]
-        assert _charges(result) == [("s001", 1)]
+        assert _charges(result) == [("s001", 1), ("s008", 1)]  # s008: the second order
 
 
 def _effects(result: TrialResult, tool: str) -> list[str]:

@@ -19,6 +19,7 @@ from hypothesis.errors import InvalidArgument
 
 import harness.strategies
 from harness.agent.plan import load_plan
+from harness.chaos.draws import WORLD_PARTS
 from harness.chaos.faults import parse_after_death
 from harness.chaos.scenario import (
     MAX_BATCH,
@@ -36,7 +37,6 @@ from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.runtime.errors import ToolError
 from harness.runtime.executor import CallContext
 from harness.strategies import (
-    _WORLD_PARTS,
     AUDIT_PROFILE,
     KILL_POINTS,
     crash_schedules,
@@ -183,7 +183,7 @@ class TestScenarios:
         for step in scenario.steps:
             if isinstance(step, BatchStep):
                 assert 2 <= len(step.batch) <= MAX_BATCH
-                parts = [_WORLD_PARTS[c.tool] for c in step.batch if c.tool in _WORLD_PARTS]
+                parts = [WORLD_PARTS[c.tool] for c in step.batch if c.tool in WORLD_PARTS]
                 assert len(parts) == len(set(parts)), step
         plan = compile_plan(scenario, seed=0, source="<drawn>")
         assert [s.op_id for s in plan.steps] == [c.op_id for c in scenario.calls]

@@ -25,6 +25,7 @@ from harness.chaos.scenario import (
     FakerRecipe,
     Scenario,
     compile_plan,
+    generated_scenario,
     load_scenario,
     load_scenarios,
     parse_scenario,
@@ -69,12 +70,14 @@ class TestShippedScenarios:
     @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
     def test_loads_and_compiles(self, path: Path) -> None:
         """Every shipped scenario loads, compiles, and has 5 to 12 steps (a round of them,
-        for one that repeats them: its plan has them that many times)."""
+        for one that repeats them: its plan has them that many times; the task drawn from
+        its seed, for one that generates its task)."""
         scenario = load_scenario(path)
         plan = compile_plan(scenario, seed=1, source=str(path))
         assert scenario.name == path.stem
         assert 5 <= len(plan.steps) // scenario.repeat <= 12
-        assert len(plan.steps) == len(scenario.calls)
+        task = scenario if scenario.generate is None else generated_scenario(scenario, 1)
+        assert len(plan.steps) == len(task.calls)
 
     def test_at_least_six(self) -> None:
         """At least six scenarios ship, including the phone task and the browser form."""
@@ -160,11 +163,13 @@ class TestCompile:
 
     @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
     def test_seeds_differ_where_faker_is_used(self, path: Path) -> None:
-        """Two seeds give different plans exactly when the scenario uses Faker."""
+        """Two seeds give different plans exactly when the scenario uses Faker or draws its
+        task from its seed."""
         scenario = load_scenario(path)
         one = compile_plan(scenario, seed=1, source="s")
         two = compile_plan(scenario, seed=2, source="s")
-        assert (one.steps != two.steps) == uses_faker(scenario)
+        drawn = scenario.generate is not None
+        assert (one.steps != two.steps) == (uses_faker(scenario) or drawn)
 
     def test_faker_is_used_somewhere(self) -> None:
         """At least one shipped scenario draws values from Faker."""
@@ -423,15 +428,17 @@ class TestModelAndIdentity:
         assert loaded.steps == plan.steps
 
     def test_the_shipped_reissue_scenario_opts_in_to_both(self) -> None:
-        """``reissue_calls`` runs the re-issuing model on identity by content, two identical
-        taps in a row among its steps, and ``replan_calls`` the re-planning model on it; no
-        other shipped scenario changes the default."""
+        """``reissue_calls`` and ``long_task`` run the re-issuing model on identity by content,
+        two identical taps in a row among their steps, and ``replan_calls`` the re-planning
+        model on it; no other shipped scenario changes the default."""
         chosen = {s.name: (s.model, s.identity) for s in load_scenarios(SCENARIOS)}
         assert chosen.pop("reissue_calls") == ("reissue", "content")
+        assert chosen.pop("long_task") == ("reissue", "content")
         assert chosen.pop("replan_calls") == ("replan", "content")
         assert set(chosen.values()) == {("scripted", "id")}
-        steps = [c.spec for c in load_scenario(SCENARIOS / "reissue_calls.toml").calls]
-        assert any(a.tool == b.tool and a.args == b.args for a, b in itertools.pairwise(steps))
+        for name in ("reissue_calls", "long_task"):
+            steps = [c.spec for c in load_scenario(SCENARIOS / f"{name}.toml").calls]
+            assert any(a.tool == b.tool and a.args == b.args for a, b in itertools.pairwise(steps))
 
     @pytest.mark.parametrize(
         ("line", "field", "fragment"),

@@ -23,6 +23,7 @@ from harness.check.invariants import (
     check_unknown_outcome_verified,
     unknown_excused,
 )
+from harness.check.journal import JournalEntry
 from harness.failpoints import parse_failpoints
 from harness.runtime.errors import TransientToolError
 from harness.world.store import LedgerEntry, result_digest
@@ -264,3 +265,32 @@ class TestTheLostRequest:
         lost = {k: s for k, s in schedules.items() if "lost-request" in s.fault_kinds}
         assert sorted(lost) == ["op.request@2+lost-request", "op.request@4+lost-request"]
         assert all(not s.needs_journal for s in lost.values())
+
+
+PAYMENT = str(Path(__file__).parent.parent.parent / "scenarios" / "payment_flow.toml")
+# payment_flow: s001 charge, a tool whose provider can be asked by key (a reconciler).
+
+
+class TestAnAckOfAReissuedCallClosedByAReconciler:
+    """A re-issued call (``s001~2``) answered from an op a reconciler found present: the
+    resolution is journaled under the op's own id (``s001``)."""
+
+    def _evidence(self, tmp_path: Path, resolution: str) -> TrialEvidence:
+        write_plan_for(PAYMENT, 3, tmp_path)
+        ev = TrialEvidence(tmp_path, None)
+        resolved = {"op_id": "s001", "resolution": resolution, "note": "reconciled"}
+        ev.__dict__.update(
+            events=(_ack("s001~2", None, life=2),),
+            history=(),
+            ledger=(_run(1, "s001", "charge", {"id": "ch_1"}),),
+            entries=(JournalEntry(0, 1, "resolved", resolved),),
+        )
+        ev.__dict__["lives"] = (LifeSeen(1, 101, 0, None, None, ""),)
+        return ev
+
+    def test_holds_when_the_op_it_stands_for_was_found_present(self, tmp_path: Path) -> None:
+        assert check_told_the_truth(self._evidence(tmp_path, "effect present")).status == "pass"
+
+    def test_fails_when_it_was_not(self, tmp_path: Path) -> None:
+        found = check_told_the_truth(self._evidence(tmp_path, "unverifiable"))
+        assert "s001~2 was reported done in life 2 with no result" in found.evidence[0]
