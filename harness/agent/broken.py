@@ -28,7 +28,6 @@ from harness.runtime import (
     CallOutcome,
     Decision,
     OpState,
-    Reconciled,
     RecoveryDecision,
     Resolution,
     Runtime,
@@ -53,7 +52,7 @@ from harness.runtime.journal import (
     new_journal_id,
 )
 from harness.runtime.matrix import decide_for_operation, verify_hint
-from harness.runtime.reconcile import Answer
+from harness.runtime.reconcile import Answer, Question
 from harness.runtime.records import (
     CheckpointRecord,
     FinishRecord,
@@ -651,21 +650,16 @@ class ContentByTool(BrokenRuntime):
         )
 
     def _of_tool(self, tool: str) -> list[str]:
-        """The ops of a tool, in first-intent order: a compacted journal's settled ones
-        (every one read: the index knows contents, not tools), then those held in memory."""
-        held = self._by_content.get(ContentKey(tool, _ANY_ARGS), [])
-        settled = self.ops.settled
-        if settled is None:
-            return held
-        block = [
-            record.op_id
-            for _, record in settled
-            if record.tool == tool
-            and record.redo_of is None
-            and not record.fresh
-            and record.op_id in self.ops
-        ]
-        return [*block, *(op_id for op_id in held if op_id not in block)]
+        """The ops of a tool, in first-intent order: with settled ops left in the file, every
+        op read (an index knows contents, not tools), else those held in memory."""
+        if self.ops.settled is None:
+            return self._by_content.get(ContentKey(tool, _ANY_ARGS), [])
+        found = []
+        for op_id in self.ops:
+            op = self.ops[op_id]
+            if op.tool == tool and op.redo_of is None and not op.fresh:
+                found.append(op_id)
+        return found
 
     def _index(self, op: OpHistory) -> None:
         if self.identity is Identity.CONTENT and op.redo_of is None and not op.fresh:
@@ -1333,22 +1327,13 @@ class KeyFromArgs(BrokenRuntime):
     exposing = ("keyed-twice", True)
     _executor_class = _KeyFromArgsExecutor
 
-    def _reconcile_steps(self, op: OpHistory, depth: int = 0) -> Steps[CallOutcome | None]:
+    def _question(self, op: OpHistory) -> Question | None:
         # Its provider is asked by the same key the call carried: the mistake is one.
-        real = self.reconcilers.get(op.tool)
-        if real is None:
-            return (yield from super()._reconcile_steps(op, depth))
+        question = super()._question(op)
+        if question is None:
+            return None
         content = f"{op.tool}:{op.args_digest}"
-
-        def by_content_key(args: Mapping[str, Any], ctx: CallContext) -> Reconciled | str:
-            return real(args, replace(ctx, key_op=content))
-
-        every = self.reconcilers
-        self.reconcilers = {**every, op.tool: by_content_key}
-        try:
-            return (yield from super()._reconcile_steps(op, depth))
-        finally:
-            self.reconcilers = every
+        return replace(question, ctx=replace(question.ctx, key_op=content))
 
 
 _WRITE_REPEATED = (
