@@ -88,6 +88,10 @@ JOURNAL_FAULTS = frozenset(
 )
 """Fault kinds that act on this project's journal."""
 
+AGENT_LOOP_FAULTS = frozenset({"recover-in-flight", "both-apis"})
+"""Fault kinds the harness's own agent loop makes (it uses its runtime again while a call
+is in flight): at a failpoint every adapter hits, but acted on only by that loop."""
+
 FILE_FAULTS = frozenset({"power-loss"})
 """Fault kinds that act on whatever files the runtime keeps in the trial folder (our
 journal, a framework's database): rebuilt from what the agent asked the kernel."""
@@ -99,9 +103,11 @@ def not_applicable(kind: str, adapter: Adapter) -> str | None:
     Damage at rest, a full disk and a changed table act on this project's journal and
     table; a power loss on any files the runtime keeps in the trial folder (our
     journal, a framework's database), and only where the observer it is rebuilt
-    from can be had."""
+    from can be had; the agent loop's own misuse only where that loop runs."""
     if kind in JOURNAL_FAULTS and not adapter.journal:
         return f"{adapter.name} keeps no journal"
+    if kind in AGENT_LOOP_FAULTS and not adapter.takes_model:
+        return f"{adapter.name} does not run harness.agent's loop, which this fault acts through"
     if kind in FILE_FAULTS:
         if not adapter.keeps_files:
             return f"{adapter.name} keeps no files in the trial folder"

@@ -18,7 +18,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.adapters import ADAPTERS, JOURNAL_POINTS, OP_POINTS, UnknownAdapterError, get_adapter
+from harness.adapters import (
+    ADAPTERS,
+    JOURNAL_POINTS,
+    MODEL_POINTS,
+    OP_POINTS,
+    UnknownAdapterError,
+    get_adapter,
+)
 from harness.adapters.mcp_agent import SERVER_MODULE, server_command
 from harness.chaos.campaign import CampaignConfig, run_trials
 from harness.chaos.schedule import CrashSchedule, Life
@@ -68,7 +75,8 @@ class TestRegistration:
         adapter = ADAPTERS["mcp"]
         assert adapter.module == "harness.adapters.mcp_agent"
         assert adapter.journal
-        assert adapter.failpoints == OP_POINTS | JOURNAL_POINTS
+        # the journal's points, and those of harness.agent's loop, which it runs
+        assert adapter.failpoints == OP_POINTS | JOURNAL_POINTS | MODEL_POINTS
         with pytest.raises(UnknownAdapterError, match=r"known: .*\bmcp\b"):
             get_adapter("no-such-runtime")
 
