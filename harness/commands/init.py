@@ -582,17 +582,23 @@ def run(args: argparse.Namespace) -> int:
             )
         ]
     example_only = listing is None
-    scenario_text = render_scenario(
-        name,
-        args.agent,
-        source,
-        tools,
-        table_file,
-        example=example_only,
-        agent_folder=os.path.relpath(Path.cwd(), out.parent.resolve()),
-    )
+
+    def scenario_with(agent_folder: str) -> str:
+        return render_scenario(
+            name,
+            args.agent,
+            source,
+            tools,
+            table_file,
+            example=example_only,
+            agent_folder=agent_folder,
+        )
+
+    # The agent's folder is where init runs, written relative to the scenario's own folder;
+    # the scratch copy that is checked names it whole (its relative form means nothing there).
+    scenario_text = scenario_with(os.path.relpath(Path.cwd(), out.parent.resolve()))
     table_text = render_table(tools, source, example=example_only)
-    _check_loads(out.name, table_file, scenario_text, table_text)
+    _check_loads(out.name, table_file, scenario_with(str(Path.cwd())), table_text)
     _write_both(out, scenario_text, table_path, table_text, force=args.force)
 
     counts = {c: sum(t.tool_class is c for t in tools) for c in IdempotencyClass}

@@ -251,3 +251,21 @@ def test_the_classes_are_the_table_commands(folder: Path) -> None:
     theirs = ToolTable.parse(table.stdout, source="<stdout>").entries
     assert ToolTable.load(folder / "x" / "tools.toml").entries == theirs
     assert theirs["run_report"].idempotency is IdempotencyClass.UNKNOWN
+
+
+def test_out_in_another_folder(folder: Path) -> None:
+    """--out in a folder beside the one init runs in: the scenario loads there, and its
+    agent's folder is the one init ran in, written relative to the scenario."""
+    work = folder / "project"
+    elsewhere = folder / "elsewhere" / "deeper"
+    work.mkdir()
+    elsewhere.mkdir(parents=True)
+    out = elsewhere / "w.toml"
+    done = harness("init", "--agent", AGENT, "--out", str(out), cwd=work)
+    assert done.returncode == 0, done.stderr
+    scenario = load_scenario(out)
+    assert scenario.agent is not None
+    assert scenario.agent.folder == "../../project"
+    assert (out.parent / scenario.agent.folder).resolve() == work.resolve()
+    assert (elsewhere / "w" / "tools.toml").is_file()
+    assert f" trial {out} --seed 1" in done.stdout
