@@ -36,6 +36,7 @@ import shutil
 import sys
 import tempfile
 import textwrap
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -609,9 +610,30 @@ def run(args: argparse.Namespace) -> int:
         f"in {table_path}; fill in its TODOs, then run:",
         file=sys.stderr,
     )
+    if _others_name_no_agent(out):
+        campaign = " (chaos with no --scenario, as make chaos runs it)" if default else ""
+        print(
+            f"harness: {out.parent}/ holds scenarios that name no [agent]: a campaign of the "
+            f"folder{campaign} runs those and leaves this one out; the commands below run it",
+            file=sys.stderr,
+        )
     print(f"{prog_name()} trial {shlex.quote(str(out))} --seed 1")
     print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))}")
     return 0
+
+
+def _others_name_no_agent(out: Path) -> bool:
+    """Whether a scenario beside ``out`` names no ``[agent]``: a campaign of their folder
+    given no ``--runtime`` then leaves ``out`` out (``campaign_scenarios``)."""
+    for other in sorted(out.parent.glob("*.toml")):
+        if other.name == out.name:
+            continue
+        try:
+            if "agent" not in tomllib.loads(other.read_text("utf-8")):
+                return True
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue  # not a scenario a campaign could take either
+    return False
 
 
 def _check_out(out: Path, table_path: Path, *, force: bool, default: bool) -> None:

@@ -8,8 +8,10 @@ no process naming that folder may be alive, nor any new child of the test proces
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -269,3 +271,34 @@ def test_out_in_another_folder(folder: Path) -> None:
     assert (out.parent / scenario.agent.folder).resolve() == work.resolve()
     assert (elsewhere / "w" / "tools.toml").is_file()
     assert f" trial {out} --seed 1" in done.stdout
+
+
+def test_the_default_campaign_still_runs_after_init(folder: Path) -> None:
+    """init into a scenarios folder whose scenarios name no agent says the folder's campaign
+    leaves its scenario out; chaos with no --scenario then runs the others on the real
+    runtime and says which it left out, in one line."""
+    work = folder / "project"
+    (work / "scenarios").mkdir(parents=True)
+    shutil.copyfile(
+        ROOT / "tests" / "data" / "scenarios" / "mini.toml", work / "scenarios" / "mini.toml"
+    )
+    done = harness("init", "--agent", AGENT, cwd=work)
+    assert done.returncode == 0, done.stderr
+    out = Path("scenarios") / f"{NAME}.toml"
+    assert (work / out).is_file()
+    note = done.stderr.splitlines()[-1]
+    assert note.startswith("harness: scenarios/ holds scenarios that name no [agent]"), note
+    assert "leaves this one out" in note
+    chaos = harness(
+        "chaos", "--random", "0", "--no-self-check", "--workers", "1", "--reports",
+        str(folder / "reports"), cwd=work,
+    )  # fmt: skip
+    assert chaos.returncode == 0, chaos.stdout[-3000:] + chaos.stderr
+    assert chaos.stderr.splitlines()[0] == (
+        f"harness: left out {out}, which names an [agent]: a campaign of a folder runs the "
+        f"scenarios that name none on real; run the agent's with --scenario {out}"
+    )
+    assert "runtime real, 1 scenarios" in chaos.stdout
+    (run,) = (folder / "reports").iterdir()
+    scenarios = {json.loads(line)["spec"]["scenario"] for line in (run / "trials.jsonl").open()}
+    assert scenarios == {"scenarios/mini.toml"}
