@@ -38,7 +38,9 @@ class TestFolderNames:
 
 class TestReplayFromAnywhere:
     def test_replay_from_another_folder_reaches_the_same_verdicts(self, tmp_path: Path) -> None:
-        """A trial recorded from the project replays from an unrelated folder, same verdicts."""
+        """A trial recorded from the project replays from an unrelated folder, same verdicts;
+        given no --reports, its run folder goes beside the trial's own run, none in the
+        folder it ran from."""
         schedule = '[{"failpoints":"op.after_intent@3=kill"}]'
         first = subprocess.run(
             [
@@ -74,8 +76,6 @@ class TestReplayFromAnywhere:
                 str(trial),
                 "--project",
                 str(ROOT),
-                "--reports",
-                str(tmp_path / "again"),
             ],
             cwd=elsewhere,
             env=_env(),
@@ -84,9 +84,13 @@ class TestReplayFromAnywhere:
             timeout=120,
         )
         assert again.returncode == 0, again.stdout + again.stderr
+        assert list(elsewhere.iterdir()) == [], "the replay wrote in the folder it ran from"
+        assert f"run folder goes in {tmp_path / 'first'} " in again.stderr
 
-        def statuses(folder: Path) -> dict[str, str]:
-            data = json.loads(next(folder.glob("*/trial/verdicts.json")).read_text())
+        def statuses(run: Path) -> dict[str, str]:
+            data = json.loads((run / "trial" / "verdicts.json").read_text())
             return {v["invariant"]: v["status"] for v in data}
 
-        assert statuses(tmp_path / "again") == statuses(tmp_path / "first")
+        runs = {p.parent for p in (tmp_path / "first").glob("*/trial")}
+        (replayed,) = runs - {trial.parent}
+        assert statuses(replayed) == statuses(trial.parent)
