@@ -69,7 +69,7 @@ class TestRegistration:
         assert adapter.module == "harness.adapters.mcp_agent"
         assert adapter.journal
         assert adapter.failpoints == OP_POINTS | JOURNAL_POINTS
-        with pytest.raises(UnknownAdapterError, match=r"known: .*\bmcp\b"):
+        with pytest.raises(UnknownAdapterError, match=r"registered one: .*\bmcp\b"):
             get_adapter("no-such-runtime")
 
 
