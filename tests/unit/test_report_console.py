@@ -15,6 +15,7 @@ from harness.report.console import (
     print_campaign,
     print_headline,
     print_trial,
+    progress_bar,
 )
 
 
@@ -87,3 +88,25 @@ def test_the_invariants_table_and_a_trial_show_what_applied(
     print_trial(results[0])
     out = capsys.readouterr().out
     assert "I9 I9 (nothing to judge)" in out and "I2 i2 (nothing" not in out
+
+
+class TestProgress:
+    def test_a_campaign_bar_counts_failed_trials(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A campaign's bar counts its failed trials as failed."""
+        with progress_bar("campaign") as bar:
+            bar.planned(3)
+            bar.advanced(failed=0)
+            bar.advanced(failed=1)
+        out = capsys.readouterr().out
+        assert "1 failed" in out and "caught" not in out
+
+    def test_a_self_check_bar_counts_caught_trials(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A broken runtime's bar counts its failed trials as caught: that is the point."""
+        with progress_bar("self-check replay-success", catching=True) as bar:
+            bar.planned(3)
+            bar.advanced(failed=1)
+            bar.advanced(failed=2)
+        out = capsys.readouterr().out
+        assert "2 caught" in out and "failed" not in out
