@@ -2,7 +2,7 @@
 init, chaos, trial, compare, replay, audit, merge, table, check-table and bench.
 
 - ``init``: a scenario skeleton for an agent's tools (read from its MCP server's
-  listing, when given one), then the two commands that test the agent on it.
+  listing, when given one), then the commands that test the agent on it.
 - ``chaos``: the default campaign (every failpoint at every hit of every scenario,
   plus random-time kills), then the self-check; exit 0 only if everything held.
 - ``trial``: one trial, given scenario, seed, runtime and schedule (the line a

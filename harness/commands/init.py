@@ -2,8 +2,8 @@
 
 Writes a scenario skeleton for the agent ``CMD`` (its command line, kept in the
 scenario's ``[agent]`` table, run as ``--runtime cmd:"CMD"`` runs it) and prints the
-next two commands: a crash-free ``trial`` of it, then a ``chaos`` campaign. Nothing of
-the agent is run.
+next commands: a crash-free ``trial`` of it, a first ``chaos`` campaign of minutes, the
+whole one. Nothing of the agent is run.
 
 The tools: with ``--mcp`` (a shell-quoted command that starts the agent's own MCP
 server over stdio, in a scratch folder, as ``table --from-mcp`` does) or
@@ -64,6 +64,9 @@ from harness.toml_text import toml_string, toml_value
 __all__ = ["add_parser", "agent_name", "declared_args", "identifier", "placeholder", "run"]
 
 DEFAULT_FOLDER = "scenarios"
+FIRST_RANDOM = 10
+"""The random-time trials of the first campaign init prints: a black box of one tool runs
+about 0.2 trials a second, so that its 200 by default take some 20 minutes, these one."""
 _GENERIC = frozenset({"agent", "main", "__main__", "app", "run", "cli", "index", "server"})
 _JSON_TYPES = {
     "string": "str",
@@ -93,7 +96,7 @@ _BEHAVIOURS_OF = {
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     init: argparse.ArgumentParser = sub.add_parser(
         "init",
-        help="write a scenario skeleton for an agent's tools, then print the next two commands",
+        help="write a scenario skeleton for an agent's tools, then print the commands that test it",
         description="Write a scenario skeleton for the agent CMD: one declared tool per tool "
         "of its MCP server (--mcp or --mcp-url; else one example to copy), their classes "
         "from the tools' annotations in a tool table beside it, and a plan of one step per "
@@ -607,7 +610,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"harness: wrote {out} ({len(tools)} tool{'s' if len(tools) != 1 else ''} "
         f"{'with' if example_only else 'from'} {source}: {by_class}) and its classes "
-        f"in {table_path}; fill in its TODOs, then run:",
+        f"in {table_path}; fill in its TODOs, then run a crash-free trial, a first campaign "
+        f"of minutes ({FIRST_RANDOM} random-time kills), then the whole one:",
         file=sys.stderr,
     )
     if _others_name_no_agent(out):
@@ -618,6 +622,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     print(f"{prog_name()} trial {shlex.quote(str(out))} --seed 1")
+    print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))} --random {FIRST_RANDOM}")
     print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))}")
     return 0
 

@@ -80,8 +80,9 @@ def test_init_then_the_trial_it_prints(folder: Path) -> None:
     done = harness("init", "--agent", AGENT, "--mcp", example_server(folder), cwd=work)
     assert done.returncode == 0, done.stderr
     out = Path("scenarios") / f"{NAME}.toml"
-    trial_line, chaos_line = done.stdout.splitlines()
+    trial_line, first_line, chaos_line = done.stdout.splitlines()
     assert trial_line.endswith(f" trial {out} --seed 1")
+    assert first_line.endswith(f" chaos --scenario {out} --random 10")
     assert chaos_line.endswith(f" chaos --scenario {out}")
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert "6 tools from the MCP server" in done.stderr
