@@ -9,12 +9,13 @@ decides anything the checkers did not decide.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -45,11 +46,13 @@ from harness.report.model import (
 from harness.report.tables import fault_rows, invariant_catches
 from harness.runtime.classes import IdempotencyClass
 from harness.table_audit import AuditStatus, TableAudit
-from harness.words import many
+from harness.words import duration, many
 
 __all__ = [
+    "PROGRESS_LINE_EVERY_S",
     "CampaignSummary",
     "ProgressBar",
+    "ProgressLines",
     "print_campaign",
     "print_crash_state",
     "print_headline",
@@ -81,8 +84,17 @@ def _progress() -> Progress:
     )
 
 
-class ProgressBar:
+class ProgressBar(Protocol):
     """One bar: told the trials planned, then each trial as it comes back."""
+
+    def planned(self, total: int) -> None: ...
+
+    def advanced(self, failed: int) -> None:
+        """One more trial came back; ``failed`` of those so far failed."""
+
+
+class _Bar:
+    """The bar on a terminal: rich's, redrawn in place."""
 
     def __init__(self, progress: Progress, task: TaskID) -> None:
         self._progress = progress
@@ -92,18 +104,71 @@ class ProgressBar:
         self._progress.update(self._task, total=total)
 
     def advanced(self, failed: int) -> None:
-        """One more trial came back; ``failed`` of those so far failed."""
         self._progress.update(self._task, advance=1, failed=failed)
 
 
+PROGRESS_LINE_EVERY_S = 5.0
+"""Where the output is no terminal (a CI log, a file), a progress line at most this often."""
+
+
+class ProgressLines:
+    """The bar where the output is no terminal, where nothing is redrawn: a line at most
+    every ``PROGRESS_LINE_EVERY_S`` seconds of ``clock`` (trials done, failed or caught,
+    rate, time left), and one when the block ends."""
+
+    def __init__(
+        self, title: str, counted: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._title = title
+        self._counted = counted
+        self._clock = clock
+        self._started = self._last = clock()
+        self._total: int | None = None
+        self._done = 0
+        self._failed = 0
+
+    def planned(self, total: int) -> None:
+        self._total = total
+
+    def advanced(self, failed: int) -> None:
+        self._done += 1
+        self._failed = failed
+        if self._clock() - self._last >= PROGRESS_LINE_EVERY_S:
+            self._say(ended=False)
+
+    def ended(self) -> None:
+        self._say(ended=True)
+
+    def _say(self, *, ended: bool) -> None:
+        now = self._last = self._clock()
+        took = now - self._started
+        rate = self._done / took if took > 0 else 0.0
+        of = "" if self._total is None else f"/{self._total}"
+        line = f"{self._title}: {self._done}{of} done, {self._failed} {self._counted}"
+        line += f", {rate:.2f} trials/s"
+        if ended:
+            line += f", took {duration(took)}"
+        elif self._total is not None and rate > 0:
+            line += f", about {duration((self._total - self._done) / rate)} left"
+        _console.print(line, markup=False)
+
+
 @contextmanager
-def progress_bar(title: str, *, catching: bool = False) -> Iterator[ProgressBar]:
-    """A progress bar titled ``title``, shown while the block runs. ``catching``: the trials
-    are a broken runtime's, whose failures are it being caught (the point of the
-    self-check), so the bar counts them as "caught", not "failed"."""
+def progress_bar(
+    title: str, *, catching: bool = False, clock: Callable[[], float] = time.monotonic
+) -> Iterator[ProgressBar]:
+    """A progress bar titled ``title``, shown while the block runs: rich's on a terminal,
+    else ``ProgressLines`` (timed by ``clock``). ``catching``: the trials are a broken
+    runtime's, whose failures are it being caught (the point of the self-check), so the
+    bar counts them as "caught", not "failed"."""
     counted = "caught" if catching else "failed"
+    if not _console.is_terminal:
+        lines = ProgressLines(title, counted, clock)
+        yield lines
+        lines.ended()
+        return
     with _progress() as progress:
-        yield ProgressBar(progress, progress.add_task(title, total=None, failed=0, counted=counted))
+        yield _Bar(progress, progress.add_task(title, total=None, failed=0, counted=counted))
 
 
 @dataclass(frozen=True, slots=True)

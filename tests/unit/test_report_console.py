@@ -11,6 +11,7 @@ from harness.chaos.trial import TrialResult, TrialSpec
 from harness.check.invariants import Verdict
 from harness.exits import EXIT_OK
 from harness.report.console import (
+    PROGRESS_LINE_EVERY_S,
     CampaignSummary,
     print_campaign,
     print_headline,
@@ -110,3 +111,45 @@ class TestProgress:
             bar.advanced(failed=2)
         out = capsys.readouterr().out
         assert "2 caught" in out and "failed" not in out
+
+
+class FakeClock:
+    """A clock a test moves by hand: no test waits on, or asserts, wall-clock time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TestProgressLines:
+    def test_a_line_every_few_seconds_with_done_failed_rate_and_time_left(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Off a terminal, trials that come back sooner than PROGRESS_LINE_EVERY_S after the
+        last line print nothing; then one line says done, failed, rate and time left; the
+        end of the block prints the last."""
+        clock = FakeClock()
+        with progress_bar("campaign", clock=clock) as bar:
+            bar.planned(100)
+            for done in range(1, 21):
+                clock.now += 0.5  # 20 trials in 10 s, 2 a second
+                bar.advanced(failed=done // 10)
+            clock.now += 1
+        lines = capsys.readouterr().out.splitlines()
+        assert lines == [
+            "campaign: 10/100 done, 1 failed, 2.00 trials/s, about 45 s left",
+            "campaign: 20/100 done, 2 failed, 2.00 trials/s, about 40 s left",
+            "campaign: 20/100 done, 2 failed, 1.82 trials/s, took 11 s",
+        ]
+        assert PROGRESS_LINE_EVERY_S == 5.0  # the 10 trials between lines above
+
+    def test_before_the_plan_no_time_left(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Trials that come back before the campaign's size is known print no time left."""
+        clock = FakeClock()
+        with progress_bar("self-check x", catching=True, clock=clock) as bar:
+            clock.now += 6
+            bar.advanced(failed=1)
+        first = capsys.readouterr().out.splitlines()[0]
+        assert first == "self-check x: 1 done, 1 caught, 0.17 trials/s"
