@@ -142,7 +142,7 @@ def test_a_listing_becomes_a_scenario_that_loads(
 ) -> None:
     """One declared tool per tool it can declare, in order, the others commented out with the
     reason; the classes from the annotations in the tool table beside it; one step per tool
-    it can call; and the next two commands on stdout."""
+    it can call; and the next commands on stdout."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(table_command, "list_mcp_tools", lambda *a, **k: ODD)
     assert run_init("--agent", AGENT, "--mcp", "srv") == 0
@@ -176,6 +176,7 @@ def test_a_listing_becomes_a_scenario_that_loads(
     harness = cli.prog_name()  # python -m harness, or harness as the console script
     assert captured.out.splitlines() == [
         f"{harness} trial {out} --seed 1",
+        f"{harness} chaos --scenario {out} --random 10",
         f"{harness} chaos --scenario {out}",
     ]
     assert scenario.agent is not None
