@@ -37,13 +37,14 @@ import sys
 import tempfile
 import textwrap
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from harness.blackbox.names import agent_name, identifier
 from harness.commands.options import prog_name
 from harness.commands.table import list_in_scratch, write_whole
 from harness.runtime.classes import (
@@ -67,7 +68,6 @@ DEFAULT_FOLDER = "scenarios"
 FIRST_RANDOM = 10
 """The random-time trials of the first campaign init prints: a black box of one tool runs
 about 0.2 trials a second, so that its 200 by default take some 20 minutes, these one."""
-_GENERIC = frozenset({"agent", "main", "__main__", "app", "run", "cli", "index", "server"})
 _JSON_TYPES = {
     "string": "str",
     "integer": "int",
@@ -147,32 +147,6 @@ def _seconds(text: str) -> float:
     if not value > 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
     return value
-
-
-# --- the agent's name --------------------------------------------------------------------
-
-
-def agent_name(command: Sequence[str]) -> str:
-    """An identifier-like name for the agent ``command``: its script's (or module's) name,
-    or its folder's when that name is generic (``agent.py``, ``main.py``)."""
-    words = list(command)
-    if "-m" in words[:-1]:
-        parts = words[words.index("-m") + 1].split(".")
-        chosen = next((p for p in reversed(parts) if p not in _GENERIC), parts[-1])
-    else:
-        paths = [w for w in words[1:] if not w.startswith("-") and ("/" in w or "." in w)]
-        path = Path(paths[-1] if paths else words[0])
-        chosen = path.stem
-        if chosen in _GENERIC and path.parent.name not in ("", ".", ".."):
-            chosen = path.parent.name
-    return identifier(chosen)
-
-
-def identifier(text: str) -> str:
-    """``text`` made identifier-like, as a scenario's name must be: lower case, each run of
-    other characters one ``_``, ``agent_`` before a leading digit."""
-    name = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_").lower() or "agent"
-    return name if not name[0].isdigit() else f"agent_{name}"
 
 
 # --- a tool's arguments, from its input schema ---------------------------------------------
