@@ -29,9 +29,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from harness.adapters import get_adapter
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES
-from harness.check.windows import WINDOWS
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 from harness.failpoints import EXIT_HOLD_POINT
 from harness.report.model import (
@@ -43,7 +43,7 @@ from harness.report.model import (
     never_applied,
     trials_with_verdict,
 )
-from harness.report.tables import fault_rows, invariant_catches
+from harness.report.tables import fault_rows, invariant_catches, window_counts
 from harness.runtime.classes import IdempotencyClass
 from harness.table_audit import AuditStatus, TableAudit
 from harness.words import duration, many
@@ -183,9 +183,6 @@ class CampaignSummary:
         """Invariants that passed, but in no trial had anything to judge."""
         return never_applied(self.by_invariant())
 
-    def windows(self) -> Counter[str]:
-        return Counter(w for r in self.results for w in r.windows)
-
     @property
     def failures(self) -> list[TrialResult]:
         return [r for r in self.results if r.status == "fail"]
@@ -303,7 +300,6 @@ def _print_invariants(summary: CampaignSummary) -> None:
 
 
 def _print_windows(summary: CampaignSummary) -> None:
-    counts = summary.windows()
     reached = Counter(
         point
         for res in summary.results
@@ -313,10 +309,8 @@ def _print_windows(summary: CampaignSummary) -> None:
     table = Table(title="where the kills landed")
     table.add_column("random-time kills: window")
     table.add_column("kills", justify="right")
-    for window in WINDOWS:
-        table.add_row(window, str(counts[window]))
-    for window in sorted(set(counts) - set(WINDOWS)):  # a black box's (harness.blackbox)
-        table.add_row(window, str(counts[window]))
+    for window, count in window_counts(summary.results):
+        table.add_row(window, str(count))
     for point, n in sorted(reached.items()):
         table.add_row(f"failpoint {point}", str(n))
     _console.print(table)
@@ -404,7 +398,14 @@ def print_trial(result: TrialResult) -> None:
         f"{many(result.kills, 'kill')}",
         markup=False,
     )
+    # A black box keeps no journal: the invariants that judge one do not apply to it, and
+    # share one line per reason, not one line and the same reason each.
+    black_box = get_adapter(result.spec.runtime).black_box
+    grouped: dict[tuple[str, ...], list[str]] = {}
     for verdict in result.verdicts:
+        if black_box and verdict.status == "not-judged":
+            grouped.setdefault(verdict.evidence, []).append(verdict.invariant)
+            continue
         colour = _COLOURS[verdict.status]
         idle = " (nothing to judge)" if verdict.status == "pass" and not verdict.applied else ""
         _console.print(
@@ -412,6 +413,11 @@ def print_trial(result: TrialResult) -> None:
         )
         for line in verdict.evidence if verdict.status != "pass" else ():
             _console.print(f"             {line}", markup=False)
+    for evidence, names in grouped.items():
+        why = "; ".join(evidence) or "they do not apply"
+        _console.print(
+            f"[{_COLOURS['not-judged']}]not-judged[/] {escape(' '.join(names))}: {escape(why)}"
+        )
     _console.print(f"[bold]{HEADLINES[exit_status([result.status])]}[/]")
 
 

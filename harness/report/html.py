@@ -34,7 +34,6 @@ from harness.agent.plan import plan_id
 from harness.chaos.keep import TRIALS_FILE
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES, Verdict
-from harness.check.windows import WINDOWS
 from harness.report.model import (
     SelfCheckRow,
     applied,
@@ -42,7 +41,7 @@ from harness.report.model import (
     never_applied,
     trials_with_verdict,
 )
-from harness.report.tables import fault_rows, invariant_catches
+from harness.report.tables import fault_rows, invariant_catches, window_counts
 from harness.report.timeline import Timeline, read_timeline, render_timeline
 from harness.words import many
 
@@ -304,12 +303,10 @@ def _invariants(results: list[TrialResult]) -> str:
 
 
 def _coverage(results: list[TrialResult]) -> str:
-    windows = Counter(w for r in results for w in r.windows)
     reached = Counter(point.split(" ")[0] for r in results for point in r.reached)
     rows = [
-        f"<tr><td>random-time kill in window <b>{_e(w)}</b></td>"
-        f'<td class="n">{windows[w]}</td></tr>'
-        for w in (*WINDOWS, *sorted(set(windows) - set(WINDOWS)))
+        f'<tr><td>random-time kill in window <b>{_e(w)}</b></td><td class="n">{n}</td></tr>'
+        for w, n in window_counts(results)
     ]
     rows += [
         f'<tr><td>failpoint <code>{_e(p)}</code></td><td class="n">{n}</td></tr>'

@@ -153,3 +153,40 @@ class TestProgressLines:
             bar.advanced(failed=1)
         first = capsys.readouterr().out.splitlines()[0]
         assert first == "self-check x: 1 done, 1 caught, 0.17 trials/s"
+
+
+BOX = "cmd:/tmp/x/.venv/bin/python /tmp/x/plain_python/agent.py"
+NO_JOURNAL = ("the runtime under test offers no journal",)
+
+
+def _box(runtime: str, windows: tuple[str, ...]) -> TrialResult:
+    spec = TrialSpec("scenarios/phone_task.toml", 7, CrashSchedule((Life(),)), runtime, "x")
+    verdicts = (
+        Verdict("I1", "i1", "pass"),
+        Verdict("I3", "i3", "not-judged", NO_JOURNAL),
+        Verdict("I9", "i9", "not-judged", NO_JOURNAL),
+    )
+    return TrialResult(spec, Path("/nowhere"), verdicts, 2, 1, windows, (), 1.0)
+
+
+class TestBlackBox:
+    def test_what_needs_a_journal_is_one_line(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A black box's trial names the invariants it offers nothing to in one line with
+        the reason, not a line and the reason each; another runtime's keeps a line each."""
+        print_trial(_box(BOX, ()))
+        out = capsys.readouterr().out
+        assert "not-judged I3 I9: the runtime under test offers no journal" in out
+        assert out.count("offers no journal") == 1
+        print_trial(_box("module:my_agent", ()))
+        assert capsys.readouterr().out.count("offers no journal") == 2
+
+    def test_the_kill_windows_are_a_black_box_s(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A black box's campaign lists the windows the harness's servers place a kill in,
+        not the journal's (which would only ever count 0); a runtime's lists the journal's."""
+        print_campaign(CampaignSummary([_box(BOX, ("after a tool call",))]), BOX)
+        out = capsys.readouterr().out
+        assert "after a tool call" in out and "after a model answer" in out
+        assert "intent-effect" not in out and "during recovery" not in out
+        print_campaign(CampaignSummary([_box("real", ())]), "real")
+        out = capsys.readouterr().out
+        assert "intent-effect" in out and "after a model answer" not in out
