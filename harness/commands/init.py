@@ -505,9 +505,12 @@ def run(args: argparse.Namespace) -> int:
         raise HarnessError(f"--agent {args.agent!r}: not a command line: {exc}") from None
     if not agent:
         raise HarnessError("--agent: give the agent's command line")
+    agent, chosen = choose_interpreter(agent, Path.cwd())
     if shutil.which(agent[0]) is None and not Path(agent[0]).is_file():
         raise HarnessError(f"--agent {args.agent!r}: no program {agent[0]!r} (not on PATH)")
+    agent_line = shlex.join(agent) if chosen is not None else args.agent
     server: list[str] | None = None
+    server_chosen: str | None = None
     if args.mcp is not None:
         try:
             server = shlex.split(args.mcp)
@@ -515,6 +518,7 @@ def run(args: argparse.Namespace) -> int:
             raise HarnessError(f"--mcp {args.mcp!r}: not a command line: {exc}") from None
         if not server:
             raise HarnessError("--mcp: give the MCP server's command line")
+        server, server_chosen = choose_interpreter(server, Path.cwd(), "--mcp")
     if args.mcp_url is not None and not re.match(r"https?://", args.mcp_url):
         raise HarnessError(f"--mcp-url {args.mcp_url!r}: not an http:// or https:// URL")
     default = args.out is None
@@ -564,7 +568,7 @@ def run(args: argparse.Namespace) -> int:
     def scenario_with(agent_folder: str) -> str:
         return render_scenario(
             name,
-            args.agent,
+            agent_line,
             source,
             tools,
             table_file,
@@ -588,6 +592,10 @@ def run(args: argparse.Namespace) -> int:
         f"of minutes ({FIRST_RANDOM} random-time kills), then the whole one:",
         file=sys.stderr,
     )
+    if chosen is not None:
+        print(f"harness: the agent runs under {chosen}", file=sys.stderr)
+    if server_chosen is not None:
+        print(f"harness: the MCP server ran under {server_chosen}", file=sys.stderr)
     if _others_name_no_agent(out):
         campaign = " (chaos with no --scenario, as make chaos runs it)" if default else ""
         print(
@@ -599,6 +607,62 @@ def run(args: argparse.Namespace) -> int:
     print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))} --random {FIRST_RANDOM}")
     print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))}")
     return 0
+
+
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+"""A bare interpreter name (``python``, ``python3``, ``python3.12``): whichever is first on
+PATH, which is seldom the one that has the agent's packages."""
+VENV_NAMES = (".venv", "venv")
+
+
+def choose_interpreter(
+    command: list[str], cwd: Path, option: str = "--agent"
+) -> tuple[list[str], str | None]:
+    """The agent's command with the interpreter that has its packages, and a sentence on
+    which was chosen (None: the command names its interpreter, which is kept).
+
+    For a bare ``python`` (``python3``...) before a script or ``-m module``: a venv beside
+    the script (``.venv/`` or ``venv/`` in its folder or one above it, up to ``cwd``),
+    else ``uv run`` for a uv project there (a ``uv.lock``, with ``uv`` on PATH), else the
+    command as given, saying which ``python`` that is (``option``: where to give another)."""
+    if not _PYTHON.fullmatch(command[0]) or len(command) < 2:
+        return command, None
+    script = next((w for w in command[1:] if not w.startswith("-")), None)
+    start = (
+        Path(os.path.normpath(cwd / script)).parent if script and "-m" not in command[1:2] else cwd
+    )
+    folders = [start, *start.parents]
+    root = cwd.resolve()
+    for folder in folders:
+        for venv in VENV_NAMES:
+            python = folder / venv / "bin" / "python"
+            if python.is_file() and os.access(python, os.X_OK):
+                shown = _shown(python, cwd)
+                why = f"a venv beside it; {option} with another interpreter to change it"
+                return [shown, *command[1:]], f"{shown} ({why})"
+        if (folder / "uv.lock").is_file() and shutil.which("uv") is not None:
+            project = _shown(folder, cwd)
+            return (
+                ["uv", "run", "--project", project, *command],
+                f"uv run --project {project} (a uv project beside it; {option} with another "
+                "interpreter to change it)",
+            )
+        if folder.resolve() == root or folder.resolve() == folder.resolve().parent:
+            break
+    found = shutil.which(command[0])
+    where = f" ({found})" if found else ""
+    return command, (
+        f"{command[0]}{where}, as given: no venv (.venv/ or venv/) nor uv project beside it; "
+        f"if its packages are elsewhere, give {option} that interpreter"
+    )
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    """``path`` relative to ``cwd`` when under it, else whole."""
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
 
 
 def _others_name_no_agent(out: Path) -> bool:

@@ -303,3 +303,33 @@ def test_the_default_campaign_still_runs_after_init(folder: Path) -> None:
     (run,) = (folder / "reports").iterdir()
     scenarios = {json.loads(line)["spec"]["scenario"] for line in (run / "trials.jsonl").open()}
     assert scenarios == {"scenarios/mini.toml"}
+
+
+def test_the_agent_s_own_venv_is_chosen(folder: Path) -> None:
+    """--agent "python DIR/agent.py" with a venv in DIR: init writes the agent's command with
+    that venv's python, says so, and the trial it prints runs the agent under it and passes;
+    without one, init keeps the command and says which python that is."""
+    work = folder / "project"
+    agent_dir = work / "my_agent"
+    agent_dir.mkdir(parents=True)
+    shutil.copyfile(
+        ROOT / "examples" / "agents" / "plain_python" / "agent.py", agent_dir / "agent.py"
+    )
+    bare = harness("init", "--agent", "python my_agent/agent.py", "--out", "bare.toml", cwd=work)
+    assert bare.returncode == 0, bare.stderr
+    assert "harness: the agent runs under python" in bare.stderr
+    assert ", as given: no venv (.venv/ or venv/) nor uv project beside it" in bare.stderr
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(agent_dir / ".venv")], check=True
+    )
+    done = harness("init", "--agent", "python my_agent/agent.py", cwd=work)
+    assert done.returncode == 0, done.stderr
+    venv_python = "my_agent/.venv/bin/python"
+    assert f"harness: the agent runs under {venv_python} (a venv beside it;" in done.stderr
+    scenario = load_scenario(work / "scenarios" / "my_agent.toml")
+    assert scenario.agent is not None
+    assert scenario.agent.command == f"{venv_python} my_agent/agent.py"
+    command = shlex.split(done.stdout.splitlines()[0])
+    trial = harness(*command[command.index("trial") :], "--reports", str(folder / "r"), cwd=work)
+    assert trial.returncode == 0, trial.stdout[-3000:] + trial.stderr
+    assert trial.stdout.splitlines()[-1] == "PASS"
