@@ -66,6 +66,9 @@ __all__ = ["add_parser", "agent_name", "declared_args", "identifier", "placehold
 
 DEFAULT_FOLDER = "scenarios"
 FIRST_RANDOM = 10
+SHIPPED = Path(__file__).parents[2] / "scenarios" / "phone_task.toml"
+"""The shipped scenario init offers an agent that names no MCP server of its own (in a
+source tree; an installed package has none, and then offers nothing)."""
 """The random-time trials of the first campaign init prints: a black box of one tool runs
 about 0.2 trials a second, so that its 200 by default take some 20 minutes, these one."""
 _JSON_TYPES = {
@@ -508,7 +511,7 @@ def run(args: argparse.Namespace) -> int:
     agent, chosen = choose_interpreter(agent, Path.cwd())
     if shutil.which(agent[0]) is None and not Path(agent[0]).is_file():
         raise HarnessError(f"--agent {args.agent!r}: no program {agent[0]!r} (not on PATH)")
-    agent_line = shlex.join(agent) if chosen is not None else args.agent
+    agent_line = args.agent if agent == shlex.split(args.agent) else shlex.join(agent)
     server: list[str] | None = None
     server_chosen: str | None = None
     if args.mcp is not None:
@@ -606,6 +609,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"{prog_name()} trial {shlex.quote(str(out))} --seed 1")
     print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))} --random {FIRST_RANDOM}")
     print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))}")
+    shipped = SHIPPED.resolve()
+    if example_only and shipped.is_file():
+        # Its tools unknown, the skeleton's one placeholder proves little; an agent that takes
+        # whatever tools the harness serves it is judged on a shipped scenario at once.
+        print(
+            "harness: an agent that uses the tools the harness serves it (HARNESS_MCP_URL), "
+            f"not a server of its own, is judged at once on a shipped scenario ({shipped.stem}):",
+            file=sys.stderr,
+        )
+        runtime = shlex.quote(f"cmd:{agent_line}")
+        scenario = shlex.quote(_shown(shipped, Path.cwd()))
+        print(
+            f"{prog_name()} chaos --runtime {runtime} --scenario {scenario} --random {FIRST_RANDOM}"
+        )
     return 0
 
 
