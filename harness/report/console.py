@@ -440,7 +440,7 @@ def print_crash_state(
             else f"did not land: {cut.get('why', 'no reason given')}"
         )
         states = cut.get("states")
-        drawn = "" if cut.get("enumerated", True) else ", drawn from the seed"
+        drawn = "" if cut.get("enumerated", True) else ", drawn from the trial's seed"
         of = f" (of {states} states{drawn})" if states else ""
         _console.print(f"  cut {n}{of}: {told}", markup=False)
     _console.print(f"  replay: {result.spec.replay_command()}", markup=False)
