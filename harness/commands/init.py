@@ -66,11 +66,11 @@ __all__ = ["add_parser", "agent_name", "declared_args", "identifier", "placehold
 
 DEFAULT_FOLDER = "scenarios"
 FIRST_RANDOM = 10
+"""The random-time trials of the first campaign init prints: a black box of one tool runs
+about 0.2 trials a second, so that its 200 by default take some 20 minutes, these one."""
 SHIPPED = Path(__file__).parents[2] / "scenarios" / "phone_task.toml"
 """The shipped scenario init offers an agent that names no MCP server of its own (in a
 source tree; an installed package has none, and then offers nothing)."""
-"""The random-time trials of the first campaign init prints: a black box of one tool runs
-about 0.2 trials a second, so that its 200 by default take some 20 minutes, these one."""
 _JSON_TYPES = {
     "string": "str",
     "integer": "int",
