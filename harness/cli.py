@@ -2,7 +2,7 @@
 init, chaos, trial, compare, replay, audit, merge, table, check-table and bench.
 
 - ``init``: a scenario skeleton for an agent's tools (read from its MCP server's
-  listing, when given one), then the two commands that test the agent on it.
+  listing, when given one), then the commands that test the agent on it.
 - ``chaos``: the default campaign (every failpoint at every hit of every scenario,
   plus random-time kills), then the self-check; exit 0 only if everything held.
 - ``trial``: one trial, given scenario, seed, runtime and schedule (the line a
@@ -26,12 +26,14 @@ The full note: docs/reference/modules.md (``harness/cli.py``).
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import importlib.metadata
 import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
+from typing import NoReturn
 
 from harness.commands import (
     audit,
@@ -80,9 +82,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
     for command in COMMANDS:
-        command.add_parser(sub).set_defaults(run=command.run)
+        command_parser = command.add_parser(sub)
+        command_parser.set_defaults(run=command.run, command_parser=command_parser)
     parser.description = f"{DESCRIPTION} Commands: {', '.join(sub.choices)}."
     return parser
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> NoReturn:
+    """Exit 2 with ``parser``'s usage and the options it does not know, and the close ones."""
+    known = [o for action in parser._actions for o in action.option_strings]
+    close = [
+        match
+        for word in extras
+        if word.startswith("-")
+        for match in difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.7)
+    ]
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    parser.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
 
 
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -116,7 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     received.clear()
     try:
-        args = _parser().parse_args(argv)
+        args, extras = _parser().parse_known_args(argv)
+        if extras:  # told by the command's own parser, with its usage, not the top-level one
+            _unrecognized(args.command_parser, extras)
         for name in _WARM:
             importlib.import_module(name)
     except BaseException:

@@ -236,7 +236,12 @@ def get_adapter(name: str) -> Adapter:
     try:
         return ADAPTERS[name]
     except KeyError:
-        known = ", ".join(ADAPTERS)
+        import difflib
+
+        close = difflib.get_close_matches(name, list(ADAPTERS), n=3, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
         raise UnknownAdapterError(
-            f"unknown runtime {name!r} (known: {known}; or module:<dotted.module>)"
+            f'unknown runtime {name!r}{hint}: give cmd:"<command line>" (any agent program, '
+            "as a black box), module:<dotted.module> (an agent program with main(argv)), or a "
+            f"registered one: {', '.join(ADAPTERS)}"
         ) from None

@@ -50,7 +50,8 @@ __all__ = [
 
 class Runner(Protocol):
     """How the stages' trials are run (the command's progress bar around ``run_trials``):
-    results land in ``completed`` as they come, and ``stop`` may end the stage early."""
+    results land in ``completed`` as they come, and ``stop`` may end the stage early.
+    ``catching``: the trials are a broken runtime's, a failure being it caught."""
 
     def __call__(
         self,
@@ -61,6 +62,7 @@ class Runner(Protocol):
         completed: list[TrialResult] | None = None,
         stop: Callable[[TrialResult], bool] | None = None,
         select: Callable[[TrialSpec], bool] | None = None,
+        catching: bool = False,
     ) -> list[TrialResult]: ...
 
 
@@ -164,6 +166,7 @@ def _run_stage(
         completed=completed,
         stop=caught,
         select=stage.select,
+        catching=True,
     )
 
 

@@ -12,6 +12,7 @@ command that replays it).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import itertools
 import json
@@ -28,6 +29,7 @@ from typing import Any
 from harness.adapters import get_adapter
 from harness.agent.plan import load_plan, plan_to_json
 from harness.blackbox import CALL_POINTS
+from harness.blackbox.names import agent_name
 from harness.chaos.schedule import Call, CrashSchedule, Life, Window
 from harness.chaos.supervisor import LifeResult, Supervisor
 from harness.chaos.tables import BASE
@@ -54,6 +56,18 @@ __all__ = [
 _COUNT_ALL = ",".join(f"{name}=count" for name in FAILPOINTS)
 
 
+def _black_box_name(runtime: str) -> str:
+    """``cmd:"CMD"``'s short name: its program's name (``agent_name``) and 6 hex digits of
+    the command's SHA-256."""
+    command = runtime.removeprefix("cmd:").strip()
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    name = agent_name(words) if words else "agent"
+    return f"{name}-{hashlib.sha256(command.encode()).hexdigest()[:6]}"
+
+
 @dataclass(frozen=True, slots=True)
 class TrialSpec:
     scenario: str
@@ -77,8 +91,13 @@ class TrialSpec:
     @property
     def trial_id(self) -> str:
         """The trial's folder name: only ``[A-Za-z0-9._-]``, so that CI artifact uploads
-        (GitHub's refuses ``:`` among others) keep every trial folder."""
+        (GitHub's refuses ``:`` among others) keep every trial folder. A black box is named
+        by its program's name and a short digest of its whole command (two commands of one
+        name stay apart), not by the command, whose paths would make the name too long to
+        read or show."""
         prefix = "" if self.runtime == "real" else f"{self.runtime}--"
+        if self.runtime.startswith("cmd:"):
+            prefix = f"cmd_{_black_box_name(self.runtime)}--"
         label = _SAFE.sub("_", self.label or "trial")[:80]
         return _SAFE.sub("_", f"{prefix}{self.scenario_name}-{self.seed}-") + label
 

@@ -49,11 +49,11 @@ from harness.commands.options import (
     add_scenario_options,
     add_timeout_option,
     add_workdir_option,
+    campaign_scenarios,
     check_black_box,
     check_reports,
     run_info,
     scenario_runtime,
-    selected_scenarios,
     workdir,
 )
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
@@ -454,7 +454,7 @@ def _config(args: argparse.Namespace) -> AuditConfig:
         raise HarnessError("--batch and --workers must be at least 1, --batches at least 0")
     if not 0 <= args.hypothesis_share < 1:
         raise HarnessError("--hypothesis-share: a fraction from 0 up to (not including) 1")
-    paths = selected_scenarios(args)  # refuses a bad one before anything runs
+    paths = campaign_scenarios(args)  # refuses a bad one before anything runs
     args.runtime = scenario_runtime(args.runtime, paths)
     try:
         get_adapter(args.runtime)

@@ -194,11 +194,13 @@ def run_with_progress(
     stop: Callable[[TrialResult], bool] | None = None,
     select: Callable[[TrialSpec], bool] | None = None,
     on_unreached: Callable[[Unreached], None] | None = None,
+    catching: bool = False,
 ) -> list[TrialResult]:
     """Run trials with a progress bar; results land in ``results`` (and ``completed``)
-    as they come, so that an interrupt keeps every completed one."""
+    as they come, so that an interrupt keeps every completed one. ``catching``: the
+    trials are a broken runtime's, and the bar counts their failures as caught."""
     results = [] if results is None else results
-    with progress_bar(title) as bar:
+    with progress_bar(title, catching=catching) as bar:
 
         def on_result(result: TrialResult) -> None:
             results.append(result)

@@ -2,8 +2,8 @@
 
 Writes a scenario skeleton for the agent ``CMD`` (its command line, kept in the
 scenario's ``[agent]`` table, run as ``--runtime cmd:"CMD"`` runs it) and prints the
-next two commands: a crash-free ``trial`` of it, then a ``chaos`` campaign. Nothing of
-the agent is run.
+next commands: a crash-free ``trial`` of it, a first ``chaos`` campaign of minutes, the
+whole one. Nothing of the agent is run.
 
 The tools: with ``--mcp`` (a shell-quoted command that starts the agent's own MCP
 server over stdio, in a scratch folder, as ``table --from-mcp`` does) or
@@ -36,13 +36,15 @@ import shutil
 import sys
 import tempfile
 import textwrap
-from collections.abc import Mapping, Sequence
+import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from harness.blackbox.names import agent_name, identifier
 from harness.commands.options import prog_name
 from harness.commands.table import list_in_scratch, write_whole
 from harness.runtime.classes import (
@@ -63,7 +65,12 @@ from harness.toml_text import toml_string, toml_value
 __all__ = ["add_parser", "agent_name", "declared_args", "identifier", "placeholder", "run"]
 
 DEFAULT_FOLDER = "scenarios"
-_GENERIC = frozenset({"agent", "main", "__main__", "app", "run", "cli", "index", "server"})
+FIRST_RANDOM = 10
+"""The random-time trials of the first campaign init prints: a black box of one tool runs
+about 0.2 trials a second, so that its 200 by default take some 20 minutes, these one."""
+SHIPPED = Path(__file__).parents[2] / "scenarios" / "phone_task.toml"
+"""The shipped scenario init offers an agent that names no MCP server of its own (in a
+source tree; an installed package has none, and then offers nothing)."""
 _JSON_TYPES = {
     "string": "str",
     "integer": "int",
@@ -92,7 +99,7 @@ _BEHAVIOURS_OF = {
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     init: argparse.ArgumentParser = sub.add_parser(
         "init",
-        help="write a scenario skeleton for an agent's tools, then print the next two commands",
+        help="write a scenario skeleton for an agent's tools, then print the commands that test it",
         description="Write a scenario skeleton for the agent CMD: one declared tool per tool "
         "of its MCP server (--mcp or --mcp-url; else one example to copy), their classes "
         "from the tools' annotations in a tool table beside it, and a plan of one step per "
@@ -143,32 +150,6 @@ def _seconds(text: str) -> float:
     if not value > 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
     return value
-
-
-# --- the agent's name --------------------------------------------------------------------
-
-
-def agent_name(command: Sequence[str]) -> str:
-    """An identifier-like name for the agent ``command``: its script's (or module's) name,
-    or its folder's when that name is generic (``agent.py``, ``main.py``)."""
-    words = list(command)
-    if "-m" in words[:-1]:
-        parts = words[words.index("-m") + 1].split(".")
-        chosen = next((p for p in reversed(parts) if p not in _GENERIC), parts[-1])
-    else:
-        paths = [w for w in words[1:] if not w.startswith("-") and ("/" in w or "." in w)]
-        path = Path(paths[-1] if paths else words[0])
-        chosen = path.stem
-        if chosen in _GENERIC and path.parent.name not in ("", ".", ".."):
-            chosen = path.parent.name
-    return identifier(chosen)
-
-
-def identifier(text: str) -> str:
-    """``text`` made identifier-like, as a scenario's name must be: lower case, each run of
-    other characters one ``_``, ``agent_`` before a leading digit."""
-    name = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_").lower() or "agent"
-    return name if not name[0].isdigit() else f"agent_{name}"
 
 
 # --- a tool's arguments, from its input schema ---------------------------------------------
@@ -527,9 +508,12 @@ def run(args: argparse.Namespace) -> int:
         raise HarnessError(f"--agent {args.agent!r}: not a command line: {exc}") from None
     if not agent:
         raise HarnessError("--agent: give the agent's command line")
+    agent, chosen = choose_interpreter(agent, Path.cwd())
     if shutil.which(agent[0]) is None and not Path(agent[0]).is_file():
         raise HarnessError(f"--agent {args.agent!r}: no program {agent[0]!r} (not on PATH)")
+    agent_line = args.agent if agent == shlex.split(args.agent) else shlex.join(agent)
     server: list[str] | None = None
+    server_chosen: str | None = None
     if args.mcp is not None:
         try:
             server = shlex.split(args.mcp)
@@ -537,6 +521,7 @@ def run(args: argparse.Namespace) -> int:
             raise HarnessError(f"--mcp {args.mcp!r}: not a command line: {exc}") from None
         if not server:
             raise HarnessError("--mcp: give the MCP server's command line")
+        server, server_chosen = choose_interpreter(server, Path.cwd(), "--mcp")
     if args.mcp_url is not None and not re.match(r"https?://", args.mcp_url):
         raise HarnessError(f"--mcp-url {args.mcp_url!r}: not an http:// or https:// URL")
     default = args.out is None
@@ -582,17 +567,23 @@ def run(args: argparse.Namespace) -> int:
             )
         ]
     example_only = listing is None
-    scenario_text = render_scenario(
-        name,
-        args.agent,
-        source,
-        tools,
-        table_file,
-        example=example_only,
-        agent_folder=os.path.relpath(Path.cwd(), out.parent.resolve()),
-    )
+
+    def scenario_with(agent_folder: str) -> str:
+        return render_scenario(
+            name,
+            agent_line,
+            source,
+            tools,
+            table_file,
+            example=example_only,
+            agent_folder=agent_folder,
+        )
+
+    # The agent's folder is where init runs, written relative to the scenario's own folder;
+    # the scratch copy that is checked names it whole (its relative form means nothing there).
+    scenario_text = scenario_with(os.path.relpath(Path.cwd(), out.parent.resolve()))
     table_text = render_table(tools, source, example=example_only)
-    _check_loads(out.name, table_file, scenario_text, table_text)
+    _check_loads(out.name, table_file, scenario_with(str(Path.cwd())), table_text)
     _write_both(out, scenario_text, table_path, table_text, force=args.force)
 
     counts = {c: sum(t.tool_class is c for t in tools) for c in IdempotencyClass}
@@ -600,12 +591,109 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"harness: wrote {out} ({len(tools)} tool{'s' if len(tools) != 1 else ''} "
         f"{'with' if example_only else 'from'} {source}: {by_class}) and its classes "
-        f"in {table_path}; fill in its TODOs, then run:",
+        f"in {table_path}; fill in its TODOs, then run a crash-free trial, a first campaign "
+        f"of minutes ({FIRST_RANDOM} random-time kills), then the whole one:",
         file=sys.stderr,
     )
+    if chosen is not None:
+        print(f"harness: the agent runs under {chosen}", file=sys.stderr)
+    if server_chosen is not None:
+        print(f"harness: the MCP server ran under {server_chosen}", file=sys.stderr)
+    if _others_name_no_agent(out):
+        campaign = " (chaos with no --scenario, as make chaos runs it)" if default else ""
+        print(
+            f"harness: {out.parent}/ holds scenarios that name no [agent]: a campaign of the "
+            f"folder{campaign} runs those and leaves this one out; the commands below run it",
+            file=sys.stderr,
+        )
     print(f"{prog_name()} trial {shlex.quote(str(out))} --seed 1")
+    print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))} --random {FIRST_RANDOM}")
     print(f"{prog_name()} chaos --scenario {shlex.quote(str(out))}")
+    shipped = SHIPPED.resolve()
+    if example_only and shipped.is_file():
+        # Its tools unknown, the skeleton's one placeholder proves little; an agent that takes
+        # whatever tools the harness serves it is judged on a shipped scenario at once.
+        print(
+            "harness: an agent that uses the tools the harness serves it (HARNESS_MCP_URL), "
+            f"not a server of its own, is judged at once on a shipped scenario ({shipped.stem}):",
+            file=sys.stderr,
+        )
+        runtime = shlex.quote(f"cmd:{agent_line}")
+        scenario = shlex.quote(_shown(shipped, Path.cwd()))
+        print(
+            f"{prog_name()} chaos --runtime {runtime} --scenario {scenario} --random {FIRST_RANDOM}"
+        )
     return 0
+
+
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
+"""A bare interpreter name (``python``, ``python3``, ``python3.12``): whichever is first on
+PATH, which is seldom the one that has the agent's packages."""
+VENV_NAMES = (".venv", "venv")
+
+
+def choose_interpreter(
+    command: list[str], cwd: Path, option: str = "--agent"
+) -> tuple[list[str], str | None]:
+    """The agent's command with the interpreter that has its packages, and a sentence on
+    which was chosen (None: the command names its interpreter, which is kept).
+
+    For a bare ``python`` (``python3``...) before a script or ``-m module``: a venv beside
+    the script (``.venv/`` or ``venv/`` in its folder or one above it, up to ``cwd``),
+    else ``uv run`` for a uv project there (a ``uv.lock``, with ``uv`` on PATH), else the
+    command as given, saying which ``python`` that is (``option``: where to give another)."""
+    if not _PYTHON.fullmatch(command[0]) or len(command) < 2:
+        return command, None
+    script = next((w for w in command[1:] if not w.startswith("-")), None)
+    start = (
+        Path(os.path.normpath(cwd / script)).parent if script and "-m" not in command[1:2] else cwd
+    )
+    folders = [start, *start.parents]
+    root = cwd.resolve()
+    for folder in folders:
+        for venv in VENV_NAMES:
+            python = folder / venv / "bin" / "python"
+            if python.is_file() and os.access(python, os.X_OK):
+                shown = _shown(python, cwd)
+                why = f"a venv beside it; {option} with another interpreter to change it"
+                return [shown, *command[1:]], f"{shown} ({why})"
+        if (folder / "uv.lock").is_file() and shutil.which("uv") is not None:
+            project = _shown(folder, cwd)
+            return (
+                ["uv", "run", "--project", project, *command],
+                f"uv run --project {project} (a uv project beside it; {option} with another "
+                "interpreter to change it)",
+            )
+        if folder.resolve() == root or folder.resolve() == folder.resolve().parent:
+            break
+    found = shutil.which(command[0])
+    where = f" ({found})" if found else ""
+    return command, (
+        f"{command[0]}{where}, as given: no venv (.venv/ or venv/) nor uv project beside it; "
+        f"if its packages are elsewhere, give {option} that interpreter"
+    )
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    """``path`` relative to ``cwd`` when under it, else whole."""
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
+
+
+def _others_name_no_agent(out: Path) -> bool:
+    """Whether a scenario beside ``out`` names no ``[agent]``: a campaign of their folder
+    given no ``--runtime`` then leaves ``out`` out (``campaign_scenarios``)."""
+    for other in sorted(out.parent.glob("*.toml")):
+        if other.name == out.name:
+            continue
+        try:
+            if "agent" not in tomllib.loads(other.read_text("utf-8")):
+                return True
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue  # not a scenario a campaign could take either
+    return False
 
 
 def _check_out(out: Path, table_path: Path, *, force: bool, default: bool) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "add_workdir_option",
     "add_workers_option",
     "campaign_config",
+    "campaign_scenarios",
     "check_black_box",
     "check_model",
     "check_reports",
@@ -203,6 +204,34 @@ def scenario_runtime(name: str | None, scenarios: Sequence[str]) -> str:
     runtime = found[named[0]]
     assert runtime is not None
     return runtime
+
+
+def campaign_scenarios(args: argparse.Namespace) -> tuple[str, ...]:
+    """The scenarios of a campaign (``selected_scenarios``). Given no ``--runtime``, a folder
+    that mixes scenarios naming an ``[agent]`` with scenarios that name none runs the latter
+    (the harness's own campaign, as ``make chaos`` runs it), and the former are left out,
+    with one line on stderr saying so: as pytest reports a skipped test, not as an error. A
+    scenario named by ``--scenario FILE`` is never left out."""
+    from harness.chaos.scenario import load_scenario
+
+    paths = selected_scenarios(args)
+    if args.runtime is not None:
+        return paths
+    named = set(getattr(args, "scenario_files", None) or [])
+    agents = [p for p in paths if p not in named and load_scenario(p).agent is not None]
+    if not agents or len(agents) == len(paths):
+        return paths
+    if len(agents) == 1:
+        which, how = f"{agents[0]}, which names an [agent]", f"--scenario {agents[0]}"
+    else:
+        which = f"{len(agents)} scenarios that name an [agent] ({', '.join(agents)})"
+        how = "--scenario FILE, one agent at a time"
+    print(
+        f"harness: left out {which}: a campaign of a folder runs the scenarios that name "
+        f"none on {DEFAULT_RUNTIME}; run the agent's with {how}",
+        file=sys.stderr,
+    )
+    return tuple(p for p in paths if p not in agents)
 
 
 def selected_scenarios(args: argparse.Namespace) -> tuple[str, ...]:
@@ -439,7 +468,7 @@ def _whole(text: str) -> int:
 
 def campaign_config(args: argparse.Namespace) -> CampaignConfig:
     """The campaign of ``chaos`` or ``compare`` from their options, in a new run folder."""
-    paths = selected_scenarios(args)  # refuses a bad one before anything runs
+    paths = campaign_scenarios(args)  # refuses a bad one before anything runs
     args.runtime = scenario_runtime(args.runtime, paths)
     check_runtime(args.runtime)
     check_model(args.runtime, getattr(args, "model", None))

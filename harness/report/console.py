@@ -9,12 +9,13 @@ decides anything the checkers did not decide.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -28,9 +29,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from harness.adapters import get_adapter
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES
-from harness.check.windows import WINDOWS
 from harness.exits import EXIT_FAILED, EXIT_OK, EXIT_UNJUDGED, exit_status
 from harness.failpoints import EXIT_HOLD_POINT
 from harness.report.model import (
@@ -42,14 +43,16 @@ from harness.report.model import (
     never_applied,
     trials_with_verdict,
 )
-from harness.report.tables import fault_rows, invariant_catches
+from harness.report.tables import fault_rows, invariant_catches, window_counts
 from harness.runtime.classes import IdempotencyClass
 from harness.table_audit import AuditStatus, TableAudit
-from harness.words import many
+from harness.words import duration, many
 
 __all__ = [
+    "PROGRESS_LINE_EVERY_S",
     "CampaignSummary",
     "ProgressBar",
+    "ProgressLines",
     "print_campaign",
     "print_crash_state",
     "print_headline",
@@ -74,15 +77,24 @@ def _progress() -> Progress:
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed"),
+        TextColumn("{task.fields[failed]} {task.fields[counted]}"),
         TimeElapsedColumn(),
         console=_console,
         transient=False,
     )
 
 
-class ProgressBar:
+class ProgressBar(Protocol):
     """One bar: told the trials planned, then each trial as it comes back."""
+
+    def planned(self, total: int) -> None: ...
+
+    def advanced(self, failed: int) -> None:
+        """One more trial came back; ``failed`` of those so far failed."""
+
+
+class _Bar:
+    """The bar on a terminal: rich's, redrawn in place."""
 
     def __init__(self, progress: Progress, task: TaskID) -> None:
         self._progress = progress
@@ -92,15 +104,71 @@ class ProgressBar:
         self._progress.update(self._task, total=total)
 
     def advanced(self, failed: int) -> None:
-        """One more trial came back; ``failed`` of those so far failed."""
         self._progress.update(self._task, advance=1, failed=failed)
 
 
+PROGRESS_LINE_EVERY_S = 5.0
+"""Where the output is no terminal (a CI log, a file), a progress line at most this often."""
+
+
+class ProgressLines:
+    """The bar where the output is no terminal, where nothing is redrawn: a line at most
+    every ``PROGRESS_LINE_EVERY_S`` seconds of ``clock`` (trials done, failed or caught,
+    rate, time left), and one when the block ends."""
+
+    def __init__(
+        self, title: str, counted: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._title = title
+        self._counted = counted
+        self._clock = clock
+        self._started = self._last = clock()
+        self._total: int | None = None
+        self._done = 0
+        self._failed = 0
+
+    def planned(self, total: int) -> None:
+        self._total = total
+
+    def advanced(self, failed: int) -> None:
+        self._done += 1
+        self._failed = failed
+        if self._clock() - self._last >= PROGRESS_LINE_EVERY_S:
+            self._say(ended=False)
+
+    def ended(self) -> None:
+        self._say(ended=True)
+
+    def _say(self, *, ended: bool) -> None:
+        now = self._last = self._clock()
+        took = now - self._started
+        rate = self._done / took if took > 0 else 0.0
+        of = "" if self._total is None else f"/{self._total}"
+        line = f"{self._title}: {self._done}{of} done, {self._failed} {self._counted}"
+        line += f", {rate:.2f} trials/s"
+        if ended:
+            line += f", took {duration(took)}"
+        elif self._total is not None and rate > 0:
+            line += f", about {duration((self._total - self._done) / rate)} left"
+        _console.print(line, markup=False)
+
+
 @contextmanager
-def progress_bar(title: str) -> Iterator[ProgressBar]:
-    """A progress bar titled ``title``, shown while the block runs."""
+def progress_bar(
+    title: str, *, catching: bool = False, clock: Callable[[], float] = time.monotonic
+) -> Iterator[ProgressBar]:
+    """A progress bar titled ``title``, shown while the block runs: rich's on a terminal,
+    else ``ProgressLines`` (timed by ``clock``). ``catching``: the trials are a broken
+    runtime's, whose failures are it being caught (the point of the self-check), so the
+    bar counts them as "caught", not "failed"."""
+    counted = "caught" if catching else "failed"
+    if not _console.is_terminal:
+        lines = ProgressLines(title, counted, clock)
+        yield lines
+        lines.ended()
+        return
     with _progress() as progress:
-        yield ProgressBar(progress, progress.add_task(title, total=None, failed=0))
+        yield _Bar(progress, progress.add_task(title, total=None, failed=0, counted=counted))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +182,6 @@ class CampaignSummary:
     def never_applied(self) -> list[str]:
         """Invariants that passed, but in no trial had anything to judge."""
         return never_applied(self.by_invariant())
-
-    def windows(self) -> Counter[str]:
-        return Counter(w for r in self.results for w in r.windows)
 
     @property
     def failures(self) -> list[TrialResult]:
@@ -239,7 +304,6 @@ def _print_invariants(summary: CampaignSummary) -> None:
 
 
 def _print_windows(summary: CampaignSummary) -> None:
-    counts = summary.windows()
     reached = Counter(
         point
         for res in summary.results
@@ -249,10 +313,8 @@ def _print_windows(summary: CampaignSummary) -> None:
     table = Table(title="where the kills landed")
     table.add_column("random-time kills: window")
     table.add_column("kills", justify="right")
-    for window in WINDOWS:
-        table.add_row(window, str(counts[window]))
-    for window in sorted(set(counts) - set(WINDOWS)):  # a black box's (harness.blackbox)
-        table.add_row(window, str(counts[window]))
+    for window, count in window_counts(summary.results):
+        table.add_row(window, str(count))
     for point, n in sorted(reached.items()):
         table.add_row(f"failpoint {point}", str(n))
     _console.print(table)
@@ -340,7 +402,14 @@ def print_trial(result: TrialResult) -> None:
         f"{many(result.kills, 'kill')}",
         markup=False,
     )
+    # A black box keeps no journal: the invariants that judge one do not apply to it, and
+    # share one line per reason, not one line and the same reason each.
+    black_box = get_adapter(result.spec.runtime).black_box
+    grouped: dict[tuple[str, ...], list[str]] = {}
     for verdict in result.verdicts:
+        if black_box and verdict.status == "not-judged":
+            grouped.setdefault(verdict.evidence, []).append(verdict.invariant)
+            continue
         colour = _COLOURS[verdict.status]
         idle = " (nothing to judge)" if verdict.status == "pass" and not verdict.applied else ""
         _console.print(
@@ -348,6 +417,11 @@ def print_trial(result: TrialResult) -> None:
         )
         for line in verdict.evidence if verdict.status != "pass" else ():
             _console.print(f"             {line}", markup=False)
+    for evidence, names in grouped.items():
+        why = "; ".join(evidence) or "they do not apply"
+        _console.print(
+            f"[{_COLOURS['not-judged']}]not-judged[/] {escape(' '.join(names))}: {escape(why)}"
+        )
     _console.print(f"[bold]{HEADLINES[exit_status([result.status])]}[/]")
 
 
@@ -370,7 +444,7 @@ def print_crash_state(
             else f"did not land: {cut.get('why', 'no reason given')}"
         )
         states = cut.get("states")
-        drawn = "" if cut.get("enumerated", True) else ", drawn from the seed"
+        drawn = "" if cut.get("enumerated", True) else ", drawn from the trial's seed"
         of = f" (of {states} states{drawn})" if states else ""
         _console.print(f"  cut {n}{of}: {told}", markup=False)
     _console.print(f"  replay: {result.spec.replay_command()}", markup=False)

@@ -35,7 +35,11 @@ from harness.report.model import (
     trials_with_verdict,
 )
 
-__all__ = ["discard_incomplete", "folder_bytes", "write_run_reports"]
+__all__ = ["INTERRUPTED_CASE", "discard_incomplete", "folder_bytes", "write_run_reports"]
+
+INTERRUPTED_CASE = "campaign interrupted"
+"""The name of the ``junit.xml`` test case, an ``<error>``, that an interrupted run adds to
+its campaign's suite: a CI page then shows the run as broken, not as a short green one."""
 
 
 def _outcomes(counts: Counter[str]) -> dict[str, int]:
@@ -125,17 +129,20 @@ def _replay_text(result: TrialResult, lines: Iterable[str]) -> str:
     return "\n".join((*lines, f"replay: {result.spec.replay_command()}"))
 
 
-def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.ElementTree[ET.Element]:
+def _junit(
+    results: list[TrialResult], checks: list[SelfCheckRow], *, interrupted: bool
+) -> ET.ElementTree[ET.Element]:
     """One test case per trial: a ``<failure>`` per failed invariant; a trial with no
-    failure but some invariant that could not be judged gets one ``<error>``."""
+    failure but some invariant that could not be judged gets one ``<error>``. An interrupted
+    run adds the case ``INTERRUPTED_CASE``, an ``<error>`` of its own."""
     suites = ET.Element("testsuites")
     suite = ET.SubElement(
         suites,
         "testsuite",
         name="chaos campaign",
-        tests=str(len(results)),
+        tests=str(len(results) + interrupted),
         failures=str(sum(r.status == "fail" for r in results)),
-        errors=str(sum(r.status == "unknown" for r in results)),
+        errors=str(sum(r.status == "unknown" for r in results) + interrupted),
     )
     # Per invariant, the trials it judged something in ("applied to N of M trials").
     properties = ET.SubElement(suite, "properties")
@@ -184,6 +191,15 @@ def _junit(results: list[TrialResult], checks: list[SelfCheckRow]) -> ET.Element
                     for line in (f"{v.invariant} {v.title}:", *(f"  {e}" for e in v.evidence))
                 ),
             )
+    if interrupted:
+        case = ET.SubElement(suite, "testcase", classname="chaos campaign", name=INTERRUPTED_CASE)
+        ET.SubElement(
+            case,
+            "error",
+            type="interrupted",
+            message=f"INTERRUPTED after {len(results)} completed trials: the report holds what "
+            "completed, not the whole campaign",
+        )
     checks_suite = ET.SubElement(
         suites,
         "testsuite",
@@ -216,7 +232,8 @@ def write_run_reports(
     summary = _summary(config, results, checks, interrupted, missing_shards)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1), "utf-8")
     write_trial_records(run_dir, results)
-    _junit(results, checks).write(run_dir / "junit.xml", encoding="utf-8", xml_declaration=True)
+    junit = _junit(results, checks, interrupted=interrupted)
+    junit.write(run_dir / "junit.xml", encoding="utf-8", xml_declaration=True)
     write_index_html(run_dir, results, checks)
 
 

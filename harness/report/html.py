@@ -7,8 +7,8 @@ the timeline of its lives (``harness.report.timeline``). The four outcomes of
 a verdict have badges of their own (pass green, fail red, unknown amber as
 "could not judge", not-judged grey); the invariants table counts each apart,
 and says to how many trials each applied (a pass with nothing to judge did not),
-and the run's badge is FAIL over COULD NOT JUDGE over INCOMPLETE (a merge
-with shards missing) over PASS.
+and the run's badge is INTERRUPTED (beside FAIL if a trial failed) over FAIL over
+COULD NOT JUDGE over INCOMPLETE (a merge with shards missing) over PASS.
 
 Contract: the pages describe what the checkers decided and never decide
 anything; every string that comes from data is escaped; the files open
@@ -34,7 +34,6 @@ from harness.agent.plan import plan_id
 from harness.chaos.keep import TRIALS_FILE
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import OUTCOMES, TITLES, Verdict
-from harness.check.windows import WINDOWS
 from harness.report.model import (
     SelfCheckRow,
     applied,
@@ -42,7 +41,7 @@ from harness.report.model import (
     never_applied,
     trials_with_verdict,
 )
-from harness.report.tables import fault_rows, invariant_catches
+from harness.report.tables import fault_rows, invariant_catches, window_counts
 from harness.report.timeline import Timeline, read_timeline, render_timeline
 from harness.words import many
 
@@ -69,7 +68,7 @@ code,pre,.tl{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fo
 pre{background:#f2f4f7;padding:.5em;white-space:pre-wrap;word-break:break-all}
 .badge{display:inline-block;padding:.05em .5em;border-radius:3px;font-weight:600;color:#fff}
 .badge.pass{background:#067647}.badge.fail{background:#b42318}.badge.unknown{background:#b54708}
-.badge.not-judged{background:#667085}.badge.incomplete{background:#b54708}
+.badge.not-judged{background:#667085}.badge.incomplete,.badge.interrupted{background:#b54708}
 tr.fail td{background:#fef3f2}tr.unknown td{background:#fffaeb}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:.5em 0}
 dl.facts dt{color:#475467}dl.facts dd{margin:0}
@@ -184,11 +183,15 @@ class _Overview:
     kills: int
     passed: bool
     missing_shards: tuple[str, ...] = ()
+    interrupted: bool = False
 
     @property
     def status(self) -> str:
-        """The run's badge: a failure outranks an unknown; a run with shards missing is
-        incomplete; else the campaign's own verdict (which also counts the self-check)."""
+        """The run's badge: an interrupted run is interrupted, whatever completed; a failure
+        outranks an unknown; a run with shards missing is incomplete; else the campaign's
+        own verdict (which also counts the self-check)."""
+        if self.interrupted:
+            return "interrupted"
         if self.failed:
             return "fail"
         if self.unknown:
@@ -215,6 +218,7 @@ def _overview(run_dir: Path, results: list[TrialResult], checks: list[SelfCheckR
         and all(c.as_expected for c in checks),
     }
     missing: tuple[str, ...] = ()
+    interrupted = False
     try:
         summary = json.loads((run_dir / "summary.json").read_text("utf-8"))
     except (OSError, ValueError):
@@ -228,6 +232,7 @@ def _overview(run_dir: Path, results: list[TrialResult], checks: list[SelfCheckR
         shards = summary.get("missing_shards")
         if isinstance(shards, list):
             missing = tuple(str(shard) for shard in shards)
+        interrupted = summary.get("interrupted") is True
     return _Overview(
         str(computed["seed"]),
         str(computed["runtime"]),
@@ -237,6 +242,7 @@ def _overview(run_dir: Path, results: list[TrialResult], checks: list[SelfCheckR
         int(computed["kills"]),
         bool(computed["passed"]),
         missing,
+        interrupted,
     )
 
 
@@ -259,8 +265,19 @@ def _header(run_dir: Path, o: _Overview, results: list[TrialResult]) -> str:
     if o.missing_shards:
         missing = ", ".join(o.missing_shards)
         facts.insert(3, ("missing shards", f"{_e(missing)}: this is not the whole campaign"))
+    badges = _badge(o.status)
+    if o.interrupted:
+        facts.insert(
+            0,
+            (
+                "interrupted",
+                f"after {o.trials} completed trials: this is not the "
+                "whole campaign, and the report holds only what completed",
+            ),
+        )
+        badges += (" " + _badge("fail")) if o.failed else ""
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
-    return f'<h1>chaos run {_badge(o.status)}</h1><dl class="facts">{dl}</dl>'
+    return f'<h1>chaos run {badges}</h1><dl class="facts">{dl}</dl>'
 
 
 def _invariants(results: list[TrialResult]) -> str:
@@ -286,12 +303,10 @@ def _invariants(results: list[TrialResult]) -> str:
 
 
 def _coverage(results: list[TrialResult]) -> str:
-    windows = Counter(w for r in results for w in r.windows)
     reached = Counter(point.split(" ")[0] for r in results for point in r.reached)
     rows = [
-        f"<tr><td>random-time kill in window <b>{_e(w)}</b></td>"
-        f'<td class="n">{windows[w]}</td></tr>'
-        for w in (*WINDOWS, *sorted(set(windows) - set(WINDOWS)))
+        f'<tr><td>random-time kill in window <b>{_e(w)}</b></td><td class="n">{n}</td></tr>'
+        for w, n in window_counts(results)
     ]
     rows += [
         f'<tr><td>failpoint <code>{_e(p)}</code></td><td class="n">{n}</td></tr>'

@@ -11,13 +11,26 @@ from collections import Counter
 from dataclasses import dataclass
 
 from harness.adapters import get_adapter
+from harness.blackbox.windows import BLACK_BOX_WINDOWS
 from harness.chaos.faults import FAULT_KINDS
 from harness.chaos.schedule import not_applicable
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import TITLES
+from harness.check.windows import WINDOWS
 from harness.report.model import SelfCheckRow
 
-__all__ = ["FaultRow", "InvariantCatch", "fault_rows", "invariant_catches"]
+__all__ = ["FaultRow", "InvariantCatch", "fault_rows", "invariant_catches", "window_counts"]
+
+
+def window_counts(results: list[TrialResult]) -> list[tuple[str, int]]:
+    """The random-time kills per window, in the order of the windows the trials' runtime
+    has: a black box's (``BLACK_BOX_WINDOWS``, by what the harness's servers saw) when
+    every trial is of one, whose journal windows would only ever count 0; else the
+    journal's (``WINDOWS``). Any other window a trial landed in follows."""
+    counts = Counter(w for r in results for w in r.windows)
+    black_box = bool(results) and all(get_adapter(r.spec.runtime).black_box for r in results)
+    known = BLACK_BOX_WINDOWS if black_box else WINDOWS
+    return [(w, counts[w]) for w in (*known, *sorted(set(counts) - set(known)))]
 
 
 @dataclass(frozen=True, slots=True)

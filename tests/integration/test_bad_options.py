@@ -9,10 +9,12 @@ traceback, start no process and create no reports folder.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+from harness.chaos.scenario import load_scenario
 from tests.integration.test_bad_input import SPAWNED, observer, run_harness
 
 __all__ = ["observer"]  # the fixture, imported for its use below
@@ -89,6 +91,17 @@ CASES: list[tuple[str, list[str], str]] = [
         f"{MINI} has no [agent] table and {WITH_AGENT} has one: give --runtime",
     ),
     (
+        "runtime typo",
+        ["chaos", "--runtime", "rael"],
+        "unknown runtime 'rael' (did you mean 'real'?): give cmd:\"<command line>\" (any "
+        "agent program, as a black box), module:<dotted.module>",
+    ),
+    (
+        "unknown option of chaos",
+        ["chaos", "--seeds", "7"],
+        "python -m harness chaos: error: unrecognized arguments: --seeds 7 (did you mean --seed?)",
+    ),
+    (
         "trial with an unknown module",
         ["trial", MINI, "--seed", "1", "--runtime", "module:nosuchmod"],
         "cannot import nosuchmod",
@@ -160,3 +173,29 @@ class TestBadOptions:
         assert "Traceback" not in done.stderr + done.stdout
         assert SPAWNED not in done.stderr
         assert not reports.exists()
+
+
+INIT_AGENT = f"{sys.executable} examples/agents/plain_python/agent.py"
+
+
+class TestInitOut:
+    def test_out_in_another_folder_is_taken(self, tmp_path: Path, observer: Path) -> None:
+        """init --out in a folder far from the one it runs in is not refused (its agent's
+        folder, relative to the scenario, is checked where it resolves): the scenario is
+        written and loads, and no process starts."""
+        out = tmp_path / "elsewhere" / "w.toml"
+        out.parent.mkdir()
+        done = run_harness("init", "--agent", INIT_AGENT, "--out", str(out), observer=observer)
+        assert done.returncode == 0, done.stderr
+        assert SPAWNED not in done.stderr
+        assert load_scenario(out).agent is not None
+
+    def test_out_in_a_missing_folder_is_refused(self, tmp_path: Path, observer: Path) -> None:
+        """init --out in a folder that does not exist exits 2 with one line naming it, and
+        makes nothing."""
+        out = tmp_path / "missing" / "w.toml"
+        done = run_harness("init", "--agent", INIT_AGENT, "--out", str(out), observer=observer)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr == f"harness: --out {out}: no folder {out.parent}\n"
+        assert done.stdout == "" and SPAWNED not in done.stderr
+        assert list(tmp_path.iterdir()) == []

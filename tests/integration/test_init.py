@@ -8,8 +8,10 @@ no process naming that folder may be alive, nor any new child of the test proces
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -78,8 +80,9 @@ def test_init_then_the_trial_it_prints(folder: Path) -> None:
     done = harness("init", "--agent", AGENT, "--mcp", example_server(folder), cwd=work)
     assert done.returncode == 0, done.stderr
     out = Path("scenarios") / f"{NAME}.toml"
-    trial_line, chaos_line = done.stdout.splitlines()
+    trial_line, first_line, chaos_line = done.stdout.splitlines()
     assert trial_line.endswith(f" trial {out} --seed 1")
+    assert first_line.endswith(f" chaos --scenario {out} --random 10")
     assert chaos_line.endswith(f" chaos --scenario {out}")
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert "6 tools from the MCP server" in done.stderr
@@ -251,3 +254,82 @@ def test_the_classes_are_the_table_commands(folder: Path) -> None:
     theirs = ToolTable.parse(table.stdout, source="<stdout>").entries
     assert ToolTable.load(folder / "x" / "tools.toml").entries == theirs
     assert theirs["run_report"].idempotency is IdempotencyClass.UNKNOWN
+
+
+def test_out_in_another_folder(folder: Path) -> None:
+    """--out in a folder beside the one init runs in: the scenario loads there, and its
+    agent's folder is the one init ran in, written relative to the scenario."""
+    work = folder / "project"
+    elsewhere = folder / "elsewhere" / "deeper"
+    work.mkdir()
+    elsewhere.mkdir(parents=True)
+    out = elsewhere / "w.toml"
+    done = harness("init", "--agent", AGENT, "--out", str(out), cwd=work)
+    assert done.returncode == 0, done.stderr
+    scenario = load_scenario(out)
+    assert scenario.agent is not None
+    assert scenario.agent.folder == "../../project"
+    assert (out.parent / scenario.agent.folder).resolve() == work.resolve()
+    assert (elsewhere / "w" / "tools.toml").is_file()
+    assert f" trial {out} --seed 1" in done.stdout
+
+
+def test_the_default_campaign_still_runs_after_init(folder: Path) -> None:
+    """init into a scenarios folder whose scenarios name no agent says the folder's campaign
+    leaves its scenario out; chaos with no --scenario then runs the others on the real
+    runtime and says which it left out, in one line."""
+    work = folder / "project"
+    (work / "scenarios").mkdir(parents=True)
+    shutil.copyfile(
+        ROOT / "tests" / "data" / "scenarios" / "mini.toml", work / "scenarios" / "mini.toml"
+    )
+    done = harness("init", "--agent", AGENT, cwd=work)
+    assert done.returncode == 0, done.stderr
+    out = Path("scenarios") / f"{NAME}.toml"
+    assert (work / out).is_file()
+    (note,) = [line for line in done.stderr.splitlines() if "name no [agent]" in line]
+    assert note.startswith("harness: scenarios/ holds scenarios that name no [agent]"), note
+    assert "leaves this one out" in note
+    chaos = harness(
+        "chaos", "--random", "0", "--no-self-check", "--workers", "1", "--reports",
+        str(folder / "reports"), cwd=work,
+    )  # fmt: skip
+    assert chaos.returncode == 0, chaos.stdout[-3000:] + chaos.stderr
+    assert chaos.stderr.splitlines()[0] == (
+        f"harness: left out {out}, which names an [agent]: a campaign of a folder runs the "
+        f"scenarios that name none on real; run the agent's with --scenario {out}"
+    )
+    assert "runtime real, 1 scenarios" in chaos.stdout
+    (run,) = (folder / "reports").iterdir()
+    scenarios = {json.loads(line)["spec"]["scenario"] for line in (run / "trials.jsonl").open()}
+    assert scenarios == {"scenarios/mini.toml"}
+
+
+def test_the_agent_s_own_venv_is_chosen(folder: Path) -> None:
+    """--agent "python DIR/agent.py" with a venv in DIR: init writes the agent's command with
+    that venv's python, says so, and the trial it prints runs the agent under it and passes;
+    without one, init keeps the command and says which python that is."""
+    work = folder / "project"
+    agent_dir = work / "my_agent"
+    agent_dir.mkdir(parents=True)
+    shutil.copyfile(
+        ROOT / "examples" / "agents" / "plain_python" / "agent.py", agent_dir / "agent.py"
+    )
+    bare = harness("init", "--agent", "python my_agent/agent.py", "--out", "bare.toml", cwd=work)
+    assert bare.returncode == 0, bare.stderr
+    assert "harness: the agent runs under python" in bare.stderr
+    assert ", as given: no venv (.venv/ or venv/) nor uv project beside it" in bare.stderr
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(agent_dir / ".venv")], check=True
+    )
+    done = harness("init", "--agent", "python my_agent/agent.py", cwd=work)
+    assert done.returncode == 0, done.stderr
+    venv_python = "my_agent/.venv/bin/python"
+    assert f"harness: the agent runs under {venv_python} (a venv beside it;" in done.stderr
+    scenario = load_scenario(work / "scenarios" / "my_agent.toml")
+    assert scenario.agent is not None
+    assert scenario.agent.command == f"{venv_python} my_agent/agent.py"
+    command = shlex.split(done.stdout.splitlines()[0])
+    trial = harness(*command[command.index("trial") :], "--reports", str(folder / "r"), cwd=work)
+    assert trial.returncode == 0, trial.stdout[-3000:] + trial.stderr
+    assert trial.stdout.splitlines()[-1] == "PASS"

@@ -17,6 +17,7 @@ import pytest
 
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.workdir import SCRATCH_PREFIX, ram_folder
+from harness.report.files import INTERRUPTED_CASE
 
 ROOT = Path(__file__).parent.parent.parent
 MOMENTS = 6
@@ -24,7 +25,9 @@ MOMENTS = 6
 LONG_MOMENTS = 24
 
 
-def _start(reports: Path, seed: int, tmpdir: Path | None = None) -> subprocess.Popen[bytes]:
+def _start(
+    reports: Path, seed: int, tmpdir: Path | None = None, stdout: int = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-m",
@@ -52,7 +55,7 @@ def _start(reports: Path, seed: int, tmpdir: Path | None = None) -> subprocess.P
         cwd=ROOT,
         env=env,
         start_new_session=True,
-        stdout=subprocess.DEVNULL,
+        stdout=stdout,
         stderr=subprocess.PIPE,
     )
 
@@ -93,7 +96,8 @@ def _await_a_checked_trial(reports: Path, harness: subprocess.Popen[bytes]) -> N
 
 
 def _assert_reports_its_trials(run: Path, summary: dict[str, object]) -> None:
-    """The report lists exactly the trials the run kept, and every one was checked."""
+    """The report lists exactly the trials the run kept, and every one was checked; an
+    interrupted run says so in junit.xml (an error case of its own) and in index.html."""
     trials = list((run / "trials").glob("*"))
     assert all((t / "verdicts.json").exists() for t in trials)
     assert summary["trials"] == len(trials)
@@ -103,7 +107,12 @@ def _assert_reports_its_trials(run: Path, summary: dict[str, object]) -> None:
         if suite.get("name") == "chaos campaign"
         for case in suite.iter("testcase")
     }
+    interrupted = summary["interrupted"] is True
+    assert (INTERRUPTED_CASE in listed) is interrupted, "junit.xml must say it was interrupted"
+    listed.discard(INTERRUPTED_CASE)
     assert listed == {t.name for t in trials}, "junit.xml must list the trials kept"
+    badge = '<span class="badge interrupted">INTERRUPTED</span>'
+    assert (badge in (run / "index.html").read_text("utf-8")) is interrupted
     lines = (run / "trials.jsonl").read_text("utf-8").splitlines()
     assert {json.loads(line)["trial"] for line in lines} == listed
 
@@ -169,6 +178,34 @@ class TestInterrupt:
     def test_sigint_at_many_more_moments_leaves_nothing(self, tmp_path: Path) -> None:
         """The same at other moments, drawn from another seed."""
         _sigint_at_random_moments(tmp_path, LONG_MOMENTS, random.Random(20261205))
+
+    def test_ctrl_c_marks_every_report_interrupted(self, tmp_path: Path) -> None:
+        """Ctrl-C in mid-campaign: exit 130, and summary.json, junit.xml (an error case that
+        says INTERRUPTED), index.html (its badge and headline) and the console say so."""
+        harness = _start(tmp_path, seed=98, stdout=subprocess.PIPE)
+        try:
+            _await_a_checked_trial(tmp_path, harness)  # Ctrl-C in mid-campaign
+            os.killpg(harness.pid, signal.SIGINT)
+            stdout, stderr = harness.communicate(timeout=60)
+        finally:
+            if harness.poll() is None:
+                os.killpg(harness.pid, signal.SIGKILL)
+                harness.wait()
+        assert harness.returncode == 130, stderr.decode()[-2000:]
+        run = next(tmp_path.glob("*/summary.json")).parent
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["interrupted"] is True and summary["passed"] is False
+        _assert_reports_its_trials(run, summary)
+        suite = next(s for s in ET.parse(run / "junit.xml").iter("testsuite"))
+        assert int(suite.get("errors", "0")) >= 1
+        (error,) = [
+            c.find("error") for c in suite.iter("testcase") if c.get("name") == INTERRUPTED_CASE
+        ]
+        assert error is not None and error.get("message", "").startswith("INTERRUPTED after")
+        index = (run / "index.html").read_text("utf-8")
+        assert '<h1>chaos run <span class="badge interrupted">INTERRUPTED</span>' in index
+        assert "<dt>interrupted</dt>" in index
+        assert f"INTERRUPTED: kept {summary['trials']} completed trials" in stdout.decode()
 
     def test_sigterm_exits_143_and_marks_the_run(self, tmp_path: Path) -> None:
         """SIGTERM to the harness alone in mid-campaign stops everything, exits 143, and reports."""

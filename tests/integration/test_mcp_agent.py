@@ -77,7 +77,7 @@ class TestRegistration:
         assert adapter.journal
         # the journal's points, and those of harness.agent's loop, which it runs
         assert adapter.failpoints == OP_POINTS | JOURNAL_POINTS | MODEL_POINTS
-        with pytest.raises(UnknownAdapterError, match=r"known: .*\bmcp\b"):
+        with pytest.raises(UnknownAdapterError, match=r"registered one: .*\bmcp\b"):
             get_adapter("no-such-runtime")
 
 

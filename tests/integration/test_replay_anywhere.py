@@ -29,6 +29,22 @@ class TestFolderNames:
         assert re.fullmatch(r"[A-Za-z0-9._-]+", spec.trial_id), spec.trial_id
         assert spec.trial_id.startswith("module_my.agent--mini-7-")
 
+    def test_a_black_box_is_named_by_its_program_not_its_command(self) -> None:
+        """A cmd: runtime's trial id starts with its program's name (its folder's, for an
+        agent.py) and a short digest: no path of its command; two commands of one name
+        differ."""
+        schedule = CrashSchedule.from_json('[{"failpoints":"tool.before_reply@3=kill"}]')
+        command = "cmd:/tmp/x/.venv/bin/python /home/me/agents/plain_python/agent.py"
+        spec = TrialSpec(MINI, 7, schedule, command, "tool.before_reply@3")
+        assert re.fullmatch(
+            r"cmd_plain_python-[0-9a-f]{6}--mini-7-tool\.before_reply_3", spec.trial_id
+        )
+        other = TrialSpec(
+            MINI, 7, schedule, command.replace("/tmp/x", "/tmp/y"), "tool.before_reply@3"
+        )
+        assert other.trial_id != spec.trial_id
+        assert other.trial_id.startswith("cmd_plain_python-")
+
     def test_a_module_replay_line_carries_its_import_path(self, tmp_path: Path) -> None:
         """The replay line of a module: runtime starts with the PYTHONPATH that finds it."""
         schedule = CrashSchedule.from_json("[]")
@@ -38,7 +54,9 @@ class TestFolderNames:
 
 class TestReplayFromAnywhere:
     def test_replay_from_another_folder_reaches_the_same_verdicts(self, tmp_path: Path) -> None:
-        """A trial recorded from the project replays from an unrelated folder, same verdicts."""
+        """A trial recorded from the project replays from an unrelated folder, same verdicts;
+        given no --reports, its run folder goes beside the trial's own run, none in the
+        folder it ran from."""
         schedule = '[{"failpoints":"op.after_intent@3=kill"}]'
         first = subprocess.run(
             [
@@ -74,8 +92,6 @@ class TestReplayFromAnywhere:
                 str(trial),
                 "--project",
                 str(ROOT),
-                "--reports",
-                str(tmp_path / "again"),
             ],
             cwd=elsewhere,
             env=_env(),
@@ -84,9 +100,13 @@ class TestReplayFromAnywhere:
             timeout=120,
         )
         assert again.returncode == 0, again.stdout + again.stderr
+        assert list(elsewhere.iterdir()) == [], "the replay wrote in the folder it ran from"
+        assert f"run folder goes in {tmp_path / 'first'} " in again.stderr
 
-        def statuses(folder: Path) -> dict[str, str]:
-            data = json.loads(next(folder.glob("*/trial/verdicts.json")).read_text())
+        def statuses(run: Path) -> dict[str, str]:
+            data = json.loads((run / "trial" / "verdicts.json").read_text())
             return {v["invariant"]: v["status"] for v in data}
 
-        assert statuses(tmp_path / "again") == statuses(tmp_path / "first")
+        runs = {p.parent for p in (tmp_path / "first").glob("*/trial")}
+        (replayed,) = runs - {trial.parent}
+        assert statuses(replayed) == statuses(trial.parent)

@@ -5,6 +5,7 @@ MCP listing is made up here; tests/integration/test_init.py lists real servers).
 from __future__ import annotations
 
 import argparse
+import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from harness.runtime.errors import HarnessError
 from harness.runtime.mcp_table import McpListing, McpTool, McpToolDetail
 
 AGENT = "python examples/agents/plain_python/agent.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -142,7 +144,7 @@ def test_a_listing_becomes_a_scenario_that_loads(
 ) -> None:
     """One declared tool per tool it can declare, in order, the others commented out with the
     reason; the classes from the annotations in the tool table beside it; one step per tool
-    it can call; and the next two commands on stdout."""
+    it can call; and the next commands on stdout."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(table_command, "list_mcp_tools", lambda *a, **k: ODD)
     assert run_init("--agent", AGENT, "--mcp", "srv") == 0
@@ -176,6 +178,7 @@ def test_a_listing_becomes_a_scenario_that_loads(
     harness = cli.prog_name()  # python -m harness, or harness as the console script
     assert captured.out.splitlines() == [
         f"{harness} trial {out} --seed 1",
+        f"{harness} chaos --scenario {out} --random 10",
         f"{harness} chaos --scenario {out}",
     ]
     assert scenario.agent is not None
@@ -200,6 +203,27 @@ def test_without_a_server_one_example_tool(
     ] == ["example_tool"]
     assert capsys.readouterr().out.splitlines()[0] == f"{cli.prog_name()} trial mine.toml --seed 1"
     assert scenario.agent_runtime == "cmd:python agent.py --say hi"
+
+
+def test_without_a_server_a_shipped_scenario_is_offered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --mcp: after the skeleton's commands, one more runs the agent, as the scenario
+    names it, on the shipped phone_task scenario (named whole: no scenarios/ here has it),
+    for an agent that uses the tools the harness serves; with a server, no such line."""
+    monkeypatch.chdir(tmp_path)
+    assert run_init("--agent", "python agent.py", "--out", "mine.toml") == 0
+    captured = capsys.readouterr()
+    *_, offered = captured.out.splitlines()
+    words = shlex.split(offered)
+    assert words[words.index("--runtime") + 1] == load_scenario("mine.toml").agent_runtime
+    shipped = Path(words[words.index("--scenario") + 1])
+    assert shipped == ROOT / "scenarios" / "phone_task.toml" and shipped.is_file()
+    assert words[-2:] == ["--random", "10"]
+    assert "judged at once on a shipped scenario (phone_task)" in captured.err
+    monkeypatch.setattr(table_command, "list_mcp_tools", lambda *a, **k: ODD)
+    assert run_init("--agent", "python agent.py", "--mcp", "srv", "--out", "srv.toml") == 0
+    assert "phone_task" not in capsys.readouterr().out
 
 
 def test_existing_files_are_refused_before_the_server_starts(

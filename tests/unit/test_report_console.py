@@ -11,10 +11,12 @@ from harness.chaos.trial import TrialResult, TrialSpec
 from harness.check.invariants import Verdict
 from harness.exits import EXIT_OK
 from harness.report.console import (
+    PROGRESS_LINE_EVERY_S,
     CampaignSummary,
     print_campaign,
     print_headline,
     print_trial,
+    progress_bar,
 )
 
 
@@ -87,3 +89,104 @@ def test_the_invariants_table_and_a_trial_show_what_applied(
     print_trial(results[0])
     out = capsys.readouterr().out
     assert "I9 I9 (nothing to judge)" in out and "I2 i2 (nothing" not in out
+
+
+class TestProgress:
+    def test_a_campaign_bar_counts_failed_trials(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A campaign's bar counts its failed trials as failed."""
+        with progress_bar("campaign") as bar:
+            bar.planned(3)
+            bar.advanced(failed=0)
+            bar.advanced(failed=1)
+        out = capsys.readouterr().out
+        assert "1 failed" in out and "caught" not in out
+
+    def test_a_self_check_bar_counts_caught_trials(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A broken runtime's bar counts its failed trials as caught: that is the point."""
+        with progress_bar("self-check replay-success", catching=True) as bar:
+            bar.planned(3)
+            bar.advanced(failed=1)
+            bar.advanced(failed=2)
+        out = capsys.readouterr().out
+        assert "2 caught" in out and "failed" not in out
+
+
+class FakeClock:
+    """A clock a test moves by hand: no test waits on, or asserts, wall-clock time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TestProgressLines:
+    def test_a_line_every_few_seconds_with_done_failed_rate_and_time_left(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Off a terminal, trials that come back sooner than PROGRESS_LINE_EVERY_S after the
+        last line print nothing; then one line says done, failed, rate and time left; the
+        end of the block prints the last."""
+        clock = FakeClock()
+        with progress_bar("campaign", clock=clock) as bar:
+            bar.planned(100)
+            for done in range(1, 21):
+                clock.now += 0.5  # 20 trials in 10 s, 2 a second
+                bar.advanced(failed=done // 10)
+            clock.now += 1
+        lines = capsys.readouterr().out.splitlines()
+        assert lines == [
+            "campaign: 10/100 done, 1 failed, 2.00 trials/s, about 45 s left",
+            "campaign: 20/100 done, 2 failed, 2.00 trials/s, about 40 s left",
+            "campaign: 20/100 done, 2 failed, 1.82 trials/s, took 11 s",
+        ]
+        assert PROGRESS_LINE_EVERY_S == 5.0  # the 10 trials between lines above
+
+    def test_before_the_plan_no_time_left(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Trials that come back before the campaign's size is known print no time left."""
+        clock = FakeClock()
+        with progress_bar("self-check x", catching=True, clock=clock) as bar:
+            clock.now += 6
+            bar.advanced(failed=1)
+        first = capsys.readouterr().out.splitlines()[0]
+        assert first == "self-check x: 1 done, 1 caught, 0.17 trials/s"
+
+
+BOX = "cmd:/tmp/x/.venv/bin/python /tmp/x/plain_python/agent.py"
+NO_JOURNAL = ("the runtime under test offers no journal",)
+
+
+def _box(runtime: str, windows: tuple[str, ...]) -> TrialResult:
+    spec = TrialSpec("scenarios/phone_task.toml", 7, CrashSchedule((Life(),)), runtime, "x")
+    verdicts = (
+        Verdict("I1", "i1", "pass"),
+        Verdict("I3", "i3", "not-judged", NO_JOURNAL),
+        Verdict("I9", "i9", "not-judged", NO_JOURNAL),
+    )
+    return TrialResult(spec, Path("/nowhere"), verdicts, 2, 1, windows, (), 1.0)
+
+
+class TestBlackBox:
+    def test_what_needs_a_journal_is_one_line(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A black box's trial names the invariants it offers nothing to in one line with
+        the reason, not a line and the reason each; another runtime's keeps a line each."""
+        print_trial(_box(BOX, ()))
+        out = capsys.readouterr().out
+        assert "not-judged I3 I9: the runtime under test offers no journal" in out
+        assert out.count("offers no journal") == 1
+        print_trial(_box("module:my_agent", ()))
+        assert capsys.readouterr().out.count("offers no journal") == 2
+
+    def test_the_kill_windows_are_a_black_box_s(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A black box's campaign lists the windows the harness's servers place a kill in,
+        not the journal's (which would only ever count 0); a runtime's lists the journal's."""
+        print_campaign(CampaignSummary([_box(BOX, ("after a tool call",))]), BOX)
+        out = capsys.readouterr().out
+        assert "after a tool call" in out and "after a model answer" in out
+        assert "intent-effect" not in out and "during recovery" not in out
+        print_campaign(CampaignSummary([_box("real", ())]), "real")
+        out = capsys.readouterr().out
+        assert "intent-effect" in out and "after a model answer" not in out

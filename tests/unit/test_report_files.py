@@ -214,6 +214,22 @@ class TestJUnit:
         suite = _suite(tmp_path)
         assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "1", "2")
 
+    def test_an_interrupted_run_is_an_error_of_its_own(self, tmp_path: Path) -> None:
+        """An interrupted run adds one case, an <error> that says INTERRUPTED, counted in the
+        suite's errors; a run that finished has no such case."""
+        _write(tmp_path, [_passing(tmp_path)], interrupted=True)
+        suite = _suite(tmp_path)
+        assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "0", "1")
+        (case,) = [c for c in suite.iter("testcase") if c.get("name") == files.INTERRUPTED_CASE]
+        (error,) = case.findall("error")
+        assert error.get("type") == "interrupted"
+        assert error.get("message", "").startswith("INTERRUPTED after 1 completed trials")
+        finished = tmp_path / "finished"
+        finished.mkdir()
+        _write(finished, [_passing(finished)])
+        names = {c.get("name") for c in _suite(finished).iter("testcase")}
+        assert files.INTERRUPTED_CASE not in names and _suite(finished).get("errors") == "0"
+
     def test_a_failed_trial_gets_failures_only(self, tmp_path: Path) -> None:
         """A trial that failed is a <failure>, with no <error> for its unknown verdict."""
         failing = _failing(tmp_path)

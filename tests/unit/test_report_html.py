@@ -341,6 +341,25 @@ class TestOutcomes:
         assert '<span class="badge incomplete">INCOMPLETE</span>' in index
         assert "<dt>missing shards</dt><dd>2/4, 4/4: this is not the whole campaign</dd>" in index
 
+    def test_an_interrupted_run_says_so_in_its_badge_and_headline(self, trial: TrialResult) -> None:
+        """An interrupted run (summary.json says so) is INTERRUPTED, not FAIL over passes, and
+        says it is not the whole campaign; a failure in what completed keeps its FAIL badge."""
+        run_dir = trial.directory.parent.parent
+        summary = {"trials": 1, "failed": 0, "passed": False, "interrupted": True}
+        (run_dir / "summary.json").write_text(json.dumps(summary), "utf-8")
+        write_index_html(run_dir, [trial], [])
+        index = _index(run_dir)
+        assert '<h1>chaos run <span class="badge interrupted">INTERRUPTED</span></h1>' in index
+        assert "<dt>interrupted</dt><dd>after 1 completed trials: this is not the whole" in index
+        summary = {"trials": 2, "failed": 1, "passed": False, "interrupted": True}
+        (run_dir / "summary.json").write_text(json.dumps(summary), "utf-8")
+        write_index_html(run_dir, [trial, _failing(trial, run_dir)], [])
+        index = _index(run_dir)
+        assert (
+            '<h1>chaos run <span class="badge interrupted">INTERRUPTED</span> '
+            '<span class="badge fail">FAIL</span></h1>'
+        ) in index
+
     def test_the_trial_page_badges_each_outcome(self, trial: TrialResult) -> None:
         """A trial page shows unknown and not-judged verdicts with badges of their own colour."""
         run_dir = trial.directory.parent.parent
