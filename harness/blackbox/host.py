@@ -45,6 +45,7 @@ from harness.blackbox import (
 )
 from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
+from harness.chaos.observer import ENV_ROOT, ENV_TRACE
 from harness.exits import AGENT_CANNOT_START
 from harness.failpoints import (
     AIMED_KILL_SIGNAL,
@@ -150,12 +151,18 @@ def serve(trial: Path, world: WorldStore) -> BlackBoxServer:
     return server
 
 
+OBSERVED = (ENV_TRACE, ENV_ROOT)
+"""The harness's variables an agent keeps: those of the file-system observer, whose library
+(``LD_PRELOAD``) is idle without them, so that a power loss sees what the agent does."""
+
+
 def agent_env(base: str, environ: Mapping[str, str], temp: Path) -> dict[str, str]:
-    """The agent's environment: the life's, without the harness's own variables, and what
-    it is handed: the model (OpenAI's and Anthropic's variables), the tools (two ways), and
-    ``temp`` as its ``TMPDIR``, so that what it (or its framework) leaves in a temporary
-    folder stays in the trial folder and goes with it (CrewAI leaves lock files there)."""
-    env = {k: v for k, v in environ.items() if not k.startswith("HARNESS_")}
+    """The agent's environment: the life's, without the harness's own variables (but the
+    observer's, ``OBSERVED``), and what it is handed: the model (OpenAI's and Anthropic's
+    variables), the tools (two ways), and ``temp`` as its ``TMPDIR``, so that what it (or
+    its framework) leaves in a temporary folder stays in the trial folder and goes with it
+    (CrewAI leaves lock files there)."""
+    env = {k: v for k, v in environ.items() if not k.startswith("HARNESS_") or k in OBSERVED}
     env["TMPDIR"] = str(temp)
     env["OPENAI_BASE_URL"] = f"{base}/v1"
     env["OPENAI_API_KEY"] = "harness"  # any key: the model is the harness's
