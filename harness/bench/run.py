@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.bench import calls, compaction, cycles, observed, scaling, startup
+from harness.bench import calls, compaction, cycles, observed, powerloss, scaling, startup
 from harness.bench.figures import (
     BenchError,
     BenchReport,
@@ -47,6 +47,7 @@ __all__ = [
     "bench_failpoint",
     "bench_journaled_call",
     "bench_planning",
+    "bench_power_loss",
     "bench_startup",
     "run_bench",
 ]
@@ -77,6 +78,8 @@ class BenchSettings:
     start_repeats: int = 3
     observer_campaign_runs: int = 1
     """How often the default campaign runs with the observer and with it off, interleaved."""
+    power_loss_repeats: int = 3
+    """Rounds of figure 8: a kill-only trial, then one judged over each of ``CRASH_STATES``."""
 
 
 FULL = BenchSettings()
@@ -97,6 +100,7 @@ QUICK = BenchSettings(
     short_ops=500,
     start_repeats=1,
     observer_campaign_runs=0,
+    power_loss_repeats=1,
 )
 
 
@@ -659,6 +663,39 @@ def bench_observer(settings: BenchSettings, scratch: Path, out: Measurements) ->
     ]
 
 
+CRASH_STATES = (1, 4, 16)
+"""Figure 8's numbers of crash states, each judged as that many sub-trials."""
+
+
+def bench_power_loss(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 8: a power-loss trial judged over 1, 4 and 16 crash states / a kill-only trial."""
+    if observer.unavailable() is not None:
+        raise BenchError(f"no observer: {observer.unavailable()}")
+    with tempfile.TemporaryDirectory(dir=scratch) as directory:
+        trials = powerloss.PowerLossTrials(Path(directory))
+        subjects: dict[str, Callable[[], float]] = {"kill": trials.kill_only_ms}
+        for states in CRASH_STATES:
+            subjects[f"states-{states}"] = functools.partial(trials.crash_states_ms, states)
+        samples = interleave(subjects, settings.power_loss_repeats)
+    out.series["power_loss_trial_ms"] = samples
+    out.notes.append(
+        f"figure 8: the cut after {powerloss.KILL} has {trials.cut_states} crash states"
+    )
+    kill = median_of(samples["kill"])
+    out.figures += [
+        Figure(
+            f"8 power-loss trial, {states} crash state{'s' if states > 1 else ''} / kill only",
+            median_of(samples[f"states-{states}"]),
+            kill,
+            "ms/trial",
+            None,
+            f"{powerloss.KILL} then a cut judged as {states} sub-trial{'s' if states > 1 else ''}"
+            " (trial --crash-states), against the kill alone; for information",
+        )
+        for states in CRASH_STATES
+    ]
+
+
 STEPS = (
     "cycle rate",
     "journaled call cost",
@@ -669,6 +706,7 @@ STEPS = (
     "campaigns",
     "compaction",
     "observer",
+    "crash states",
 )
 """The measurements, in the order they run (``only`` picks some by these names)."""
 
@@ -699,6 +737,7 @@ def run_bench(
             ("campaigns", lambda: bench_campaigns(settings, scratch, collected)),
             ("compaction", lambda: bench_compaction(settings, scratch, collected)),
             ("observer", lambda: bench_observer(settings, scratch, collected)),
+            ("crash states", lambda: bench_power_loss(settings, scratch, collected)),
         ]
         assert [name for name, _ in steps] == list(STEPS)
         for title, step in steps:
