@@ -7,9 +7,11 @@ HTTP port of 127.0.0.1 (``/v1/...``: ``harness.blackbox.model``; ``/mcp``:
 command (``HARNESS_AGENT_COMMAND``) in the trial folder, in the same process group,
 with ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``,
 ``ANTHROPIC_API_KEY``, ``HARNESS_MCP_URL`` and ``HARNESS_MCP_COMMAND`` in its
-environment, and ``TMPDIR`` the trial folder's ``tmp/``. It exits with the agent's
-status, once the agent has exited and anything the agent left in the group is stopped;
-after an exit 0 it hits ``agent.before_exit`` first.
+environment, ``TMPDIR`` the trial folder's ``tmp/``, and the file-system observer's
+variables (so it, and all it starts, is observed in a power-loss trial; the harness's
+other variables are not passed on). It exits with the agent's status, once the agent
+has exited and anything the agent left in the group is stopped; after an exit 0 it hits
+``agent.before_exit`` first.
 
 The supervisor's SIGKILL of the group ends the host, the agent and whatever the
 agent started at once; a random-time kill's timer, which fires in the host, is sent
