@@ -9,7 +9,8 @@ failures per invariant, the tools that ran twice, the trials with a power cut an
 they ended, and every failing trial's replay command. What a run found is also kept
 beside the agent (``measured.json``, committed), so that ``--only NAME`` runs one agent
 again and the page keeps every other agent's last figures, each with its date and commit.
-An agent never run is listed as such, never left out. ``--render`` writes the page again from the last runs without running.
+An agent never run is listed as such, never left out. ``--render`` writes the page again
+from the last runs without running.
 """
 
 from __future__ import annotations
