@@ -5,9 +5,10 @@ makes ``durable.txt`` durable itself (written, fsynced, its folder fsynced: the 
 file's name too), then becomes the plain example agent, whose ``progress.jsonl`` is
 never fsynced. Killed and cut, the
 unsynced bytes must be lost (or the trial left unjudged), never kept, and the synced ones
-kept. A program the library cannot load into (a statically linked one) is refused a
-power loss in one line before anything runs; that it is truly unseen is shown by the
-same program built both ways under the library.
+kept. A program the library cannot load into (a statically linked one, or one
+set-user-ID to another user) is refused a power loss in one line before anything runs;
+that it is truly unseen is shown by running it under the library beside the same
+program dynamically linked and not set-ID.
 """
 
 from __future__ import annotations
@@ -185,3 +186,32 @@ def test_a_statically_linked_agent_is_refused_power_loss_in_one_line(
     refused = not_applicable("power-loss", black_box(f"cmd:{static}"))
     assert said == f"harness: --schedule: no power loss for it: {refused}"
     assert not reports.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a program set-user-ID to another needs root")
+def test_a_set_user_id_program_is_unseen_and_refused(
+    programs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The dynamic build made set-user-ID to nobody: the loader ignores ``LD_PRELOAD`` for
+    it (no trace line), and power loss is refused for it, saying why."""
+    _, dynamic = programs
+    lib = observer.library()
+    assert lib is not None, observer.unavailable()
+    program = tmp_path / "set-id"
+    shutil.copy(dynamic, program)
+    os.chown(program, 65534, -1)  # nobody
+    os.chmod(program, 0o4755)
+    root = tmp_path / "root"
+    root.mkdir()
+    observer.start_trace(root)
+    for folder in (root, root / observer.TRACE_FOLDER):
+        os.chmod(folder, 0o777)  # it runs as nobody
+    env = {**os.environ, **observer.observer_env(root, lib)}
+    subprocess.run([str(program)], cwd=root, env=env, check=True)
+    assert (root / "written.txt").read_text() == "never synced"
+    lines = observer.read_trace(root / observer.TRACE_FOLDER)
+    assert [line.kind for line in lines if line.kind != "baseline"] == []
+    assert not_applicable("power-loss", black_box(f"cmd:{program}")) == (
+        f"cmd:{program} cannot be observed: {program} is set-user-ID or set-group-ID: the "
+        "loader ignores LD_PRELOAD there"
+    )
