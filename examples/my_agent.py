@@ -34,6 +34,23 @@ def effect_present(step: PlanStep, execute: ToolFunction, incarnation: int) -> b
         return None
 
 
+OUTCOMES = ("ack", "fail", "info")
+
+
+def read_done(done_file: Path) -> dict[str, str]:
+    """The steps the done-file says are finished. A power cut may leave its last line torn
+    (cut short, or followed by garbage): the lines up to the first that is not whole are
+    read, the rest was never made durable."""
+    data = done_file.read_bytes() if done_file.exists() else b""
+    done = {}
+    for raw in data.split(b"\n")[:-1]:  # the piece after the last newline is not whole
+        parts = raw.decode("utf-8", "replace").split()
+        if len(parts) != 2 or parts[1] not in OUTCOMES:
+            break
+        done[parts[0]] = parts[1]
+    return done
+
+
 def main(argv: list[str]) -> int:
     trial = Path(argv[0])
     tell_supervisor("ready")  # imports done: random-time kills count from here
@@ -41,9 +58,9 @@ def main(argv: list[str]) -> int:
     table_file = os.environ.get("HARNESS_TOOL_TABLE")  # the table the harness runs with
     table = ToolTable.load(table_file) if table_file else ToolTable.shipped()
     done_file = trial / "my_agent.done"  # this agent's own durable state: "op outcome" lines
-    lines = done_file.read_text().splitlines() if done_file.exists() else []
-    done = dict(line.split() for line in lines)
+    done = read_done(done_file)
     plan = load_plan(trial / "plan.json")
+    folder_synced = False  # the done-file's name is durable once its folder is fsynced
     with WorldStore.open(trial / "world.db") as world:
         execute = make_tool_function(world, plan.tools)  # the world's tools only, ledgered
         for step in plan.steps:
@@ -79,6 +96,13 @@ def main(argv: list[str]) -> int:
                 file.write(f"{step.op_id} {outcome}\n")
                 file.flush()
                 os.fsync(file.fileno())
+            if not folder_synced:  # an fsync of the file never makes its own name durable
+                folder = os.open(trial, os.O_RDONLY)
+                try:
+                    os.fsync(folder)
+                finally:
+                    os.close(folder)
+                folder_synced = True
             failpoint("op.after_finish", step.op_id)  # recorded, the user not yet told
             tell_supervisor(f"{outcome} {step.op_id}")  # ack, fail, or info (unknown)
     failpoint("agent.before_exit")  # done: a random-time kill still pending lands here

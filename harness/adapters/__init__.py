@@ -81,12 +81,16 @@ class Adapter:
     points: frozenset[str] | None = None
     """The failpoints its life hits, when not the adapter contract's (a black box's are
     in the harness's servers: ``harness.blackbox.BLACKBOX_POINTS``)."""
+    own_files: bool = False
+    """A user's agent program (``cmd:``, ``module:``): it runs in ``TRIAL_DIR`` and may keep
+    any files there, which it does not name; a power cut acts on those its trace shows."""
 
     @property
     def keeps_files(self) -> bool:
-        """Whether it keeps durable state in files of ``TRIAL_DIR`` (our journal or its
-        framework's): a power loss, rebuilt from what it asked the kernel, applies."""
-        return self.journal or bool(self.files)
+        """Whether it keeps (or, a user's program, may keep) durable state in files of
+        ``TRIAL_DIR`` (our journal, its framework's, its own): a power loss, rebuilt from
+        what it asked the kernel, applies."""
+        return self.journal or bool(self.files) or self.own_files
 
     @property
     def failpoints(self) -> frozenset[str]:
@@ -220,7 +224,9 @@ def black_box(name: str) -> Adapter:
         raise UnknownAdapterError(f"{name!r}: cmd:<command line> expected, e.g. cmd:'python a.py'")
     env = {AGENT_COMMAND_ENV: command, AGENT_HOME_ENV: os.getcwd()}
     description = f"agent program {command}, as a black box"
-    return Adapter(name, BLACKBOX_HOST, False, description, env, points=BLACKBOX_POINTS)
+    return Adapter(
+        name, BLACKBOX_HOST, False, description, env, points=BLACKBOX_POINTS, own_files=True
+    )
 
 
 def get_adapter(name: str) -> Adapter:
@@ -232,7 +238,7 @@ def get_adapter(name: str) -> Adapter:
         module = name.removeprefix("module:")
         if not module or not all(part.isidentifier() for part in module.split(".")):
             raise UnknownAdapterError(f"{name!r}: module:<dotted.module.name> expected")
-        return Adapter(name, module, False, f"user agent program {module}")
+        return Adapter(name, module, False, f"user agent program {module}", own_files=True)
     try:
         return ADAPTERS[name]
     except KeyError:

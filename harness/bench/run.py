@@ -21,7 +21,17 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.bench import calls, compaction, cycles, observed, restarts, scaling, startup, threads
+from harness.bench import (
+    calls,
+    compaction,
+    cycles,
+    observed,
+    powerloss,
+    restarts,
+    scaling,
+    startup,
+    threads,
+)
 from harness.bench.figures import (
     BenchError,
     BenchReport,
@@ -48,6 +58,7 @@ __all__ = [
     "bench_journaled_call",
     "bench_planning",
     "bench_restarts",
+    "bench_power_loss",
     "bench_startup",
     "bench_threads",
     "run_bench",
@@ -89,6 +100,8 @@ class BenchSettings:
     thread_calls: int = 50
     """Calls each caller makes in a sample of figure 9."""
     thread_repeats: int = 5
+    power_loss_repeats: int = 3
+    """Rounds of figure 10: a kill-only trial, then one judged over each of ``CRASH_STATES``."""
 
 
 FULL = BenchSettings()
@@ -115,6 +128,7 @@ QUICK = BenchSettings(
     thread_callers=4,
     thread_calls=10,
     thread_repeats=1,
+    power_loss_repeats=1,
 )
 
 
@@ -810,6 +824,39 @@ def bench_threads(settings: BenchSettings, scratch: Path, out: Measurements) -> 
     )
 
 
+CRASH_STATES = (1, 4, 16)
+"""Figure 10's numbers of crash states, each judged as that many sub-trials."""
+
+
+def bench_power_loss(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 10: a power-loss trial judged over 1, 4 and 16 crash states / a kill-only trial."""
+    if observer.unavailable() is not None:
+        raise BenchError(f"no observer: {observer.unavailable()}")
+    with tempfile.TemporaryDirectory(dir=scratch) as directory:
+        trials = powerloss.PowerLossTrials(Path(directory))
+        subjects: dict[str, Callable[[], float]] = {"kill": trials.kill_only_ms}
+        for states in CRASH_STATES:
+            subjects[f"states-{states}"] = functools.partial(trials.crash_states_ms, states)
+        samples = interleave(subjects, settings.power_loss_repeats)
+    out.series["power_loss_trial_ms"] = samples
+    out.notes.append(
+        f"figure 10: the cut after {powerloss.KILL} has {trials.cut_states} crash states"
+    )
+    kill = median_of(samples["kill"])
+    out.figures += [
+        Figure(
+            f"8 power-loss trial, {states} crash state{'s' if states > 1 else ''} / kill only",
+            median_of(samples[f"states-{states}"]),
+            kill,
+            "ms/trial",
+            None,
+            f"{powerloss.KILL} then a cut judged as {states} sub-trial{'s' if states > 1 else ''}"
+            " (trial --crash-states), against the kill alone; for information",
+        )
+        for states in CRASH_STATES
+    ]
+
+
 STEPS = (
     "cycle rate",
     "journaled call cost",
@@ -822,6 +869,7 @@ STEPS = (
     "observer",
     "restarts",
     "threads",
+    "crash states",
 )
 """The measurements, in the order they run (``only`` picks some by these names)."""
 
@@ -854,6 +902,7 @@ def run_bench(
             ("observer", lambda: bench_observer(settings, scratch, collected)),
             ("restarts", lambda: bench_restarts(settings, scratch, collected)),
             ("threads", lambda: bench_threads(settings, scratch, collected)),
+            ("crash states", lambda: bench_power_loss(settings, scratch, collected)),
         ]
         assert [name for name, _ in steps] == list(STEPS)
         for title, step in steps:

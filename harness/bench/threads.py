@@ -1,4 +1,4 @@
-"""Figure 8, group commit: calls per second of threads sharing a ``Runtime`` against
+"""Figure 9, group commit: calls per second of threads sharing a ``Runtime`` against
 tasks sharing an ``AsyncRuntime``.
 
 Each side makes ``callers`` callers (threads on the ``Runtime``, tasks on the

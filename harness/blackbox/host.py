@@ -7,9 +7,11 @@ HTTP port of 127.0.0.1 (``/v1/...``: ``harness.blackbox.model``; ``/mcp``:
 command (``HARNESS_AGENT_COMMAND``) in the trial folder, in the same process group,
 with ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``,
 ``ANTHROPIC_API_KEY``, ``HARNESS_MCP_URL`` and ``HARNESS_MCP_COMMAND`` in its
-environment, and ``TMPDIR`` the trial folder's ``tmp/``. It exits with the agent's
-status, once the agent has exited and anything the agent left in the group is stopped;
-after an exit 0 it hits ``agent.before_exit`` first.
+environment, ``TMPDIR`` the trial folder's ``tmp/``, and the file-system observer's
+variables (so it, and all it starts, is observed in a power-loss trial; the harness's
+other variables are not passed on). It exits with the agent's status, once the agent
+has exited and anything the agent left in the group is stopped; after an exit 0 it hits
+``agent.before_exit`` first.
 
 The supervisor's SIGKILL of the group ends the host, the agent and whatever the
 agent started at once; a random-time kill's timer, which fires in the host, is sent
@@ -45,6 +47,7 @@ from harness.blackbox import (
 )
 from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
+from harness.chaos.observer import ENV_ROOT, ENV_TRACE
 from harness.exits import AGENT_CANNOT_START
 from harness.failpoints import (
     AIMED_KILL_SIGNAL,
@@ -150,12 +153,18 @@ def serve(trial: Path, world: WorldStore) -> BlackBoxServer:
     return server
 
 
+OBSERVED = (ENV_TRACE, ENV_ROOT)
+"""The harness's variables an agent keeps: those of the file-system observer, whose library
+(``LD_PRELOAD``) is idle without them, so that a power loss sees what the agent does."""
+
+
 def agent_env(base: str, environ: Mapping[str, str], temp: Path) -> dict[str, str]:
-    """The agent's environment: the life's, without the harness's own variables, and what
-    it is handed: the model (OpenAI's and Anthropic's variables), the tools (two ways), and
-    ``temp`` as its ``TMPDIR``, so that what it (or its framework) leaves in a temporary
-    folder stays in the trial folder and goes with it (CrewAI leaves lock files there)."""
-    env = {k: v for k, v in environ.items() if not k.startswith("HARNESS_")}
+    """The agent's environment: the life's, without the harness's own variables (but the
+    observer's, ``OBSERVED``), and what it is handed: the model (OpenAI's and Anthropic's
+    variables), the tools (two ways), and ``temp`` as its ``TMPDIR``, so that what it (or
+    its framework) leaves in a temporary folder stays in the trial folder and goes with it
+    (CrewAI leaves lock files there)."""
+    env = {k: v for k, v in environ.items() if not k.startswith("HARNESS_") or k in OBSERVED}
     env["TMPDIR"] = str(temp)
     env["OPENAI_BASE_URL"] = f"{base}/v1"
     env["OPENAI_API_KEY"] = "harness"  # any key: the model is the harness's

@@ -5,11 +5,12 @@ keeps its state, its command and, where it has one, its guarded command) is run 
 black box by ``harness chaos --runtime cmd:"..." --only phone_task --random 20`` on one
 seed, bare and guarded, and ``docs/scoreboard.md`` is written from what those runs
 recorded (their ``summary.json`` and ``trials.jsonl``): per agent, the trials, the
-failures per invariant, the tools that ran twice, and every failing trial's replay
-command. What a run found is also kept beside the agent (``measured.json``, committed), so
-that ``--only NAME`` runs one agent again and the page keeps every other agent's last
-figures, each with its date and commit. An agent never run is listed as such, never left
-out. ``--render`` writes the page again from the last runs without running.
+failures per invariant, the tools that ran twice, the trials with a power cut and how
+they ended, and every failing trial's replay command. What a run found is also kept
+beside the agent (``measured.json``, committed), so that ``--only NAME`` runs one agent
+again and the page keeps every other agent's last figures, each with its date and commit.
+An agent never run is listed as such, never left out. ``--render`` writes the page again
+from the last runs without running.
 """
 
 from __future__ import annotations
@@ -145,6 +146,9 @@ class Outcome:
     started: str | None = None
     """When the run started (ISO 8601, UTC) and the commit it ran on, when known."""
     commit: str | None = None
+    power_loss: PowerLoss | None = None
+    """Its trials with a power cut, as a tally; None for a run from before black boxes
+    lost power (its figures are of kills and lost replies only)."""
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -158,6 +162,7 @@ class Outcome:
             "seconds": self.seconds,
             "started": self.started,
             "commit": self.commit,
+            "power_loss": None if self.power_loss is None else self.power_loss.as_json(),
         }
 
     @classmethod
@@ -173,7 +178,44 @@ class Outcome:
             data.get("seconds"),
             data.get("started"),
             data.get("commit"),
+            None if data.get("power_loss") is None else PowerLoss.from_json(data["power_loss"]),
         )
+
+
+@dataclass(frozen=True)
+class PowerLoss:
+    """A run's trials whose schedule cut the power after a kill: how many, how they ended,
+    and which of its failing or unjudged trials they are."""
+
+    trials: int
+    failed: int
+    unknown: int
+    cut: tuple[str, ...]
+    """The failing or unjudged trials that had a power cut (their ids)."""
+
+    def line(self) -> str:
+        return (
+            f"power loss: {self.trials} trials, {self.failed} failed, "
+            f"{self.unknown} could not be judged"
+        )
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "trials": self.trials,
+            "failed": self.failed,
+            "unknown": self.unknown,
+            "cut": list(self.cut),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PowerLoss:
+        return cls(data["trials"], data["failed"], data["unknown"], tuple(data["cut"]))
+
+
+def _cuts_power(record: dict[str, Any]) -> bool:
+    """Whether a trial's schedule (``trials.jsonl``) follows a life with a power cut."""
+    lives = record.get("spec", {}).get("schedule", ())
+    return any(str(life.get("after_death", "")).startswith("power-loss") for life in lives)
 
 
 def _invariant_order(item: tuple[str, object]) -> tuple[int, str]:
@@ -189,8 +231,14 @@ def read_outcome(run: Path) -> Outcome:
         if counts.get("fail", 0)
     }
     replayed: Counter[str] = Counter()
+    cut: Counter[str] = Counter()
+    cut_ids: list[str] = []
     for line in (run / summary["trials_file"]).read_text("utf-8").splitlines():
         record = json.loads(line)
+        if _cuts_power(record):
+            cut[str(record.get("status"))] += 1
+            if record.get("status") in ("fail", "unknown"):
+                cut_ids.append(str(record.get("trial")))
         tools = {
             tool
             for verdict in record.get("verdicts", ())
@@ -214,6 +262,7 @@ def read_outcome(run: Path) -> Outcome:
         summary.get("duration_s"),
         summary.get("started"),
         summary.get("commit"),
+        PowerLoss(sum(cut.values()), cut["fail"], cut["unknown"], tuple(cut_ids)),
     )
 
 
@@ -244,9 +293,10 @@ def newest(run: Path | None, kept: Outcome | None) -> Outcome | None:
 
 def verdict_line(outcome: Outcome) -> str:
     word = "PASS" if not outcome.failed and not outcome.unknown else "FAIL"
+    cut = "" if outcome.power_loss is None else f"; {outcome.power_loss.line()}"
     return (
         f"{word}: {outcome.trials} trials, {outcome.failed} failed, "
-        f"{outcome.unknown} could not be judged, {outcome.kills} kills"
+        f"{outcome.unknown} could not be judged, {outcome.kills} kills{cut}"
     )
 
 
@@ -264,8 +314,14 @@ def render(
         "same campaign: "
         f'`chaos --runtime cmd:"..." --only {SCENARIO} --random {args.random} --seed {args.seed}`',
         "(every harness failpoint at every hit of the agent's own crash-free run, every reply",
-        "lost once, and random-time kills). A guarded run is the same agent with this project's",
-        "guard in front of its tools. What holds is a finding too.",
+        "lost once, a kill then a power cut at each of its model requests and after its exit,",
+        "and random-time kills, a third of them followed by a power cut). A guarded run is the",
+        "same agent with this project's guard in front of its tools. What holds is a finding too.",
+        "",
+        "A power cut is rebuilt from what the agent's processes asked the kernel",
+        "([power loss](guides/power-loss.md)): what they wrote in the trial folder and did not",
+        "fsync is lost. The power-loss columns count those trials; for a run from before black",
+        "boxes lost power they say `not run yet` (its figures are of kills and lost replies).",
         "",
         "Made by `make scoreboard` (after `make agents`); `SCOREBOARD_ARGS='--only NAME'` runs",
         "one agent again, and every other agent keeps the figures of its last run (in its",
@@ -273,8 +329,8 @@ def render(
         "one trial again.",
         "",
         "| agent | framework | state kept in | run | trials | failed | unknown | "
-        "failures by invariant | tools run twice |",
-        "|---|---|---|---|---:|---:|---:|---|---|",
+        "failures by invariant | tools run twice | power-loss trials | failed | unknown |",
+        "|---|---|---|---|---:|---:|---:|---|---|---:|---:|---:|",
     ]
     for agent in agents:
         for label, _command in agent.variants():
@@ -282,13 +338,19 @@ def render(
             outcome = outcomes.get(label)
             head = f"| `{agent.name}` | {agent.framework} {agent.version} | {agent.state} | {run} |"
             if outcome is None:
-                lines.append(f"{head} not run yet | | | | |")
+                lines.append(f"{head} not run yet | | | | | | | |")
                 continue
             invariants = ", ".join(f"{k} {n}" for k, n in outcome.by_invariant.items()) or "none"
             tools = ", ".join(f"`{t}`" for t in sorted(outcome.replayed)) or "none"
+            cut = outcome.power_loss
+            power = (
+                "not run yet | | |"
+                if cut is None
+                else f"{cut.trials} | {cut.failed} | {cut.unknown} |"
+            )
             lines.append(
                 f"{head} {outcome.trials} | {outcome.failed} | {outcome.unknown} | "
-                f"{invariants} | {tools} |"
+                f"{invariants} | {tools} | {power}"
             )
     for agent in agents:
         lines += ["", f"## {agent.framework} (`examples/agents/{agent.name}`)", ""]
@@ -317,8 +379,10 @@ def render(
                 "",
                 "```sh",
             ]
+            cut_ids = () if outcome.power_loss is None else outcome.power_loss.cut
             lines += [
-                f"# {trial}: {' '.join(inv)}\n{replay}" for trial, inv, replay in outcome.failures
+                f"# {trial}: {' '.join(inv)}{' (power loss)' if trial in cut_ids else ''}\n{replay}"
+                for trial, inv, replay in outcome.failures
             ]
             lines += ["```", "", "</details>"]
     return "\n".join(lines) + "\n"

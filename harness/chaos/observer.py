@@ -23,10 +23,12 @@ import hashlib
 import os
 import random
 import shutil
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,7 @@ __all__ = [
     "read_trace",
     "start_trace",
     "unavailable",
+    "unobservable",
     "unseen_change",
 ]
 
@@ -135,6 +138,90 @@ def unavailable() -> str | None:
     """Why power loss cannot be observed here, or None when it can."""
     found = _found()
     return found if isinstance(found, str) else None
+
+
+_PT_INTERP = 3
+"""The program header that names a program's dynamic loader: a program without one is
+statically linked, and no loader reads ``LD_PRELOAD`` for it."""
+_HOPS = 8
+"""How many interpreters (``#!``) and ``env`` runs are followed before giving up."""
+
+
+def unobservable(words: Sequence[str]) -> str | None:
+    """Why the library cannot load into the program a command line starts, or None.
+
+    The dynamic loader preloads it into a dynamically linked program of the library's own
+    kind (ELF class and machine), unless the program is set-user-ID or set-group-ID to
+    someone else (the loader then ignores ``LD_PRELOAD``). A script is its interpreter
+    (``#!``), and ``env`` the program it runs. A program not found, or not ELF, is left
+    to whoever starts it; what the program itself starts is checked at the cut.
+    """
+    words = list(words)
+    for _ in range(_HOPS):
+        if not words:
+            return None
+        found = words[0] if "/" in words[0] else shutil.which(words[0])
+        if found is None or not os.path.isfile(found):
+            return None
+        try:
+            with open(found, "rb") as program:
+                head = program.read(256)
+                if head.startswith(b"#!"):
+                    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+                    words = [*line, found, *words[1:]]
+                    continue
+                why = _elf_why(program, head, found)
+        except OSError:
+            return None
+        if why is not None:
+            return why
+        if os.path.basename(found) != "env":
+            return None
+        # env [-option...] [NAME=value...] program ...: the program it runs next.
+        rest = words[1:]
+        while rest and (rest[0].startswith("-") or "=" in rest[0]):
+            rest = rest[1:]
+        words = rest
+    return None
+
+
+def _elf_why(program: Any, head: bytes, path: str) -> str | None:
+    """Why an ELF program will not take the library (static, of another kind, set-ID)."""
+    if not head.startswith(b"\x7fELF") or len(head) < 64:
+        return None
+    lib = library()
+    if lib is not None:
+        with open(lib, "rb") as ours:
+            own = ours.read(64)
+        if own.startswith(b"\x7fELF") and len(own) == 64 and _elf_kind(own) != _elf_kind(head):
+            return f"{path} is an ELF program of another kind than the observer's library"
+    order = "<" if head[5] == 1 else ">"
+    if head[4] == 2:  # 64 bits: where the program headers are, their size and number
+        (at,) = struct.unpack_from(f"{order}Q", head, 32)
+        size, count = struct.unpack_from(f"{order}HH", head, 54)
+    else:
+        (at,) = struct.unpack_from(f"{order}I", head, 28)
+        size, count = struct.unpack_from(f"{order}HH", head, 42)
+    program.seek(at)
+    table = program.read(size * count)
+    types = [
+        struct.unpack_from(f"{order}I", table, n * size)[0]
+        for n in range(len(table) // max(size, 1))
+    ]
+    if _PT_INTERP not in types:
+        return f"{path} is statically linked: no loader preloads the observer's library into it"
+    mode = os.stat(path)
+    if (mode.st_mode & stat.S_ISUID and mode.st_uid != os.getuid()) or (
+        mode.st_mode & stat.S_ISGID and mode.st_gid != os.getgid()
+    ):
+        return f"{path} is set-user-ID or set-group-ID: the loader ignores LD_PRELOAD there"
+    return None
+
+
+def _elf_kind(head: bytes) -> tuple[int, int, int]:
+    """An ELF file's class (32 or 64 bits), byte order and machine."""
+    order = "<" if head[5] == 1 else ">"
+    return head[4], head[5], struct.unpack_from(f"{order}H", head, 18)[0]
 
 
 def observer_env(trial_dir: Path, lib: Path) -> dict[str, str]:
@@ -480,6 +567,7 @@ HARNESS_FILES = (
     "failpoint-hits.json",
     "model.jsonl",
     "tools.jsonl",
+    "agent.stdout",
     "journal.before-corruption",
     "agent-*.stderr",
     "world.db*",

@@ -20,7 +20,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from harness.blackbox import BLACKBOX_POINTS, CALL_POINTS
+from harness.blackbox import (
+    AGENT_COMMAND_ENV,
+    AGENT_HOME_ENV,
+    BLACKBOX_POINTS,
+    CALL_POINTS,
+    resolve_command,
+)
 from harness.chaos import observer
 from harness.chaos.faults import parse_after_death
 from harness.errors import FailpointSpecError
@@ -30,6 +36,7 @@ if TYPE_CHECKING:
     from harness.adapters import Adapter
 
 __all__ = [
+    "BLACK_BOX_CUTS",
     "COMPACTION_FAILPOINTS",
     "FILE_FAULTS",
     "JOURNAL_FAULTS",
@@ -46,6 +53,7 @@ __all__ = [
     "exhaustive_schedules",
     "not_applicable",
     "random_schedule",
+    "unobserved",
 ]
 
 OP_FAILPOINTS = (
@@ -111,8 +119,20 @@ def not_applicable(kind: str, adapter: Adapter) -> str | None:
     if kind in FILE_FAULTS:
         if not adapter.keeps_files:
             return f"{adapter.name} keeps no files in the trial folder"
-        return observer.unavailable()
+        return observer.unavailable() or unobserved(adapter)
     return None
+
+
+def unobserved(adapter: Adapter) -> str | None:
+    """Why a black box's program cannot be observed (a static binary), or None."""
+    if not adapter.black_box:
+        return None  # an agent program of Python, started by the harness's own interpreter
+    try:
+        words = resolve_command(adapter.env[AGENT_COMMAND_ENV], adapter.env.get(AGENT_HOME_ENV))
+    except ValueError:
+        return None  # a command that cannot be read is refused before any trial
+    why = observer.unobservable(words)
+    return None if why is None else f"{adapter.name} cannot be observed: {why}"
 
 
 TABLE_VARIANTS = ("reclassified", "unlisted")
@@ -738,13 +758,24 @@ def random_schedule(
     return CrashSchedule(tuple(lives))
 
 
+BLACK_BOX_CUTS = ("model.received", "agent.before_exit")
+"""Where a black box's exhaustive trials follow a kill with a power cut: each time it asks
+its model (what it keeps of the results it was shown is written by then), and once it
+has exited 0 (all it keeps is written)."""
+
+
 def black_box_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSchedule]]:
     """A black box's exhaustive trials: a kill at every point of the harness's servers at
     every hit its crash-free run made (``harness.blackbox.BLACKBOX_POINTS``, in protocol
     order), then every reply lost once after its effect (``lost-reply``: the response is
-    dropped)."""
+    dropped), then a kill at every hit of ``BLACK_BOX_CUTS`` followed by a power cut that
+    drops what it did not fsync (``power-loss``; applicable where it can be observed)."""
     for name in (point for point in FAILPOINTS if point in BLACKBOX_POINTS):
         for hit in range(1, hits.get(name, 0) + 1):
             yield f"{name}@{hit}", CrashSchedule((Life(f"{name}@{hit}=kill"),))
     for hit in range(1, hits.get("op.reply", 0) + 1):
         yield f"op.reply@{hit}+lost-reply", CrashSchedule((Life(f"op.reply@{hit}=lost-reply"),))
+    for name in BLACK_BOX_CUTS:
+        for hit in range(1, hits.get(name, 0) + 1):
+            cut = Life(f"{name}@{hit}=kill", after_death="power-loss:drop")
+            yield f"{name}@{hit}+power-loss", CrashSchedule((cut,))

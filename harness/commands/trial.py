@@ -19,7 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.chaos.schedule import CrashSchedule
+from harness.adapters import get_adapter
+from harness.chaos.schedule import CrashSchedule, unobserved
 from harness.commands.options import (
     RUNTIME_HELP,
     add_launch_option,
@@ -146,6 +147,10 @@ def run_one_trial(
         raise HarnessError(f"--schedule: {exc}") from None
     if crash_states is not None and "power-loss" not in schedule.fault_kinds:
         raise HarnessError("--crash-states: the schedule has no power loss to judge over states")
+    if "power-loss" in schedule.fault_kinds:
+        why = unobserved(get_adapter(runtime))
+        if why is not None:
+            raise HarnessError(f"--schedule: no power loss for it: {why}")
     check_reports(reports)
     timeout_s = check_black_box(runtime, scenario, launch, timeout)
     run_dir = Path(reports) / f"{run_id()}-trial"

@@ -1,8 +1,11 @@
 """Which runtimes a power loss applies to: any that keeps files in the trial folder.
 
 A power cut is rebuilt from what the agent asked the kernel, whoever's files they are
-(this project's journal, DBOS's or LangGraph's SQLite database), so it needs files
-and the observer, not our journal; damage at rest still needs our journal.
+(this project's journal, DBOS's or LangGraph's SQLite database, a user's agent program's
+own), so it needs files and the observer, not our journal; damage at rest still needs
+our journal. A user's agent program (``cmd:``, ``module:``) runs in the trial folder and
+may keep anything there: it gets power loss, a black box at each of its model requests
+and after its exit.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ import pytest
 from harness.adapters import get_adapter
 from harness.chaos import observer
 from harness.chaos.campaign import applicable
-from harness.chaos.schedule import CrashSchedule, Life, not_applicable
+from harness.chaos.schedule import (
+    BLACK_BOX_CUTS,
+    CrashSchedule,
+    Life,
+    black_box_schedules,
+    not_applicable,
+)
 
 CUT = CrashSchedule((Life("op.after_effect@3=kill", after_death="power-loss:drop"),))
 CORRUPT = CrashSchedule((Life("op.after_finish@2=kill", after_death="corrupt:0.5"),))
@@ -98,3 +107,40 @@ def test_the_files_named_are_those_the_agent_programs_open() -> None:
     assert get_adapter("dbos").files == (dbos_agent.SYSTEM_DB,)
     assert get_adapter("pydantic-ai").files == (pydantic_ai_agent.SYSTEM_DB,)
     assert get_adapter("langgraph-exit").files == (langgraph_agent.CHECKPOINTS,)
+
+
+USER_PROGRAMS = ("cmd:python3 examples/agents/plain_python/agent.py", "module:my_agent.main")
+
+
+@pytest.mark.parametrize("runtime", USER_PROGRAMS)
+def test_a_user_s_agent_program_loses_power(observer_here: None, runtime: str) -> None:
+    """It names no files, and keeps some (a black box's conversation, a framework's store)."""
+    adapter = get_adapter(runtime)
+    assert not adapter.journal and not adapter.files and adapter.keeps_files
+    assert not_applicable("power-loss", adapter) is None
+    assert not_applicable("corrupt", adapter) == f"{runtime} keeps no journal"
+
+
+def test_a_black_box_is_cut_at_each_model_request_and_after_its_exit(observer_here: None) -> None:
+    hits = {"model.received": 3, "agent.before_exit": 1, "tool.received": 2, "op.reply": 2}
+    adapter = get_adapter(USER_PROGRAMS[0])
+    cuts = {
+        label: schedule
+        for label, schedule in black_box_schedules(hits)
+        if "power-loss" in schedule.fault_kinds
+    }
+    assert BLACK_BOX_CUTS == ("model.received", "agent.before_exit")
+    assert sorted(cuts) == sorted(
+        [f"model.received@{n}+power-loss" for n in (1, 2, 3)] + ["agent.before_exit@1+power-loss"]
+    )
+    assert cuts["model.received@2+power-loss"] == CrashSchedule(
+        (Life("model.received@2=kill", after_death="power-loss:drop"),)
+    )
+    assert all(applicable(schedule, adapter) for schedule in cuts.values())
+
+
+def test_without_the_observer_a_black_box_gets_no_power_loss(observer_missing: None) -> None:
+    adapter = get_adapter(USER_PROGRAMS[0])
+    cut = CrashSchedule((Life("model.received@2=kill", after_death="power-loss:drop"),))
+    assert not applicable(cut, adapter)
+    assert "compiler" in (not_applicable("power-loss", adapter) or "")

@@ -15,6 +15,7 @@ from harness.blackbox.scoreboard import (
     AGENTS,
     Agent,
     Outcome,
+    PowerLoss,
     load_agents,
     main,
     newest,
@@ -54,7 +55,17 @@ def fake_run(folder: Path) -> Path:
         {"invariant": "I2", "status": "fail", "evidence": [TAP_TWICE]},
         {"invariant": "I8", "status": "fail", "evidence": ["taps differ (ui_tap, x)"]},
     ]
-    lines = [{"verdicts": verdicts}, {"verdicts": [{"invariant": "I2", "status": "pass"}]}]
+    cut = [{"failpoints": "model.received@2=kill", "after_death": "power-loss:drop"}]
+    kill = [{"failpoints": "op.reply@3=kill"}]
+    lines = [
+        {"trial": "t-kill", "status": "fail", "spec": {"schedule": cut}, "verdicts": verdicts},
+        {
+            "trial": "t-pass",
+            "status": "pass",
+            "spec": {"schedule": kill},
+            "verdicts": [{"invariant": "I2", "status": "pass"}],
+        },
+    ]
     (folder / "trials.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return folder
 
@@ -65,6 +76,7 @@ def test_a_run_is_read_from_its_own_files(tmp_path: Path) -> None:
     assert outcome.by_invariant == {"I2": 1, "I8": 1}
     assert set(outcome.replayed) == {"ui_tap"}  # from I2's evidence, not I8's
     assert outcome.failures == [("t-kill", ["I2", "I8"], "replay t-kill")]
+    assert outcome.power_loss == PowerLoss(1, 1, 0, ("t-kill",))  # from each trial's schedule
 
 
 def test_the_page_lists_each_variant_and_every_replay(tmp_path: Path) -> None:
@@ -73,13 +85,27 @@ def test_the_page_lists_each_variant_and_every_replay(tmp_path: Path) -> None:
     outcomes = {"demo": read_outcome(fake_run(tmp_path / "run")), "demo-guarded": None}
     page = render([bare], outcomes, args)
     rows = [line for line in page.splitlines() if line.startswith("| `demo`")]
-    assert rows[0].endswith("| bare | 2 | 1 | 0 | I2 1, I8 1 | `ui_tap` |")
+    assert rows[0].endswith("| bare | 2 | 1 | 0 | I2 1, I8 1 | `ui_tap` | 1 | 1 | 0 |")
     assert "| guarded | not run yet |" in rows[1]
-    assert "# t-kill: I2 I8\nreplay t-kill" in page
+    assert "# t-kill: I2 I8 (power loss)\nreplay t-kill" in page
     assert (
-        "`FAIL: 2 trials, 1 failed, 0 could not be judged, 3 kills` in 12 s, 2026-12-06, "
-        "commit 1158e5b." in page
+        "`FAIL: 2 trials, 1 failed, 0 could not be judged, 3 kills; power loss: 1 trials, "
+        "1 failed, 0 could not be judged` in 12 s, 2026-12-06, commit 1158e5b." in page
     )
+
+
+def test_a_record_from_before_black_boxes_lost_power_says_so(tmp_path: Path) -> None:
+    """A ``measured.json`` written before power loss reached black boxes has no tally: its
+    row says power loss was not run, never 0 trials."""
+    recorded = read_outcome(fake_run(tmp_path / "run")).as_json()
+    del recorded["power_loss"]
+    older = Outcome.from_json(recorded)
+    assert older.power_loss is None
+    bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", None)
+    page = render([bare], {"demo": older}, argparse.Namespace(random=20, seed=7))
+    (row,) = [line for line in page.splitlines() if line.startswith("| `demo`")]
+    assert row.endswith("| `ui_tap` | not run yet | | |")
+    assert "power loss:" not in page.split("**demo**", 1)[1]
 
 
 def test_what_a_run_found_is_kept_as_it_was_read(tmp_path: Path) -> None:
