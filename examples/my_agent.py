@@ -37,18 +37,33 @@ def effect_present(step: PlanStep, execute: ToolFunction, incarnation: int) -> b
 OUTCOMES = ("ack", "fail", "info")
 
 
-def read_done(done_file: Path) -> dict[str, str]:
-    """The steps the done-file says are finished. A power cut may leave its last line torn
-    (cut short, or followed by garbage): the lines up to the first that is not whole are
-    read, the rest was never made durable."""
+def read_done(done_file: Path) -> tuple[dict[str, str], int]:
+    """The steps the done-file says are finished, and the length of its whole lines. A power
+    cut may leave its last line torn (cut short, or followed by garbage): the lines up to
+    the first that is not whole are read, the rest was never made durable."""
     data = done_file.read_bytes() if done_file.exists() else b""
-    done = {}
+    done, length = {}, 0
     for raw in data.split(b"\n")[:-1]:  # the piece after the last newline is not whole
         parts = raw.decode("utf-8", "replace").split()
         if len(parts) != 2 or parts[1] not in OUTCOMES:
             break
         done[parts[0]] = parts[1]
-    return done
+        length += len(raw) + 1
+    return done, length
+
+
+def make_durable(done_file: Path, length: int) -> None:
+    """Keep the done-file's whole lines only, and make them durable, name included. A line
+    a killed life wrote but never fsynced is read back from the page cache all the same:
+    reported done, then lost to a power cut, its step would run again."""
+    with done_file.open("r+b") as file:
+        file.truncate(length)  # a torn tail would run into the next line appended
+        os.fsync(file.fileno())
+    folder = os.open(done_file.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def main(argv: list[str]) -> int:
@@ -58,9 +73,11 @@ def main(argv: list[str]) -> int:
     table_file = os.environ.get("HARNESS_TOOL_TABLE")  # the table the harness runs with
     table = ToolTable.load(table_file) if table_file else ToolTable.shipped()
     done_file = trial / "my_agent.done"  # this agent's own durable state: "op outcome" lines
-    done = read_done(done_file)
+    done, length = read_done(done_file)
+    folder_synced = done_file.exists()  # its name is durable once its folder is fsynced
+    if folder_synced:
+        make_durable(done_file, length)  # before any line of it is reported
     plan = load_plan(trial / "plan.json")
-    folder_synced = False  # the done-file's name is durable once its folder is fsynced
     with WorldStore.open(trial / "world.db") as world:
         execute = make_tool_function(world, plan.tools)  # the world's tools only, ledgered
         for step in plan.steps:
@@ -97,11 +114,7 @@ def main(argv: list[str]) -> int:
                 file.flush()
                 os.fsync(file.fileno())
             if not folder_synced:  # an fsync of the file never makes its own name durable
-                folder = os.open(trial, os.O_RDONLY)
-                try:
-                    os.fsync(folder)
-                finally:
-                    os.close(folder)
+                make_durable(done_file, done_file.stat().st_size)
                 folder_synced = True
             failpoint("op.after_finish", step.op_id)  # recorded, the user not yet told
             tell_supervisor(f"{outcome} {step.op_id}")  # ack, fail, or info (unknown)

@@ -32,7 +32,6 @@ import importlib.metadata
 import signal
 import sys
 from collections.abc import Sequence
-from types import FrameType
 from typing import NoReturn
 
 from harness.commands import (
@@ -42,6 +41,7 @@ from harness.commands import (
     check_table,
     compare,
     init,
+    interrupts,
     merge,
     replay,
     table,
@@ -101,8 +101,6 @@ def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> NoRetur
     parser.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
 
 
-_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
 _WARM = (
     "harness.adapters",
     "harness.chaos.campaign",
@@ -117,20 +115,12 @@ machinery ("Exception ignored in ... _get_module_lock") or, raised inside the
 ``exec`` a dataclass runs, leave CPython's flag for an unhandled Ctrl-C set, so
 that the process dies by SIGINT after handling it."""
 
-received: list[int] = []
-"""The signals received since :func:`main` installed its handlers."""
-
-
-def _on_signal(signum: int, frame: FrameType | None) -> None:
-    received.append(signum)
-    raise KeyboardInterrupt  # for SIGTERM too: main() answers 128 + the first signal
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. The caller should hold SIGINT and SIGTERM blocked
     (``python -m harness`` does); they are unblocked once the handlers are in."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-    received.clear()
+    signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
+    interrupts.start()
     try:
         args, extras = _parser().parse_known_args(argv)
         if extras:  # told by the command's own parser, with its usage, not the top-level one
@@ -138,16 +128,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in _WARM:
             importlib.import_module(name)
     except BaseException:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupts.SIGNALS)
         raise
     from harness.chaos.supervisor import kill_all
 
     # Explicitly, since a shell without job control starts background jobs with
     # SIGINT ignored, and an ignored SIGINT would leave agents running.
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, interrupts.on_signal)
+    signal.signal(signal.SIGTERM, interrupts.on_signal)
     try:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)  # a waiting signal lands here
+        # A waiting signal lands here.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupts.SIGNALS)
         status = int(args.run(args))
     except HarnessError as exc:
         print(f"harness: {exc}", file=sys.stderr)
@@ -155,10 +146,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         status = EXIT_SIGINT
     finally:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)  # a second Ctrl-C waits for the sweep
+        # A second Ctrl-C waits for the sweep.
+        signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
         kill_all()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
-    if received:  # even if some library swallowed the exception the handler raised
+        interrupts.drop_held()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupts.SIGNALS)
+    if interrupts.received:  # even if some library swallowed the exception the handler raised
         print("harness: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED + received[0]
+        return EXIT_INTERRUPTED + interrupts.received[0]
     return status

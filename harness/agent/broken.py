@@ -1275,6 +1275,8 @@ class ReconcilesAtOnce(BrokenRuntime):
     mistake = "asks a reconciler at once after a lost reply, and redoes without limit"
     caught_by = ("I8",)
     needs_fault = "lagging-lookup"
+    needs_step = _RECONCILED
+    exposing = ("reconciled", True)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -26,6 +26,7 @@ from harness.chaos.pool import WorkerRefusal
 from harness.chaos.selfcheck import run_self_check
 from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
+from harness.commands import interrupts
 from harness.commands.options import (
     RUNTIME_HELP,
     add_keep_option,
@@ -161,7 +162,9 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
             print_self_check(checks)
         # Inside the try: an interrupt while the reports are written, or before the run's
         # last line is printed, still leaves them, marked interrupted (exit 130 and a
-        # summary that says it finished would disagree).
+        # summary that says it finished would disagree); so does one a library swallowed.
+        if interrupts.received:
+            raise KeyboardInterrupt
         write_run_reports(info, results, checks)
         status = exit_status(
             [r.status for r in results] + ["fail" for c in checks if not c.as_expected]
@@ -169,6 +172,7 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
         kept = sum(r.kept for r in results)
         print_folder(config.run_dir, folder_bytes(config.run_dir), kept, len(results))
         print_headline(status, summary, config.run_dir, stopped_after=maxfail if stopped else None)
+        interrupts.result_final()
     except WorkerRefusal:
         if results:
             raise
