@@ -179,6 +179,11 @@ class TestReadmeSelection:
             "key-changes-on-retry",
             "reconcile-new-key",
             "key-window-never-passes",
+            "reconciles-at-once",
+            "both-apis-at-once",
+            "key-from-args",
+            "content-one-op",
+            "settled-index-one-per-content",
         ], summary["self_check"]
         assert "fails for good" in skipped[0]["outcome"]
         threaded = {"no-op-lock", "stale-offset-truncate"}
@@ -189,7 +194,10 @@ class TestReadmeSelection:
         assert "a scenario of the replan model" in skipped[6]["outcome"]
         assert all("a scenario that compacts its journal" in c["outcome"] for c in skipped[7:11])
         needs_key = ("a keyed tool", "a reconciler looks up by key")
-        assert all(any(n in c["outcome"] for n in needs_key) for c in skipped[11:])
+        assert all(any(n in c["outcome"] for n in needs_key) for c in skipped[11:15])
+        assert "a batch step" in skipped[15]["outcome"]
+        shapes = ("twice with equal arguments", "repeated with another between", "two equal calls")
+        assert all(any(n in c["outcome"] for n in shapes) for c in skipped[16:])
         # Each mistake that needs a fault beyond SIGKILL is caught under it only: it
         # escaped every trial without it, and the outcome says so with their number.
         beyond = [
