@@ -1372,7 +1372,7 @@ class ContentOneOp(BrokenRuntime):
         found = super()._match(tool, args, redo_of, fresh=fresh)
         if self.identity is not Identity.CONTENT or redo_of is not None or fresh:
             return found
-        same = self._of_content(ContentKey(tool, digest(args)))
+        same = self._of_content(ContentKey(tool, self._content_digest(tool, args)), digest(args))
         first = self.ops.get(same[0]) if same else None
         if first is None or first.op_id in (self._made_here or ()):
             return found
