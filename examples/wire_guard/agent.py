@@ -70,7 +70,9 @@ async def main() -> int:
             read, write, *_ = await stack.enter_async_context(streamable_http_client(url))
         else:
             command = shlex.split(os.environ["AGENT_MCP_COMMAND"])
-            params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+            params = StdioServerParameters(
+                command=command[0], args=command[1:], env=dict(os.environ)
+            )
             read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
         session = await stack.enter_async_context(ClientSession(read, write))
         await run(session)

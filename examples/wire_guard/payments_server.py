@@ -91,7 +91,8 @@ async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
         if params.name != "pay":
             return CallToolResult(content=[TextContent(text="no such tool")], is_error=True)
         cursor = db.execute(
-            "INSERT INTO payments (pay_to, amount, invoice, request_id, pid) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO payments (pay_to, amount, invoice, request_id, pid) "
+            "VALUES (?, ?, ?, ?, ?)",
             (args["to"], args["amount"], args["invoice"], args["request_id"], os.getpid()),
         )
         paid = {"payment": cursor.lastrowid, "invoice": args["invoice"], "status": "paid"}

@@ -1,4 +1,4 @@
-"""``python -m harness guard (--upstream-cmd CMD | --upstream-url URL) --journal PATH``: the wire guard.
+"""``python -m harness guard --upstream-cmd CMD | --upstream-url URL --journal PATH``: the guard.
 
 Serves MCP in front of the real server and runs every tool call through the runtime
 (``harness.integrations.wire``): over stdio by default (the agent starts it as its MCP

@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from mcp import ClientSession
@@ -46,7 +46,6 @@ from mcp.types import (
     Tool,
 )
 
-from harness.adapters.mcp_wire import call_meta
 from harness.integrations.guard import (
     VERIFY_TOOL,
     VERIFY_TOOL_DOC,
@@ -59,12 +58,19 @@ from harness.runtime.errors import ToolError
 from harness.runtime.executor import CallContext
 from harness.runtime.identity import ContentRule
 
+if TYPE_CHECKING:
+    from mcp.types import RequestParamsMeta
+
 __all__ = [
+    "CALL_META_KEY",
     "KEY_ARGUMENTS",
     "SERVER_NAME",
     "Upstream",
     "WireGuard",
+    "build_server",
+    "call_meta",
     "guard_table",
+    "list_upstream",
     "upstream_session",
 ]
 
@@ -75,6 +81,11 @@ KEY_ARGUMENTS = ("idempotency_key", "idempotencyKey")
 """Arguments by which a tool's schema says it takes an idempotency key: the guard fills the
 first it finds with the op's stable key (a re-issue or a redo carries the same one)."""
 
+CALL_META_KEY = "agent-crash-harness/call"
+"""The key of a forwarded call's ``_meta`` that carries its context (as the harness's own
+tool server reads it)."""
+STOP_S = 5.0
+"""How long the real server has to exit once its stdin closed, before it is killed."""
 LAST_LIFE_S = 1.0
 """How long a new session waits for the calls of the last one still in flight."""
 
@@ -114,16 +125,79 @@ async def upstream_session(upstream: Upstream) -> AsyncIterator[ClientSession]:
             await session.initialize()
             yield session
         return
-    import os
-
-    from harness.adapters.mcp_agent import _server_streams
-
     async with (
-        _server_streams(list(upstream.command), dict(os.environ), ()) as (read, write),
+        _server_streams(list(upstream.command)) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
         yield session
+
+
+@asynccontextmanager
+async def _server_streams(command: list[str]) -> AsyncIterator[Any]:
+    """The server's process, in this process's group (the SDK's ``stdio_client`` starts it in
+    a session of its own, out of reach of a kill of the agent's group), and its pipes as a
+    session's streams, one JSON-RPC message a line."""
+    import anyio.abc
+    from mcp.shared.message import SessionMessage
+    from mcp.types import jsonrpc_message_adapter
+
+    process = await anyio.open_process(command, stdin=-1, stdout=-1, stderr=None)
+    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+
+    def parse(line: bytes) -> SessionMessage | Exception:
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except ValueError as exc:  # the session reports a line that is not JSON-RPC
+            return exc
+
+    async def from_server(stdout: anyio.abc.ByteReceiveStream) -> None:
+        buffer = b""
+        async with to_session:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for chunk in stdout:
+                    *lines, buffer = (buffer + chunk).split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            await to_session.send(parse(line))
+
+    async def to_server(stdin: anyio.abc.ByteSendStream) -> None:
+        async with from_session:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for message in from_session:
+                    wire = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await stdin.send(wire.encode() + b"\n")
+        with contextlib.suppress(OSError, anyio.BrokenResourceError):
+            await stdin.aclose()
+
+    assert process.stdin is not None and process.stdout is not None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(from_server, process.stdout)
+        tasks.start_soon(to_server, process.stdin)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                await write_stream.aclose()
+                with anyio.move_on_after(STOP_S):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            tasks.cancel_scope.cancel()
+
+
+def call_meta(ctx: CallContext) -> dict[str, Any]:
+    """The ``_meta`` of a forwarded call: its op, attempt, life and idempotency key, for a
+    server that keys its effects (``CALL_META_KEY``)."""
+    call = {
+        "op_id": ctx.op_id,
+        "attempt": ctx.attempt,
+        "incarnation": ctx.incarnation,
+        "idempotency_key": ctx.idempotency_key,
+    }
+    return {CALL_META_KEY: call}
 
 
 async def list_upstream(session: ClientSession) -> list[Tool]:
@@ -224,7 +298,9 @@ class WireGuard:
             self._calls = 0
             self.lives += 1
             hints = len(self._guard.recovered)
-            log.info("life %d: journal %s opened (%d ops in doubt)", self.lives, self.journal, hints)
+            log.info(
+                "life %d: journal %s opened (%d ops in doubt)", self.lives, self.journal, hints
+            )
 
     async def current(self) -> ToolGuard:
         """The runtime of this life (a client that calls without ``initialize`` gets one)."""
@@ -241,7 +317,9 @@ class WireGuard:
 
     def listing(self) -> ListToolsResult:
         """The real server's tools as it lists them, and the tool to report a check."""
-        verify = Tool(name=VERIFY_TOOL, description=VERIFY_TOOL_DOC, input_schema=dict(VERIFY_SCHEMA))
+        verify = Tool(
+            name=VERIFY_TOOL, description=VERIFY_TOOL_DOC, input_schema=dict(VERIFY_SCHEMA)
+        )
         return ListToolsResult(tools=[*self.tools, verify])
 
     async def call(self, name: str, arguments: Mapping[str, Any]) -> CallToolResult:
@@ -271,7 +349,8 @@ class WireGuard:
         if key is not None:
             sent[key] = ctx.idempotency_key
         try:
-            result = await self.session.call_tool(tool, sent, meta=call_meta(ctx))
+            meta = cast("RequestParamsMeta", call_meta(ctx))
+            result = await self.session.call_tool(tool, sent, meta=meta)
         except Exception as exc:
             raise tool_failure(tool, exc) from exc
         if result.is_error:
@@ -297,7 +376,11 @@ def _result(reply: GuardReply) -> CallToolResult:
         return CallToolResult(
             content=[TextContent(text=reply.text)], structured_content=verify, is_error=True
         )
-    if outcome.status == "ok" and isinstance(outcome.result, Mapping) and "content" in outcome.result:
+    if (
+        outcome.status == "ok"
+        and isinstance(outcome.result, Mapping)
+        and "content" in outcome.result
+    ):
         with contextlib.suppress(ValueError):
             return CallToolResult.model_validate(outcome.result)
     if outcome.status == "ok" and outcome.result is None and outcome.resolution is not None:

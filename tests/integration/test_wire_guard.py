@@ -7,6 +7,7 @@ read: never a file the guard writes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -79,10 +80,8 @@ def kill_tree(root: int) -> None:
     except psutil.NoSuchProcess:
         return
     for proc in tree:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(tree, timeout=WAIT_S)
 
 
