@@ -106,43 +106,75 @@ def run(args: argparse.Namespace) -> int:
     try:
         anyio.run(_serve, upstream, args.journal, table, args.http)
     except BaseExceptionGroup as group:
-        # Ctrl-C or SIGTERM while serving lands inside the server's task groups.
-        interrupted, rest = group.split(KeyboardInterrupt)
-        if rest is not None:
-            raise
-        raise KeyboardInterrupt from None if interrupted else group
+        # What the server's task groups wrap: Ctrl-C (or SIGTERM), or bad input found once
+        # the real server answered (one line, exit 2, as everywhere).
+        leaves = _leaves(group)
+        told = next((e for e in leaves if isinstance(e, HarnessError)), None)
+        if told is not None:
+            raise told from None
+        if any(isinstance(e, KeyboardInterrupt) for e in leaves):
+            raise KeyboardInterrupt from None
+        raise
     return 0
 
 
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            found += _leaves(error)
+        else:
+            found.append(error)
+    return found
+
+
 async def _serve(upstream: Any, journal: Path, table: Any, port: int | None) -> None:
-    from harness.integrations.wire import (
-        WireGuard,
-        build_server,
-        guard_table,
-        list_upstream,
-        upstream_session,
-    )
+    from harness.integrations.wire import upstream_session
 
-    async with upstream_session(upstream) as session:
-        try:
-            tools = await list_upstream(session)
-            found = guard_table(tools, str(upstream), table)
-        except ToolTableError:
+    try:
+        opened = upstream_session(upstream)
+        session = await opened.__aenter__()
+    except Exception as exc:  # it would not start, or did not answer initialize
+        raise GuardError(f"upstream {upstream}: cannot start a session: {_one_line(exc)}") from exc
+    try:
+        await _guard_session(session, upstream, journal, table, port)
+    except BaseException as exc:
+        if not await opened.__aexit__(type(exc), exc, exc.__traceback__):
             raise
-        except Exception as exc:  # from the SDK or the server: one line
-            raise GuardError(f"upstream {upstream}: cannot list its tools: {exc}") from exc
-        guard = WireGuard(session, tools, found, journal)
-        server = build_server(guard)
-        try:
-            if port is None:
-                from mcp.server.stdio import stdio_server
+    else:
+        await opened.__aexit__(None, None, None)
 
-                async with stdio_server() as (read, write):
-                    await server.run(read, write, server.create_initialization_options())
-            else:
-                await _serve_http(server, port)
-        finally:
-            await guard.aclose()
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return _one_line(_leaves(exc)[0])
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+async def _guard_session(
+    session: Any, upstream: Any, journal: Path, table: Any, port: int | None
+) -> None:
+    from harness.integrations.wire import WireGuard, build_server, guard_table, list_upstream
+
+    try:
+        tools = await list_upstream(session)
+        found = guard_table(tools, str(upstream), table)
+    except ToolTableError:
+        raise
+    except Exception as exc:  # from the SDK or the server: one line
+        raise GuardError(f"upstream {upstream}: cannot list its tools: {exc}") from exc
+    guard = WireGuard(session, tools, found, journal)
+    server = build_server(guard)
+    try:
+        if port is None:
+            from mcp.server.stdio import stdio_server
+
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        else:
+            await _serve_http(server, port)
+    finally:
+        await guard.aclose()
 
 
 async def _serve_http(server: Any, port: int) -> None:

@@ -114,6 +114,7 @@ def folder(tmp_path: Path) -> Iterator[Path]:
 
 
 class TestStdioGuard:
+    @pytest.mark.long
     def test_kill_between_effect_and_reply(self, folder: Path) -> None:
         """A plain agent killed between a payment's effect and its reply, started again with a
         new session and a new request id, gets a VERIFY result; the payment runs once, and a
@@ -153,6 +154,7 @@ class TestStdioGuard:
         assert not again["error"] and not any(t["event"] == "verify" for t in third)
         assert len(ledger(folder)) == 1
 
+    @pytest.mark.long
     def test_another_invoice_is_another_payment(self, folder: Path) -> None:
         """A payment of another invoice is not taken for the journaled one: its identity
         (payee, amount, invoice) differs, so it runs."""
@@ -210,3 +212,45 @@ class TestHttpSidecar:
                 guard.wait(timeout=WAIT_S)
             finally:
                 kill_tree(guard.pid)
+
+
+class TestBadInput:
+    def run_guard(self, folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            guard_command(folder, *extra),
+            env=environment(folder),
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+            check=False,
+        )
+
+    def test_a_rule_naming_an_argument_the_tool_lacks(self, folder: Path) -> None:
+        """A table whose content rule names an argument the server's tool does not take is
+        one line naming the file, the entry and the problem, exit 2."""
+        table = folder / "tools.toml"
+        table.write_text('format = 1\n[content.pay]\nidentity = ["to", "invoce"]\n', "utf-8")
+        done = self.run_guard(folder, "--table", str(table))
+        assert done.returncode == 2
+        assert done.stderr.strip().splitlines() == [
+            f"harness: {table}: entry 'content.pay.identity': unknown argument 'invoce' "
+            "(the tool takes: to, amount, invoice, request_id)"
+        ]
+
+    def test_an_upstream_that_will_not_start(self, folder: Path) -> None:
+        """A real server that cannot be started is one line naming it, exit 2."""
+        done = subprocess.run(
+            [*guard_command(folder)[:7], str(folder / "no-such-server")],
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+            check=False,
+        )
+        assert done.returncode == 2
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot start a session" in lines[0]
+        assert "no-such-server" in lines[0]
