@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.types import Tool, ToolAnnotations
 
 from harness.integrations.wire import guard_table
@@ -10,7 +12,9 @@ from harness.runtime.classes import MCP_CONTENT_META
 from harness.runtime.identity import ContentRule
 
 
-def _tool(name: str, *args: str, read_only: bool = False, meta: object = None) -> Tool:
+def _tool(
+    name: str, *args: str, read_only: bool = False, meta: dict[str, Any] | None = None
+) -> Tool:
     schema = {"type": "object", "properties": {a: {"type": "string"} for a in args}}
     return Tool(
         name=name,
