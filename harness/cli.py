@@ -12,8 +12,7 @@ init, chaos, trial, compare, replay, audit, merge, table, check-table, guard and
 - ``merge``: one report from the run folders of shards.
 - ``table``: a tool table (``tools.toml``) from an MCP server's tool
   annotations (``--from-mcp -- CMD ARGS...``; needs the ``mcp`` extra).
-- ``guard``: an MCP server in front of the real one that runs every tool call through
-  the runtime (``harness.integrations.wire``; needs the ``mcp`` extra).
+- ``guard``: an MCP proxy that runs every tool call through the runtime.
 - ``bench``: the benchmarks (also ``python -m harness.bench``).
 - ``check-table``: audit a tool table against what its tools really do (each
   tool called twice in a scratch world); exit 1 on a class a retry makes unsafe.

@@ -10,10 +10,8 @@ its provider drops a second request carrying the same idempotency key within tha
 retention window, so recovery may send an op left running again with the same key
 while the window holds (``harness.runtime.matrix.decide_keyed``).
 
-A table may also say what makes two calls of a tool the same action (its
-``[content.TOOL]`` entries: ``identity = ["to", "amount"]``, ``volatile =
-["request_id"]``), which identity by content compares (``harness.runtime.identity``).
-An MCP server declares the same in a tool's ``_meta`` (``MCP_CONTENT_META``).
+``[content.TOOL]`` says what makes two calls the same action (``identity``, ``volatile``
+argument names: ``harness.runtime.identity``), as an MCP tool's ``_meta`` may.
 
 A table can also be read from an MCP server's tool annotations
 (``ToolTable.from_mcp``; the mapping is ``MCP_ANNOTATION_CLASSES``, applied

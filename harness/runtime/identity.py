@@ -16,12 +16,9 @@ same order in every life, so the k-th call of a given content in a life is
 matched to the k-th op of that content in the journal: two identical calls
 in a row are told apart by their position, never merged into one.
 
-A tool may declare what makes two of its calls the same action (``ContentRule``):
-its business key (``identity``: only those arguments are compared) or the
-arguments that may drift between a call and its re-issue (``volatile``: all but
-those are compared). A model that re-issues a payment with a fresh request id is
-then matched to the op it stands for. Without a declaration the whole arguments
-are compared, as before.
+A tool's table entry may narrow what is compared (``ContentRule``): its business key
+(``identity``) or the arguments that may drift (``volatile``), so that a payment
+re-issued with a fresh request id is matched. Without one, the whole arguments are.
 
 The full note: docs/reference/modules.md (``harness/runtime/identity.py``).
 """
