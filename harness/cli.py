@@ -1,5 +1,5 @@
 """The command line: ``harness COMMAND`` (or ``python -m harness COMMAND``), the commands
-init, chaos, trial, compare, replay, audit, merge, table, check-table and bench.
+init, chaos, trial, compare, replay, audit, merge, table, check-table, guard and bench.
 
 - ``init``: a scenario skeleton for an agent's tools (read from its MCP server's
   listing, when given one), then the commands that test the agent on it.
@@ -12,6 +12,7 @@ init, chaos, trial, compare, replay, audit, merge, table, check-table and bench.
 - ``merge``: one report from the run folders of shards.
 - ``table``: a tool table (``tools.toml``) from an MCP server's tool
   annotations (``--from-mcp -- CMD ARGS...``; needs the ``mcp`` extra).
+- ``guard``: an MCP proxy that runs every tool call through the runtime.
 - ``bench``: the benchmarks (also ``python -m harness.bench``).
 - ``check-table``: audit a tool table against what its tools really do (each
   tool called twice in a scratch world); exit 1 on a class a retry makes unsafe.
@@ -40,6 +41,7 @@ from harness.commands import (
     chaos,
     check_table,
     compare,
+    guard,
     init,
     interrupts,
     merge,
@@ -53,7 +55,7 @@ from harness.runtime.errors import HarnessError
 
 __all__ = ["COMMANDS", "main", "prog_name", "version"]
 
-COMMANDS = (init, chaos, trial, compare, replay, audit, merge, table, check_table, bench)
+COMMANDS = (init, chaos, trial, compare, replay, audit, merge, table, check_table, guard, bench)
 """The sub-commands, in the order ``--help`` lists them."""
 
 

@@ -1372,7 +1372,7 @@ class ContentOneOp(BrokenRuntime):
         found = super()._match(tool, args, redo_of, fresh=fresh)
         if self.identity is not Identity.CONTENT or redo_of is not None or fresh:
             return found
-        same = self._of_content(ContentKey(tool, digest(args)))
+        same = self._of_content(ContentKey(tool, self._content_digest(tool, args)), digest(args))
         first = self.ops.get(same[0]) if same else None
         if first is None or first.op_id in (self._made_here or ()):
             return found
@@ -1441,6 +1441,75 @@ class SettledIndexOnePerContent(BrokenRuntime):
         return None  # no ops index at close: a start finds settled ops by that index
 
 
+class ContentIgnoresVolatile(BrokenRuntime):
+    """Identity by content that compares a call's whole arguments, whatever its table
+    declares: a model that re-issues a payment with a fresh request id is not matched to
+    the op it stands for, and the payment runs again. A model that re-issues its calls
+    with the same arguments never shows it."""
+
+    mistake = "knows a re-issued call by its exact content, ignoring its declared volatile fields"
+    caught_by = ("I1", "I2")
+    needs_model = "drift"
+
+    def _content_digest(self, tool: str, args: Mapping[str, Any]) -> str:
+        return digest(args)  # the mistake: the table's rule is never applied
+
+
+class DriftByTool(BrokenRuntime):
+    """Knows a re-issued call by its exact content and, for a tool whose fields may drift,
+    takes a call no journaled op has the content of for a drift of the latest op of that
+    tool from an earlier life (a proxy that keys its journal by tool name): another
+    payment is answered with the old one's result and never made."""
+
+    mistake = (
+        "answers a re-issued call of a drifting tool from the journal by its tool name alone: "
+        "another action gets an old result"
+    )
+    caught_by = ("I8", "I11")
+    needs_model = "drift"
+
+    def __init__(self, journal: JournalWriter, table: ToolTable, **kwargs: Any) -> None:
+        super().__init__(journal, table, **kwargs)
+        self._earlier = [op.op_id for op in self.ops.in_memory()]
+
+    def _content_digest(self, tool: str, args: Mapping[str, Any]) -> str:
+        return digest(args)
+
+    def _match(
+        self, tool: str, args: Mapping[str, Any], redo_of: str | None, *, fresh: bool
+    ) -> str | None:
+        found = super()._match(tool, args, redo_of, fresh=fresh)
+        if found is not None or redo_of is not None or fresh:
+            return found
+        if self.identity is not Identity.CONTENT or self.table.content_rule(tool) is None:
+            return found
+        for op_id in reversed(self._earlier):
+            op = self.ops.get(op_id)
+            if op is not None and op.tool == tool and op.redo_of is None and not op.fresh:
+                return op_id  # the mistake: the tool's latest op, whatever its arguments
+        return None
+
+
+class ForwardsInDoubt(BrokenRuntime):
+    """Forwards a re-issued call whose op's outcome is unknown (left running by a kill,
+    awaiting the model's check) to the tool as a new call, instead of answering it with
+    the op's VERIFY hint: the payment in doubt is made a second time. A model that reads
+    its hints at the start (before any re-issue) never meets it."""
+
+    mistake = "forwards a re-issued call in doubt to the tool instead of answering with VERIFY"
+    caught_by = ("I2",)
+    needs_model = "drift"
+
+    def _match(
+        self, tool: str, args: Mapping[str, Any], redo_of: str | None, *, fresh: bool
+    ) -> str | None:
+        found = super()._match(tool, args, redo_of, fresh=fresh)
+        op = None if found is None else self.ops.get(found)
+        if op is not None and not op.settled and found in self._awaiting_verify:
+            return None  # the mistake: an op in doubt is run again as a new call
+        return found
+
+
 BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "replay-success": ReplaySuccess,
     "retry-non-idempotent": RetryNonIdempotent,
@@ -1494,6 +1563,9 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "key-from-args": KeyFromArgs,
     "content-one-op": ContentOneOp,
     "settled-index-one-per-content": SettledIndexOnePerContent,
+    "content-ignores-volatile": ContentIgnoresVolatile,
+    "drift-by-tool": DriftByTool,
+    "forwards-in-doubt": ForwardsInDoubt,
 }
 
 RUNTIMES: Mapping[str, type[Runtime]] = {"real": Runtime, **BROKEN_RUNTIMES}

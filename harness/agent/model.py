@@ -38,7 +38,15 @@ from harness.world.store import result_digest
 if TYPE_CHECKING:
     from harness.agent.batch import Cancelled
 
-__all__ = ["MODELS", "PROOF_ENV", "ReissuingModel", "ReplanningModel", "ScriptedModel"]
+__all__ = [
+    "MODELS",
+    "PROOF_ENV",
+    "DriftingModel",
+    "ReissuingModel",
+    "ReplanningModel",
+    "ScriptedModel",
+    "drifted",
+]
 
 Told = tuple[str, str, object, str | None]
 """What the model tells of a call: ack, fail or info; the op; the result it was handed;
@@ -76,11 +84,15 @@ class ScriptedModel:
         """The id under which this life issues a plan step's call."""
         return step.op_id
 
+    def call_args(self, step: PlanStep) -> Mapping[str, object]:
+        """The arguments with which this life issues a plan step's call: the plan's."""
+        return step.args
+
     def run(self) -> None:
         report = self.runtime.recover(
             self.execute, not_started={self.issued_id(s): s.tool for s in self.plan.steps}
         )
-        for hint in report.hints:
+        for hint in self.verify_at_start(report.hints):
             self.verify(hint)
         set_agent_hook("recover", self.recover_in_flight)
         for issued in batches(self.plan.steps):
@@ -91,6 +103,14 @@ class ScriptedModel:
             op_id = self.issued_id(step)
             self.tell("invoke", op_id)
             self.tell(*self.issue(step, op_id))
+        self.after_plan()
+
+    def verify_at_start(self, hints: tuple[VerifyHint, ...]) -> tuple[VerifyHint, ...]:
+        """The hints of this start's recovery the model verifies before its first call: all."""
+        return hints
+
+    def after_plan(self) -> None:
+        """What the model does once every plan call was issued: nothing more."""
 
     def recover_in_flight(self, at: str) -> None:
         """The ``recover`` fault: the agent calls ``recover()`` while a call is in flight (at
@@ -133,7 +153,7 @@ class ScriptedModel:
             if answered is not None:
                 return answered
         return self.settle(
-            step, op_id, self.runtime.call(op_id, step.tool, step.args, self.execute)
+            step, op_id, self.runtime.call(op_id, step.tool, self.call_args(step), self.execute)
         )
 
     def misuse(self, fault: ModelFault, step: PlanStep, op_id: str) -> Told | None:
@@ -323,9 +343,60 @@ class ReplanningModel(ReissuingModel):
         return shuffled if shuffled != steps else steps[::-1]
 
 
+DRIFT_MARK = "~"
+"""Between a volatile argument's value and the life that drifted it: ``r-17~2``."""
+
+
+def drifted(value: object, life: int) -> object:
+    """A volatile argument's value as a re-issue in ``life`` sends it: text gets the life
+    appended, a whole number the life added; anything else is left as it is."""
+    if life <= 1:
+        return value
+    if isinstance(value, str):
+        return f"{value}{DRIFT_MARK}{life}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value + life
+    return value
+
+
+class DriftingModel(ReissuingModel):
+    """Re-issues its calls as ``ReissuingModel`` does, with their volatile arguments changed
+    (a new request id, as an LLM that re-synthesizes a call does), and reads a hint only
+    from a call's answer, as a model behind a proxy guard does.
+
+    In each life after the first a call's arguments that the scenario's table declares
+    volatile (``Plan.content``) are drifted by the life (``drifted``): the same every
+    time that life is replayed. Recovery's hints of plan calls are not verified at the
+    start: the re-issued call is answered with its hint, and verified then (the hints of
+    checks and redoes, which no plan call re-issues, are verified at once; any hint still
+    open after the plan, at the end).
+    """
+
+    _deferred: tuple[VerifyHint, ...] = ()
+
+    def call_args(self, step: PlanStep) -> Mapping[str, object]:
+        rule = self.plan.content.get(step.tool)
+        life = self.runtime.incarnation
+        if rule is None or life <= 1:
+            return step.args
+        volatile = rule.get("volatile", ())
+        return {name: drifted(v, life) if name in volatile else v for name, v in step.args.items()}
+
+    def verify_at_start(self, hints: tuple[VerifyHint, ...]) -> tuple[VerifyHint, ...]:
+        self._deferred = tuple(h for h in hints if plan_id(h.op_id) in self._steps)
+        return tuple(h for h in hints if plan_id(h.op_id) not in self._steps)
+
+    def after_plan(self) -> None:
+        for hint in self._deferred:
+            op = self.runtime.ops.get(hint.op_id)
+            if op is not None and not op.settled and not op.resolved:
+                self.verify(hint)
+
+
 MODELS: Mapping[str, type[ScriptedModel]] = {
     "scripted": ScriptedModel,
     "reissue": ReissuingModel,
     "replan": ReplanningModel,
+    "drift": DriftingModel,
 }
 """The models a plan (``Plan.model``) may name."""

@@ -16,7 +16,10 @@ step's ``index`` and ``"batch": 4``; a step of one call has no ``batch``.
 ``batch_driver`` says how the agent runs a batch (``async``, the default, or
 ``threads``: ``harness.agent.threads``), and a batch's call marked
 ``"duplicate": true`` (under ``duplicate_delivery``) is issued twice at once
-under its op id. Both are left out at their defaults.
+under its op id. Both are left out at their defaults. ``content`` holds what the
+scenario's tool table declares makes two calls of a tool the same action
+(``{"pay": {"identity": [...], "volatile": [...]}}``): the drifting model changes a
+call's volatile arguments when it re-issues it, and the checkers compare calls by it.
 
 The full note: docs/reference/modules.md (``harness/agent/plan.py``).
 """
@@ -39,6 +42,7 @@ __all__ = [
     "PlanStep",
     "Verification",
     "batches",
+    "compared_args",
     "load_plan",
     "plan_id",
     "plan_to_json",
@@ -139,6 +143,22 @@ class Plan:
     clock_step: float | None = None
     """Seconds the trial's clock moves at each restart: the supervisor gives life N the
     clock N times it (``harness.world.store.TRIAL_CLOCK_ENV``); None: 0 in every life."""
+    content: Mapping[str, Mapping[str, tuple[str, ...]]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """What the scenario's table declares makes two calls of a tool the same action:
+    ``identity`` and ``volatile`` argument names, by tool (plain data: no runtime)."""
+
+
+def compared_args(plan: Plan, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a call's arguments that tells its action, as the plan's ``content`` says:
+    the identity arguments, or all but the volatile ones; all of them without a rule."""
+    rule = plan.content.get(tool)
+    if rule is None:
+        return dict(args)
+    if "identity" in rule:
+        return {name: args[name] for name in rule["identity"] if name in args}
+    return {name: v for name, v in args.items() if name not in rule.get("volatile", ())}
 
 
 def _verification(data: Mapping[str, Any] | None) -> Verification | None:
@@ -181,6 +201,12 @@ def load_plan(path: Path | str) -> Plan:
         data.get("duplicate_delivery", False),
         data.get("compact_at"),
         data.get("clock_step"),
+        MappingProxyType(
+            {
+                tool: {field: tuple(names) for field, names in rule.items()}
+                for tool, rule in data.get("content", {}).items()
+            }
+        ),
     )
 
 
@@ -228,4 +254,9 @@ def plan_to_json(plan: Plan) -> str:
         data["tools"] = {name: tool.to_json() for name, tool in plan.tools.items()}
     if plan.world:
         data["world"] = [record.to_json() for record in plan.world]
+    if plan.content:
+        data["content"] = {
+            tool: {field: list(names) for field, names in rule.items()}
+            for tool, rule in plan.content.items()
+        }
     return json.dumps(data, indent=1, ensure_ascii=False)

@@ -31,6 +31,7 @@ from harness.bench import (
     scaling,
     startup,
     threads,
+    wire,
 )
 from harness.bench.figures import (
     BenchError,
@@ -61,6 +62,7 @@ __all__ = [
     "bench_restarts",
     "bench_startup",
     "bench_threads",
+    "bench_wire_guard",
     "run_bench",
 ]
 
@@ -102,6 +104,9 @@ class BenchSettings:
     thread_repeats: int = 5
     power_loss_repeats: int = 3
     """Rounds of figure 10: a kill-only trial, then one judged over each of ``CRASH_STATES``."""
+    wire_calls: int = 50
+    """MCP calls in a sample of figure 11 (direct, then through the wire guard)."""
+    wire_repeats: int = 7
 
 
 FULL = BenchSettings()
@@ -129,6 +134,8 @@ QUICK = BenchSettings(
     thread_calls=10,
     thread_repeats=1,
     power_loss_repeats=1,
+    wire_calls=5,
+    wire_repeats=1,
 )
 
 
@@ -857,6 +864,33 @@ def bench_power_loss(settings: BenchSettings, scratch: Path, out: Measurements) 
     ]
 
 
+def bench_wire_guard(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 11: an MCP call through the wire guard / the same call made directly."""
+    with tempfile.TemporaryDirectory(dir=scratch) as directory:
+        calls = wire.WireCalls(Path(directory))
+        with calls.open():
+            calls.batch("direct", 1)  # both started and warm before any sample
+            calls.batch("guarded", 1)
+            samples = interleave(
+                {
+                    "guarded": functools.partial(calls.batch, "guarded", settings.wire_calls),
+                    "direct": functools.partial(calls.batch, "direct", settings.wire_calls),
+                },
+                settings.wire_repeats,
+            )
+    out.series["wire_call_us"] = samples
+    out.figures.append(
+        Figure(
+            "11 MCP call through the wire guard / direct",
+            median_of(samples["guarded"]),
+            median_of(samples["direct"]),
+            "µs/call",
+            Target(high=3.0),
+            "stdio both; the guard adds a hop and two fsync'd journal appends per call",
+        )
+    )
+
+
 STEPS = (
     "cycle rate",
     "journaled call cost",
@@ -870,6 +904,7 @@ STEPS = (
     "restarts",
     "threads",
     "crash states",
+    "wire guard",
 )
 """The measurements, in the order they run (``only`` picks some by these names)."""
 
@@ -903,6 +938,7 @@ def run_bench(
             ("restarts", lambda: bench_restarts(settings, scratch, collected)),
             ("threads", lambda: bench_threads(settings, scratch, collected)),
             ("crash states", lambda: bench_power_loss(settings, scratch, collected)),
+            ("wire guard", lambda: bench_wire_guard(settings, scratch, collected)),
         ]
         assert [name for name, _ in steps] == list(STEPS)
         for title, step in steps:

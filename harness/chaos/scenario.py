@@ -839,6 +839,12 @@ def scenario_from_data(data: dict[str, Any], *, source: str) -> Scenario:
     if table_path is not None:
         try:
             table = ToolTable.load(table_path)
+            # A content rule names arguments: those its tool takes, declared or catalogued.
+            known = {name: spec.args for name, spec in CATALOG.items()}
+            known.update({name: tool.args for name, tool in declared.items()})
+            table.check_arguments(
+                {name: [arg.name for arg in args] for name, args in known.items()}
+            )
         except ToolTableError as exc:
             raise ScenarioError(source, None, "tool_table", str(exc)) from None
     context = {"declared": declared, "checks": checks, "table": table}
@@ -963,6 +969,12 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         scenario.duplicate_delivery,
         scenario.compact_at,
         None if scenario.clock_step is None else parse_window(scenario.clock_step),
+        MappingProxyType(
+            {
+                tool: {field: tuple(names) for field, names in rule.to_json().items()}
+                for tool, rule in table.content.items()
+            }
+        ),
     )
 
 

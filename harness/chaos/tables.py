@@ -9,6 +9,9 @@ for ops already journaled; one that reads today's table decides differently.
 stay): the runtime's rule makes a tool the table does not list UNKNOWN, so its
 calls are snapshotted UNKNOWN and recovery must VERIFY them.
 
+Both keep the base table's content rules (``[content.TOOL]``): what makes two calls
+the same action does not change with a tool's class.
+
 Both are made from a base table: the shipped one, or the one a scenario names
 (``tool_table``) for its own tools. A scenario's own table is handed, as
 ``BASE``, to every life of its trials (its golden run's too) that runs with
@@ -68,6 +71,14 @@ def _toml(title: str, by_class: dict[str, list[str]], ask_user: dict[str, list[s
     return "\n".join(lines) + "\n"
 
 
+def _content_toml(base: ToolTable) -> str:
+    """The base table's content rules, in its file format (empty without any)."""
+    if not base.content:
+        return ""
+    rules = ToolTable({}, content=base.content).to_toml()
+    return rules[rules.index("\n[content.") :]
+
+
 _VARIANTS: dict[str, Callable[[ToolTable], str]] = {
     "reclassified": _reclassified_toml,
     "unlisted": _unlisted_toml,
@@ -85,7 +96,7 @@ def write_table_variants(directory: Path, base: Path | None = None) -> dict[str,
         shutil.copyfile(base, paths[BASE])
     for name, render in _VARIANTS.items():
         path = directory / f"{name}.toml"
-        path.write_text(render(table), "utf-8")
+        path.write_text(render(table) + _content_toml(table), "utf-8")
         ToolTable.load(path)  # refuse to hand an agent a table it would refuse
         paths[name] = path
     return paths

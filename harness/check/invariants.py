@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.agent.plan import plan_id
+from harness.agent.plan import compared_args, plan_id
 from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.check.lives import lives_changed
@@ -1103,7 +1103,7 @@ def _ended(life: LifeSeen) -> str:
 
 def check_answered_by_own_content(ev: TrialEvidence) -> Verdict:
     """I12: a call answered from another op by content was answered by an op of its own
-    tool and arguments.
+    tool and arguments (the part of them the scenario's table says tells the action).
 
     What was asked comes from the plan, by the call's id (``s004b~2`` is the plan call
     ``s004b``: its tool and arguments), never from the runtime's journal; which op
@@ -1135,7 +1135,14 @@ def check_answered_by_own_content(ev: TrialEvidence) -> Verdict:
                 )
             continue
         journaled = op.first_intent.payload.get("args")
-        if op.tool != step.tool or journaled != dict(step.args):
+        # Compared as the scenario's table declares the tool's action (its identity, or all
+        # but its volatile arguments): a drifted re-issue is its op's call.
+        own = compared_args(ev.plan, step.tool, step.args)
+        if (
+            op.tool != step.tool
+            or not isinstance(journaled, dict)
+            or compared_args(ev.plan, op.tool, journaled) != own
+        ):
             problems.append(
                 f"{call} ({asked}) was answered in life {life} from {by} "
                 f"({op.tool} {_args(journaled)}): another call's content"

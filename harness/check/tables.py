@@ -12,6 +12,8 @@ imports nothing of ``harness.runtime``:
     non_idempotent = ["ask_user"]      the ask-user family, same classes
     [keyed]                            tool = window (seconds, or "24h"): its
     charge = "24h"                      provider drops a repeat of a key
+    [content.pay]                      what makes two calls the same action: no
+    identity = ["to", "amount"]         class depends on it (I12 reads it from the plan)
 
 A tool the table does not list is ``unknown`` and not ask_user: the
 conservative side. A table the runtime would refuse (an unknown class or
@@ -66,9 +68,11 @@ def parse_table(text: str, source: str) -> CheckTable:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{source}: not valid TOML: {exc}") from exc
-    extra = sorted(set(data) - {"format", "classes", "ask_user", "keyed"})
+    extra = sorted(set(data) - {"format", "classes", "ask_user", "keyed", "content"})
     if extra:
         raise ValueError(f"{source}: unknown section {extra[0]!r}")
+    if not isinstance(data.get("content", {}), dict):
+        raise ValueError(f"{source}: content must hold one table per tool")
     if data.get("format", 1) != 1:
         raise ValueError(f"{source}: unsupported format {data['format']!r}")
     entries: dict[str, tuple[str, bool]] = {}

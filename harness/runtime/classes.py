@@ -10,6 +10,9 @@ its provider drops a second request carrying the same idempotency key within tha
 retention window, so recovery may send an op left running again with the same key
 while the window holds (``harness.runtime.matrix.decide_keyed``).
 
+``[content.TOOL]`` says what makes two calls the same action (``identity``, ``volatile``
+argument names: ``harness.runtime.identity``), as an MCP tool's ``_meta`` may.
+
 A table can also be read from an MCP server's tool annotations
 (``ToolTable.from_mcp``; the mapping is ``MCP_ANNOTATION_CLASSES``, applied
 by the pure ``ToolTable.from_annotations``), and written back in the file
@@ -30,18 +33,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.runtime.errors import ToolTableError
+from harness.runtime.identity import ContentRule
+
+if TYPE_CHECKING:
+    from harness.runtime.mcp_table import McpListing
 
 __all__ = [
     "MCP_ANNOTATION_CLASSES",
+    "MCP_CONTENT_META",
     "MCP_HINTS",
     "AnnotatedClass",
     "IdempotencyClass",
     "ToolClass",
     "ToolTable",
     "class_from_annotations",
+    "content_rule",
+    "content_rule_from_mcp",
     "parse_window",
 ]
 
@@ -182,6 +192,84 @@ def class_from_annotations(annotations: Mapping[str, object] | None) -> Annotate
     return AnnotatedClass(idempotency, reason)
 
 
+MCP_CONTENT_META = "agent-crash-harness/identity"
+"""The key of an MCP tool's ``_meta`` under which a server declares what makes two calls the
+same action: ``{"identity": ["to", "amount"], "volatile": ["request_id"]}`` (either list,
+or both). ``_meta`` is the protocol's place for such extensions: clients pass it on and no
+framework shows it to a model."""
+
+
+def content_rule(
+    source: Path | str, where: str, body: object, arguments: Iterable[str] | None = None
+) -> ContentRule:
+    """A ``ContentRule`` from its declaration ``body`` (``identity`` and ``volatile``, lists
+    of argument names), or ``ToolTableError`` naming ``source``, ``where`` and the problem:
+    not a table, an unknown field, not a list of names, a name twice, a name in both
+    lists, or (with the tool's ``arguments``) a name the tool does not take."""
+    if not isinstance(body, Mapping):
+        raise ToolTableError(source, where, "must be a table of identity = [...], volatile = [...]")
+    extra = sorted(set(body) - {"identity", "volatile"})
+    if extra:
+        raise ToolTableError(
+            source, f"{where}.{extra[0]}", "unknown field (known: identity, volatile)"
+        )
+    lists: dict[str, tuple[str, ...]] = {}
+    for field in ("identity", "volatile"):
+        if field not in body:
+            continue
+        names = body[field]
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ToolTableError(source, f"{where}.{field}", "must be a list of argument names")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ToolTableError(source, f"{where}.{field}", f"names {twice[0]!r} twice")
+        lists[field] = tuple(names)
+    if not lists:
+        raise ToolTableError(source, where, "declares neither identity nor volatile")
+    both = sorted(set(lists.get("identity", ())) & set(lists.get("volatile", ())))
+    if both:
+        raise ToolTableError(
+            source, where, f"{both[0]!r} is in both identity and volatile: it is one or the other"
+        )
+    if "identity" in lists and not lists["identity"]:
+        raise ToolTableError(
+            source, f"{where}.identity", "is empty: every call of the tool would be the same"
+        )
+    rule = ContentRule(lists.get("identity"), lists.get("volatile", ()))
+    if arguments is not None:
+        _check_names(source, where, rule, arguments)
+    return rule
+
+
+def _check_names(
+    source: Path | str, where: str, rule: ContentRule, arguments: Iterable[str]
+) -> None:
+    known = list(arguments)
+    for field, names in (("identity", rule.identity or ()), ("volatile", rule.volatile)):
+        for name in names:
+            if name not in known:
+                takes = ", ".join(known) or "no arguments"
+                raise ToolTableError(
+                    source,
+                    f"{where}.{field}",
+                    f"unknown argument {name!r} (the tool takes: {takes})",
+                )
+
+
+def content_rule_from_mcp(
+    tool: str, meta: Mapping[str, object] | None, input_schema: Mapping[str, object], *, source: str
+) -> ContentRule | None:
+    """The rule an MCP tool declares in ``_meta[MCP_CONTENT_META]`` (None when it declares
+    none), checked against the argument names of its input schema: a bad declaration is a
+    ``ToolTableError`` naming the server, the tool and the problem, never ignored."""
+    body = (meta or {}).get(MCP_CONTENT_META)
+    if body is None:
+        return None
+    properties = input_schema.get("properties")
+    arguments = list(properties) if isinstance(properties, Mapping) else []
+    return content_rule(source, f"{tool} _meta[{MCP_CONTENT_META!r}]", body, arguments)
+
+
 @functools.cache
 def _shipped_table() -> ToolTable:
     # Immutable, so one parse serves the process (and every child forked from it).
@@ -194,10 +282,14 @@ def _shipped_table() -> ToolTable:
 class ToolTable:
     """An immutable map from tool name to ``ToolClass``; unlisted tools are UNKNOWN."""
 
-    __slots__ = ("_entries", "source")
+    __slots__ = ("_content", "_entries", "source")
 
     def __init__(
-        self, entries: Mapping[str, ToolClass | IdempotencyClass], *, source: str = "<memory>"
+        self,
+        entries: Mapping[str, ToolClass | IdempotencyClass],
+        *,
+        source: str = "<memory>",
+        content: Mapping[str, ContentRule] | None = None,
     ) -> None:
         checked: dict[str, ToolClass] = {}
         for tool, value in entries.items():
@@ -215,11 +307,33 @@ class ToolTable:
                     f"(for a name, IdempotencyClass({value!r}))",
                 )
         self._entries: Mapping[str, ToolClass] = MappingProxyType(checked)
+        self._content: Mapping[str, ContentRule] = MappingProxyType(dict(content or {}))
         self.source = source
 
     def classify(self, tool: str) -> ToolClass:
         """The tool's class, or UNKNOWN when the table does not list it."""
         return self._entries.get(tool, UNLISTED)
+
+    def content_rule(self, tool: str) -> ContentRule | None:
+        """What identity by content compares of the tool's calls, when the table says
+        (``[content.TOOL]``); None: the whole arguments."""
+        return self._content.get(tool)
+
+    @property
+    def content(self) -> Mapping[str, ContentRule]:
+        return self._content
+
+    def with_content(self, rules: Mapping[str, ContentRule]) -> ToolTable:
+        """A new table with some tools' content rules added or replaced."""
+        merged = {**self._content, **rules}
+        return ToolTable(self._entries, source=self.source, content=merged)
+
+    def check_arguments(self, arguments: Mapping[str, Iterable[str]]) -> None:
+        """Refuse (``ToolTableError``) a content rule that names an argument its tool does
+        not take; ``arguments`` maps each tool whose arguments are known to their names."""
+        for tool, rule in self._content.items():
+            if tool in arguments:
+                _check_names(self.source, f"content.{tool}", rule, arguments[tool])
 
     def __contains__(self, tool: object) -> bool:
         return tool in self._entries
@@ -234,11 +348,15 @@ class ToolTable:
     def with_overrides(self, overrides: Mapping[str, ToolClass | IdempotencyClass]) -> ToolTable:
         """A new table with some entries added or replaced."""
         merged: dict[str, ToolClass | IdempotencyClass] = {**self._entries, **overrides}
-        return ToolTable(merged, source=f"{self.source} + overrides")
+        return ToolTable(merged, source=f"{self.source} + overrides", content=self._content)
 
     @classmethod
     def from_annotations(
-        cls, tools: Iterable[tuple[str, Mapping[str, object] | None]], *, source: str = "<memory>"
+        cls,
+        tools: Iterable[tuple[str, Mapping[str, object] | None]],
+        *,
+        source: str = "<memory>",
+        content: Mapping[str, ContentRule] | None = None,
     ) -> ToolTable:
         """A table from MCP tools' ``(name, annotations)``, each classed by
         ``class_from_annotations`` (none is ask_user). Pure: no process, no SDK.
@@ -257,7 +375,7 @@ class ToolTable:
             if name in entries:
                 raise ToolTableError(source, name, "listed twice")
             entries[name] = ToolClass(class_from_annotations(hints).idempotency)
-        return cls(entries, source=source)
+        return cls(entries, source=source, content=content)
 
     @classmethod
     def from_mcp(
@@ -279,7 +397,20 @@ class ToolTable:
         from harness.runtime.mcp_table import list_mcp_tools
 
         listing = list_mcp_tools(command, env=env, timeout=timeout)
-        return cls.from_annotations(listing.tools, source=listing.source)
+        return cls.from_listing(listing)
+
+    @classmethod
+    def from_listing(cls, listing: McpListing) -> ToolTable:
+        """The table of an MCP server's listing: classes from its annotations, content rules
+        from its tools' ``_meta`` (``MCP_CONTENT_META``), checked against their schemas."""
+        rules: dict[str, ContentRule] = {}
+        for detail in listing.details:
+            rule = content_rule_from_mcp(
+                detail.name, detail.meta, detail.input_schema, source=listing.source
+            )
+            if rule is not None:
+                rules[detail.name] = rule
+        return cls.from_annotations(listing.tools, source=listing.source, content=rules)
 
     def to_toml(self, *, header: Sequence[str] = (), notes: Mapping[str, str] | None = None) -> str:
         """The table in the file format ``parse`` and ``load`` read (they read it back equal).
@@ -310,6 +441,12 @@ class ToolTable:
             lines += ["", "[keyed]"]
             lines += [
                 f"{_toml_string(tool)} = {_seconds(window)}" for tool, window in keyed.items()
+            ]
+        for tool, rule in self._content.items():
+            lines += ["", f"[content.{_toml_string(tool)}]"]
+            lines += [
+                f"{field} = [{', '.join(map(_toml_string, names))}]"
+                for field, names in rule.to_json().items()
             ]
         return "\n".join(lines) + "\n"
 
@@ -373,12 +510,18 @@ class ToolTable:
             except ValueError as exc:
                 raise ToolTableError(source, where, str(exc)) from None
             entries[tool] = ToolClass(entries[tool].idempotency, entries[tool].ask_user, seconds)
-        unknown_keys = set(data) - {"format", "classes", "ask_user", "keyed"}
+        declared = data.get("content", {})
+        if not isinstance(declared, dict):
+            raise ToolTableError(source, "content", "must hold one table per tool: [content.TOOL]")
+        content = {
+            tool: content_rule(source, f"content.{tool}", body) for tool, body in declared.items()
+        }
+        unknown_keys = set(data) - {"format", "classes", "ask_user", "keyed", "content"}
         if unknown_keys:
             raise ToolTableError(source, sorted(unknown_keys)[0], "unknown section")
         if data.get("format", 1) != 1:
             raise ToolTableError(source, "format", f"unsupported format {data['format']!r}")
-        return cls(entries, source=source)
+        return cls(entries, source=source, content=content)
 
 
 def _seconds(window: float) -> str:

@@ -16,16 +16,21 @@ same order in every life, so the k-th call of a given content in a life is
 matched to the k-th op of that content in the journal: two identical calls
 in a row are told apart by their position, never merged into one.
 
+A tool's table entry may narrow what is compared (``ContentRule``): its business key
+(``identity``) or the arguments that may drift (``volatile``), so that a payment
+re-issued with a fresh request id is matched. Without one, the whole arguments are.
+
 The full note: docs/reference/modules.md (``harness/runtime/identity.py``).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["ContentKey", "Identity", "match_by_content"]
+__all__ = ["ContentKey", "ContentRule", "Identity", "match_by_content"]
 
 
 class Identity(enum.Enum):
@@ -44,6 +49,40 @@ class ContentKey:
 
     tool: str
     args_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContentRule:
+    """What identity by content compares of one tool's calls, as its table declares it.
+
+    ``identity``: the arguments that make a call the same action (its business key);
+    only those are compared. ``volatile``: arguments that may differ between a call and
+    its re-issue (a request id, a timestamp); every other argument is compared. With
+    both, ``identity`` decides and ``volatile`` only documents (the two never overlap:
+    ``harness.runtime.classes.ToolTable`` refuses a table where they do).
+    """
+
+    identity: tuple[str, ...] | None = None
+    volatile: tuple[str, ...] = ()
+
+    def compared(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The part of a call's arguments that identity compares. A missing identity
+        argument is left out, so a call without it is not the call with it."""
+        if self.identity is not None:
+            return {name: args[name] for name in self.identity if name in args}
+        return {name: value for name, value in args.items() if name not in self.volatile}
+
+    def names(self) -> tuple[str, ...]:
+        """Every argument the rule names, identity first."""
+        return (*(self.identity or ()), *self.volatile)
+
+    def to_json(self) -> dict[str, list[str]]:
+        data: dict[str, list[str]] = {}
+        if self.identity is not None:
+            data["identity"] = list(self.identity)
+        if self.volatile:
+            data["volatile"] = list(self.volatile)
+        return data
 
 
 def match_by_content(

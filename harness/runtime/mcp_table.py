@@ -61,12 +61,13 @@ class McpTool(NamedTuple):
 
 
 class McpToolDetail(NamedTuple):
-    """What else a server listed of a tool: its description (empty when it gave none) and
-    the JSON schema of its arguments, as sent."""
+    """What else a server listed of a tool: its description (empty when it gave none),
+    the JSON schema of its arguments, as sent, and its ``_meta`` (empty when none)."""
 
     name: str
     description: str
     input_schema: Mapping[str, Any]
+    meta: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +246,8 @@ class _Lister:
             for tool in result.tools:
                 tools.append(McpTool(tool.name, _wire_annotations(tool.annotations)))
                 schema = MappingProxyType(dict(tool.input_schema or {}))
-                details.append(McpToolDetail(tool.name, tool.description or "", schema))
+                meta = MappingProxyType(dict(tool.meta or {}))
+                details.append(McpToolDetail(tool.name, tool.description or "", schema, meta))
             cursor = result.next_cursor
             if cursor is None:
                 break

@@ -590,7 +590,7 @@ class Runtime:
                 return (yield from self._guarded(op_id, tool, args, self._retry_steps(op)))
             return self.outcome_of(op_id)
         alias = self._aliases.get(op_id)
-        if alias is not None:
+        if alias is not None and not self._same_action(self.ops[alias], tool, args):
             self._check_content(op_id, self.ops[alias], tool, args)
         known = alias or self._match(tool, args, redo_of, fresh=fresh)
         if known is not None:
@@ -810,17 +810,38 @@ class Runtime:
         if self.identity is not Identity.CONTENT or redo_of is not None or fresh:
             return None
         try:
-            wanted = ContentKey(tool, digest(args))
+            wanted = ContentKey(tool, self._content_digest(tool, args))
+            exact = digest(args)
         except (TypeError, ValueError):
             return None  # not JSON: the executor refuses it with its reason
-        candidates = ((op_id, wanted) for op_id in self._of_content(wanted))
+        candidates = ((op_id, wanted) for op_id in self._of_content(wanted, exact))
         return match_by_content(candidates, wanted, self._claimed)
 
-    def _of_content(self, wanted: ContentKey) -> list[str]:
+    def _content_digest(self, tool: str, args: Mapping[str, Any]) -> str:
+        """What identity by content compares of a call: the digest of its arguments, or of
+        the part its table's ``ContentRule`` names (its business key, or all but its
+        volatile arguments)."""
+        rule = self.table.content_rule(tool)
+        if rule is None:
+            return digest(args)
+        return "rule:" + digest(rule.compared(args))
+
+    def _same_action(self, op: OpHistory, tool: str, args: Mapping[str, Any]) -> bool:
+        """Whether a call is the op's action by its tool's declared rule (never without one:
+        then only the exact content is)."""
+        if self.table.content_rule(tool) is None or op.tool != tool:
+            return False
+        try:
+            return self._content_digest(tool, args) == self._content_digest(op.tool, op.args)
+        except (TypeError, ValueError):
+            return False
+
+    def _of_content(self, wanted: ContentKey, exact: str) -> list[str]:
         """The ops of a content, in first-intent order: the block's settled ones (found by
-        the table) merged with those held in memory (the carried ones first, then later)."""
+        the table, by the exact digest: a compacted op keeps no arguments to apply a rule
+        to) merged with those held in memory (the carried ones first, then later)."""
         held = self._by_content.get(wanted, [])
-        block = self.ops.by_content(wanted.tool, wanted.args_digest)
+        block = self.ops.by_content(wanted.tool, exact)
         if not block:
             return held
         carried = [(self.ops.order_key(op_id), op_id) for op_id in held]
@@ -830,7 +851,10 @@ class Runtime:
     def _index(self, op: OpHistory) -> None:
         """Make a new op a candidate for identity by content, unless it never may be."""
         if self.identity is Identity.CONTENT and op.redo_of is None and not op.fresh:
-            self._by_content.setdefault(ContentKey(op.tool, op.args_digest), []).append(op.op_id)
+            known = op.args_digest
+            if self.table.content_rule(op.tool) is not None:
+                known = self._content_digest(op.tool, op.args)
+            self._by_content.setdefault(ContentKey(op.tool, known), []).append(op.op_id)
 
     def _key_op(self, redo_of: str | None) -> str | None:
         """The first op of a chain of redoes: its idempotency key serves them all."""

@@ -145,6 +145,10 @@ TARGETED = {
     "key-from-args": '[{"failpoints":"op.after_intent@3=kill"}]',
     "content-one-op": '[{"failpoints":"op.after_intent@3=kill"}]',
     "settled-index-one-per-content": '[{"failpoints":"op.after_intent@3=kill"}]',
+    # Caught under the drifting model: tests/integration/test_drift.py.
+    "content-ignores-volatile": '[{"failpoints":"op.after_finish@2=kill"}]',
+    "drift-by-tool": '[{"failpoints":"op.after_finish@2=kill"}]',
+    "forwards-in-doubt": '[{"failpoints":"op.after_intent@3=kill"}]',
 }
 # Caught where a provider deduplicates by key, or is asked by key by a reconciler
 # (tests/integration/test_keys.py, test_new_faults.py); mini has neither.
@@ -250,7 +254,7 @@ class TestBrokenRuntimesAreCaught:
             assert result.status == "pass", "steps of one call should not expose " + name
             return
         if runtime.needs_model is not None:
-            # Caught under the model that re-orders its calls: tests/integration/test_replan.py.
+            # Caught under the model it needs: tests/integration/test_replan.py, test_drift.py.
             assert result.status == "pass", "the scripted model should not expose " + name
             return
         if name in KEYED_ELSEWHERE:

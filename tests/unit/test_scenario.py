@@ -429,12 +429,14 @@ class TestModelAndIdentity:
 
     def test_the_shipped_reissue_scenario_opts_in_to_both(self) -> None:
         """``reissue_calls`` and ``long_task`` run the re-issuing model on identity by content,
-        two identical taps in a row among their steps, and ``replan_calls`` the re-planning
-        model on it; no other shipped scenario changes the default."""
+        two identical taps in a row among their steps, ``replan_calls`` the re-planning
+        model on it and ``drift_payments`` the drifting one; no other shipped scenario
+        changes the default."""
         chosen = {s.name: (s.model, s.identity) for s in load_scenarios(SCENARIOS)}
         assert chosen.pop("reissue_calls") == ("reissue", "content")
         assert chosen.pop("long_task") == ("reissue", "content")
         assert chosen.pop("replan_calls") == ("replan", "content")
+        assert chosen.pop("drift_payments") == ("drift", "content")
         assert set(chosen.values()) == {("scripted", "id")}
         for name in ("reissue_calls", "long_task"):
             steps = [c.spec for c in load_scenario(SCENARIOS / f"{name}.toml").calls]

@@ -1,0 +1,416 @@
+"""The guard at the wire: an MCP server in front of the real one that runs every call through
+the runtime.
+
+An agent of any framework or language reaches its tools over MCP. ``WireGuard`` serves
+the real server's tools (its listing, annotations and schemas as they are) and puts each
+``tools/call`` through a ``ToolGuard`` (write-ahead journal, class snapshot, recovery):
+
+- classes from the server's annotations, a table file, or both (the file wins per tool);
+  what makes two calls the same action from the table's ``[content.TOOL]`` or the tool's
+  ``_meta`` (``harness.runtime.classes.MCP_CONTENT_META``);
+- every call gets an op id of its own (``w<life>.<n>``) and the runtime knows it by
+  content: a re-issued call is answered from the op it stands for;
+- each MCP ``initialize`` begins a new life of the agent: the runtime is closed and
+  opened again (a new incarnation; recovery decides what the last one left open), so
+  the claims of content identity start afresh;
+- a durable result is answered from the journal; a call whose outcome is unknown gets a
+  VERIFY result (``isError``, the hint and how to report); the listing gains
+  ``report_verification`` (``harness.integrations.guard.VERIFY_TOOL``);
+- a tool whose schema takes an idempotency key (``KEY_ARGUMENTS``) gets the op's stable
+  key in it, whatever the model sent; the call's context goes in ``_meta`` too.
+
+The full note: docs/guides/wire-guard.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shlex
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+from mcp import ClientSession
+from mcp.server.lowlevel import Server
+from mcp.types import (
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+)
+
+from harness.integrations.guard import (
+    VERIFY_TOOL,
+    VERIFY_TOOL_DOC,
+    GuardReply,
+    ToolGuard,
+    tool_failure,
+)
+from harness.runtime.classes import ToolTable
+from harness.runtime.errors import ToolError
+from harness.runtime.executor import CallContext
+from harness.runtime.identity import ContentRule
+
+if TYPE_CHECKING:
+    from mcp.types import RequestParamsMeta
+
+__all__ = [
+    "CALL_META_KEY",
+    "KEY_ARGUMENTS",
+    "SERVER_NAME",
+    "Upstream",
+    "WireGuard",
+    "build_server",
+    "call_meta",
+    "guard_table",
+    "list_upstream",
+    "upstream_session",
+]
+
+log = logging.getLogger("harness.wire")
+
+SERVER_NAME = "agent-crash-harness-guard"
+KEY_ARGUMENTS = ("idempotency_key", "idempotencyKey")
+"""Arguments by which a tool's schema says it takes an idempotency key: the guard fills the
+first it finds with the op's stable key (a re-issue or a redo carries the same one)."""
+
+CALL_META_KEY = "agent-crash-harness/call"
+"""The key of a forwarded call's ``_meta`` that carries its context (as the harness's own
+tool server reads it)."""
+STOP_S = 5.0
+"""How long the real server has to exit once its stdin closed, before it is killed."""
+LAST_LIFE_S = 1.0
+"""How long a new session waits for the calls of the last one still in flight."""
+
+VERIFY_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "op_id": {"type": "string", "description": "the operation the hint named"},
+        "found": {"type": "string", "enum": ["present", "absent", "unknown"]},
+    },
+    "required": ["op_id", "found"],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """The real MCP server: a command the guard starts (over stdio), or a URL."""
+
+    command: tuple[str, ...] = ()
+    url: str | None = None
+
+    def __str__(self) -> str:
+        return self.url if self.url is not None else shlex.join(self.command)
+
+
+@asynccontextmanager
+async def upstream_session(upstream: Upstream) -> AsyncIterator[ClientSession]:
+    """An initialized client session with the real server, for the guard's whole life. A
+    command runs in the guard's own process group, so that whatever kills the agent's
+    group (the guard as its child) kills the server with it."""
+    if upstream.url is not None:
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with (
+            streamable_http_client(upstream.url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+        return
+    async with (
+        _server_streams(list(upstream.command)) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def _server_streams(command: list[str]) -> AsyncIterator[Any]:
+    """The server's process, in this process's group (the SDK's ``stdio_client`` starts it in
+    a session of its own, out of reach of a kill of the agent's group), and its pipes as a
+    session's streams, one JSON-RPC message a line."""
+    import anyio.abc
+    from mcp.shared.message import SessionMessage
+    from mcp.types import jsonrpc_message_adapter
+
+    process = await anyio.open_process(command, stdin=-1, stdout=-1, stderr=None)
+    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+
+    def parse(line: bytes) -> SessionMessage | Exception:
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except ValueError as exc:  # the session reports a line that is not JSON-RPC
+            return exc
+
+    async def from_server(stdout: anyio.abc.ByteReceiveStream) -> None:
+        buffer = b""
+        async with to_session:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for chunk in stdout:
+                    *lines, buffer = (buffer + chunk).split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            await to_session.send(parse(line))
+
+    async def to_server(stdin: anyio.abc.ByteSendStream) -> None:
+        async with from_session:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for message in from_session:
+                    wire = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await stdin.send(wire.encode() + b"\n")
+        with contextlib.suppress(OSError, anyio.BrokenResourceError):
+            await stdin.aclose()
+
+    assert process.stdin is not None and process.stdout is not None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(from_server, process.stdout)
+        tasks.start_soon(to_server, process.stdin)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                await write_stream.aclose()
+                with anyio.move_on_after(STOP_S):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+            tasks.cancel_scope.cancel()
+
+
+def call_meta(ctx: CallContext) -> dict[str, Any]:
+    """The ``_meta`` of a forwarded call: its op, attempt, life and idempotency key, for a
+    server that keys its effects (``CALL_META_KEY``)."""
+    call = {
+        "op_id": ctx.op_id,
+        "attempt": ctx.attempt,
+        "incarnation": ctx.incarnation,
+        "idempotency_key": ctx.idempotency_key,
+    }
+    return {CALL_META_KEY: call}
+
+
+async def list_upstream(session: ClientSession) -> list[Tool]:
+    """Every tool the real server lists, following its pages."""
+    tools: list[Tool] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    while True:
+        params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
+        page = await session.list_tools(params=params)
+        tools += page.tools
+        cursor = page.next_cursor
+        if cursor is None or cursor in seen:
+            return tools
+        seen.add(cursor)
+
+
+def guard_table(tools: list[Tool], source: str, table: ToolTable | None = None) -> ToolTable:
+    """The guard's table: classes and content rules from the server's listing, each tool the
+    file ``table`` lists (and each of its content rules) overriding it. A tool that takes an
+    idempotency key has that argument volatile (the model may send a new one each time)."""
+    from harness.runtime.mcp_table import McpListing, McpTool, McpToolDetail
+
+    listing = McpListing(
+        (source,),
+        "",
+        "",
+        "",
+        tuple(
+            McpTool(
+                t.name,
+                None
+                if t.annotations is None
+                else t.annotations.model_dump(by_alias=True, exclude_none=True),
+            )
+            for t in tools
+        ),
+        tuple(
+            McpToolDetail(t.name, t.description or "", dict(t.input_schema), dict(t.meta or {}))
+            for t in tools
+        ),
+    )
+    found = ToolTable.from_listing(listing)
+    if table is not None:
+        table.check_arguments({t.name: list(_properties(t)) for t in tools})
+        found = found.with_overrides(dict(table.entries)).with_content(table.content)
+    keyed: dict[str, ContentRule] = {}
+    for tool in tools:
+        key = _key_argument(tool)
+        rule = found.content_rule(tool.name)
+        if key is None or (rule is not None and rule.identity is not None):
+            continue
+        volatile = () if rule is None else rule.volatile
+        if key not in volatile:
+            keyed[tool.name] = ContentRule(None, (*volatile, key))
+    return found.with_content(keyed) if keyed else found
+
+
+def _properties(tool: Tool) -> Mapping[str, Any]:
+    properties = (tool.input_schema or {}).get("properties")
+    return properties if isinstance(properties, Mapping) else {}
+
+
+def _key_argument(tool: Tool) -> str | None:
+    return next((name for name in KEY_ARGUMENTS if name in _properties(tool)), None)
+
+
+class WireGuard:
+    """The guard's state: the upstream session and its tools, the table, and the runtime
+    of the agent's current life (reopened at each ``initialize``)."""
+
+    def __init__(
+        self, session: ClientSession, tools: list[Tool], table: ToolTable, journal: Path
+    ) -> None:
+        self.session = session
+        self.tools = tools
+        self.table = table
+        self.journal = journal
+        self._keys = {t.name: k for t in tools if (k := _key_argument(t)) is not None}
+        self._names = {t.name for t in tools}
+        self._guard: ToolGuard | None = None
+        self._life = anyio.Lock()
+        self._calls = 0
+        self.lives = 0
+
+    async def begin_life(self) -> None:
+        """A new MCP session: a new life of the agent. The runtime of the last one is closed
+        (a call still in flight keeps its op RUNNING) and the journal opened again."""
+        async with self._life:
+            if self._guard is not None:
+                # A call of the last life still in flight (its session is gone) keeps its
+                # op RUNNING: recovery decides it, by its class, as after a kill.
+                await self._guard.runtime.aclose(timeout=LAST_LIFE_S)
+                self._guard = None
+            self._guard = await ToolGuard.open(
+                self.journal, self._execute, table=self.table, identity="content"
+            )
+            self._calls = 0
+            self.lives += 1
+            hints = len(self._guard.recovered)
+            log.info(
+                "life %d: journal %s opened (%d ops in doubt)", self.lives, self.journal, hints
+            )
+
+    async def current(self) -> ToolGuard:
+        """The runtime of this life (a client that calls without ``initialize`` gets one)."""
+        if self._guard is None:
+            await self.begin_life()
+        assert self._guard is not None
+        return self._guard
+
+    async def aclose(self) -> None:
+        async with self._life:
+            if self._guard is not None:
+                await self._guard.aclose()
+                self._guard = None
+
+    def listing(self) -> ListToolsResult:
+        """The real server's tools as it lists them, and the tool to report a check."""
+        verify = Tool(
+            name=VERIFY_TOOL, description=VERIFY_TOOL_DOC, input_schema=dict(VERIFY_SCHEMA)
+        )
+        return ListToolsResult(tools=[*self.tools, verify])
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> CallToolResult:
+        """One ``tools/call`` of the agent, through the runtime."""
+        guard = await self.current()
+        if name == VERIFY_TOOL:
+            try:
+                reply = await guard.verified(str(arguments.get("op_id")), arguments.get("found"))  # type: ignore[arg-type]
+            except ValueError as exc:
+                return _error(str(exc))
+            return _result(reply)
+        if name not in self._names:
+            return _error(f"unknown tool: {name!r}")
+        self._calls += 1
+        op_id = f"w{guard.runtime.incarnation}.{self._calls}"
+        try:
+            reply = await guard.call(op_id, name, dict(arguments))
+        except ToolError as exc:
+            return _error(str(exc))
+        return _result(reply)
+
+    async def _execute(self, tool: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
+        """Forward one execution to the real server: its result, as JSON, is what the journal
+        keeps; an error result is the call's failure; a lost reply is an unknown outcome."""
+        sent = dict(args)
+        key = self._keys.get(tool)
+        if key is not None:
+            sent[key] = ctx.idempotency_key
+        try:
+            meta = cast("RequestParamsMeta", call_meta(ctx))
+            result = await self.session.call_tool(tool, sent, meta=meta)
+        except Exception as exc:
+            raise tool_failure(tool, exc) from exc
+        if result.is_error:
+            raise ToolError(_text(result) or f"{tool}: the server answered with an error")
+        return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _text(result: CallToolResult) -> str:
+    return " ".join(part.text for part in result.content if isinstance(part, TextContent))
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(text=text)], is_error=True)
+
+
+def _result(reply: GuardReply) -> CallToolResult:
+    """What the agent gets: the journaled result as the server sent it, the error, or the
+    VERIFY text (an error result with the hint, so the model reads it and never takes it
+    for the tool's answer)."""
+    outcome = reply.outcome
+    if reply.hint is not None:
+        verify = {"verify": reply.hint.op_id, "tool": reply.hint.tool, "hint": reply.text}
+        return CallToolResult(
+            content=[TextContent(text=reply.text)], structured_content=verify, is_error=True
+        )
+    if (
+        outcome.status == "ok"
+        and isinstance(outcome.result, Mapping)
+        and "content" in outcome.result
+    ):
+        with contextlib.suppress(ValueError):
+            return CallToolResult.model_validate(outcome.result)
+    if outcome.status == "ok" and outcome.result is None and outcome.resolution is not None:
+        text = f"{outcome.op_id}: done (its effect was found when checked); not run again"
+        return CallToolResult(content=[TextContent(text=text)])
+    if outcome.status == "ok":
+        return CallToolResult(content=[TextContent(text=reply.text)])
+    return _error(reply.text)
+
+
+def build_server(guard: WireGuard) -> Server[Any]:
+    """The MCP server the agent talks to; ``initialize`` begins a new life."""
+
+    async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        return guard.listing()
+
+    async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+        return await guard.call(params.name, params.arguments or {})
+
+    server: Server[Any] = Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def new_life(ctx: Any, call_next: Any) -> Any:
+        if getattr(ctx, "method", None) == "initialize":
+            await guard.begin_life()
+        return await call_next(ctx)
+
+    server.middleware.append(new_life)
+    return server
+
+
+def describe(result: CallToolResult) -> str:
+    """A result in one line, for logs."""
+    return json.dumps(result.model_dump(by_alias=True, exclude_none=True, mode="json"))[:200]
