@@ -275,6 +275,13 @@ def _threads_check(
     return BrokenCheck(name, runtime, label, tuple(escape), catch)
 
 
+_MODEL_SCENARIOS = {
+    "replan": "scenarios/replan_calls.toml",
+    "drift": "scenarios/drift_payments.toml",
+}
+"""A shipped scenario of each model a broken runtime may need, named where none is selected."""
+
+
 def _model_check(
     scenarios: tuple[str, ...], name: str, runtime: type[BrokenRuntime]
 ) -> BrokenCheck:
@@ -286,7 +293,8 @@ def _model_check(
     found = {s: load_scenario(s) for s in scenarios}
     modelled = tuple(s for s, scenario in found.items() if scenario.model == model)
     if not modelled:
-        needs = f"a scenario of the {model} model (scenarios/replan_calls.toml is one)"
+        one = _MODEL_SCENARIOS.get(model)
+        needs = f"a scenario of the {model} model" + (f" ({one} is one)" if one else "")
         return BrokenCheck(name, runtime, label, not_applicable=f"it needs {needs}")
     others = tuple(
         s

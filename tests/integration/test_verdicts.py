@@ -184,6 +184,9 @@ class TestReadmeSelection:
             "key-from-args",
             "content-one-op",
             "settled-index-one-per-content",
+            "content-ignores-volatile",
+            "drift-by-tool",
+            "forwards-in-doubt",
         ], summary["self_check"]
         assert "fails for good" in skipped[0]["outcome"]
         threaded = {"no-op-lock", "stale-offset-truncate"}
@@ -197,7 +200,8 @@ class TestReadmeSelection:
         assert all(any(n in c["outcome"] for n in needs_key) for c in skipped[11:15])
         assert "a batch step" in skipped[15]["outcome"]
         shapes = ("twice with equal arguments", "repeated with another between", "two equal calls")
-        assert all(any(n in c["outcome"] for n in shapes) for c in skipped[16:])
+        assert all(any(n in c["outcome"] for n in shapes) for c in skipped[16:19])
+        assert all("a scenario of the drift model" in c["outcome"] for c in skipped[19:])
         # Each mistake that needs a fault beyond SIGKILL is caught under it only: it
         # escaped every trial without it, and the outcome says so with their number.
         beyond = [
