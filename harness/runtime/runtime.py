@@ -83,7 +83,7 @@ from harness.runtime.steps import (
     no_tool,
     run_steps,
 )
-from harness.runtime.store import Journal
+from harness.runtime.store import Journal, open_journal
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -248,8 +248,10 @@ class Runtime:
     ) -> Runtime:
         """Lock and read the journal, start an incarnation.
 
-        ``path`` names the journal's file, or is a journal opened already (any store
-        that keeps ``harness.runtime.store.Journal``); the runtime then closes it.
+        ``path`` names the journal's file, or is a PostgreSQL URL naming a journal in a
+        database (``postgresql://user@host/db?journal=task-42``, for a fleet of workers:
+        ``harness.runtime.postgres``), or is a journal opened already (any store that
+        keeps ``harness.runtime.store.Journal``); the runtime then closes it.
 
         ``compaction`` (``harness.runtime.compaction.Compaction``) says when the
         journal is compacted at open and how long settled ops are kept; by
@@ -276,7 +278,7 @@ class Runtime:
         identity = _identity(identity)
         _check_options(reconcile_timeout, reconcile_redoes, reconcile_backoff)
         journal = (
-            cls._journal_class(path, listener=listener)
+            open_journal(path, file_class=cls._journal_class, listener=listener)
             if isinstance(path, str | os.PathLike)
             else path
         )

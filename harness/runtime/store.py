@@ -25,14 +25,25 @@ The contract every store keeps:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from harness.runtime.records import Record
 
 if TYPE_CHECKING:
-    from harness.runtime.journal import CompactionBuild, IndexBuild, JournalScan, Written
+    from harness.runtime.journal import (
+        CompactionBuild,
+        IndexBuild,
+        JournalListener,
+        JournalScan,
+        JournalWriter,
+        Written,
+    )
 
-__all__ = ["Journal"]
+__all__ = ["POSTGRES_SCHEMES", "Journal", "is_database_url", "open_journal"]
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""A journal named by a URL of these schemes is kept in PostgreSQL (``postgres.py``)."""
 
 
 class Journal(Protocol):
@@ -95,3 +106,23 @@ class Journal(Protocol):
     def close(self) -> None:
         """Let go of the claim; nothing more is written."""
         ...
+
+
+def is_database_url(source: object) -> bool:
+    """Whether ``source`` names a journal in PostgreSQL rather than a file."""
+    return isinstance(source, str) and source.startswith(POSTGRES_SCHEMES)
+
+
+def open_journal(
+    source: Path | str,
+    *,
+    file_class: type[JournalWriter],
+    listener: JournalListener | None = None,
+) -> Journal:
+    """Open the journal ``source`` names: a PostgreSQL URL (``harness.runtime.postgres``,
+    which needs the ``postgres`` extra) or a file's path (``file_class``)."""
+    if is_database_url(source):
+        from harness.runtime.postgres import PostgresJournal
+
+        return PostgresJournal.open(str(source), listener=listener)
+    return file_class(source, listener=listener)
