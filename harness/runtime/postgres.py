@@ -548,6 +548,7 @@ class PostgresJournal:
         can tell (``_Unknown``)."""
         for _ in range(3):
             conn = self._conn or self._reconnect()
+            pid = conn.info.backend_pid  # the backend to wait out if the connection breaks
             try:
                 with conn.transaction():
                     return work(conn)
@@ -559,7 +560,6 @@ class PostgresJournal:
                         f"{self.name}: the database refused the write ({_first_line(exc)}); "
                         "nothing of it committed"
                     ) from exc
-                pid = conn.info.backend_pid
                 self._drop_connection()
                 committed = self._committed(write_id, pid)
                 if committed is None:
