@@ -11,7 +11,7 @@ Unix socket in that folder, and trusts local connections. ``initdb`` refuses to 
 as root, so a harness running as root runs the server as an unprivileged user:
 ``HARNESS_POSTGRES_USER``, else Debian's ``postgres``. ``stop`` (also on leaving the
 ``with`` block, on Ctrl-C too) ends the server's whole process group and removes
-the folder.
+the folder; a watchdog process does the same if the harness dies without stopping it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -120,6 +121,7 @@ class PostgresServer:
         self.folder = folder
         self.port = port
         self.process = process
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def start(cls, *, base: Path | None = None, user: str | None = None) -> PostgresServer:
@@ -187,6 +189,7 @@ class PostgresServer:
                     log.close()
                 server = cls(folder, port, process)
                 if server._wait_ready():
+                    server._watchdog = _watch(process.pid, folder)
                     return server
                 _end(process)
                 process = None
@@ -247,6 +250,10 @@ class PostgresServer:
             _end(self.process)
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
+            if self._watchdog is not None:  # its pipe closed: it finds nothing left to do
+                assert self._watchdog.stdin is not None
+                self._watchdog.stdin.close()
+                self._watchdog.wait(STOP_SECONDS)
 
     def __enter__(self) -> PostgresServer:
         return self
@@ -296,6 +303,34 @@ def _end(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)  # backends the postmaster left, if any
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(STOP_SECONDS)
+
+
+_WATCHDOG = """
+import os, shutil, signal, sys, time
+group, folder = int(sys.argv[1]), sys.argv[2]
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the harness's to handle
+sys.stdin.buffer.read()  # until the harness closes the pipe, or dies
+try:
+    os.killpg(group, signal.SIGINT)
+    for _ in range(100):
+        time.sleep(0.05)
+        os.killpg(group, 0)
+    os.killpg(group, signal.SIGKILL)
+except ProcessLookupError:
+    pass
+shutil.rmtree(folder, ignore_errors=True)
+"""
+
+
+def _watch(group: int, folder: Path) -> subprocess.Popen[bytes]:
+    """A process that ends the server and removes its folder once this one's pipe to it
+    closes: at ``stop``, or when the harness dies without one (a SIGKILL)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(group), str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _log_tail(folder: Path) -> str:
