@@ -36,7 +36,7 @@ class TestRefusals:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """As root, a server user that does not exist is named in the refusal."""
-        monkeypatch.setattr(postgres.os, "geteuid", lambda: 0)
+        monkeypatch.setattr(os, "geteuid", lambda: 0)
         monkeypatch.setenv(postgres.SERVER_USER_VARIABLE, "no-such-user-here")
         with pytest.raises(PostgresUnavailable, match="no user 'no-such-user-here'"):
             server_user()
