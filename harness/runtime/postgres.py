@@ -208,6 +208,7 @@ class PostgresJournal:
             self._drop_connection()
             raise
         self.size = sum(len(json.dumps(record_to_json(s.record))) for s in self.scan.records)
+        self._next = self.scan.valid_end
         self._stop = threading.Event()
         self._renewer = threading.Thread(
             target=self._renew_loop, name=f"lease {options.journal}", daemon=True
@@ -257,6 +258,21 @@ class PostgresJournal:
         with self._lock:
             self._deferred.extend(records)
 
+    @property
+    def poisoned(self) -> bool:
+        """Whether a write's outcome could not be learnt, so that this writer takes no more
+        (a fenced one is refused by ``JournalFencedError`` instead)."""
+        return self._poisoned is not None
+
+    @property
+    def synced_size(self) -> int:
+        """Where the committed records end (the next sequence number): every write is
+        committed when it returns."""
+        return self._next
+
+    def append(self, record: Record, *, sync: bool = True) -> int:
+        return self.append_many((record,), sync=sync)
+
     def append_many(self, records: Iterable[Record], *, sync: bool = True) -> int:
         written = self.write(records, sync=sync)
         self.settle(written)
@@ -286,6 +302,7 @@ class PostgresJournal:
             self._deferred.clear()
             self.size += sum(len(p) for p in payloads)
             end = first + len(batch)
+            self._next = max(self._next, end)
             if self._listener is not None:
                 self._events.append(Appended(batch, first, end, True))
             return Written(first + deferred, end, False, 0)
@@ -336,6 +353,7 @@ class PostgresJournal:
                 self.size, self.scan = self._transaction(
                     work, retry=False, write_id=write_id, read_back=read_back
                 )
+                self._next = self.scan.valid_end
             except _Unknown as unknown:
                 raise JournalWriteError(self._poison(str(unknown))) from unknown.__cause__
             return self.size

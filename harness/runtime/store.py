@@ -71,12 +71,26 @@ class Journal(Protocol):
         """Return once a tool may run; raise what forbids it (damage, a lost claim)."""
         ...
 
+    @property
+    def synced_size(self) -> int:
+        """Where the records known durable end, in the positions ``write`` returns."""
+        ...
+
+    @property
+    def poisoned(self) -> bool:
+        """Whether a write failed so that this writer takes no more."""
+        ...
+
     def check_writable(self) -> None:
         """Raise what the next append would raise (poisoned, closed, fenced)."""
         ...
 
     def defer(self, records: Iterable[Record]) -> None:
         """Have ``records`` written in front of the next append, in its one write."""
+        ...
+
+    def append(self, record: Record, *, sync: bool = True) -> int:
+        """Write one record and make it durable; its position."""
         ...
 
     def append_many(self, records: Iterable[Record], *, sync: bool = True) -> int:

@@ -285,14 +285,14 @@ class TestClaims:
 
         def slow(tool: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
             for _ in range(3):
-                time.sleep(0.6)  # past the lease of 1 s in all, renewed every 0.2 s
+                time.sleep(0.9)  # past the lease of 2 s in all, renewed every 0.3 s
                 try:
                     Runtime.open(_url(database, holder="worker-b"), table=TABLE).close()
                 except JournalLockedError as exc:
                     refused.append(str(exc))
             return "done"
 
-        with Runtime.open(_url(database, holder="worker-a", lease=1, renew=0.2)) as runtime:
+        with Runtime.open(_url(database, holder="worker-a", lease=2, renew=0.3)) as runtime:
             runtime.recover(slow)
             assert runtime.call("s1", "put", {}, slow).ok
         assert len(refused) == 3 and all("worker-a" in r for r in refused)
