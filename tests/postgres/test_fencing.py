@@ -56,8 +56,9 @@ def _reaped(*processes: subprocess.Popen[str]) -> Iterator[None]:
 def _line(process: subprocess.Popen[str]) -> str:
     assert process.stdout is not None
     line = process.stdout.readline().strip()
-    said = process.stderr.read() if process.stderr else ""
-    assert line, f"worker {process.pid} said nothing more: {said}"
+    if not line:  # it ended: what it said on stderr
+        said = process.stderr.read() if process.stderr else ""
+        raise AssertionError(f"worker {process.pid} said nothing more: {said}")
     return line
 
 
