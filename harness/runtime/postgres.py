@@ -204,6 +204,13 @@ class PostgresJournal:
         self._conn: psycopg.Connection[Any] | None = self._connect()
         try:
             self.token, self.journal_id, self.scan = self._claim()
+        except self._psycopg.Error as exc:
+            self._drop_connection()
+            raise JournalError(
+                f"{self.name}: claim failed ({_first_line(exc)}); nothing ran. If the "
+                "connection broke at its commit, the claim may hold the journal until its "
+                "lease ends"
+            ) from exc
         except BaseException:
             self._drop_connection()
             raise
