@@ -1,6 +1,5 @@
 """Every error this project raises on purpose: one root, each leaf naming cause and remedy.
-The runtime's leaves (``harness.runtime.errors``) are re-exported; catch ``HarnessError``.
-
+The runtime's leaves (``harness.runtime.errors``) are re-exported; catch ``HarnessError``:
     HarnessError
     ├── ToolTableError            a tool table file is malformed
     ├── DecisionKeyError          no cell of the decision matrix for a key
