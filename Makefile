@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv observer test test-long chaos lint audit bench bench-journal docs browser screenshots clean guards-env test-guards agents scoreboard
+.PHONY: venv observer test test-long test-postgres chaos lint audit bench bench-journal docs browser screenshots clean guards-env test-guards agents scoreboard
 
 venv: $(STAMP)
 
@@ -24,10 +24,16 @@ observer: $(STAMP)
 # one of them: most of their time is spent waiting on the processes they start.
 TEST_WORKERS ?= 2
 test: $(STAMP) observer
-	$(PY) -m pytest -q -m "not long" --ignore=tests/guards -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -m "not long" --ignore=tests/guards --ignore=tests/postgres -n $(TEST_WORKERS) --dist loadfile
 
 test-long: $(STAMP) observer
-	$(PY) -m pytest -q -m long --ignore=tests/guards
+	$(PY) -m pytest -q -m long --ignore=tests/guards --ignore=tests/postgres
+
+# tests/postgres/: the journal in PostgreSQL, on a server of the tests' own (harness/chaos/postgres.py:
+# the machine's initdb and postgres, in /dev/shm, as an unprivileged user when run as root).
+# Skipped, with the reason, where PostgreSQL is not installed: make installs nothing (README).
+test-postgres: $(STAMP)
+	$(PY) -m pytest -q tests/postgres
 
 chaos: $(STAMP) observer
 	$(PY) -m harness chaos $(CHAOS_ARGS)

@@ -1,6 +1,5 @@
 """Every error this project raises on purpose: one root, each leaf naming cause and remedy.
-The runtime's leaves (``harness.runtime.errors``) are re-exported; catch ``HarnessError``.
-
+The runtime's leaves (``harness.runtime.errors``) are re-exported; catch ``HarnessError``:
     HarnessError
     ├── ToolTableError            a tool table file is malformed
     ├── DecisionKeyError          no cell of the decision matrix for a key
@@ -8,6 +7,7 @@ The runtime's leaves (``harness.runtime.errors``) are re-exported; catch ``Harne
     ├── JournalError
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
+    │   ├── JournalFencedError    a newer claim took the journal over from this worker
     │   ├── JournalRetiredError   the journal of a retired task: nothing runs on it
     │   ├── JournalVersionError   a header, frame or record of a format this runtime does not know
     │   ├── JournalWriteError     an append failed (e.g. ENOSPC); the writer takes no more
@@ -35,6 +35,7 @@ from harness.runtime.errors import (
     JournalClosedError,
     JournalCorruptError,
     JournalError,
+    JournalFencedError,
     JournalLockedError,
     JournalRetiredError,
     JournalVersionError,
@@ -56,6 +57,7 @@ __all__ = [
     "JournalClosedError",
     "JournalCorruptError",
     "JournalError",
+    "JournalFencedError",
     "JournalLockedError",
     "JournalRetiredError",
     "JournalVersionError",

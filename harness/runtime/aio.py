@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 
 from harness.runtime.errors import JournalError, RuntimeUsageError
 from harness.runtime.executor import CallOutcome
-from harness.runtime.journal import JournalWriter
 from harness.runtime.matrix import RecoveryDecision
 from harness.runtime.records import Record, Resolution
 from harness.runtime.recovery import OpHistory
@@ -48,6 +47,7 @@ from harness.runtime.steps import (
     is_async_function,
     no_tool,
 )
+from harness.runtime.store import Journal
 
 __all__ = ["WRITER_THREADS", "AsyncRuntime", "AsyncToolFunction", "JournalPump"]
 
@@ -92,7 +92,7 @@ class JournalPump:
     the writes made (a bench reads how many appends each took).
     """
 
-    def __init__(self, journal: JournalWriter, note: Callable[[Record], None]) -> None:
+    def __init__(self, journal: Journal, note: Callable[[Record], None]) -> None:
         self._journal = journal
         self._note = note
         self._queue: list[tuple[Append, asyncio.Future[None]]] = []
@@ -200,7 +200,7 @@ class AsyncRuntime:
     @classmethod
     async def open(
         cls,
-        path: Path | str,
+        path: Path | str | Journal,
         *,
         runtime_class: type[Runtime] = Runtime,
         tools_in_threads: bool = False,

@@ -11,6 +11,7 @@ leaves under the same root.
     ├── JournalError
     │   ├── JournalCorruptError   a record before the tail fails its checks
     │   ├── JournalLockedError    another process holds the journal
+    │   ├── JournalFencedError    a newer claim took the journal over from this worker
     │   ├── JournalVersionError   a header, frame or record of a format this runtime does not know
     │   ├── JournalWriteError     an append failed (e.g. ENOSPC); the writer takes no more
     │   └── JournalClosedError    the runtime was closed while a call was in flight
@@ -106,6 +107,29 @@ class JournalLockedError(JournalError):
     other agent, or give this one its own journal. The lock is an OS lock that
     the kernel frees when its holder dies, so a killed agent never blocks.
     """
+
+
+class JournalFencedError(JournalError):
+    """Another worker claimed this journal (a task) with a newer fencing token.
+
+    Cause: this worker's lease ended (it was paused, cut off or slow past the
+    lease: a GC pause, a frozen VM, a partition, SIGSTOP) and another worker
+    claimed the task. Every write checks the token in its own transaction, so
+    this worker's writes are refused from then on, and no tool runs after the
+    refusal. Remedy: stop working on the task; its new holder decides the ops
+    this worker left open by their class.
+    """
+
+    def __init__(self, journal: str, token: int, newer: int | None, holder: str) -> None:
+        self.journal = journal
+        self.token = token
+        self.newer = newer
+        self.holder = holder
+        now = "" if newer is None else f" (token {newer})"
+        super().__init__(
+            f"{journal}: fenced: this worker's claim (token {token}) was taken over by "
+            f"{holder}{now}; nothing more is written or run here: stop working on this task"
+        )
 
 
 class JournalRetiredError(JournalError):

@@ -33,9 +33,10 @@ from harness.runtime import log
 from harness.runtime.classes import ToolClass
 from harness.runtime.errors import FailpointTriggered, ToolError, TransientToolError
 from harness.runtime.hooks import failpoint
-from harness.runtime.journal import MAX_PAYLOAD, JournalWriter
+from harness.runtime.journal import MAX_PAYLOAD
 from harness.runtime.records import FinishRecord, IntentRecord, Record, Resolution, digest
 from harness.runtime.steps import Append, CallContext, Invoke, Steps, idempotency_key, run_steps
+from harness.runtime.store import Journal
 
 __all__ = [
     "JSON_LIMIT",
@@ -98,7 +99,7 @@ class Executor:
 
     def __init__(
         self,
-        journal: JournalWriter,
+        journal: Journal,
         incarnation: int,
         *,
         on_record: Callable[[Record], None],

@@ -1298,6 +1298,16 @@ class JournalWriter:
                     self._append((), sync=True)
             self._release()
 
+    @property
+    def name(self) -> str:
+        """The journal as messages name it: its path."""
+        return str(self.path)
+
+    def remove(self) -> None:
+        """Delete the closed journal's file and make that durable (its directory fsynced)."""
+        os.unlink(self.path)
+        fsync_dir(self.path.parent)
+
     def _release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # also releases the flock

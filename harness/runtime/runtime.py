@@ -39,7 +39,7 @@ from harness.runtime.errors import (
 from harness.runtime.executor import CallOutcome, Executor, ToolFunction
 from harness.runtime.hooks import failpoint
 from harness.runtime.identity import ContentKey, Identity, match_by_content
-from harness.runtime.journal import JournalListener, JournalWriter, fsync_dir
+from harness.runtime.journal import JournalListener, JournalWriter
 from harness.runtime.matrix import (
     Decision,
     OpState,
@@ -83,6 +83,7 @@ from harness.runtime.steps import (
     no_tool,
     run_steps,
 )
+from harness.runtime.store import Journal, open_journal
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -149,7 +150,7 @@ class Runtime:
 
     def __init__(
         self,
-        journal: JournalWriter,
+        journal: Journal,
         table: ToolTable,
         *,
         max_attempts: int = 3,
@@ -215,7 +216,7 @@ class Runtime:
         if why is not None:
             # Before this life writes anything: its records (a torn tail's report first)
             # go to the new file.
-            log.info("%s: compacting at open: %s", journal.path, why)
+            log.info("%s: compacting at open: %s", journal.name, why)
             self._compact()
         incarnation = IncarnationRecord(self.incarnation, os.getpid())
         torn = journal.scan.torn
@@ -232,7 +233,7 @@ class Runtime:
     @classmethod
     def open(
         cls,
-        path: Path | str,
+        path: Path | str | Journal,
         *,
         table: ToolTable | None = None,
         max_attempts: int = 3,
@@ -246,6 +247,11 @@ class Runtime:
         reconcile_backoff: float = RECONCILE_BACKOFF,
     ) -> Runtime:
         """Lock and read the journal, start an incarnation.
+
+        ``path`` names the journal's file, or is a PostgreSQL URL naming a journal in a
+        database (``postgresql://user@host/db?journal=task-42``, for a fleet of workers:
+        ``harness.runtime.postgres``), or is a journal opened already (any store that
+        keeps ``harness.runtime.store.Journal``); the runtime then closes it.
 
         ``compaction`` (``harness.runtime.compaction.Compaction``) says when the
         journal is compacted at open and how long settled ops are kept; by
@@ -271,7 +277,11 @@ class Runtime:
         """
         identity = _identity(identity)
         _check_options(reconcile_timeout, reconcile_redoes, reconcile_backoff)
-        journal = cls._journal_class(path, listener=listener)
+        journal = (
+            open_journal(path, file_class=cls._journal_class, listener=listener)
+            if isinstance(path, str | os.PathLike)
+            else path
+        )
         try:
             return cls(
                 journal,
@@ -536,7 +546,7 @@ class Runtime:
             return exc.for_call(op_id, unknown=open_now or op_id in exc.maybe_durable)
         if self._closing and not isinstance(exc, JournalWriteError | JournalClosedError):
             return JournalClosedError(
-                f"{self.journal.path}: the runtime was closed while call {op_id} was under "
+                f"{self.journal.name}: the runtime was closed while call {op_id} was under "
                 "way; its outcome is unknown, and the next start decides it by its class"
             )
         return exc
@@ -921,10 +931,10 @@ class Runtime:
         if forget:
             log.warning(
                 "%s: %d settled ops past retention forgotten: a call under their id runs as new",
-                self.journal.path,
+                self.journal.name,
                 len(forget),
             )
-        log.info("%s: compacted from %d to %d bytes", self.journal.path, before, size)
+        log.info("%s: compacted from %d to %d bytes", self.journal.name, before, size)
         return size
 
     def retire(self, *, delete: bool = False) -> None:
@@ -951,9 +961,8 @@ class Runtime:
             self._write_many([RetiredRecord(self.incarnation, time.time())])
             self.journal.close()
             if delete:
-                os.unlink(self.journal.path)
-                fsync_dir(self.journal.path.parent)
-            log.info("%s: journal retired%s", self.journal.path, " and deleted" if delete else "")
+                self.journal.remove()
+            log.info("%s: journal retired%s", self.journal.name, " and deleted" if delete else "")
 
     def _compacted(self, records: list[Record], size: int, crc: int, now: float) -> list[Record]:
         """The records of the compacted journal (a seam: the broken runtimes compact their

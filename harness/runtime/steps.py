@@ -34,8 +34,8 @@ from typing import Any, TypeVar
 
 from harness.runtime.errors import JournalWriteError
 from harness.runtime.hooks import failpoint
-from harness.runtime.journal import JournalWriter
 from harness.runtime.records import Record
+from harness.runtime.store import Journal
 
 __all__ = [
     "Append",
@@ -141,7 +141,7 @@ def advance(steps: Steps[T], reply: Any, error: BaseException | None) -> Step | 
 
 def run_steps(
     steps: Steps[T],
-    journal: JournalWriter,
+    journal: Journal,
     note: Callable[[Record], None],
     execute: Callable[[str, Mapping[str, Any], CallContext], Any],
     *,

@@ -337,6 +337,7 @@ class TestSettledOpsLeftInTheFile:
         for eager in (False, True):
             with Runtime.open(path, table=TABLE, compaction=NEVER) as rt:
                 if eager:
+                    assert isinstance(rt.journal, JournalWriter)  # a file's reader
                     rt.ops = fold_scan(rt.journal.read(path.read_bytes()))
                 assert (rt.ops.settled is None) == eager
                 answers.append([list(rt.ops), rt.plan(), [rt.outcome_of(i) for i in rt.ops]])

@@ -212,6 +212,8 @@ class TestThePublicFace:
             "JournalListener",
             "Opened",
             "Synced",
+            # a fleet's worker whose task another worker claimed (a PostgreSQL journal)
+            "JournalFencedError",
             # the errors of misuse
             "JournalClosedError",
             "OpConflictError",
