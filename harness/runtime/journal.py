@@ -63,6 +63,7 @@ from harness.runtime.records import (
     TailDroppedRecord,
     UnknownRecordKind,
     record_from_json,
+    record_from_payload,
     record_to_json,
 )
 from harness.runtime.settled import IndexedOps, SettledIndexBuilder, SettledOps, settled_index
@@ -311,7 +312,7 @@ def _record_at(fd: int, pos: int, size: int) -> tuple[int, Record] | None:
     if len(payload) != length or zlib.crc32(payload, zlib.crc32(header[2:7])) != crc:
         return None
     try:
-        return end, record_from_json(json.loads(payload))
+        return end, record_from_payload(payload)
     except (ValueError, RecursionError):
         return None
 
