@@ -27,6 +27,7 @@ from harness.failpoints import ModelFault, failpoint, set_agent_hook, tell_super
 from harness.runtime import (
     CallContext,
     CallOutcome,
+    JournalWriteError,
     OpConflictError,
     Resolution,
     Runtime,
@@ -90,7 +91,16 @@ class ScriptedModel:
             step = issued[0]
             op_id = self.issued_id(step)
             self.tell("invoke", op_id)
-            self.tell(*self.issue(step, op_id))
+            try:
+                told = self.issue(step, op_id)
+            except JournalWriteError as exc:
+                # A full disk ends the life. The user is told "failed" when the runtime
+                # says so (no intent on disk: it never runs unless called again); an
+                # outcome it calls unknown is left in flight, as a kill leaves it.
+                if exc.outcome_unknown is False:
+                    self.tell("fail", op_id)
+                raise
+            self.tell(*told)
 
     def recover_in_flight(self, at: str) -> None:
         """The ``recover`` fault: the agent calls ``recover()`` while a call is in flight (at
