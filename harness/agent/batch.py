@@ -90,7 +90,7 @@ async def _batch(
             try:
                 outcome = await batch.call(op_id, step.tool, step.args, tool)
             except JournalWriteError as exc:  # a full disk: the life ends once all are back
-                if exc.outcome_unknown is False:  # else left in flight (ScriptedModel.run)
+                if exc.op_id == op_id and exc.outcome_unknown is False:  # ScriptedModel.run
                     tell("fail", op_id)
                 raise
             except asyncio.CancelledError as exc:

@@ -95,9 +95,10 @@ class ScriptedModel:
                 told = self.issue(step, op_id)
             except JournalWriteError as exc:
                 # A full disk ends the life. The user is told "failed" when the runtime
-                # says so (no intent on disk: it never runs unless called again); an
-                # outcome it calls unknown is left in flight, as a kill leaves it.
-                if exc.outcome_unknown is False:
+                # says so of this call (no intent on disk: it never runs unless called
+                # again); an outcome it calls unknown, or a failure of another call made
+                # for it (a check, a redo), is left in flight, as a kill leaves it.
+                if exc.op_id == op_id and exc.outcome_unknown is False:
                     self.tell("fail", op_id)
                 raise
             self.tell(*told)

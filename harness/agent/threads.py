@@ -84,7 +84,7 @@ def run_batch_threads(
         except JournalWriteError as exc:  # a full disk: the life ends once all are back
             with guard:
                 first, op.told = not op.told, True
-            if first and exc.outcome_unknown is False:  # else left in flight (ScriptedModel.run)
+            if first and exc.op_id == op_id and exc.outcome_unknown is False:  # as in run()
                 told("fail", op_id, None, None)
             raise
         finally:
