@@ -21,6 +21,7 @@ ACTIONS = (
     "raise",
     "sleep",
     "enospc",
+    "enospc-mid",
     "lost-reply",
     "count",
     "cancel",

@@ -13,8 +13,8 @@ process:
 
     spec    := entry ("," entry)*
     entry   := name ["@" N] "=" action ["(" arg ")"]
-    action  := kill | exit | raise | sleep | enospc | lost-reply | count | cancel
-             | lost-request
+    action  := kill | exit | raise | sleep | enospc | enospc-mid | lost-reply | count
+             | cancel | lost-request
 
 The full note: docs/reference/modules.md (``harness/failpoints.py``).
 """
@@ -29,12 +29,16 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from harness.errors import FailpointSpecError
 from harness.exits import AGENT_FAILPOINT_EXIT
 from harness.failpoint_spec import AGENT_HOOKS, MODEL_FAULTS, FailpointSpec, parse_spec
 from harness.runtime.errors import FailpointTriggered, TransientToolError
 from harness.runtime.hooks import CRASH_POINTS, set_crash_hook
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = [
     "AIMED_KILL_SIGNAL",
@@ -57,6 +61,7 @@ __all__ = [
     "hit_ops",
     "hit_ops_path",
     "hit_report",
+    "invoked",
     "parse_failpoints",
     "report_hit_counts",
     "report_hit_counts_once",
@@ -149,6 +154,8 @@ class _Trigger:
 
 
 _armed: dict[str, _Trigger] = {}
+_invoked: set[str] = set()
+"""The op ids this process told the supervisor it invoked (``invoked``)."""
 _ready_ns: int | None = None
 _agent_hooks: dict[str, Callable[[str], None]] = {}
 _aim_group = False
@@ -350,6 +357,8 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         time.sleep((spec.arg or 0) / 1000)
     elif spec.action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    elif spec.action == "enospc-mid":
+        _disk_fills_mid_write(spec, hit, detail)
     elif spec.action == _AIM:
         _aim_reached(f"{spec.name} {detail}")
     elif spec.action == "lost-reply":
@@ -396,6 +405,29 @@ class ModelFault(Exception):
         self.arg = arg
 
 
+def _disk_fills_mid_write(spec: FailpointSpec, hit: int, detail: str) -> None:
+    """The disk fills up in the middle of a write. At ``journal.append`` (right before the
+    write): the write stores the first half of its bytes and says so, as ``write`` does on
+    a disk that fills up part way (a short write; the journal then fails the append with
+    ENOSPC), so that a group write of several callers' intents leaves some frames whole.
+    Anywhere else (``journal.before_fsync``: written whole, not yet durable): ENOSPC, as
+    an fsync returns where the file system allocates at writeback."""
+    tell_supervisor(f"fault disk-full-mid-write {spec.name} {hit} {detail}".rstrip())
+    if spec.name != "journal.append":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    real = os.write
+    writer = _thread.get_ident()
+
+    def short_write(fd: int, data: ReadableBuffer) -> int:
+        if _thread.get_ident() != writer:
+            return real(fd, data)
+        os.write = real  # this write only: the next one meets the full disk itself
+        view = memoryview(data)
+        return real(fd, view[: len(view) // 2])
+
+    os.write = short_write
+
+
 def _cancel_here(spec: FailpointSpec, hit: int, detail: str) -> None:
     """Cancel the asyncio task running this hit; outside one, say so and do nothing."""
     # asyncio only if the process has imported it: without it no task can be running,
@@ -416,6 +448,13 @@ def _cancel_here(spec: FailpointSpec, hit: int, detail: str) -> None:
         return
     task.cancel(f"failpoint {spec}")
     tell_supervisor(f"fault cancel {spec.name} {hit} {detail}".rstrip())
+
+
+def invoked() -> frozenset[str]:
+    """The op ids this process has told the supervisor it invoked so far (``invoke s003``):
+    the world ledgers with each execution whether its step's call was among them, so
+    that a checker can tell a call the model made from one the runtime made alone."""
+    return frozenset(_invoked)
 
 
 def set_agent_hook(action: str, hook: Callable[[str], None] | None) -> Callable[[str], None] | None:
@@ -440,6 +479,8 @@ def tell_supervisor(message: str) -> bool:
     global _ready_ns
     if message == "ready":
         _ready_ns = time.monotonic_ns()  # hit times of a counted run are told from here
+    elif message.startswith("invoke "):
+        _invoked.add(message.split(" ", 2)[1])
     channel = os.environ.get(CHANNEL_ENV, "")
     if not channel.isdigit():
         return False

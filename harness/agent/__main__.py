@@ -33,6 +33,7 @@ from harness.failpoints import (
     ModelFault,
     arm_from_environ,
     failpoint,
+    invoked,
     report_hit_counts,
     tell_supervisor,
 )
@@ -60,7 +61,9 @@ def world_tools(trial: Path) -> Iterator[ToolFunction]:
     """The simulated tools and the plan's declared ones, run in this process on the
     trial's world."""
     declared = load_plan(trial / "plan.json").tools
-    with WorldStore.open(trial / "world.db", journal_path=trial / "journal") as world:
+    with WorldStore.open(
+        trial / "world.db", journal_path=trial / "journal", invoked=invoked
+    ) as world:
         yield make_tool_function(world, declared)
 
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from harness.agent.plan import PlanStep
 from harness.failpoints import set_agent_hook, tell_supervisor
-from harness.runtime import CallContext, CallOutcome, Runtime, ToolFunction
+from harness.runtime import CallContext, CallOutcome, JournalWriteError, Runtime, ToolFunction
 from harness.runtime.aio import AsyncRuntime
 
 __all__ = ["Cancelled", "run_batch"]
@@ -89,6 +89,10 @@ async def _batch(
             tell("invoke", op_id)
             try:
                 outcome = await batch.call(op_id, step.tool, step.args, tool)
+            except JournalWriteError as exc:  # a full disk: the life ends once all are back
+                if exc.op_id == op_id and exc.outcome_unknown is False:  # ScriptedModel.run
+                    tell("fail", op_id)
+                raise
             except asyncio.CancelledError as exc:
                 # This call only: the runtime journaled its outcome as unknown; the
                 # others go on. The task takes the cancellation back, as it is handled.

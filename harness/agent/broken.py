@@ -1284,6 +1284,36 @@ class ReconcilesAtOnce(BrokenRuntime):
         self.reconcile_redoes = 8
 
 
+def _none_within(encoded: Sequence[tuple[Record, bytes]], written: int) -> frozenset[str]:
+    return frozenset()  # the mistake: a failed write is taken to have written no frame
+
+
+class _NothingWrittenWriter(JournalWriter):
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
+        with _journal_function("_intents_within", _none_within):  # under the writer's lock
+            return super()._append(records, sync=sync)
+
+
+class FailedGroupWriteFailsAll(BrokenRuntime):
+    """Tells every caller of a group write the disk filled up in that its call failed.
+
+    A write of several callers' intents that a full disk cuts short leaves the
+    first frames whole; the next start reads them and runs those ops (a
+    retry-safe one retried, an unsafe one redone once the model finds no
+    effect), though their callers were told they failed and never called them
+    again (I10). The callers whose frames were cut are rightly told "failed".
+    """
+
+    mistake = (
+        "tells every caller of a write cut short by a full disk 'failed', though the "
+        "first intent frames were written whole"
+    )
+    caught_by = ("I10",)
+    needs_fault = "disk-full-mid-write"
+    needs_batch = True
+    _journal_class = _NothingWrittenWriter
+
+
 class KeyWindowNeverPasses(BrokenRuntime):
     mistake = "ages a keyed op's key from this start, so its window never passes: retried"
     caught_by = ("I2",)
@@ -1558,6 +1588,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "answers-reused-id": AnswersReusedId,
     "awaits-nothing": AwaitsNothing,
     "recovers-in-flight": RecoversInFlight,
+    "failed-group-write-fails-all": FailedGroupWriteFailsAll,
     "reconciles-at-once": ReconcilesAtOnce,
     "both-apis-at-once": BothApisAtOnce,
     "key-from-args": KeyFromArgs,

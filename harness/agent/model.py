@@ -27,6 +27,7 @@ from harness.failpoints import ModelFault, failpoint, set_agent_hook, tell_super
 from harness.runtime import (
     CallContext,
     CallOutcome,
+    JournalWriteError,
     OpConflictError,
     Resolution,
     Runtime,
@@ -102,7 +103,17 @@ class ScriptedModel:
             step = issued[0]
             op_id = self.issued_id(step)
             self.tell("invoke", op_id)
-            self.tell(*self.issue(step, op_id))
+            try:
+                told = self.issue(step, op_id)
+            except JournalWriteError as exc:
+                # A full disk ends the life. The user is told "failed" when the runtime
+                # says so of this call (no intent on disk: it never runs unless called
+                # again); an outcome it calls unknown, or a failure of another call made
+                # for it (a check, a redo), is left in flight, as a kill leaves it.
+                if exc.op_id == op_id and exc.outcome_unknown is False:
+                    self.tell("fail", op_id)
+                raise
+            self.tell(*told)
         self.after_plan()
 
     def verify_at_start(self, hints: tuple[VerifyHint, ...]) -> tuple[VerifyHint, ...]:

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 from harness.agent.plan import PlanStep
-from harness.runtime import CallContext, CallOutcome, Runtime, ToolFunction
+from harness.runtime import CallContext, CallOutcome, JournalWriteError, Runtime, ToolFunction
 
 __all__ = ["run_batch_threads"]
 
@@ -81,6 +81,12 @@ def run_batch_threads(
         op.go.wait()
         try:
             outcome = runtime.call(op_id, step.tool, step.args, tool)
+        except JournalWriteError as exc:  # a full disk: the life ends once all are back
+            with guard:
+                first, op.told = not op.told, True
+            if first and exc.op_id == op_id and exc.outcome_unknown is False:  # as in run()
+                told("fail", op_id, None, None)
+            raise
         finally:
             op.ready.set()
         with guard:

@@ -7,8 +7,11 @@ journal of an agent that ran so many ops would hold it. Each start is a fresh
 process (``python -c``) that opens the journal with ``Runtime.open`` and
 recovers it, and reports the seconds both took (imports left out) and its peak
 RSS (``VmHWM``; ``ru_maxrss`` where there is no ``/proc``): the memory a
-restarted agent pays. Every sample starts
-from a fresh copy of the journal, so each is a first start on it. A start on
+restarted agent pays. Every sample starts from a fresh copy of the journal,
+so each is a first start on it; the copy is fsynced before the start is
+timed (``durable_copy``), as the journal a restarted agent finds is: else the
+start's first fsync would also write out the copy's pages, tens of MB for a
+long journal and a few hundred kB for a short one. A start on
 the compacted history reads its index and one CRC over its settled block, not
 its settled records (``harness.runtime.settled``): what it pays per op is the
 CRC's bytes and the index, not decoding.
@@ -17,6 +20,7 @@ CRC's bytes and the index, not decoding.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -40,7 +44,7 @@ from harness.runtime.records import (
 )
 from harness.runtime.runtime import Runtime
 
-__all__ = ["StartSample", "compact_journal", "history_journal", "time_start"]
+__all__ = ["StartSample", "compact_journal", "durable_copy", "history_journal", "time_start"]
 
 _TEXT = "x" * 150
 _LIFE = 1_000
@@ -102,10 +106,21 @@ class StartSample:
     """Bytes."""
 
 
-def time_start(journal: Path, scratch: Path) -> StartSample:
-    """One fresh process's open and recovery of a copy of ``journal``."""
-    copy = scratch / f"start-{time.monotonic_ns()}.journal"
+def durable_copy(journal: Path, copy: Path) -> None:
+    """Copy ``journal`` to ``copy`` and fsync it: on disk and in the page cache, as the
+    journal of an agent that restarts is."""
     shutil.copyfile(journal, copy)
+    fd = os.open(copy, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def time_start(journal: Path, scratch: Path) -> StartSample:
+    """One fresh process's open and recovery of a durable copy of ``journal``."""
+    copy = scratch / f"start-{time.monotonic_ns()}.journal"
+    durable_copy(journal, copy)
     try:
         done = subprocess.run(
             [sys.executable, "-c", _START, str(copy)],

@@ -99,8 +99,9 @@ class BenchSettings:
     """Ops left running in both, as a crash leaves them (VERIFY: no tool runs)."""
     restart_repeats: int = 5
     thread_callers: int = 16
-    thread_calls: int = 50
-    """Calls each caller makes in a sample of figure 9."""
+    thread_calls: int = 200
+    """Calls each caller makes in a sample of figure 9 (a sample of 3,200 calls lasts about
+    a second: long enough that a moment of other work on the machine is not the sample)."""
     thread_repeats: int = 5
     power_loss_repeats: int = 3
     """Rounds of figure 10: a kill-only trial, then one judged over each of ``CRASH_STATES``."""
@@ -818,6 +819,20 @@ def bench_threads(settings: BenchSettings, scratch: Path, out: Measurements) -> 
     def per_fsync(name: str) -> float:
         return median_of([2 * r.calls / max(1, r.fsyncs) for r in rates[name]])
 
+    def cpu(name: str) -> float:
+        return median_of([r.cpu_per_call_us for r in rates[name]])
+
+    out.notes.append(
+        f"figure 9: {callers} threads {median_of(samples['threads']):,.0f} calls/s, "
+        f"{callers} tasks {median_of(samples['tasks']):,.0f}; durable writes per fsync "
+        f"{per_fsync('threads'):.1f} against {per_fsync('tasks'):.1f}; CPU per call "
+        f"{cpu('threads'):.0f} us against {cpu('tasks'):.0f} us: a thread's call hands the "
+        "GIL and the journal's locks on to the others (futex wakes, system time), a task's "
+        "does not, so where the cores are busy the ratio follows the CPU per call"
+    )
+    out.series["threads_cpu_us_per_call"] = {
+        name: [r.cpu_per_call_us for r in rates[name]] for name in rates
+    }
     out.figures.append(
         Figure(
             f"9 calls/s, {callers} callers: async tasks / sync threads",
@@ -826,7 +841,10 @@ def bench_threads(settings: BenchSettings, scratch: Path, out: Measurements) -> 
             "calls/s",
             Target(high=1.3),
             f"a tool that does nothing; durable writes per fsync: threads "
-            f"{per_fsync('threads'):.1f}, tasks {per_fsync('tasks'):.1f}",
+            f"{per_fsync('threads'):.1f}, tasks {per_fsync('tasks'):.1f}; CPU per call: "
+            f"threads {cpu('threads'):.0f} us, tasks {cpu('tasks'):.0f} us (a thread's "
+            "call hands the GIL and its locks on, a task's does not: where the cores are "
+            "busy, that CPU, not the fsyncs, sets the ratio)",
         )
     )
 

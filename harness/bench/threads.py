@@ -7,12 +7,16 @@ nothing, on a fresh journal: the journal's cost alone, with every intent and
 every finish durable before the call goes on. Appends that callers make
 together share one fsync on both sides (``JournalWriter.write``/``settle``
 for threads, ``JournalPump`` for tasks). Each sample is one run's calls per
-second; the fsyncs it took are counted from the listener's ``Synced`` events.
+second; the fsyncs it took are counted from the listener's ``Synced`` events,
+and the CPU it took (user and system, ``os.times``) is kept beside it: on a
+machine whose cores are busy, CPU per call decides the rate as much as the
+fsyncs do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -36,6 +40,17 @@ class CallRate:
     calls_per_s: float
     fsyncs: int
     calls: int
+    cpu_s: float = 0.0
+    """The process's CPU time (user and system) over the run, every thread's."""
+
+    @property
+    def cpu_per_call_us(self) -> float:
+        return self.cpu_s / max(1, self.calls) * 1e6
+
+
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def _nothing(tool: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
@@ -72,20 +87,20 @@ def threads_rate(root: Path, callers: int, calls: int) -> CallRate:
             thread.start()
         before = syncs.count
         start.wait()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         for thread in threads:
             thread.join()
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, _cpu() - cpu
     if failed:
         raise BenchError(f"threaded calls: {failed[0]}")
-    return CallRate(callers * calls / seconds, syncs.count - before, callers * calls)
+    return CallRate(callers * calls / seconds, syncs.count - before, callers * calls, cpu)
 
 
 def async_rate(root: Path, callers: int, calls: int) -> CallRate:
     """``callers`` tasks on one ``AsyncRuntime``, ``calls`` calls each."""
     syncs = _FsyncCount()
 
-    async def run() -> tuple[float, int]:
+    async def run() -> tuple[float, int, float]:
         async with await AsyncRuntime.open(root / "journal", listener=syncs) as runtime:
             await runtime.recover(_nothing)
             before = syncs.count
@@ -97,9 +112,9 @@ def async_rate(root: Path, callers: int, calls: int) -> CallRate:
                     if not outcome.ok:
                         raise BenchError(f"async calls: {op_id}: {outcome.status}")
 
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), _cpu()
             await asyncio.gather(*(caller(n) for n in range(callers)))
-            return time.perf_counter() - started, syncs.count - before
+            return time.perf_counter() - started, syncs.count - before, _cpu() - cpu
 
-    seconds, fsyncs = asyncio.run(run())
-    return CallRate(callers * calls / seconds, fsyncs, callers * calls)
+    seconds, fsyncs, cpu = asyncio.run(run())
+    return CallRate(callers * calls / seconds, fsyncs, callers * calls, cpu)

@@ -141,6 +141,7 @@ def exhaustive_specs(
         None if threads else _batch_call(golden),
         threads=threads,
         disk_full=_appends_in_batches(golden, plan) if threads else (),
+        group_writes=_group_writes(golden, plan, threads=threads),
         unsafe_call=_unsafe_call(golden),
         compacts=plan.compact_at is not None,
         reconciled=_reconciled(golden),
@@ -204,8 +205,11 @@ def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
     return schedule.failpoint_names <= adapter.failpoints
 
 
-def _appends_in_batches(golden: Golden, plan: Plan) -> tuple[int, ...]:
-    """The golden run's appends made while one of its batches was under way."""
+def _appends_in_batches(
+    golden: Golden, plan: Plan, point: str = "journal.append"
+) -> tuple[int, ...]:
+    """The golden run's hits of ``point`` (appends) made while one of its batches was under
+    way."""
     batch_of = {step.op_id: step.batch for step in plan.steps if step.batch is not None}
     spans: dict[int, tuple[float, float]] = {}
     for call in golden.calls:
@@ -213,7 +217,14 @@ def _appends_in_batches(golden: Golden, plan: Plan) -> tuple[int, ...]:
         if batch is not None:
             first, last = spans.get(batch, (call.start_ms, call.end_ms))
             spans[batch] = (min(first, call.start_ms), max(last, call.end_ms))
-    return appends_in_batches(golden.moments.get("journal.append", ()), tuple(spans.values()))
+    return appends_in_batches(golden.moments.get(point, ()), tuple(spans.values()))
+
+
+def _group_writes(golden: Golden, plan: Plan, *, threads: bool) -> tuple[tuple[str, int], ...]:
+    """Where a batch's calls write together in the golden run: threads share an fsync
+    (``journal.before_fsync``), tasks on an event loop a write (``journal.append``)."""
+    point = "journal.before_fsync" if threads else "journal.append"
+    return tuple((point, hit) for hit in _appends_in_batches(golden, plan, point))
 
 
 def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:

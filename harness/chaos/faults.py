@@ -31,6 +31,9 @@ FAULT_KINDS = {
     "sigkill": "SIGKILL at a failpoint; at a random moment, a kernel timer kills it alike",
     "power-loss": "names and files as their last fsync left them; drop or tear the rest",
     "disk-full": "an append fails with ENOSPC",
+    "disk-full-mid-write": (
+        "the disk fills up mid group write: a short write, or the group's fsync refused"
+    ),
     "corrupt": "a byte inside an earlier journal record is flipped",
     "lost-reply": "a call's effect commits, then its reply is lost (a timeout)",
     "corrupt-crc": "a digit inside an earlier record changed: still JSON, only the CRC tells",

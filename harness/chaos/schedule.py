@@ -92,7 +92,15 @@ def appends_in_batches(
 
 
 JOURNAL_FAULTS = frozenset(
-    {"corrupt", "corrupt-crc", "sector", "disk-full", "unlisted", "version-skew"}
+    {
+        "corrupt",
+        "corrupt-crc",
+        "sector",
+        "disk-full",
+        "disk-full-mid-write",
+        "unlisted",
+        "version-skew",
+    }
 )
 """Fault kinds that act on this project's journal."""
 
@@ -141,6 +149,7 @@ TABLE_VARIANTS = ("reclassified", "unlisted")
 
 _ACTION_FAULTS = (
     ("=enospc", "disk-full"),
+    ("=enospc-mid", "disk-full-mid-write"),
     ("=lost-reply", "lost-reply"),
     ("=lost-request", "lost-request"),
     ("=cancel", "cancel"),
@@ -272,7 +281,8 @@ class CrashSchedule:
         for life in self.lives:
             if "=kill" in life.failpoints or life.kill_after_ms is not None:
                 kinds.add("sigkill")
-            kinds.update(kind for action, kind in _ACTION_FAULTS if action in life.failpoints)
+            actions = {f"={spec.action}" for spec in parse_failpoints(life.failpoints)}
+            kinds.update(kind for action, kind in _ACTION_FAULTS if action in actions)
             if life.after_death:
                 kinds.add(life.after_death.split(":", 1)[0])
             if life.table == "unlisted":
@@ -363,6 +373,7 @@ def exhaustive_schedules(
     *,
     threads: bool = False,
     disk_full: Sequence[int] = (),
+    group_writes: Sequence[tuple[str, int]] = (),
     unsafe_call: UnsafeCall | None = None,
     compacts: bool = False,
     reconciled: Reconciled | None = None,
@@ -397,6 +408,11 @@ def exhaustive_schedules(
     reaches. ``disk_full`` adds appends that meet a full disk (for such a run, the
     ones made inside its batches: ``appends_in_batches``). A thread has no task to
     cancel: such a run is given no ``batch_call``.
+
+    ``group_writes``: the hits (point, N) at which a batch's calls write together (an
+    event loop's shared append, ``journal.append``; threads' shared fsync,
+    ``journal.before_fsync``): each meets a disk that fills up in the middle of it
+    (``disk-full-mid-write``), which leaves some callers' intent frames whole.
 
     ``compacts``: the agent compacts its journal as a restarted life starts (a
     scenario's ``compact_at``). Each kill that leaves an op in flight (after its
@@ -499,6 +515,10 @@ def exhaustive_schedules(
     for hit in sorted(hit for hit in {*DISK_FULL_HITS, *disk_full} if hit <= appends):
         full = Life(f"journal.append@{hit}=enospc")
         yield f"journal.append@{hit}+disk-full", CrashSchedule((full,))
+    for name, hit in group_writes:
+        if hit <= hits.get(name, 0):
+            full = Life(f"{name}@{hit}=enospc-mid")
+            yield f"{name}@{hit}+disk-full-mid-write", CrashSchedule((full,))
     for hit in range(1, hits.get("journal.before_fsync", 0) + 1):
         how = ("drop", "tear", "tear-sector")[hit % 3]
         fault = {

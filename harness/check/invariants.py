@@ -844,10 +844,15 @@ def check_fail_means_no_effect(ev: TrialEvidence) -> Verdict:
     holds for any runtime: a step whose last report is ``fail`` owns no row of
     world state (nor does a redo standing for it), and no op of a class that
     may not run twice executed twice inside one process (a retry of a call
-    whose reply was lost repeats its effect).
+    whose reply was lost repeats its effect). A step told ``fail`` is not run
+    in a later life before the model calls it again (``LedgerEntry.called``):
+    a runtime that told "failed" of an op whose intent it left on disk retries
+    it, or hands it to the model to redo, at the next start.
     """
     problems = []
     repeated = 0
+    ran_unasked = _failed_then_run(ev)
+    problems += ran_unasked
     failed = [s.op_id for s in ev.plan.steps if ev.last_report.get(s.op_id) == "fail"]
     for step in failed:
         left = [r for r in ev.world if step_of(r.op_id) == step and r.table not in NOT_EFFECTS]
@@ -871,8 +876,31 @@ def check_fail_means_no_effect(ev: TrialEvidence) -> Verdict:
         "I10",
         problems,
         f"{len(failed)} failed steps without effect, no unsafe call re-run in-process",
-        applied=bool(failed) or repeated > 0,
+        applied=bool(failed) or repeated > 0 or bool(ran_unasked),
     )
+
+
+def _failed_then_run(ev: TrialEvidence) -> list[str]:
+    """Executions of a step (a redo standing for it included, a check not) that a later
+    life made before the model called the step again, when the user's last word of the
+    step before that life was ``fail``."""
+    told: dict[tuple[str, int], str] = {}  # (step, life + 1): the last word in that life
+    for entry in ev.history:
+        told[step_of(str(entry["op"])), int(entry["life"]) + 1] = str(entry["type"])
+    problems = []
+    for row in ev.ledger:
+        life = ev.life_of_row(row)
+        if row.called is not False or life is None or row.op_id.endswith(CHECK_SUFFIX):
+            continue
+        word = next(
+            (told[row.step, at] for at in range(life, 0, -1) if (row.step, at) in told), None
+        )
+        if word == "fail":
+            problems.append(
+                f"{row.step} was reported failed, yet life {life} ran it as {row.op_id} "
+                f"(ledger #{row.seq}) before the model called it again"
+            )
+    return problems
 
 
 def check_told_the_truth(ev: TrialEvidence) -> Verdict:
@@ -981,7 +1009,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
         losses = [spec for spec in asked if spec.action in ("lost-reply", "lost-request")]
         cancels = [spec for spec in asked if spec.action == "cancel"]
         misuses = [spec for spec in asked if spec.action in (*MODEL_FAULTS, *AGENT_HOOKS)]
-        full_disk = any(spec.action == "enospc" for spec in asked)
+        full_disk = any(spec.action in ("enospc", "enospc-mid") for spec in asked)
         wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
         wanted += len(misuses)
         wanted += full_disk

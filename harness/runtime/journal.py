@@ -63,6 +63,7 @@ from harness.runtime.records import (
     TailDroppedRecord,
     UnknownRecordKind,
     record_from_json,
+    record_from_payload,
     record_to_json,
 )
 from harness.runtime.settled import IndexedOps, SettledIndexBuilder, SettledOps, settled_index
@@ -311,7 +312,7 @@ def _record_at(fd: int, pos: int, size: int) -> tuple[int, Record] | None:
     if len(payload) != length or zlib.crc32(payload, zlib.crc32(header[2:7])) != crc:
         return None
     try:
-        return end, record_from_json(json.loads(payload))
+        return end, record_from_payload(payload)
     except (ValueError, RecursionError):
         return None
 
@@ -675,6 +676,10 @@ class JournalWriter:
         """Writes made since the last fsync began that wait for one."""
         self._last_batch = 1
         """How many such writes the last fsync covered."""
+        self._last_fsync = 0.0
+        """How long the last fsync took, in seconds."""
+        self._gathering: _thread.LockType | None = None
+        """Held by an fsync that waits for the group's writes; let go once they are in."""
         self._shared = False
         """Whether more than one thread has written: only then does an fsync wait a turn
         for the others' writes."""
@@ -826,6 +831,9 @@ class JournalWriter:
         one (group commit). Fails as ``append_many`` does."""
         with self._lock:
             self._unsynced += sync and self._fsync
+            if self._gathering is not None and self._unsynced >= self._last_batch:
+                self._gathering.release()  # the group is in: its fsync goes ahead
+                self._gathering = None
             me = _thread.get_ident()
             if self._writer_thread != me:
                 self._shared |= self._writer_thread is not None
@@ -868,15 +876,7 @@ class JournalWriter:
                 waiter.acquire()
                 continue  # then look again: it covered these records, or one more is due
             try:
-                # Let the threads an fsync just woke write first, so that this one covers
-                # their records too (as a loop's ready tasks join the pump's next write):
-                # yield until as many writes wait as the last fsync covered, or until
-                # turns go by with nothing more written.
-                idle = 0
-                while self._shared and idle < 3 and self._unsynced < self._last_batch:
-                    seen = self.size
-                    time.sleep(0)
-                    idle = idle + 1 if self.size == seen else 0
+                self._gather()
                 failpoint("journal.before_fsync")  # written, not yet durable
                 self.sync()
             except BaseException as exc:
@@ -892,6 +892,29 @@ class JournalWriter:
                     waiting, self._sync_waiters = self._sync_waiters, []
                 for waiter in waiting:  # all at once, not one after another
                     waiter.release()
+
+    GATHER_MAX = 0.002
+    """The longest an fsync waits for the rest of its group's writes, in seconds."""
+
+    def _gather(self) -> None:
+        """Let the threads an fsync just woke write first, so that this one covers their
+        records too (as a loop's ready tasks join the pump's next write): wait, asleep,
+        until as many writes wait as the last fsync covered, at most as long as the last
+        fsync took (and ``GATHER_MAX``): a write that missed the group would wait that
+        long for the next fsync anyway. Only once more than one thread has written."""
+        if not self._shared:
+            return
+        gate = _thread.allocate_lock()
+        gate.acquire()
+        with self._lock:
+            if self._unsynced >= self._last_batch or self._fd is None:
+                return
+            self._gathering = gate
+            wait = min(self._last_fsync, self.GATHER_MAX)
+        gate.acquire(timeout=wait)
+        with self._lock:
+            if self._gathering is gate:
+                self._gathering = None
 
     def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
         fd = self._require_open()
@@ -1269,12 +1292,15 @@ class JournalWriter:
         with self._lock:
             fd = self._require_open()
             end, generation = self.size, self._generation
-            self._last_batch, self._unsynced = max(1, self._unsynced), 0
+            # The group an fsync waits for: as large as this one, or one less than the
+            # last (it grows at once, and shrinks one write an fsync as callers leave).
+            self._last_batch = max(1, self._unsynced, self._last_batch - 1)
+            self._unsynced = 0
             duplicate = os.dup(fd)
         try:
             started = time.perf_counter()
             _fsync(duplicate)
-            seconds = time.perf_counter() - started
+            seconds = self._last_fsync = time.perf_counter() - started
         except OSError as exc:
             with self._lock:
                 message = self._poisoned or self._poison(end, exc)

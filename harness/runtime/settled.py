@@ -21,7 +21,7 @@ import hashlib
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, overload
 
 from harness.runtime.errors import JournalError
 from harness.runtime.records import OpsIndexRecord, Record, SettledIndexRecord, SettledRecord
@@ -74,6 +74,73 @@ def _decode(text: str, width: int = 8) -> Offsets:
     code = _TYPECODES.get(width)
     if code is None or len(raw) % width:
         raise ValueError(f"an index array of {len(raw)} bytes (not whole {width}-byte integers)")
+    return _as_integers(raw, code)
+
+
+class _Packed(Sequence[int]):
+    """An array of an ops index read where it stands, in its base64 text: the elements a
+    lookup asks for are decoded (a few dozen), the whole array only once it is iterated.
+    A start then pays for the index's size in bytes read, not in decoding."""
+
+    __slots__ = ("_code", "_length", "_text", "_whole", "_width")
+
+    def __init__(self, text: str, width: int) -> None:
+        code = _TYPECODES.get(width)
+        padding = len(text) - len(text.rstrip("="))
+        size = len(text) // 4 * 3 - padding
+        if code is None or len(text) % 4 or padding > 2 or size % width:
+            raise ValueError(f"an index array of {len(text)} base64 characters")
+        self._code: Literal["Q", "I"] = code
+        self._width = width
+        self._text = text
+        self._length = size // width
+        self._whole: Offsets | None = None
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, at: int) -> int: ...
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[int]: ...
+    def __getitem__(self, at: int | slice) -> int | Sequence[int]:
+        if self._whole is not None:
+            return self._whole[at]
+        if isinstance(at, slice):
+            start, stop, step = at.indices(self._length)
+            if step != 1:
+                return self.whole()[at]
+            return self._window(start, max(start, stop))
+        if at < 0:
+            at += self._length
+        if not 0 <= at < self._length:
+            raise IndexError("index array position out of range")
+        return self._window(at, at + 1)[0]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.whole())
+
+    def _window(self, start: int, stop: int) -> Offsets:
+        """Elements ``start`` to ``stop``, decoded from the base64 groups that hold them."""
+        width = self._width
+        first, last = start * width // 3, -(-stop * width // 3)
+        try:
+            raw = binascii.a2b_base64(self._text[4 * first : 4 * last], strict_mode=True)
+        except binascii.Error as exc:
+            raise JournalError(f"an ops index array is not base64: {exc}") from None
+        cut = start * width - 3 * first
+        return _as_integers(raw[cut : cut + (stop - start) * width], self._code)
+
+    def whole(self) -> Offsets:
+        if self._whole is None:
+            try:
+                self._whole = _decode(self._text, self._width)
+            except (binascii.Error, ValueError) as exc:
+                raise JournalError(f"an ops index array is not base64: {exc}") from None
+        return self._whole
+
+
+def _as_integers(raw: bytes, code: Literal["Q", "I"]) -> Offsets:
     if sys.byteorder == "little":
         return memoryview(raw).cast(code)
     values = array.array(code, raw)
@@ -297,11 +364,12 @@ class IndexedOps:
         """Where the index's own frame ends in the file."""
         self._closer = weakref.finalize(self, close)
         width = index.width
-        self._ids = _decode(index.ids, 4)
-        self._starts = _decode(index.starts, width)
-        self._offsets = _decode(index.offsets, width)
-        self._contents = _decode(index.contents, 4)
-        self._content_ops = _decode(index.content_ops, width)
+        # Read in place (``_Packed``): a start decodes only what it looks up.
+        self._ids = _Packed(index.ids, 4)
+        self._starts = _Packed(index.starts, width)
+        self._offsets = _Packed(index.offsets, width)
+        self._contents = _Packed(index.contents, 4)
+        self._content_ops = _Packed(index.content_ops, width)
         self.carried = _decode(index.carried, width)
         self.incarnation = index.incarnation
         """The last life the bytes it covers name (their lives' records are not carried)."""
@@ -370,13 +438,14 @@ class IndexedOps:
     def entries(self) -> Iterator[IndexEntry]:
         """Every op as an ``IndexEntry`` (its content hash found without reading it)."""
         content_of = dict(zip(self._content_ops, self._contents, strict=True))
+        ids, starts, offsets = self._ids.whole(), self._starts.whole(), self._offsets.whole()
         for place in range(self.count):
-            placed = self._offsets[self._starts[place] : self._starts[place + 1]]
-            yield self._ids[place], placed, content_of.get(place)
+            yield ids[place], offsets[starts[place] : starts[place + 1]], content_of.get(place)
 
     def __iter__(self) -> Iterator[tuple[int, list[Record]]]:
         """Every op's position and records, by position (each one read: not for a start)."""
-        firsts = sorted((self._offsets[self._starts[p]], p) for p in range(self.count))
+        starts, offsets = self._starts.whole(), self._offsets.whole()
+        firsts = sorted((offsets[starts[p]], p) for p in range(self.count))
         for at, place in firsts:
             yield at, self._records_of(place)
 

@@ -151,11 +151,12 @@ def run_steps(
     next step, each record then handed to ``note``; the tool called directly.
 
     ``lock`` (when given) is held while a step is made and its records written, and
-    again while they are noted; it is let go while they are made durable and while
-    the tool runs: threads that share the runtime's state take turns at it, and the
-    appends they make together share one fsync (``JournalWriter.write`` and
-    ``settle``). Each run still waits for its own records to be durable before its
-    next step: an intent before its tool. Whatever the tool raises, a cancellation or
+    again while they are noted (with the next step); it is let go while they are
+    made durable and while the tool runs: threads that share the runtime's state take
+    turns at it, and the appends they make together share one fsync
+    (``JournalWriter.write`` and ``settle``). Each run still waits for its own records
+    to be durable before its next step: an intent before its tool. Whatever the tool
+    raises, a cancellation or
     ``KeyboardInterrupt`` included, is thrown back into the steps, which journal
     what it means and raise it on. A journal error leaves the run where it is and
     goes on to the caller: nothing more is written, as after a crash.
@@ -163,10 +164,15 @@ def run_steps(
     guard = lock if lock is not None else contextlib.nullcontext()
     reply: Any = None
     error: BaseException | None = None
+    durable: tuple[Record, ...] = ()
     while True:
         with guard:
+            # The last append's records, durable now, are noted as the lock is taken for
+            # the next step: one turn at the lock, not two, per append.
+            for record in durable:
+                note(record)
             step = advance(steps, reply, error)
-            reply, error = None, None
+            reply, error, durable = None, None, ()
             if isinstance(step, Append):
                 written = journal.write(step.records, sync=step.sync)
         if isinstance(step, Append):
@@ -176,9 +182,7 @@ def run_steps(
                 journal.settle(written)
             except JournalWriteError as exc:  # written whole: its intents may be on disk
                 raise exc.also_written(step.records) from exc.__cause__
-            with guard:
-                for record in step.records:
-                    note(record)
+            durable = step.records
             continue
         if isinstance(step, Invoke):
             if not journal.proven:

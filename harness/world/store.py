@@ -22,7 +22,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +51,7 @@ __all__ = [
     "world_digest",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 TRIAL_CLOCK_ENV = "HARNESS_TRIAL_CLOCK"
 """The seconds the trial's clock reads in this life (set by the supervisor; 0 if unset):
@@ -185,7 +185,7 @@ _LEDGER_DDL = (
     "CREATE TABLE IF NOT EXISTS ledger ("
     "seq INTEGER PRIMARY KEY AUTOINCREMENT, op_id TEXT NOT NULL, tool TEXT NOT NULL, "
     "attempt INT NOT NULL, incarnation INT NOT NULL, pid INT NOT NULL, time_ns INT NOT NULL, "
-    "journal_pos INT, step TEXT NOT NULL, outcome TEXT, result TEXT)"
+    "journal_pos INT, step TEXT NOT NULL, outcome TEXT, result TEXT, called INT)"
 )
 
 OK, ERROR = "ok", "error"
@@ -228,6 +228,10 @@ class LedgerEntry:
     """``ok`` or ``error`` once the execution returned; None when it was cut short."""
     result: str | None = None
     """The ``result_digest`` of what it returned (of its error, for an ``error``)."""
+    called: bool | None = None
+    """Whether the agent process had told the supervisor it invoked the op's step (under
+    any id) before it ran: False for a run the runtime made alone, such as a recovery's
+    retry; None where the process that ran it calls nothing itself (a tool server)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,23 +252,33 @@ class WorldStore:
         path: Path,
         journal_path: Path | None,
         ledger_pid: int | None = None,
+        invoked: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self._db = connection
         self.path = path
         self.journal_path = journal_path
         self.ledger_pid = ledger_pid
         """The agent process a tool server runs calls for (None: this process is the agent)."""
+        self.invoked = invoked
+        """The op ids the agent process has invoked so far (``LedgerEntry.called``); None
+        where the process that runs the tools does not know them."""
         self.clock = trial_clock
         """What a deduplicating provider's window is measured on (the trial's clock)."""
 
     @classmethod
     def open(
-        cls, db_path: Path, *, journal_path: Path | None = None, ledger_pid: int | None = None
+        cls,
+        db_path: Path,
+        *,
+        journal_path: Path | None = None,
+        ledger_pid: int | None = None,
+        invoked: Callable[[], Collection[str]] | None = None,
     ) -> WorldStore:
         """Open or create the world at ``db_path``; creating the schema is idempotent.
 
         ``ledger_pid`` is the pid ledgered for each execution when it is not this
         process's: the agent's, for a tool server that runs the agent's calls.
+        ``invoked``: the op ids the agent has invoked so far, for ``LedgerEntry.called``.
         """
         # Not bound to this thread: an agent that runs a batch on threads calls its tools
         # from its workers, one at a time (harness.agent.threads holds a lock around them).
@@ -276,7 +290,7 @@ class WorldStore:
             db.execute("PRAGMA journal_mode=WAL")
             # FULL makes each commit durable on its own, not only at checkpoints.
             db.execute("PRAGMA synchronous=FULL")
-            store = cls(db, Path(db_path), journal_path, ledger_pid)
+            store = cls(db, Path(db_path), journal_path, ledger_pid, invoked)
             # A world already at this version needs no write: the agent opens
             # it at every restart, and a committed write costs an fsync.
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
@@ -338,7 +352,7 @@ class WorldStore:
         with self.transaction() as tx:
             tx.execute(
                 "INSERT INTO ledger (op_id, tool, attempt, incarnation, pid, time_ns, "
-                "journal_pos, step) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "journal_pos, step, called) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     ctx.op_id,
                     ctx.tool,
@@ -348,6 +362,7 @@ class WorldStore:
                     time.time_ns(),
                     self._journal_pos(),
                     step_of(ctx.op_id),
+                    self._called(step_of(ctx.op_id)),
                 ),
             )
             yield tx
@@ -373,6 +388,11 @@ class WorldStore:
             "ledger WHERE op_id = ? AND attempt = ? AND pid = ?)",
             (outcome, digest, ctx.op_id, ctx.attempt, self._pid()),
         )
+
+    def _called(self, step: str) -> bool | None:
+        if self.invoked is None:
+            return None
+        return any(step_of(op_id) == step for op_id in self.invoked())
 
     def _pid(self) -> int:
         return os.getpid() if self.ledger_pid is None else self.ledger_pid
@@ -447,11 +467,32 @@ def fold_wal(db_path: Path) -> None:
 def read_ledger(db_path: Path) -> list[LedgerEntry]:
     """Every ledgered execution, in the order they committed."""
     with _read_only(db_path) as db:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(ledger)")}
+        called = "called" if "called" in columns else "NULL"  # a world from before it
         rows = db.execute(
             "SELECT seq, op_id, tool, attempt, incarnation, pid, time_ns, journal_pos, step, "
-            "outcome, result FROM ledger ORDER BY seq"
+            f"outcome, result, {called} FROM ledger ORDER BY seq"
         ).fetchall()
-    return [LedgerEntry(*row) for row in rows]
+    return [_ledger_entry(row) for row in rows]
+
+
+def _ledger_entry(row: tuple[Any, ...]) -> LedgerEntry:
+    seq, op_id, tool, attempt, incarnation, pid, time_ns, journal_pos, step, *rest = row
+    outcome, result, called = rest
+    return LedgerEntry(
+        seq,
+        op_id,
+        tool,
+        attempt,
+        incarnation,
+        pid,
+        time_ns,
+        journal_pos,
+        step,
+        outcome,
+        result,
+        None if called is None else bool(called),
+    )
 
 
 def effect_rows(db_path: Path) -> list[EffectRow]:

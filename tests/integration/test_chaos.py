@@ -140,6 +140,7 @@ TARGETED = {
     "answers-reused-id": '[{"failpoints":"op.after_intent@3=kill"}]',
     "awaits-nothing": '[{"failpoints":"op.after_intent@3=kill"}]',
     "recovers-in-flight": '[{"failpoints":"op.after_intent@3=kill"}]',
+    "failed-group-write-fails-all": '[{"failpoints":"journal.append@3=enospc"}]',
     "reconciles-at-once": '[{"failpoints":"op.after_intent@3=kill"}]',
     "both-apis-at-once": '[{"failpoints":"op.after_intent@3=kill"}]',
     "key-from-args": '[{"failpoints":"op.after_intent@3=kill"}]',
@@ -188,6 +189,8 @@ IN_A_BATCH = {
     "unawaited-intent": '[{"failpoints":"op.after_effect@2=kill"}]',
     "one-current-op": '[{"failpoints":"op.before_intent@5=kill"}]',  # the step after the batch
     "cancel-left-running": '[{"failpoints":"op.after_intent@2=cancel"}]',  # the typed text
+    # the batch's three intents in one write, cut short by a full disk: the first is whole
+    "failed-group-write-fails-all": '[{"failpoints":"journal.append@4=enospc-mid"}]',
 }
 # The fault beyond SIGKILL that each remaining broken runtime needs (power loss for most).
 POWER_LOSS = {

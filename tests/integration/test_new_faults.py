@@ -255,3 +255,37 @@ class TestBothApisAtOnce:
             f'[{{"failpoints":"op.after_intent@{hit}=sync-call"}}]', runtime="both-apis-at-once"
         )
         assert caught in result.failed_invariants, _failed(result)
+
+
+class TestDiskFullMidGroupWrite:
+    """mini_batch's three intents go out in one write (journal.append@4); a full disk cuts
+    it short, the first frame (s002a) whole, the others cut."""
+
+    SCHEDULE = '[{"failpoints":"journal.append@4=enospc-mid"}]'
+
+    def test_a_caller_whose_intent_is_whole_is_not_told_failed(
+        self, run_mini_batch: TrialRunner
+    ) -> None:
+        """The callers whose frames were cut are told failed and run once the model calls
+        them again; the one whose frame is whole is left unknown, its op handed on at the
+        next start by its class (input_text: verified, then redone)."""
+        result = run_mini_batch(self.SCHEDULE)
+        assert result.status == "pass", _failed(result)
+        assert _history(result, "s002a")[:2] == ["invoke", "info"]
+        assert _history(result, "s002b")[:2] == ["invoke", "fail"]
+        assert _history(result, "s002c")[:2] == ["invoke", "fail"]
+        intents = [
+            e.op_id
+            for e in read_journal(result.directory / "journal").entries
+            if e.kind == "intent"
+        ]
+        assert intents.count("s002a") == 1 and "s002a.redo" in intents
+
+    def test_a_runtime_that_tells_every_caller_failed_is_caught(
+        self, run_mini_batch: TrialRunner
+    ) -> None:
+        """Told failed, s002a is still found running at the next start and redone before
+        the model calls it again (I10)."""
+        result = run_mini_batch(self.SCHEDULE, runtime="failed-group-write-fails-all")
+        assert "I10" in result.failed_invariants, _failed(result)
+        assert _history(result, "s002a")[:2] == ["invoke", "fail"]

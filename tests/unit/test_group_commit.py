@@ -18,8 +18,8 @@ import pytest
 
 from harness.runtime import CallContext, JournalWriteError, Runtime, ToolTable
 from harness.runtime import journal as journal_module
-from harness.runtime.journal import Appended, JournalEvent, Synced, scan_journal
-from harness.runtime.records import IntentRecord
+from harness.runtime.journal import Appended, JournalEvent, JournalWriter, Synced, scan_journal
+from harness.runtime.records import IncarnationRecord, IntentRecord
 
 TABLE = ToolTable.shipped()
 THREADS = 8
@@ -168,3 +168,43 @@ class TestListenerOutsideTheLock:
             release.set()
             first.join(30)
         assert done_while_held
+
+
+class TestAnFsyncWaitsForItsGroup:
+    def test_the_groups_last_write_wakes_the_fsync(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An fsync waiting for a group of two writes (its bound made an hour) goes ahead
+        once the second is in, woken by that write, not by its bound."""
+        monkeypatch.setattr(JournalWriter, "GATHER_MAX", 3600.0)
+        with JournalWriter(tmp_path / "journal") as writer:
+            writer._shared, writer._last_batch, writer._last_fsync = True, 2, 3600.0
+            gathering = threading.Thread(target=writer._gather)
+            gathering.start()
+            while writer._gathering is None and gathering.is_alive():
+                time.sleep(0.001)
+            records = [IncarnationRecord(n, 1) for n in (1, 2)]
+            writer.write(records[:1])
+            assert gathering.is_alive()  # one write of two
+            writer.write(records[1:])
+            gathering.join(timeout=60)  # a guard against a hang, not a measure
+            assert not gathering.is_alive()
+
+    def test_a_group_that_never_forms_waits_only_its_bound(self, tmp_path: Path) -> None:
+        """With nothing more written, the wait ends at its bound and leaves no gate behind."""
+        with JournalWriter(tmp_path / "journal") as writer:
+            writer._shared, writer._last_batch, writer._last_fsync = True, 16, 0.001
+            writer._gather()
+            assert writer._gathering is None
+
+    def test_the_group_grows_at_once_and_shrinks_one_write_an_fsync(self, tmp_path: Path) -> None:
+        """The group an fsync waits for follows the callers: as large as the last fsync's
+        writes at once, one fewer an fsync when fewer come."""
+        with JournalWriter(tmp_path / "journal") as writer:
+            for n in range(5):
+                writer.write([IncarnationRecord(n + 1, 1)])
+            writer.sync()
+            assert writer._last_batch == 5
+            writer.write([IncarnationRecord(9, 1)])
+            writer.sync()
+            assert writer._last_batch == 4

@@ -4,6 +4,7 @@ maps, writes nothing for them, and still refuses damage anywhere in the file."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,15 +19,23 @@ from harness.runtime import (
     ToolTable,
 )
 from harness.runtime.aio import AsyncRuntime
-from harness.runtime.journal import Appended, JournalEvent, JournalWriter, scan_journal
+from harness.runtime.journal import (
+    HEADER_SIZE,
+    Appended,
+    JournalEvent,
+    JournalWriter,
+    scan_journal,
+)
 from harness.runtime.records import (
     DecisionRecord,
     FinishRecord,
     IncarnationRecord,
     OpsIndexRecord,
     RecoveredRecord,
+    record_from_json,
+    record_from_payload,
 )
-from harness.runtime.settled import IndexedOps
+from harness.runtime.settled import IndexedOps, _encode, _Packed
 from tests.conftest import journal_records
 
 TABLE = ToolTable.shipped()
@@ -153,3 +162,57 @@ class TestAStartThroughTheIndex:
         with pytest.raises(JournalCorruptError):
             asyncio.run(on_the_loop())
         assert ran == []
+
+
+class TestTheIndexReadInPlace:
+    def test_its_payload_reads_as_the_json_parser_reads_it(self, tmp_path: Path) -> None:
+        """An ops index's long arrays, taken as they stand, make the same record as the
+        JSON parser makes of the whole payload."""
+        path = tmp_path / "journal"
+        _history(path)
+        last = scan_journal(path).records[-1]
+        payload = path.read_bytes()[last.offset + HEADER_SIZE : last.end]
+        assert record_from_payload(payload) == record_from_json(json.loads(payload))
+        assert record_from_payload(payload) == last.record
+
+    def test_an_escaped_array_is_read_by_the_json_parser(self, tmp_path: Path) -> None:
+        """A payload not as the runtime writes it (an escape in an array) is parsed whole."""
+        path = tmp_path / "journal"
+        _history(path)
+        last = scan_journal(path).records[-1]
+        payload = path.read_bytes()[last.offset + HEADER_SIZE : last.end]
+        payload = payload.replace(b'"ids":"', b'"ids":"\\u0041', 1)
+        assert record_from_payload(payload) == record_from_json(json.loads(payload))
+
+    def test_a_start_decodes_no_array_whole(self, tmp_path: Path) -> None:
+        """Open and recovery look up what they need in the arrays' text; a lookup decodes a
+        few elements, and only a walk over every op decodes an array whole."""
+        path = tmp_path / "journal"
+        _history(path)
+        with Runtime.open(path, table=TABLE) as rt:
+            rt.recover(_tool)
+            settled = rt.journal.scan.settled
+            assert isinstance(settled, IndexedOps)
+            arrays = [settled._ids, settled._starts, settled._offsets]
+            assert rt.outcome_of("op7").status == "ok"
+            assert rt.call("op3", "write_file", {"n": 3}, _tool).executed is False
+            assert all(array._whole is None for array in arrays)
+            assert len(list(settled.entries())) == OPS
+            assert all(array._whole is not None for array in arrays)
+
+    @pytest.mark.parametrize("width", [4, 8])
+    def test_any_element_or_run_reads_as_the_whole_array(self, width: int) -> None:
+        """Every element and every run of elements, decoded from its base64 groups alone,
+        is what decoding the whole array gives."""
+        values = [(n * 2_654_435_761) % (1 << (8 * width)) for n in range(23)]
+        text = _encode(values, width)
+        packed = _Packed(text, width)
+        assert len(packed) == len(values)
+        assert [packed[n] for n in range(len(values))] == values
+        assert packed[-1] == values[-1]
+        for start in range(len(values) + 1):
+            for stop in range(start, len(values) + 1):
+                assert list(packed[start:stop]) == values[start:stop]
+        with pytest.raises(IndexError):
+            packed[len(values)]
+        assert list(packed) == values
