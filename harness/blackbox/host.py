@@ -27,6 +27,7 @@ import contextlib
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -47,6 +48,7 @@ from harness.blackbox import (
 )
 from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
+from harness.blackbox.warm import RECORD_ENV, WARM_FD_ENV, WarmAgent, recording_command, start_warm
 from harness.chaos.observer import ENV_ROOT, ENV_TRACE
 from harness.exits import AGENT_CANNOT_START
 from harness.failpoints import (
@@ -191,6 +193,27 @@ def _stop_leftovers() -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _start_agent(
+    words: list[str], trial: Path, env: dict[str, str], out: int
+) -> WarmAgent | subprocess.Popen[bytes]:
+    """The agent's process: forked by its zygote in a warm start (``WARM_FD_ENV``), else
+    started by its command (through ``zygote.py --record`` in a run that records imports)."""
+    if WARM_FD_ENV in os.environ:
+        zygote = socket.socket(fileno=int(os.environ.pop(WARM_FD_ENV)))
+        started = start_warm(zygote, words, trial, env, out)
+        if isinstance(started, WarmAgent):
+            tell_supervisor(f"agent warm {started.pid}")
+            return started
+        zygote.close()
+        # Refused for this life only (the campaign's check did not see why): a plain start.
+        tell_supervisor(f"agent plain refused: {started}")
+    if RECORD_ENV in os.environ:
+        words = recording_command(words, os.environ[RECORD_ENV])
+    agent = subprocess.Popen(words, cwd=trial, env=env, stdin=subprocess.DEVNULL, stdout=out)
+    tell_supervisor(f"agent plain {agent.pid}")
+    return agent
+
+
 def main(argv: list[str]) -> int:
     trial = Path(argv[0]).resolve()
     command = os.environ.get(AGENT_COMMAND_ENV, "")
@@ -206,9 +229,7 @@ def main(argv: list[str]) -> int:
         tell_supervisor("ready")
         try:
             with open(trial / "agent.stdout", "ab") as out:
-                agent = subprocess.Popen(
-                    words, cwd=trial, env=env, stdin=subprocess.DEVNULL, stdout=out
-                )
+                agent = _start_agent(words, trial, env, out.fileno())
         except (OSError, ValueError) as exc:
             print(f"harness: the agent's command {command!r} cannot start: {exc}", file=sys.stderr)
             return AGENT_CANNOT_START
