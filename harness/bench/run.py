@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from harness.bench import (
+    blackbox,
     calls,
     compaction,
     cycles,
@@ -51,6 +52,7 @@ __all__ = [
     "BenchSettings",
     "Measurements",
     "bench_batch",
+    "bench_blackbox",
     "bench_campaigns",
     "bench_compaction",
     "bench_cycles",
@@ -102,6 +104,8 @@ class BenchSettings:
     thread_repeats: int = 5
     power_loss_repeats: int = 3
     """Rounds of figure 10: a kill-only trial, then one judged over each of ``CRASH_STATES``."""
+    blackbox_repeats: int = 5
+    """Lives of each example agent started plain and warm, interleaved (figure 11)."""
 
 
 FULL = BenchSettings()
@@ -129,6 +133,7 @@ QUICK = BenchSettings(
     thread_calls=10,
     thread_repeats=1,
     power_loss_repeats=1,
+    blackbox_repeats=1,
 )
 
 
@@ -857,6 +862,51 @@ def bench_power_loss(settings: BenchSettings, scratch: Path, out: Measurements) 
     ]
 
 
+IMPORT_SLOW_S = 1.0
+"""A framework whose import takes longer is held to ``WARM_TARGET``."""
+WARM_TARGET = Target(low=10.0)
+
+
+def bench_blackbox(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 11: a black box's start-up, plain / warm, for each example agent that is built."""
+    boxes = []
+    for name in blackbox.AGENTS:
+        runtime = blackbox.built(name)
+        if runtime is None:
+            out.notes.append(f"figure 11: {name} is not built (make agent-{name}): not measured")
+            continue
+        boxes.append(blackbox.prepare(name, runtime))
+    if not boxes:
+        raise BenchError("no example agent is built (make agent-plain_python needs nothing)")
+    try:
+        subjects: dict[str, Callable[[], float]] = {}
+        for box in boxes:
+            for launch in ("fork", "warm"):
+                subjects[f"{box.name}-{launch}"] = functools.partial(
+                    blackbox.startup_ms, box, launch, scratch
+                )
+        for box in boxes:  # the zygote's start: once per worker, not in a sample
+            blackbox.startup_ms(box, "warm", scratch)
+        samples = interleave(subjects, settings.blackbox_repeats)
+    finally:
+        os.environ.pop(blackbox.PLAN_ENV, None)
+    out.series["blackbox_startup_ms"] = samples
+    for box in boxes:
+        slow = box.import_s > IMPORT_SLOW_S
+        out.figures.append(
+            Figure(
+                f"11 black-box start-up: plain / warm ({box.name})",
+                median_of(samples[f"{box.name}-fork"]),
+                median_of(samples[f"{box.name}-warm"]),
+                "ms/life",
+                WARM_TARGET if slow else Target(low=1.0),
+                f"from the host's ready to the agent's first model request; its zygote "
+                f"imported in {box.import_s:.2f} s"
+                + ("" if slow else f" (under {IMPORT_SLOW_S:g} s: not held to 10x)"),
+            )
+        )
+
+
 STEPS = (
     "cycle rate",
     "journaled call cost",
@@ -870,6 +920,7 @@ STEPS = (
     "restarts",
     "threads",
     "crash states",
+    "black-box start-up",
 )
 """The measurements, in the order they run (``only`` picks some by these names)."""
 
@@ -903,6 +954,7 @@ def run_bench(
             ("restarts", lambda: bench_restarts(settings, scratch, collected)),
             ("threads", lambda: bench_threads(settings, scratch, collected)),
             ("crash states", lambda: bench_power_loss(settings, scratch, collected)),
+            ("black-box start-up", lambda: bench_blackbox(settings, scratch, collected)),
         ]
         assert [name for name, _ in steps] == list(STEPS)
         for title, step in steps:

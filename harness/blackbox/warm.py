@@ -51,7 +51,7 @@ ZYGOTE = Path(__file__).with_name("zygote.py")
 RECORD_ENV = "HARNESS_WARM_RECORD"
 """In a crash-free run's environment: the file the host has the agent's imports written to."""
 PLAN_ENV = "HARNESS_WARM_PLAN"
-"""In the campaign's environment (its workers inherit it): the warm plan, encoded."""
+"""In the campaign's environment (its workers inherit it): the warm plans it adopted."""
 WARM_FD_ENV = "HARNESS_WARM_FD"
 """In a host's environment: its connection to the zygote, a descriptor it inherited."""
 MAX_PACKET = 1 << 20
@@ -105,22 +105,29 @@ class WarmPlan:
         imports = [n for n, _ in modules if n not in ("__main__", "__mp_main__")]
         return cls(command, program[0], tuple(program[1]), tuple(imports), tuple(skip))
 
-    def encode(self) -> str:
-        return base64.b64encode(zlib.compress(json.dumps(asdict(self)).encode())).decode()
+    def encode(self) -> dict[str, Any]:
+        return asdict(self)
 
     @classmethod
-    def decode(cls, text: str) -> WarmPlan:
-        fields = json.loads(zlib.decompress(base64.b64decode(text)))
+    def decode(cls, fields: dict[str, Any]) -> WarmPlan:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
 
 
 def plan_for(command: str) -> WarmPlan | None:
     """The campaign's warm plan for ``command``, if it adopted one (``adopt``)."""
+    return _adopted().get(command)
+
+
+def _adopted() -> dict[str, WarmPlan]:
     text = os.environ.get(PLAN_ENV)
-    if not text:
-        return None
-    plan = WarmPlan.decode(text)
-    return plan if plan.command == command else None
+    plans = json.loads(zlib.decompress(base64.b64decode(text))) if text else []
+    return {p["command"]: WarmPlan.decode(p) for p in plans}
+
+
+def _keep(plan: WarmPlan) -> None:
+    plans = {**_adopted(), plan.command: plan}
+    encoded = json.dumps([p.encode() for p in plans.values()]).encode()
+    os.environ[PLAN_ENV] = base64.b64encode(zlib.compress(encoded)).decode()
 
 
 # -- the fork server's side: one zygote ------------------------------------------------------
@@ -141,8 +148,7 @@ class ZygoteProcess:
             self.process = subprocess.Popen(
                 [plan.python, str(ZYGOTE), str(theirs.fileno()), *names],
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # not a terminal, as a life's: buffered alike
                 pass_fds=(theirs.fileno(),),
                 env=dict(env),
                 cwd=plan.skip_under[0] if plan.skip_under else None,
@@ -276,6 +282,8 @@ class Adopted:
 
     plan: WarmPlan | None
     line: str
+    import_s: float = 0.0
+    """How long the zygote's imports took (0 when refused)."""
 
 
 def adopt(command: str, words: Sequence[str], record: Path) -> Adopted:
@@ -301,9 +309,10 @@ def adopt(command: str, words: Sequence[str], record: Path) -> Adopted:
             why = f"{who} read {what} at import, which differs in each life"
     if why is not None:
         return Adopted(None, f"warm start refused: {why}; plain start")
-    os.environ[PLAN_ENV] = plan.encode()
+    _keep(plan)
     return Adopted(
         plan,
-        f"warm start: each life forks from a zygote that imported {ready['imported']} "
+        import_s=float(ready["import_s"]),
+        line=f"warm start: each life forks from a zygote that imported {ready['imported']} "
         f"modules ({ready['import_s']:.2f} s, once per worker)",
     )

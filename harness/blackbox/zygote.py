@@ -354,7 +354,10 @@ def serve(zygote: Zygote) -> Job | None:
                             _reap(zygote, life)
                     continue
                 life = zygote.lives[ready.fileno()]
-                data, fds, _, _ = socket.recv_fds(life.conn, MAX_PACKET, 3)
+                try:
+                    data, fds, _, _ = socket.recv_fds(life.conn, MAX_PACKET, 3)
+                except ConnectionResetError:  # it died with a reply of ours unread
+                    data, fds = b"", []
                 if not data:  # the host is gone (killed): its life goes with it
                     if life.pid:
                         with contextlib.suppress(ProcessLookupError):

@@ -116,7 +116,7 @@ class _Zygotes:
 
     def __init__(self) -> None:
         self._zygote: Any = None
-        self._plan = ""
+        self._plan: Any = None
 
     def connect(self, spec: dict[str, Any]) -> tuple[socket.socket | None, str | None]:
         """A connection to the zygote for one life's host, or None and why it refused."""

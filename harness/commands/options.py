@@ -114,14 +114,18 @@ def add_workers_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_launch_option(parser: argparse.ArgumentParser) -> None:
+def add_launch_option(parser: argparse.ArgumentParser, *, repeatable: bool = False) -> None:
+    """``--launch``; ``repeatable``: given more than once, the campaign runs under each."""
+    more = " (repeatable: the same campaign under each, side by side)" if repeatable else ""
     parser.add_argument(
         "--launch",
         choices=("fork", "exec", "warm"),
-        default="fork",
+        action="append" if repeatable else "store",
+        default=[] if repeatable else "fork",
         help="start each life of the agent by forking a warm worker (the default), by exec "
         "of a fresh interpreter, or as fork and, for a black box that is a Python program, "
-        "by forking its own interpreter once it has imported what a crash-free run imported",
+        "by forking its own interpreter once it has imported what a crash-free run imported"
+        + more,
     )
 
 
