@@ -91,7 +91,8 @@ class WarmPlan:
     program: tuple[str, ...]
     imports: tuple[str, ...]
     skip_under: tuple[str, ...]
-    """The program's own folders: what it imports from there it imports fresh in each life."""
+    """The program's own folder: what it imports from there is left out of ``imports``, for
+    each life to import fresh (the zygote starts there)."""
 
     @classmethod
     def from_record(cls, command: str, words: Sequence[str], record: Path) -> WarmPlan | str:
@@ -102,7 +103,12 @@ class WarmPlan:
             return "the crash-free run left no list of its imports (did it end by os._exit?)"
         modules: list[list[Any]] = json.loads(record.read_text("utf-8"))
         skip = [str(Path(w).resolve().parent) + os.sep for w in program[1][:1] if w != "-m"]
-        imports = [n for n, _ in modules if n not in ("__main__", "__mp_main__")]
+        imports = [
+            name
+            for name, file in modules
+            if name not in ("__main__", "__mp_main__")
+            and not any(os.path.realpath(file or "").startswith(d) for d in skip)
+        ]
         return cls(command, program[0], tuple(program[1]), tuple(imports), tuple(skip))
 
     def encode(self) -> dict[str, Any]:
@@ -164,7 +170,6 @@ class ZygoteProcess:
         spec = {
             "program": list(plan.program),
             "imports": list(plan.imports),
-            "skip_under": list(plan.skip_under),
             "preload": self.preload,
         }
         ours.send(json.dumps(spec).encode())
@@ -226,14 +231,22 @@ class WarmAgent:
 
 
 def start_warm(
-    sock: socket.socket, words: Sequence[str], cwd: Path, env: Mapping[str, str], stdout: int
+    sock: socket.socket,
+    words: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    stdout: int,
+    *,
+    pgid: int | None = None,
 ) -> WarmAgent | str:
     """Ask the zygote on ``sock`` for a life of ``words`` (standard input /dev/null, output to
-    ``stdout``, errors to this process's); the life, or why the zygote refused it."""
+    ``stdout``, errors to this process's) in process group ``pgid`` (default: this process's,
+    which must be in the zygote's session); the life, or why the zygote refused it."""
     program = python_program(words, env.get("PATH"))
     if isinstance(program, str):
         return program
-    request = {"argv": program[1], "cwd": str(cwd), "env": dict(env), "pgid": os.getpgrp()}
+    group = os.getpgrp() if pgid is None else pgid
+    request = {"argv": program[1], "cwd": str(cwd), "env": dict(env), "pgid": group}
     devnull = os.open(os.devnull, os.O_RDONLY)
     try:
         socket.send_fds(sock, [json.dumps(request).encode()], [devnull, stdout, 2])

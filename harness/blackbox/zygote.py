@@ -103,7 +103,7 @@ def run_program(program: Program) -> None:
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
             tb = tb.tb_next  # the interpreter shows the program's frames only
-        sys.excepthook(type(exc), exc, tb)
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # the hook prints the exception's
         raise SystemExit(1) from None
 
 
@@ -150,6 +150,14 @@ class Zygote:
     readers: dict[str, set[str]] = field(default_factory=dict)
     reset_tempdir: bool = False
     lives: dict[int, Life] = field(default_factory=dict)
+    at_start: dict[str, str] = field(default_factory=dict)
+    """The variables the interpreter read as it started (``_read_at_start``), as they were."""
+
+
+def _read_at_start(key: str) -> bool:
+    """Whether the interpreter reads ``key`` as it starts (its import path, its flags, its
+    streams' encoding): a fork keeps what the zygote's start made of it."""
+    return key.startswith("PYTHON") or key in ("LANG", "LANGUAGE") or key.startswith("LC_")
 
 
 _watching: Zygote | None = None
@@ -160,7 +168,7 @@ def _reader() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         name = str(frame.f_globals.get("__name__", "?"))
-        if name not in ("os", "_collections_abc", __name__):
+        if name not in ("os", "_collections_abc", "collections.abc", __name__):
             return name
         frame = frame.f_back  # type: ignore[assignment]
     return "?"
@@ -206,7 +214,7 @@ def _watching_environ(zygote: Zygote) -> Iterator[None]:
         _watching = None
 
 
-def _import_all(zygote: Zygote, names: list[str], skip_under: list[str]) -> dict[str, Any]:
+def _import_all(zygote: Zygote, names: list[str]) -> dict[str, Any]:
     import importlib
 
     failed = []
@@ -220,15 +228,9 @@ def _import_all(zygote: Zygote, names: list[str], skip_under: list[str]) -> dict
             except BaseException as exc:  # noqa: BLE001 (an import may exit or raise anything)
                 failed.append(f"{name}: {type(exc).__name__}")
     took = time.monotonic() - started
-    # A module of the program's own folder: it stays the program's to import, fresh.
-    own = [
-        n
-        for n, m in list(sys.modules.items())
-        if any((getattr(m, "__file__", None) or "").startswith(d) for d in skip_under)
-    ]
     tempfile = sys.modules.get("tempfile")
     zygote.reset_tempdir = tempfile is not None and tempfile.tempdir is not None
-    return {"imported": len(sys.modules), "failed": failed, "import_s": took, "own": own}
+    return {"imported": len(sys.modules), "failed": failed, "import_s": took}
 
 
 def _refusal(zygote: Zygote, preload: str | None) -> str | None:
@@ -269,9 +271,17 @@ def _send(sock: socket.socket, message: dict[str, Any]) -> None:
 def _start(zygote: Zygote, life: Life, request: dict[str, Any], fds: list[int]) -> Job | None:
     """Fork a child for ``request``; in the child, the ``Job`` it runs (None in the zygote)."""
     why = None
-    if Program.parse(request["argv"]) != zygote.program:
-        why = f"this zygote runs {zygote.program}, not {request['argv']!r}"
+    program = Program.parse(request["argv"])
+    mine = (zygote.program.script, zygote.program.module)
+    if (program.script, program.module) != mine:
+        why = f"this zygote is of {' '.join(filter(None, mine))}, not {request['argv'][0]}"
     env: dict[str, str] = request["env"]
+    for key, value in zygote.at_start.items():
+        if env.get(key) != value and why is None:
+            why = f"{key} is read by the interpreter as it starts and this life sets it otherwise"
+    for key in env.keys() - zygote.at_start.keys():
+        if _read_at_start(key) and why is None:
+            why = f"{key} is read by the interpreter as it starts and this life sets it otherwise"
     for key, value in zygote.env_read.items():
         if key in TEMP_VARIABLES and zygote.readers[key] == {"tempfile"}:
             continue  # tempfile's cached folder is dropped in the child (become)
@@ -298,7 +308,7 @@ def _start(zygote: Zygote, life: Life, request: dict[str, Any], fds: list[int]) 
             os.dup2(fd, n)
             os.close(fd)
         _let_go(zygote)
-        return Job(zygote.program, request["cwd"], env, zygote.reset_tempdir)
+        return Job(program, request["cwd"], env, zygote.reset_tempdir)
     for fd in fds:
         os.close(fd)
     # Both sides move the child into the life's group, so that no kill of the group can
@@ -403,8 +413,9 @@ def zygote_main(argv: list[str]) -> int:
     program = Program.parse(spec["program"])
     sys.path[0] = program.path0(os.getcwd())  # not this file's folder: the program's
     zygote = Zygote(control, program)
+    zygote.at_start = {k: v for k, v in os.environ.items() if _read_at_start(k)}
     try:
-        stats = _import_all(zygote, spec["imports"], spec["skip_under"])
+        stats = _import_all(zygote, spec["imports"])
         refused = _refusal(zygote, spec.get("preload"))
     except BaseException as exc:  # noqa: BLE001
         stats, refused = {}, f"the imports failed: {type(exc).__name__}: {exc}"
