@@ -101,13 +101,19 @@ class WarmPlan:
             return program
         if not record.exists():
             return "the crash-free run left no list of its imports (did it end by os._exit?)"
-        modules: list[list[Any]] = json.loads(record.read_text("utf-8"))
+        recorded: dict[str, Any] = json.loads(record.read_text("utf-8"))
         skip = [str(Path(w).resolve().parent) + os.sep for w in program[1][:1] if w != "-m"]
+        # The interpreter's own trees (a venv may sit in the program's folder) are not its.
+        installed = [os.path.realpath(p) + os.sep for p in recorded["prefixes"]]
+
+        def own(file: str | None) -> bool:
+            where = os.path.realpath(file or "")
+            return where.startswith(tuple(skip)) and not where.startswith(tuple(installed))
+
         imports = [
             name
-            for name, file in modules
-            if name not in ("__main__", "__mp_main__")
-            and not any(os.path.realpath(file or "").startswith(d) for d in skip)
+            for name, file in recorded["modules"]
+            if name not in ("__main__", "__mp_main__") and not own(file)
         ]
         return cls(command, program[0], tuple(program[1]), tuple(imports), tuple(skip))
 

@@ -115,8 +115,9 @@ def record(out: str, words: list[str]) -> None:
 
     def write() -> None:  # registered first, so it runs after the program's own handlers
         names = [[n, getattr(m, "__file__", None)] for n, m in list(sys.modules.items())]
+        prefixes = sorted({sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix})
         with open(out, "w", encoding="utf-8") as f:
-            json.dump(names, f)
+            json.dump({"modules": names, "prefixes": prefixes}, f)
 
     atexit.register(write)
     run_program(program)

@@ -178,7 +178,8 @@ def run_compare(
     ``expect_fail`` names the runtimes that must fail at least one trial. ``maxfail``
     stops each runtime's campaign once that many of its trials failed. ``launches``
     (more than one, for one runtime): the campaign once per launcher instead, each a
-    column named ``RUNTIME --launch LAUNCHER``.
+    column named ``RUNTIME --launch LAUNCHER``, its golden runs and trials in a folder
+    of the run folder named by the launcher.
     """
     runs = [(runtime, config.launch, runtime) for runtime in runtimes]
     if len(launches) > 1:
@@ -188,8 +189,11 @@ def run_compare(
     stopped = []
     for runtime, how, label in runs:
         announce_campaign(label)
+        # One runtime's trials are named alike under each launcher: each keeps a folder.
+        run_dir = config.run_dir / how if len(launches) > 1 else config.run_dir
+        run_dir.mkdir(exist_ok=True)
         by_runtime[label] = run_trials(
-            replace(config, runtime=runtime, launch=how),
+            replace(config, runtime=runtime, launch=how, run_dir=run_dir),
             lambda r: None,
             select=_select(failpoints, runtimes),
             stop=None if maxfail is None else stop_after_failures(maxfail),

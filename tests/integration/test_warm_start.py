@@ -146,11 +146,26 @@ class TestFaithful:
         env = life_env(tmp_path)
         done = subprocess.run(words, cwd=tmp_path, env=env, capture_output=True, timeout=60)
         assert done.returncode == 0, done.stderr
-        names = [n for n, _ in json.loads(record.read_text())]
+        names = [n for n, _ in json.loads(record.read_text())["modules"]]
         assert "threading" in names and "helper" in names
         made = WarmPlan.from_record("test", [PYTHON, PROBE, "0"], record)
         assert isinstance(made, WarmPlan)
         assert "threading" in made.imports and "helper" not in made.imports
+
+
+    def test_a_venv_in_the_program_s_folder_is_not_the_program_s_own(
+        self, tmp_path: Path
+    ) -> None:
+        """Its packages stay in the plan (an example agent keeps its .venv beside it)."""
+        agent = tmp_path / "agent.py"
+        agent.write_text("")
+        site = tmp_path / ".venv" / "lib" / "site-packages"
+        record = tmp_path / "imports.json"
+        modules = [["langgraph", str(site / "langgraph.py")], ["tools", str(tmp_path / "tools.py")]]
+        prefixes = [str(tmp_path / ".venv"), sys.base_prefix]
+        record.write_text(json.dumps({"modules": modules, "prefixes": prefixes}))
+        made = WarmPlan.from_record("test", [PYTHON, str(agent)], record)
+        assert isinstance(made, WarmPlan) and made.imports == ("langgraph",)
 
 
 class TestProcesses:
@@ -228,7 +243,8 @@ class TestRefused:
     ) -> None:
         """A module reading OPENAI_BASE_URL at import would freeze the first life's address."""
         record = tmp_path / "imports.json"
-        record.write_text(json.dumps([["json", None], ["reads_base_url", None]]))
+        modules = [["json", None], ["reads_base_url", None]]
+        record.write_text(json.dumps({"modules": modules, "prefixes": [sys.prefix]}))
         monkeypatch.setenv("PYTHONPATH", str(DATA / "lib"))
         monkeypatch.delenv(PLAN_ENV, raising=False)
         adopted = adopt("test", [PYTHON, PROBE], record)
@@ -281,3 +297,60 @@ class TestRefused:
         )
 
 
+
+
+AGENT = "examples/agents/plain_python/agent.py"
+RUNTIME = f"cmd:python {AGENT}"
+PHONE = "scenarios/phone_task.toml"
+FEW = ("op.reply_3", "op.reply_4", "tool.before_reply_3", "model.received_3_power-loss")
+"""Kills that make the agent replay a call, and a power loss, for the suite's quick run."""
+
+
+def failing_trials(
+    tmp_path: Path, launch: str, timeout_s: float, only: tuple[str, ...]
+) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    """The exhaustive campaign of the plain agent on ``phone_task``, seed 7: each failing
+    trial's failed invariants, and how each life's agent was started."""
+    from harness.chaos.campaign import CampaignConfig, run_trials
+    from harness.chaos.trial import TrialSpec
+
+    def keep(spec: TrialSpec) -> bool:
+        return not only or spec.trial_id.endswith(tuple(f"-{name}" for name in only))
+
+    config = CampaignConfig(
+        tmp_path / launch, (PHONE,), 7, random_trials=0, workers=2, runtime=RUNTIME,
+        launch=launch, timeout_s=timeout_s,
+    )
+    config.run_dir.mkdir()
+    results = run_trials(config, lambda result: None, select=keep)
+    assert results
+    starts = [
+        json.loads(line)["start"]
+        for r in results
+        for line in (r.directory / "events.jsonl").read_text().splitlines()
+        if json.loads(line)["event"] == "agent"
+    ]
+    return {r.spec.trial_id: r.failed_invariants for r in results if r.status == "fail"}, starts
+
+
+class TestSameVerdicts:
+    @pytest.mark.parametrize(
+        "only",
+        [pytest.param(FEW, id="some"), pytest.param((), id="all", marks=pytest.mark.long)],
+    )
+    def test_the_same_seed_fails_the_same_trials_warm_and_plain(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, only: tuple[str, ...]
+    ) -> None:
+        """The plain agent's exhaustive trials: the same failing trials and invariants, every
+        life forked warm in one campaign and started plain in the other."""
+        from harness.commands.options import check_black_box
+
+        monkeypatch.chdir(ROOT)
+        monkeypatch.setenv(PLAN_ENV, "")  # whatever check_black_box adopts goes with the test
+        timeout_s = check_black_box(RUNTIME, PHONE, "warm")
+        assert os.environ[PLAN_ENV]
+        plain, started_plain = failing_trials(tmp_path, "fork", timeout_s, only)
+        warm, started_warm = failing_trials(tmp_path, "warm", timeout_s, only)
+        assert plain  # the agent fails some: the comparison has something to compare
+        assert warm == plain
+        assert set(started_plain) == {"plain"} and set(started_warm) == {"warm"}
