@@ -25,11 +25,13 @@ from pathlib import Path
 from harness.bench.figures import BenchError
 from harness.blackbox.warm import PLAN_ENV
 
-__all__ = ["AGENTS", "PLAN_ENV", "BlackBox", "built", "prepare", "startup_ms"]
+__all__ = ["AGENTS", "NODE", "PLAN_ENV", "BlackBox", "built", "prepare", "startup_ms"]
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ("plain_python", "langgraph", "openai_agents")
 """Plain Python and two frameworks of the scoreboard with a slow import."""
+NODE = "node"
+"""Measured plain only, for the guide's word on whether Node needs a warm start too."""
 SCENARIO = ROOT / "scenarios" / "phone_task.toml"
 FIRST_QUESTION = "model.received@1=kill"
 
@@ -47,9 +49,9 @@ def built(name: str) -> str | None:
     """The example agent's ``cmd:`` runtime, or None when its environment is not built."""
     folder = ROOT / "examples" / "agents" / name
     command = tomllib.loads((folder / "agent.toml").read_text("utf-8"))["command"]
-    uses_venv = (folder / "requirements.txt").exists()
-    if uses_venv and not (folder / ".venv" / ".installed").exists():
-        return None
+    for pins, stamp in (("requirements.txt", ".venv"), ("package-lock.json", "node_modules")):
+        if (folder / pins).exists() and not (folder / stamp / ".installed").exists():
+            return None
     return f"cmd:{command}"
 
 
@@ -96,8 +98,10 @@ def startup_ms(box: BlackBox, launch: str, scratch: Path) -> float:
                 folder, CrashSchedule((Life(failpoints=FIRST_QUESTION),)), runtime=box.runtime
             )
         if lives[-1].killed != "failpoint":
-            raise BenchError(f"{box.name} ({launch}): its life was not killed at its first "
-                             f"model request ({lives[-1].stderr.strip()[-200:]!r})")
+            raise BenchError(
+                f"{box.name} ({launch}): its life was not killed at its first "
+                f"model request ({lives[-1].stderr.strip()[-200:]!r})"
+            )
         events = [json.loads(line) for line in (folder / "events.jsonl").open()]
         ready = next(e["t_ns"] for e in events if e["event"] == "ready")
         started = [e for e in events if e["event"] == "agent"]

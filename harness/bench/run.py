@@ -885,12 +885,21 @@ def bench_blackbox(settings: BenchSettings, scratch: Path, out: Measurements) ->
                 subjects[f"{box.name}-{launch}"] = functools.partial(
                     blackbox.startup_ms, box, launch, scratch
                 )
+        node = blackbox.built(blackbox.NODE)
+        if node is not None:  # plain only: there is no warm start for Node
+            box = blackbox.BlackBox(blackbox.NODE, node, 0.0)
+            subjects["node-fork"] = functools.partial(blackbox.startup_ms, box, "fork", scratch)
         for box in boxes:  # the zygote's start: once per worker, not in a sample
             blackbox.startup_ms(box, "warm", scratch)
         samples = interleave(subjects, settings.blackbox_repeats)
     finally:
         os.environ.pop(blackbox.PLAN_ENV, None)
     out.series["blackbox_startup_ms"] = samples
+    if "node-fork" in samples:
+        out.notes.append(
+            f"figure 11: the Node agent (TypeScript, no warm start) starts in "
+            f"{median_of(samples['node-fork']):.0f} ms, plain"
+        )
     for box in boxes:
         slow = box.import_s > IMPORT_SLOW_S
         out.figures.append(

@@ -46,7 +46,6 @@ def check_agent(
     the seconds its crash-free run took. ``record``: where a Python agent's crash-free run
     writes the modules it imported (``harness.blackbox.warm``)."""
     from harness.blackbox.warm import RECORD_ENV
-
     from harness.chaos.schedule import CrashSchedule, Life
     from harness.chaos.supervisor import Supervisor
     from harness.chaos.trial import seed_world, write_plan_for

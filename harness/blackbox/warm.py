@@ -122,7 +122,13 @@ class WarmPlan:
 
     @classmethod
     def decode(cls, fields: dict[str, Any]) -> WarmPlan:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+        return cls(
+            str(fields["command"]),
+            str(fields["python"]),
+            tuple(fields["program"]),
+            tuple(fields["imports"]),
+            tuple(fields["skip_under"]),
+        )
 
 
 def plan_for(command: str) -> WarmPlan | None:
@@ -152,9 +158,7 @@ class ZygoteProcess:
     process group, which needs one session) and exits when ``close`` closes its socket.
     """
 
-    def __init__(
-        self, plan: WarmPlan, env: Mapping[str, str], names: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, plan: WarmPlan, env: Mapping[str, str], names: Sequence[str] = ()) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = subprocess.Popen(

@@ -226,7 +226,7 @@ def _import_all(zygote: Zygote, names: list[str]) -> dict[str, Any]:
                 continue
             try:
                 importlib.import_module(name)
-            except BaseException as exc:  # noqa: BLE001 (an import may exit or raise anything)
+            except BaseException as exc:
                 failed.append(f"{name}: {type(exc).__name__}")
     took = time.monotonic() - started
     tempfile = sys.modules.get("tempfile")
@@ -277,8 +277,8 @@ def _start(zygote: Zygote, life: Life, request: dict[str, Any], fds: list[int]) 
     if (program.script, program.module) != mine:
         why = f"this zygote is of {' '.join(filter(None, mine))}, not {request['argv'][0]}"
     env: dict[str, str] = request["env"]
-    for key, value in zygote.at_start.items():
-        if env.get(key) != value and why is None:
+    for key, started in zygote.at_start.items():
+        if env.get(key) != started and why is None:
             why = f"{key} is read by the interpreter as it starts and this life sets it otherwise"
     for key in env.keys() - zygote.at_start.keys():
         if _read_at_start(key) and why is None:
@@ -395,7 +395,8 @@ def become(job: Job) -> None:
     os.environ.clear()
     os.environ.update(job.env)
     if job.reset_tempdir:
-        sys.modules["tempfile"].tempdir = None  # it is found again from this life's TMPDIR
+        tempfile: Any = sys.modules["tempfile"]
+        tempfile.tempdir = None  # it is found again from this life's TMPDIR
     logging = sys.modules.get("logging")
     if logging is not None:  # records' relativeCreated count from the process's start
         logging._startTime = type(logging._startTime)(  # type: ignore[attr-defined]
@@ -418,7 +419,7 @@ def zygote_main(argv: list[str]) -> int:
     try:
         stats = _import_all(zygote, spec["imports"])
         refused = _refusal(zygote, spec.get("preload"))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         stats, refused = {}, f"the imports failed: {type(exc).__name__}: {exc}"
     readers = {k: sorted(v) for k, v in zygote.readers.items()}
     _send(control, {"op": "ready", "refused": refused, "read_env": readers, **stats})

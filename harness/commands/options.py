@@ -124,8 +124,7 @@ def add_launch_option(parser: argparse.ArgumentParser, *, repeatable: bool = Fal
         default=[] if repeatable else "fork",
         help="start each life of the agent by forking a warm worker (the default), by exec "
         "of a fresh interpreter, or as fork and, for a black box that is a Python program, "
-        "by forking its own interpreter once it has imported what a crash-free run imported"
-        + more,
+        "by forking its own interpreter once it has imported what a crash-free run imported" + more,
     )
 
 

@@ -9,6 +9,7 @@ the same failing trials, warm and plain.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -57,17 +58,20 @@ def group() -> Iterator[int]:
 
 
 def with_group_gone(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def run_plain(words: list[str], cwd: Path, env: dict[str, str], out: Path) -> tuple[int, str]:
     with open(out, "wb") as stdout:
         done = subprocess.run(
-            [PYTHON, *words], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
-            stderr=subprocess.PIPE, timeout=60,
+            [PYTHON, *words],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            timeout=60,
         )
     return done.returncode, done.stderr.decode()
 
@@ -80,8 +84,9 @@ def run_warm(
         saved = os.dup(2)
         os.dup2(stderr.fileno(), 2)  # the life's errors go where this process's go
         try:
-            started = start_warm(zygote.connect(), [PYTHON, *words], cwd, env, stdout.fileno(),
-                                 pgid=pgid)
+            started = start_warm(
+                zygote.connect(), [PYTHON, *words], cwd, env, stdout.fileno(), pgid=pgid
+            )
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -152,10 +157,7 @@ class TestFaithful:
         assert isinstance(made, WarmPlan)
         assert "threading" in made.imports and "helper" not in made.imports
 
-
-    def test_a_venv_in_the_program_s_folder_is_not_the_program_s_own(
-        self, tmp_path: Path
-    ) -> None:
+    def test_a_venv_in_the_program_s_folder_is_not_the_program_s_own(self, tmp_path: Path) -> None:
         """Its packages stay in the plan (an example agent keeps its .venv beside it)."""
         agent = tmp_path / "agent.py"
         agent.write_text("")
@@ -188,9 +190,7 @@ class TestProcesses:
         finally:
             zygote.close()
 
-    def test_the_zygote_and_its_lives_die_with_its_socket(
-        self, tmp_path: Path, group: int
-    ) -> None:
+    def test_the_zygote_and_its_lives_die_with_its_socket(self, tmp_path: Path, group: int) -> None:
         """Closing the zygote's socket ends the zygote and every life it still runs."""
         script = tmp_path / "sleeper.py"
         script.write_text("import time\ntime.sleep(60)\n")
@@ -297,8 +297,6 @@ class TestRefused:
         )
 
 
-
-
 AGENT = "examples/agents/plain_python/agent.py"
 RUNTIME = f"cmd:python {AGENT}"
 PHONE = "scenarios/phone_task.toml"
@@ -318,8 +316,14 @@ def failing_trials(
         return not only or spec.trial_id.endswith(tuple(f"-{name}" for name in only))
 
     config = CampaignConfig(
-        tmp_path / launch, (PHONE,), 7, random_trials=0, workers=2, runtime=RUNTIME,
-        launch=launch, timeout_s=timeout_s,
+        tmp_path / launch,
+        (PHONE,),
+        7,
+        random_trials=0,
+        workers=2,
+        runtime=RUNTIME,
+        launch=launch,
+        timeout_s=timeout_s,
     )
     config.run_dir.mkdir()
     results = run_trials(config, lambda result: None, select=keep)

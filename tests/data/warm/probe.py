@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 
-import helper  # a module of the program's own folder
+import helper  # type: ignore[import-not-found]  # a module of the program's own folder
 
 seen = {
     "argv": sys.argv,
