@@ -182,8 +182,13 @@ class ZygoteProcess:
             "imports": list(plan.imports),
             "preload": self.preload,
         }
-        ours.send(json.dumps(spec).encode())
-        data = ours.recv(MAX_PACKET)
+        try:
+            ours.send(json.dumps(spec).encode())
+            data = ours.recv(MAX_PACKET)
+        except BaseException:  # an interrupt while it imports: it goes too
+            self.process.kill()
+            self.close()
+            raise
         self.ready: dict[str, Any] = (
             json.loads(data) if data else {"refused": "the zygote exited while importing"}
         )

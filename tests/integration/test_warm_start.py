@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import pytest
 from harness.blackbox.warm import (
     PLAN_ENV,
     WarmAgent,
+    ZYGOTE,
     WarmPlan,
     ZygoteProcess,
     adopt,
@@ -358,3 +360,61 @@ class TestSameVerdicts:
         assert plain  # the agent fails some: the comparison has something to compare
         assert warm == plain
         assert set(started_plain) == {"plain"} and set(started_warm) == {"warm"}
+
+
+def zygotes_of(harness: int) -> list[psutil.Process]:
+    """The zygotes (and the lives they forked, which carry their command line) of the
+    fork servers of a harness's workers: their command lines end with its pid."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if str(ZYGOTE) in cmdline and str(harness) in cmdline[-2:]:
+            found.append(proc)
+    return found
+
+
+def test_ctrl_c_takes_the_zygotes_and_their_lives_with_the_campaign(tmp_path: Path) -> None:
+    """A SIGINT to a warm campaign under way leaves no zygote, no life, no temporary folder."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    harness = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "chaos",
+            "--runtime",
+            RUNTIME,
+            "--only",
+            "phone_task",
+            "--seed",
+            "7",
+            "--launch",
+            "warm",
+            "--workers",
+            "2",
+            "--reports",
+            str(tmp_path / "r"),
+        ],
+        cwd=ROOT,
+        env={**env, "TMPDIR": str(tmpdir)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not zygotes_of(harness.pid):
+            assert harness.poll() is None, harness.communicate()[1].decode()[-2000:]
+            assert time.monotonic() < deadline, "no zygote started within 120 s"
+            time.sleep(0.05)  # the poll's pace only: the wait ends on the zygote appearing
+        os.killpg(harness.pid, signal.SIGINT)
+        _, stderr = harness.communicate(timeout=60)
+    finally:
+        if harness.poll() is None:
+            os.killpg(harness.pid, signal.SIGKILL)
+            harness.wait()
+    assert harness.returncode in (130, 0), stderr.decode()[-2000:]
+    assert zygotes_of(harness.pid) == []
+    assert list(tmpdir.iterdir()) == []
