@@ -24,8 +24,8 @@ import pytest
 
 from harness.blackbox.warm import (
     PLAN_ENV,
-    WarmAgent,
     ZYGOTE,
+    WarmAgent,
     WarmPlan,
     ZygoteProcess,
     adopt,
