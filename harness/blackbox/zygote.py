@@ -138,6 +138,8 @@ class Job:
 
 @dataclass
 class Life:
+    """One life's host's connection, and the child forked for it (pid 0: none yet, or reaped)."""
+
     conn: socket.socket
     pid: int = 0
     pidfd: int = -1
@@ -145,6 +147,9 @@ class Life:
 
 @dataclass
 class Zygote:
+    """The zygote's state: its socket, its program, what its imports read of the environment
+    (and which modules read it), and the lives it serves."""
+
     control: socket.socket
     program: Program
     env_read: dict[str, str | None] = field(default_factory=dict)

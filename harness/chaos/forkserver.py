@@ -128,7 +128,7 @@ class _Zygotes:
         # variables), as this server does.
         keeps = (
             zygote is not None
-            and zygote.alive()
+            and (zygote.alive() or zygote.refused is not None)  # a refusal is not retried
             and spec["plan"] == self._plan
             and (preload == zygote.preload or (not preload and zygote.preload))
         )
