@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -40,16 +38,14 @@ from harness.agent.plan import load_plan
 from harness.blackbox import (
     AGENT_COMMAND_ENV,
     AGENT_HOME_ENV,
-    MCP_COMMAND_ENV,
-    MCP_URL_ENV,
     MODEL_RECORD,
     TOOL_RECORD,
     resolve_command,
 )
+from harness.blackbox.handed import agent_env
 from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
 from harness.blackbox.warm import RECORD_ENV, WARM_FD_ENV, WarmAgent, recording_command, start_warm
-from harness.chaos.observer import ENV_ROOT, ENV_TRACE
 from harness.exits import AGENT_CANNOT_START
 from harness.failpoints import (
     AIMED_KILL_SIGNAL,
@@ -66,7 +62,6 @@ TABLE_ENV = "HARNESS_TOOL_TABLE"  # the supervisor's (harness.chaos.supervisor.T
 
 __all__ = ["main"]
 
-BRIDGE = Path(__file__).with_name("stdio_bridge.py")
 AGENT_TEMP = "tmp"
 """The agent's ``TMPDIR``, in the trial folder: nothing it leaves there outlives the trial."""
 
@@ -153,28 +148,6 @@ def serve(trial: Path, world: WorldStore) -> BlackBoxServer:
     server = BlackBoxServer(model, tools)
     threading.Thread(target=server.serve_forever, name="blackbox-server", daemon=True).start()
     return server
-
-
-OBSERVED = (ENV_TRACE, ENV_ROOT)
-"""The harness's variables an agent keeps: those of the file-system observer, whose library
-(``LD_PRELOAD``) is idle without them, so that a power loss sees what the agent does."""
-
-
-def agent_env(base: str, environ: Mapping[str, str], temp: Path) -> dict[str, str]:
-    """The agent's environment: the life's, without the harness's own variables (but the
-    observer's, ``OBSERVED``), and what it is handed: the model (OpenAI's and Anthropic's
-    variables), the tools (two ways), and ``temp`` as its ``TMPDIR``, so that what it (or
-    its framework) leaves in a temporary folder stays in the trial folder and goes with it
-    (CrewAI leaves lock files there)."""
-    env = {k: v for k, v in environ.items() if not k.startswith("HARNESS_") or k in OBSERVED}
-    env["TMPDIR"] = str(temp)
-    env["OPENAI_BASE_URL"] = f"{base}/v1"
-    env["OPENAI_API_KEY"] = "harness"  # any key: the model is the harness's
-    env["ANTHROPIC_BASE_URL"] = base  # Anthropic's SDKs add /v1/messages themselves
-    env["ANTHROPIC_API_KEY"] = "harness"
-    env[MCP_URL_ENV] = f"{base}/mcp"
-    env[MCP_COMMAND_ENV] = shlex.join([sys.executable, str(BRIDGE), f"{base}/mcp"])
-    return env
 
 
 def _end_the_group(signum: int, frame: object) -> None:

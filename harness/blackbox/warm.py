@@ -282,7 +282,7 @@ def start_warm(
 def zygote_env(life_env: Mapping[str, str], trial_dir: Path, *, base: str) -> dict[str, str]:
     """The environment a zygote starts with: a life's agent's, with ``base`` as its servers'
     address and none of the observer's per-life variables (the library stays loaded)."""
-    from harness.blackbox.host import agent_env
+    from harness.blackbox.handed import agent_env
     from harness.chaos.observer import ENV_ROOT, ENV_TRACE
 
     env = agent_env(base, life_env, trial_dir / "tmp")
