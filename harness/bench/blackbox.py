@@ -25,7 +25,16 @@ from pathlib import Path
 from harness.bench.figures import BenchError
 from harness.blackbox.warm import PLAN_ENV
 
-__all__ = ["AGENTS", "NODE", "PLAN_ENV", "BlackBox", "built", "prepare", "startup_ms"]
+__all__ = [
+    "AGENTS",
+    "NODE",
+    "PLAN_ENV",
+    "BlackBox",
+    "built",
+    "prepare",
+    "program_ms",
+    "startup_ms",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ("plain_python", "langgraph", "openai_agents")
@@ -84,6 +93,16 @@ def prepare(name: str, runtime: str) -> BlackBox:
     return BlackBox(name, runtime, adopted.import_s)
 
 
+_program_ms: dict[str, list[float]] = {}
+
+
+def program_ms() -> dict[str, list[float]]:
+    """Of each start-up measured so far, by agent and launcher, the part from the agent's
+    process being started (its host's ``agent`` line) to its first model request: the
+    program's own set-up, which a warm start does not remove."""
+    return {name: list(values) for name, values in _program_ms.items()}
+
+
 def startup_ms(box: BlackBox, launch: str, scratch: Path) -> float:
     """One life's start-up (see module), started ``launch`` (``fork``: plain; ``warm``)."""
     from harness.chaos.schedule import CrashSchedule, Life
@@ -108,6 +127,9 @@ def startup_ms(box: BlackBox, launch: str, scratch: Path) -> float:
         if launch == "warm" and started[0]["start"] != "warm":
             raise BenchError(f"{box.name}: a warm life started plain ({started[0]['said']})")
         killed = next(e["t_ns"] for e in events if e["event"] == "kill")
+        _program_ms.setdefault(f"{box.name}-{launch}", []).append(
+            float(killed - started[0]["t_ns"]) / 1e6
+        )
         return float(killed - ready) / 1e6
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -895,6 +895,15 @@ def bench_blackbox(settings: BenchSettings, scratch: Path, out: Measurements) ->
     finally:
         os.environ.pop(blackbox.PLAN_ENV, None)
     out.series["blackbox_startup_ms"] = samples
+    after_start = blackbox.program_ms()
+    out.series["blackbox_program_ms"] = after_start
+    for box in boxes:
+        own = median_of(after_start[f"{box.name}-warm"])
+        out.notes.append(
+            f"figure 11: {box.name}, warm: {own:.0f} ms of its "
+            f"{median_of(samples[f'{box.name}-warm']):.0f} ms are the program's own, from its "
+            "fork to its first model request"
+        )
     if "node-fork" in samples:
         out.notes.append(
             f"figure 11: the Node agent (TypeScript, no warm start) starts in "
