@@ -39,6 +39,8 @@ MAX_PACKET = 1 << 20
 PROBED_ENV_WILDCARD = "*"
 """What ``read_env`` names when a module read the whole environment (iterated or copied)."""
 TEMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")
+UNCAUGHT = 1
+"""The interpreter's status for an uncaught exception (``harness.exits.PYTHON_UNCAUGHT``)."""
 
 
 @dataclass
@@ -104,7 +106,7 @@ def run_program(program: Program) -> None:
         while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
             tb = tb.tb_next  # the interpreter shows the program's frames only
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # the hook prints the exception's
-        raise SystemExit(1) from None
+        raise SystemExit(UNCAUGHT) from None
 
 
 def record(out: str, words: list[str]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.blackbox import zygote as zygote_module
 from harness.blackbox.warm import (
     PLAN_ENV,
     ZYGOTE,
@@ -32,6 +33,7 @@ from harness.blackbox.warm import (
     recording_command,
     start_warm,
 )
+from harness.exits import PYTHON_UNCAUGHT
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "warm"
@@ -142,7 +144,8 @@ class TestFaithful:
         finally:
             zygote.close()
         assert warm == plain
-        assert warm[0] == 1 and "RuntimeError: the probe raised" in warm[1]
+        assert warm[0] == PYTHON_UNCAUGHT == zygote_module.UNCAUGHT
+        assert "RuntimeError: the probe raised" in warm[1]
 
     def test_the_crash_free_run_records_the_program_s_imports_but_its_own(
         self, tmp_path: Path
@@ -237,6 +240,18 @@ class TestRefused:
         zygote = ZygoteProcess(plan([PROBE], ["json", module]), life_env(tmp_path))
         try:
             assert zygote.refused is not None and why in zygote.refused
+        finally:
+            zygote.close()
+
+    def test_an_observer_the_interpreter_did_not_load_is_refused(self, tmp_path: Path) -> None:
+        """A power-loss life needs the library in the zygote before it forks: checked."""
+        missing = str(tmp_path / "fsobserve.so")  # the loader ignores what it cannot load
+        env = {**life_env(tmp_path), "LD_PRELOAD": missing}
+        zygote = ZygoteProcess(plan([PROBE], ["json"]), env)
+        try:
+            assert zygote.refused == (
+                f"the observer {missing} is not loaded in the agent's interpreter"
+            )
         finally:
             zygote.close()
 
