@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from harness.bench import (
+    blackbox,
     calls,
     compaction,
     cycles,
@@ -52,6 +53,7 @@ __all__ = [
     "BenchSettings",
     "Measurements",
     "bench_batch",
+    "bench_blackbox",
     "bench_campaigns",
     "bench_compaction",
     "bench_cycles",
@@ -108,6 +110,8 @@ class BenchSettings:
     wire_calls: int = 50
     """MCP calls in a sample of figure 11 (direct, then through the wire guard)."""
     wire_repeats: int = 7
+    blackbox_repeats: int = 5
+    """Lives of each example agent started plain and warm, interleaved (figure 12)."""
 
 
 FULL = BenchSettings()
@@ -137,6 +141,7 @@ QUICK = BenchSettings(
     power_loss_repeats=1,
     wire_calls=5,
     wire_repeats=1,
+    blackbox_repeats=1,
 )
 
 
@@ -909,6 +914,70 @@ def bench_wire_guard(settings: BenchSettings, scratch: Path, out: Measurements) 
     )
 
 
+IMPORT_SLOW_S = 1.0
+"""A framework whose import takes longer is held to ``WARM_TARGET``."""
+WARM_TARGET = Target(low=10.0)
+
+
+def bench_blackbox(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 12: a black box's start-up, plain / warm, for each example agent that is built."""
+    boxes = []
+    for name in blackbox.AGENTS:
+        runtime = blackbox.built(name)
+        if runtime is None:
+            out.notes.append(f"figure 12: {name} is not built (make agent-{name}): not measured")
+            continue
+        boxes.append(blackbox.prepare(name, runtime))
+    if not boxes:
+        raise BenchError("no example agent is built (make agent-plain_python needs nothing)")
+    try:
+        subjects: dict[str, Callable[[], float]] = {}
+        for box in boxes:
+            for launch in ("fork", "warm"):
+                subjects[f"{box.name}-{launch}"] = functools.partial(
+                    blackbox.startup_ms, box, launch, scratch
+                )
+        node = blackbox.built(blackbox.NODE)
+        if node is not None:  # plain only: there is no warm start for Node
+            box = blackbox.BlackBox(blackbox.NODE, node, 0.0)
+            subjects["node-fork"] = functools.partial(blackbox.startup_ms, box, "fork", scratch)
+        for box in boxes:  # the zygote's start: once per worker, not in a sample
+            blackbox.startup_ms(box, "warm", scratch)
+        samples = interleave(subjects, settings.blackbox_repeats)
+    finally:
+        os.environ.pop(blackbox.PLAN_ENV, None)
+    out.series["blackbox_startup_ms"] = samples
+    # The samples' own (the last ones: the zygote's first life came before them).
+    after_start = {k: v[-settings.blackbox_repeats :] for k, v in blackbox.program_ms().items()}
+    out.series["blackbox_program_ms"] = after_start
+    for box in boxes:
+        own = median_of(after_start[f"{box.name}-warm"])
+        out.notes.append(
+            f"figure 12: {box.name}, warm: {own:.0f} ms of its "
+            f"{median_of(samples[f'{box.name}-warm']):.0f} ms are the program's own, from its "
+            "fork to its first model request"
+        )
+    if "node-fork" in samples:
+        out.notes.append(
+            f"figure 12: the Node agent (TypeScript, no warm start) starts in "
+            f"{median_of(samples['node-fork']):.0f} ms, plain"
+        )
+    for box in boxes:
+        slow = box.import_s > IMPORT_SLOW_S
+        out.figures.append(
+            Figure(
+                f"12 black-box start-up: plain / warm ({box.name})",
+                median_of(samples[f"{box.name}-fork"]),
+                median_of(samples[f"{box.name}-warm"]),
+                "ms/life",
+                WARM_TARGET if slow else Target(low=1.0),
+                f"from the host's ready to the agent's first model request; its zygote "
+                f"imported in {box.import_s:.2f} s"
+                + ("" if slow else f" (under {IMPORT_SLOW_S:g} s: not held to 10x)"),
+            )
+        )
+
+
 STEPS = (
     "cycle rate",
     "journaled call cost",
@@ -923,6 +992,7 @@ STEPS = (
     "threads",
     "crash states",
     "wire guard",
+    "black-box start-up",
 )
 """The measurements, in the order they run (``only`` picks some by these names)."""
 
@@ -957,6 +1027,7 @@ def run_bench(
             ("threads", lambda: bench_threads(settings, scratch, collected)),
             ("crash states", lambda: bench_power_loss(settings, scratch, collected)),
             ("wire guard", lambda: bench_wire_guard(settings, scratch, collected)),
+            ("black-box start-up", lambda: bench_blackbox(settings, scratch, collected)),
         ]
         assert [name for name, _ in steps] == list(STEPS)
         for title, step in steps:

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -39,15 +38,14 @@ from harness.agent.plan import load_plan
 from harness.blackbox import (
     AGENT_COMMAND_ENV,
     AGENT_HOME_ENV,
-    MCP_COMMAND_ENV,
-    MCP_URL_ENV,
     MODEL_RECORD,
     TOOL_RECORD,
     resolve_command,
 )
+from harness.blackbox.handed import agent_env
 from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
-from harness.chaos.observer import ENV_ROOT, ENV_TRACE
+from harness.blackbox.warm import RECORD_ENV, WARM_FD_ENV, WarmAgent, recording_command, start_warm
 from harness.exits import AGENT_CANNOT_START
 from harness.failpoints import (
     AIMED_KILL_SIGNAL,
@@ -64,7 +62,6 @@ TABLE_ENV = "HARNESS_TOOL_TABLE"  # the supervisor's (harness.chaos.supervisor.T
 
 __all__ = ["main"]
 
-BRIDGE = Path(__file__).with_name("stdio_bridge.py")
 AGENT_TEMP = "tmp"
 """The agent's ``TMPDIR``, in the trial folder: nothing it leaves there outlives the trial."""
 
@@ -153,28 +150,6 @@ def serve(trial: Path, world: WorldStore) -> BlackBoxServer:
     return server
 
 
-OBSERVED = (ENV_TRACE, ENV_ROOT)
-"""The harness's variables an agent keeps: those of the file-system observer, whose library
-(``LD_PRELOAD``) is idle without them, so that a power loss sees what the agent does."""
-
-
-def agent_env(base: str, environ: Mapping[str, str], temp: Path) -> dict[str, str]:
-    """The agent's environment: the life's, without the harness's own variables (but the
-    observer's, ``OBSERVED``), and what it is handed: the model (OpenAI's and Anthropic's
-    variables), the tools (two ways), and ``temp`` as its ``TMPDIR``, so that what it (or
-    its framework) leaves in a temporary folder stays in the trial folder and goes with it
-    (CrewAI leaves lock files there)."""
-    env = {k: v for k, v in environ.items() if not k.startswith("HARNESS_") or k in OBSERVED}
-    env["TMPDIR"] = str(temp)
-    env["OPENAI_BASE_URL"] = f"{base}/v1"
-    env["OPENAI_API_KEY"] = "harness"  # any key: the model is the harness's
-    env["ANTHROPIC_BASE_URL"] = base  # Anthropic's SDKs add /v1/messages themselves
-    env["ANTHROPIC_API_KEY"] = "harness"
-    env[MCP_URL_ENV] = f"{base}/mcp"
-    env[MCP_COMMAND_ENV] = shlex.join([sys.executable, str(BRIDGE), f"{base}/mcp"])
-    return env
-
-
 def _end_the_group(signum: int, frame: object) -> None:
     # A random-time kill's timer fired here: the whole life dies of it, at once.
     signal.signal(signum, signal.SIG_DFL)
@@ -189,6 +164,27 @@ def _stop_leftovers() -> None:
             os.killpg(os.getpgrp(), signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _start_agent(
+    words: list[str], trial: Path, env: dict[str, str], out: int
+) -> WarmAgent | subprocess.Popen[bytes]:
+    """The agent's process: forked by its zygote in a warm start (``WARM_FD_ENV``), else
+    started by its command (through ``zygote.py --record`` in a run that records imports)."""
+    if WARM_FD_ENV in os.environ:
+        zygote = socket.socket(fileno=int(os.environ.pop(WARM_FD_ENV)))
+        started = start_warm(zygote, words, trial, env, out)
+        if isinstance(started, WarmAgent):
+            tell_supervisor(f"agent warm {started.pid}")
+            return started
+        zygote.close()
+        # Refused for this life only (the campaign's check did not see why): a plain start.
+        tell_supervisor(f"agent plain refused: {started}")
+    if RECORD_ENV in os.environ:
+        words = recording_command(words, os.environ[RECORD_ENV])
+    agent = subprocess.Popen(words, cwd=trial, env=env, stdin=subprocess.DEVNULL, stdout=out)
+    tell_supervisor(f"agent plain {agent.pid}")
+    return agent
 
 
 def main(argv: list[str]) -> int:
@@ -206,9 +202,7 @@ def main(argv: list[str]) -> int:
         tell_supervisor("ready")
         try:
             with open(trial / "agent.stdout", "ab") as out:
-                agent = subprocess.Popen(
-                    words, cwd=trial, env=env, stdin=subprocess.DEVNULL, stdout=out
-                )
+                agent = _start_agent(words, trial, env, out.fileno())
         except (OSError, ValueError) as exc:
             print(f"harness: the agent's command {command!r} cannot start: {exc}", file=sys.stderr)
             return AGENT_CANNOT_START

@@ -35,10 +35,17 @@ def _found(word: str) -> bool:
 
 
 def check_agent(
-    runtime: str, scenario: str, *, launch: str = "fork", timeout_s: float = PREFLIGHT_TIMEOUT_S
+    runtime: str,
+    scenario: str,
+    *,
+    launch: str = "fork",
+    timeout_s: float = PREFLIGHT_TIMEOUT_S,
+    record: Path | None = None,
 ) -> float:
     """Refuse a black box (``cmd:`` runtime) that cannot take part in a trial (see module);
-    the seconds its crash-free run took."""
+    the seconds its crash-free run took. ``record``: where a Python agent's crash-free run
+    writes the modules it imported (``harness.blackbox.warm``)."""
+    from harness.blackbox.warm import RECORD_ENV
     from harness.chaos.schedule import CrashSchedule, Life
     from harness.chaos.supervisor import Supervisor
     from harness.chaos.trial import seed_world, write_plan_for
@@ -57,7 +64,10 @@ def check_agent(
     try:
         write_plan_for(scenario, 0, folder)
         seed_world(folder)
-        supervisor = Supervisor(restart_budget=1, timeout_s=timeout_s, launch=launch)
+        extra_env = {} if record is None else {RECORD_ENV: str(record)}
+        supervisor = Supervisor(
+            restart_budget=1, timeout_s=timeout_s, launch=launch, extra_env=extra_env
+        )
         started = time.monotonic()
         life = supervisor.run(folder, CrashSchedule((Life(),)), runtime=runtime)[-1]
         took = time.monotonic() - started

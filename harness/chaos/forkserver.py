@@ -46,6 +46,7 @@ def serve(sock: socket.socket) -> None:
     running: set[int] = set()
     finished: dict[int, int] = {}  # reaped for a waiter that was interrupted
     preloaded: set[str] = set()
+    zygotes = _Zygotes()
 
     def ready(request: dict[str, Any]) -> str:
         """The request's agent program, imported here (with the client's path) once."""
@@ -70,9 +71,19 @@ def serve(sock: socket.socket) -> None:
                     channel_fd, stderr_fd = fds
                     # The channel arrived under a number of this process's own.
                     env = {**request["env"], CHANNEL_ENV: str(channel_fd)}
-                    pid = fork_agent(module, request["trial_dir"], env, channel_fd, stderr_fd)
+                    reply: dict[str, Any] = {"op": "spawn"}
+                    warm = None
+                    if request.get("warm") is not None:
+                        warm, reply["warm_refused"] = zygotes.connect(request["warm"])
+                    try:
+                        pid = fork_agent(
+                            module, request["trial_dir"], env, channel_fd, stderr_fd, warm
+                        )
+                    finally:
+                        if warm is not None:
+                            warm.close()
                     running.add(pid)
-                    reply: dict[str, Any] = {"op": "spawn", "pid": pid}
+                    reply["pid"] = pid
                 except Exception as exc:  # the supervisor reports it; the server goes on
                     reply = {"op": "spawn", "error": f"{type(exc).__name__}: {exc}"}
                 finally:
@@ -96,6 +107,44 @@ def serve(sock: socket.socket) -> None:
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+        zygotes.close()
+
+
+class _Zygotes:
+    """The warm start's zygote of a black box (``harness.blackbox.warm``), at most one: a
+    request for another plan, or for the observer it was started without, replaces it."""
+
+    def __init__(self) -> None:
+        self._zygote: Any = None
+        self._plan: Any = None
+
+    def connect(self, spec: dict[str, Any]) -> tuple[socket.socket | None, str | None]:
+        """A connection to the zygote for one life's host, or None and why it refused."""
+        from harness.blackbox.warm import WarmPlan, ZygoteProcess
+
+        preload = spec["env"].get("LD_PRELOAD")
+        zygote = self._zygote
+        # One started with the observer serves lives without it too (idle without its
+        # variables), as this server does.
+        keeps = (
+            zygote is not None
+            and (zygote.alive() or zygote.refused is not None)  # a refusal is not retried
+            and spec["plan"] == self._plan
+            and (preload == zygote.preload or (not preload and zygote.preload))
+        )
+        if not keeps:
+            self.close()
+            names = (FORK_SERVER_MODULE, *sys.argv[-2:])  # for sweep_agents, as ours
+            zygote = ZygoteProcess(WarmPlan.decode(spec["plan"]), spec["env"], names)
+            self._zygote, self._plan = zygote, spec["plan"]
+        if zygote.refused is not None:
+            return None, str(zygote.refused)
+        return zygote.connect(), None
+
+    def close(self) -> None:
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
 
 
 def _wait(
@@ -145,23 +194,44 @@ def _program(module: str) -> Callable[[list[str]], int]:
 
 
 def fork_agent(
-    module: str, trial_dir: Path | str, env: dict[str, str], channel_fd: int, stderr_fd: int
+    module: str,
+    trial_dir: Path | str,
+    env: dict[str, str],
+    channel_fd: int,
+    stderr_fd: int,
+    warm: socket.socket | None = None,
 ) -> int:
-    """Fork one incarnation of ``module`` from this (preloaded) process; the child's pid."""
+    """Fork one incarnation of ``module`` from this (preloaded) process; the child's pid.
+
+    ``warm``: its connection to a zygote (``WARM_FD_ENV``). The zygote's forks join the
+    incarnation's process group, which needs them in one session: such an incarnation
+    leads a group of its own in this server's session instead of a session of its own.
+    """
     sys.stdout.flush()  # or the child would write the parent's pending output again
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child never returns from here
-        _run_child(module, Path(trial_dir), env, channel_fd, stderr_fd)
+        _run_child(module, Path(trial_dir), env, channel_fd, stderr_fd, warm)
+    if warm is not None:
+        with contextlib.suppress(OSError):  # either side may come first: no kill misses it
+            os.setpgid(pid, pid)
     return pid
 
 
 def _run_child(
-    module: str, trial_dir: Path, env: dict[str, str], channel_fd: int, stderr_fd: int
+    module: str,
+    trial_dir: Path,
+    env: dict[str, str],
+    channel_fd: int,
+    stderr_fd: int,
+    warm: socket.socket | None,
 ) -> None:
     code = PYTHON_UNCAUGHT  # what Python gives if the program raises
     try:
-        os.setsid()
+        if warm is None:
+            os.setsid()
+        else:
+            os.setpgid(0, 0)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())  # the parent held interrupts
@@ -169,12 +239,17 @@ def _run_child(
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         os.dup2(stderr_fd, 2)
-        # Only the channel survives: no file of the parent's may reach the agent.
-        keep = channel_fd
-        os.closerange(3, keep)
-        os.closerange(keep + 1, _max_fd())
+        # Only the channel (and a zygote's connection) survive: no file of the parent's
+        # may reach the agent.
+        keep = sorted({channel_fd} | ({warm.fileno()} if warm is not None else set()))
+        for low, high in zip([2, *keep], [*keep, _max_fd()], strict=True):
+            os.closerange(low + 1, high)
         os.environ.clear()
         os.environ.update(env)
+        if warm is not None:
+            from harness.blackbox.warm import WARM_FD_ENV
+
+            os.environ[WARM_FD_ENV] = str(warm.detach())
         sys.argv = [module, str(trial_dir)]
         # The parent's stdio objects may be anything (pytest captures them, rich
         # wraps them): the agent writes to its own descriptors 1 and 2.

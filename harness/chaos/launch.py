@@ -9,6 +9,8 @@ the supervisor, and reaped before the supervisor goes on.
   the agent program with the supervisor's import path (as ``-m`` would, but a
   user's module on ``PYTHONPATH`` stays importable under ``-I``). Pays the interpreter's
   start-up and the agent's imports every time; works for any agent program.
+- ``warm``: ``fork``, and a black box's Python agent forked from a zygote of its own
+  interpreter that the fork server keeps (``harness.blackbox.warm``).
 - ``fork``: a fork server (``harness.chaos.forkserver``, one per supervising
   process, exec'd once) has imported the agent's modules; each incarnation is
   a ``fork`` of it that runs the agent's ``main`` (the child's side, and the
@@ -39,7 +41,7 @@ __all__ = [
     "launch",
 ]
 
-LAUNCHERS = ("fork", "exec")
+LAUNCHERS = ("fork", "exec", "warm")
 
 
 class AgentProcess(Protocol):
@@ -133,19 +135,29 @@ class ForkServer:
         return server
 
     def spawn(
-        self, module: str, trial_dir: Path, env: dict[str, str], channel_fd: int, stderr_fd: int
+        self,
+        module: str,
+        trial_dir: Path,
+        env: dict[str, str],
+        channel_fd: int,
+        stderr_fd: int,
+        warm: dict[str, Any] | None = None,
     ) -> ForkedAgent:
+        """``warm``: the black box's zygote (``harness.blackbox.warm``) its host forks from."""
         request = {
             "op": "spawn",
             "module": module,
             "trial_dir": str(trial_dir),
             "env": env,
             "path": sys.path,
+            "warm": warm,
         }
         socket.send_fds(self._sock, [json.dumps(request).encode()], [channel_fd, stderr_fd])
         reply = self._reply("spawn", None)
         if "error" in reply:
             raise OSError(f"fork server could not start {module}: {reply['error']}")
+        if reply.get("warm_refused"):
+            _say_once(f"harness: warm start refused: {reply['warm_refused']}; plain start")
         return ForkedAgent(int(reply["pid"]), self)
 
     def preload(self, module: str) -> None:
@@ -236,11 +248,37 @@ def launch(
                 pass_fds=(channel_fd,),
                 start_new_session=True,
             )
-    if how != "fork":
+    if how not in LAUNCHERS:
         raise ValueError(f"unknown launcher {how!r} (known: {', '.join(LAUNCHERS)})")
+    # "warm" forks a black box's Python agent from a zygote too; our own agent programs
+    # are already forked warm.
+    warm = _zygote_spec(env) if how == "warm" and module == BLACK_BOX_HOST else None
     stderr_fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         server = ForkServer.get(python, env.get("LD_PRELOAD"))
-        return server.spawn(module, trial_dir, env, channel_fd, stderr_fd)
+        return server.spawn(module, trial_dir, env, channel_fd, stderr_fd, warm)
     finally:
         os.close(stderr_fd)
+
+
+BLACK_BOX_HOST = "harness.blackbox.host"
+_said: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    if line not in _said:
+        _said.add(line)
+        print(line, file=sys.stderr)
+
+
+def _zygote_spec(env: dict[str, str]) -> dict[str, Any] | None:
+    """What the fork server needs to start the black box's zygote, if the campaign adopted a
+    warm plan for its command (``harness.blackbox.warm.adopt``)."""
+    from harness.blackbox import AGENT_COMMAND_ENV
+    from harness.blackbox.warm import plan_for, zygote_env
+
+    plan = plan_for(env.get(AGENT_COMMAND_ENV, ""))
+    if plan is None:
+        return None
+    # Its servers' address and temporary folder are placeholders: each life sets its own.
+    return {"plan": plan.encode(), "env": zygote_env(env, Path("/"), base="http://127.0.0.1:9")}

@@ -465,6 +465,10 @@ class LifeWatch:
                 if line == "ready":
                     self.ready_ms = (time.monotonic() - self.started) * 1000
                     _event(self.events, "ready", life=self.life_no, ms=round(self.ready_ms, 3))
+                elif line.startswith("agent "):  # a black box's host started its agent
+                    how, _, said = line.removeprefix("agent ").partition(" ")
+                    _event(self.events, "agent", life=self.life_no, start=how, said=said)
+                    continue
                 self.history.note(line, self.life_no, self.events, self.ledger)  # not "ready"
 
     def after_kill(self, channel: ChannelReader, pid: int, life: Life) -> None:

@@ -94,7 +94,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_workers_option(compare)
     add_timeout_option(compare)
     add_reports_option(compare)
-    add_launch_option(compare)
+    add_launch_option(compare, repeatable=True)
     add_maxfail_options(compare)
     add_workdir_option(compare)
     add_keep_option(compare)
@@ -123,7 +123,15 @@ def run(args: argparse.Namespace) -> int:
             raise HarnessError(
                 f"--expect-fail {name}: not a compared runtime (compared: {', '.join(runtimes)})"
             )
+    launches: list[str] = list(dict.fromkeys(args.launch)) or ["fork"]
+    if len(launches) > 1 and len(runtimes) > 1:
+        raise HarnessError(
+            f"--launch {' --launch '.join(launches)}: one runtime under several launchers, "
+            f"not {len(runtimes)} runtimes"
+        )
     args.runtime = runtimes[0]
+    # The black box's crash-free run records its imports when a campaign runs warm.
+    args.launch = "warm" if "warm" in launches else launches[0]
     config = campaign_config(args)
     try:
         return run_compare(
@@ -132,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
             tuple(args.failpoints),
             tuple(args.expect_fail),
             maxfail=args.maxfail,
+            launches=launches,
         )
     finally:
         sweep_agents(config.run_dir)
@@ -161,24 +170,36 @@ def run_compare(
     expect_fail: Sequence[str] = (),
     *,
     maxfail: int | None = None,
+    launches: Sequence[str] = (),
 ) -> int:
     """Run the campaign once per runtime; print and write the side-by-side table.
 
     Returns the exit status (``harness.report.compare.compare_status``);
     ``expect_fail`` names the runtimes that must fail at least one trial. ``maxfail``
-    stops each runtime's campaign once that many of its trials failed.
+    stops each runtime's campaign once that many of its trials failed. ``launches``
+    (more than one, for one runtime): the campaign once per launcher instead, each a
+    column named ``RUNTIME --launch LAUNCHER``, its golden runs and trials in a folder
+    of the run folder named by the launcher.
     """
+    runs = [(runtime, config.launch, runtime) for runtime in runtimes]
+    if len(launches) > 1:
+        runs = [(runtimes[0], how, f"{runtimes[0]} --launch {how}") for how in launches]
+        expect_fail = [label for rt, _, label in runs if rt in expect_fail]
     by_runtime: dict[str, list[TrialResult]] = {}
     stopped = []
-    for runtime in runtimes:
-        announce_campaign(runtime)
-        by_runtime[runtime] = run_trials(
-            replace(config, runtime=runtime),
+    for runtime, how, label in runs:
+        announce_campaign(label)
+        # One runtime's trials are named alike under each launcher: each keeps a folder.
+        run_dir = config.run_dir / how if len(launches) > 1 else config.run_dir
+        run_dir.mkdir(exist_ok=True)
+        by_runtime[label] = run_trials(
+            replace(config, runtime=runtime, launch=how, run_dir=run_dir),
             lambda r: None,
             select=_select(failpoints, runtimes),
             stop=None if maxfail is None else stop_after_failures(maxfail),
         )
-        failed = sum(r.status == "fail" for r in by_runtime[runtime])
+        failed = sum(r.status == "fail" for r in by_runtime[label])
         if maxfail is not None and failed >= maxfail:
-            stopped.append(f"{runtime} after {failed} failed, --maxfail {maxfail}")
-    return report_comparison(config.run_dir, runtimes, by_runtime, expect_fail, stopped)
+            stopped.append(f"{label} after {failed} failed, --maxfail {maxfail}")
+    labels = [label for _, _, label in runs]
+    return report_comparison(config.run_dir, labels, by_runtime, expect_fail, stopped)

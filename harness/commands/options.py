@@ -114,13 +114,17 @@ def add_workers_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_launch_option(parser: argparse.ArgumentParser) -> None:
+def add_launch_option(parser: argparse.ArgumentParser, *, repeatable: bool = False) -> None:
+    """``--launch``; ``repeatable``: given more than once, the campaign runs under each."""
+    more = " (repeatable: the same campaign under each, side by side)" if repeatable else ""
     parser.add_argument(
         "--launch",
-        choices=("fork", "exec"),
-        default="fork",
-        help="start each life of the agent by forking a warm worker (the default) or by "
-        "exec of a fresh interpreter",
+        choices=("fork", "exec", "warm"),
+        action="append" if repeatable else "store",
+        default=[] if repeatable else "fork",
+        help="start each life of the agent by forking a warm worker (the default), by exec "
+        "of a fresh interpreter, or as fork and, for a black box that is a Python program, "
+        "by forking its own interpreter once it has imported what a crash-free run imported" + more,
     )
 
 
@@ -418,7 +422,20 @@ def check_black_box(
         return timeout or DEFAULT_TIMEOUT_S
     from harness.blackbox.preflight import PREFLIGHT_TIMEOUT_S, check_agent
 
-    took = check_agent(runtime, scenario, launch=launch, timeout_s=timeout or PREFLIGHT_TIMEOUT_S)
+    limit = timeout or PREFLIGHT_TIMEOUT_S
+    if launch != "warm":
+        took = check_agent(runtime, scenario, launch=launch, timeout_s=limit)
+        return timeout or max(DEFAULT_TIMEOUT_S, BLACK_BOX_TIMES * took)
+    from harness.adapters import get_adapter
+    from harness.blackbox import AGENT_COMMAND_ENV, AGENT_HOME_ENV, resolve_command
+    from harness.blackbox.warm import adopt
+
+    env = get_adapter(runtime).env
+    with tempfile.TemporaryDirectory(prefix="harness-warm-") as folder:
+        record = Path(folder) / "imports.json"
+        took = check_agent(runtime, scenario, launch=launch, timeout_s=limit, record=record)
+        words = resolve_command(env[AGENT_COMMAND_ENV], env[AGENT_HOME_ENV])
+        print(f"harness: {adopt(env[AGENT_COMMAND_ENV], words, record).line}", file=sys.stderr)
     return timeout or max(DEFAULT_TIMEOUT_S, BLACK_BOX_TIMES * took)
 
 

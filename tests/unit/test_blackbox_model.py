@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from harness.agent.plan import Plan, PlanStep, Verification
-from harness.blackbox.host import BRIDGE, BlackBoxServer
+from harness.blackbox.handed import BRIDGE
+from harness.blackbox.host import BlackBoxServer
 from harness.blackbox.model import (
     VERIFY_TOOL,
     Answer,
