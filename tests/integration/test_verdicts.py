@@ -179,6 +179,7 @@ class TestReadmeSelection:
             "key-changes-on-retry",
             "reconcile-new-key",
             "key-window-never-passes",
+            "failed-group-write-fails-all",
             "reconciles-at-once",
             "both-apis-at-once",
             "key-from-args",
@@ -197,11 +198,12 @@ class TestReadmeSelection:
         assert "a scenario of the replan model" in skipped[6]["outcome"]
         assert all("a scenario that compacts its journal" in c["outcome"] for c in skipped[7:11])
         needs_key = ("a keyed tool", "a reconciler looks up by key")
-        assert all(any(n in c["outcome"] for n in needs_key) for c in skipped[11:15])
-        assert "a batch step" in skipped[15]["outcome"]
+        keyed = skipped[11:14] + skipped[15:16]
+        assert all(any(n in c["outcome"] for n in needs_key) for c in keyed)
+        assert all("a batch step" in c["outcome"] for c in skipped[14:17:2])
         shapes = ("twice with equal arguments", "repeated with another between", "two equal calls")
-        assert all(any(n in c["outcome"] for n in shapes) for c in skipped[16:19])
-        assert all("a scenario of the drift model" in c["outcome"] for c in skipped[19:])
+        assert all(any(n in c["outcome"] for n in shapes) for c in skipped[17:20])
+        assert all("a scenario of the drift model" in c["outcome"] for c in skipped[20:])
         # Each mistake that needs a fault beyond SIGKILL is caught under it only: it
         # escaped every trial without it, and the outcome says so with their number.
         beyond = [
