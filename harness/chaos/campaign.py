@@ -18,12 +18,15 @@ command runs it again.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import functools
+import itertools
 import random
 import shutil
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -60,14 +63,17 @@ from harness.world.store import fold_wal
 
 __all__ = [
     "GENERATED_WEIGHT",
+    "Batch",
     "CampaignConfig",
     "Unreached",
     "applicable",
     "exhaustive_specs",
     "generated_scenarios",
+    "listed_schedules",
     "not_applicable",
     "random_specs",
     "reach_limited",
+    "run_batches",
     "run_trials",
     "sampled",
     "scenario_seed",
@@ -118,6 +124,7 @@ def exhaustive_specs(
     sample: int | None = None,
     reached: Mapping[str, int] | None = None,
     left_out: list[TrialSpec] | None = None,
+    listed: Sequence[tuple[str, CrashSchedule]] | None = None,
 ) -> list[TrialSpec]:
     """Every exhaustive trial the runtime can host: its failpoints, journal faults only for
     a runtime that keeps the journal, power loss for one that keeps files (the others are
@@ -125,38 +132,47 @@ def exhaustive_specs(
 
     ``reached``: how many times the runtime's own crash-free run reached each failpoint
     (``reach_limited``); a trial that arms a point past that is left out (it would
-    never fire), into ``left_out`` when given."""
+    never fire), into ``left_out`` when given. ``listed``: the golden run's
+    ``listed_schedules``, when already listed (they do not depend on the runtime)."""
     adapter = get_adapter(runtime)
-    if adapter.black_box:
-        return [
-            TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
-            for label, schedule in black_box_schedules(golden.hits)
-            if applicable(schedule, adapter)
-        ]
-    plan = load_plan(golden.directory / "plan.json")
-    threads = plan.batch_driver == "threads"
-    schedules = exhaustive_schedules(
-        golden.hits,
-        _in_flight_safe(golden),
-        None if threads else _batch_call(golden),
-        threads=threads,
-        disk_full=_appends_in_batches(golden, plan) if threads else (),
-        group_writes=_group_writes(golden, plan, threads=threads),
-        unsafe_call=_unsafe_call(golden),
-        compacts=plan.compact_at is not None,
-        reconciled=_reconciled(golden),
-        reconciled_in_life=_reconciled_in_life(golden),
-    )
+    if listed is None:
+        listed = listed_schedules(golden, black_box=adapter.black_box)
     specs = [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
-        for label, schedule in schedules
+        for label, schedule in listed
         if applicable(schedule, adapter)
     ]
+    if adapter.black_box:
+        return specs
     if reached is not None:
         if left_out is not None:
             left_out += [spec for spec in specs if unreached_points(spec.schedule, reached)]
         specs = [spec for spec in specs if not unreached_points(spec.schedule, reached)]
     return sampled(specs, sample, seed)
+
+
+def listed_schedules(golden: Golden, *, black_box: bool) -> list[tuple[str, CrashSchedule]]:
+    """Every exhaustive schedule of a golden run, labelled, before any runtime's
+    ``applicable`` keeps its own: a black box's (``black_box_schedules``) or the others'."""
+    if black_box:
+        return list(black_box_schedules(golden.hits))
+    plan = load_plan(golden.directory / "plan.json")
+    threads = plan.batch_driver == "threads"
+    in_flight_at = _in_flight(golden)
+    return list(
+        exhaustive_schedules(
+            golden.hits,
+            _in_flight_safe(golden, in_flight_at),
+            None if threads else _batch_call(golden),
+            threads=threads,
+            disk_full=_appends_in_batches(golden, plan) if threads else (),
+            group_writes=_group_writes(golden, plan, threads=threads),
+            unsafe_call=_unsafe_call(golden),
+            compacts=plan.compact_at is not None,
+            reconciled=_reconciled(golden, in_flight_at),
+            reconciled_in_life=_reconciled_in_life(golden),
+        )
+    )
 
 
 def reach_limited(runtime: str) -> bool:
@@ -227,16 +243,48 @@ def _group_writes(golden: Golden, plan: Plan, *, threads: bool) -> tuple[tuple[s
     return tuple((point, hit) for hit in _appends_in_batches(golden, plan, point))
 
 
-def _in_flight_safe(golden: Golden) -> Callable[[str, int], bool | None]:
+def _in_flight(golden: Golden) -> Callable[[str, int], tuple[str, ...]]:
+    """``golden.in_flight_at``, the same answers from an index of the calls' spans: a long
+    plan is asked it for every hit of every point, and a scan of every call each time
+    made listing its trials quadratic."""
+    order = sorted(range(len(golden.calls)), key=lambda n: golden.calls[n].start_ms)
+    starts = [golden.calls[n].start_ms for n in order]
+    reach = list(itertools.accumulate((golden.calls[n].end_ms for n in order), max))
+
+    @functools.cache
+    def in_flight(failpoint: str, hit: int) -> tuple[str, ...]:
+        op = golden.op_at(failpoint, hit)
+        if op is None:
+            return ()
+        moments = golden.moments.get(failpoint, ())
+        if not 0 < hit <= len(moments):
+            return (op,)
+        moment = moments[hit - 1]
+        found = []
+        at = bisect.bisect_right(starts, moment) - 1
+        while at >= 0 and reach[at] >= moment:  # no call before ``at`` lasts to the moment
+            call = golden.calls[order[at]]
+            if call.op != op and call.end_ms >= moment:
+                found.append(order[at])
+            at -= 1
+        return (op, *(golden.calls[n].op for n in sorted(found)))
+
+    return in_flight
+
+
+def _in_flight_safe(
+    golden: Golden, in_flight_at: Callable[[str, int], tuple[str, ...]] | None = None
+) -> Callable[[str, int], bool | None]:
     """Whether the ops in flight at a golden run's hit are retry-safe, by the table it ran
     with: True or False when all of them are (one op, or a batch of one kind), None for
     a batch of both kinds or an op of no plan step."""
     table = ToolTable.shipped() if golden.table is None else ToolTable.load(golden.table)
     plan = load_plan(golden.directory / "plan.json")
     tools = {step.op_id: step.tool for step in plan.steps}
+    in_flight_at = in_flight_at or _in_flight(golden)
 
     def safe(failpoint: str, hit: int) -> bool | None:
-        in_flight = golden.in_flight_at(failpoint, hit)
+        in_flight = in_flight_at(failpoint, hit)
         kinds = {
             _retried(table.classify(tools[op]), plan.clock_step) if op in tools else None
             for op in in_flight
@@ -254,16 +302,19 @@ def _retried(tool_class: ToolClass, clock_step: float | None = None) -> bool:
     return tool_class.retry_safe or (window is not None and (clock_step or 0.0) < window)
 
 
-def _reconciled(golden: Golden) -> Callable[[str, int], bool]:
+def _reconciled(
+    golden: Golden, in_flight_at: Callable[[str, int], tuple[str, ...]] | None = None
+) -> Callable[[str, int], bool]:
     """Whether every op in flight at a golden run's hit is, left unknown, put to a reconciler
     at the next start: decided VERIFY there (not retried), and its tool's effect can be
     looked up by key (the agent gives such a tool a reconciler)."""
-    safe = _in_flight_safe(golden)
+    in_flight_at = in_flight_at or _in_flight(golden)
+    safe = _in_flight_safe(golden, in_flight_at)
     plan = load_plan(golden.directory / "plan.json")
     tools = {step.op_id: step.tool for step in plan.steps}
 
     def reconciled(failpoint: str, hit: int) -> bool:
-        in_flight = golden.in_flight_at(failpoint, hit)
+        in_flight = in_flight_at(failpoint, hit)
         asked = [op in tools and _by_key(plan, tools[op]) for op in in_flight]
         return bool(asked) and all(asked) and safe(failpoint, hit) is False
 
@@ -473,6 +524,187 @@ def run_trials(
             stack.callback(_move_goldens, scratch, config.run_dir)
             stack.callback(sweep_agents, scratch)  # runs first: callbacks run last in, first out
         return _run_trials(config, on_result, on_plan, stop, select, scratch, on_unreached)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Trials run as ``run_trials`` runs them, beside other batches on one pool: the
+    exhaustive trials of ``config`` (its runtime, scenarios and seed) that ``select``
+    keeps, in order; ``stop`` ends the batch as it ends a campaign."""
+
+    config: CampaignConfig
+    select: Callable[[TrialSpec], bool] | None = None
+    stop: Callable[[TrialResult], bool] | None = None
+
+
+def run_batches(
+    config: CampaignConfig,
+    batches: Sequence[Batch],
+    on_result: Callable[[int, TrialResult], None],
+    *,
+    on_done: Callable[[int, list[TrialResult]], None] | None = None,
+) -> list[list[TrialResult]]:
+    """Run every batch on one pool of ``config``'s workers; each batch's results, in order.
+
+    Each batch keeps at most the pool's window of its trials in flight and hands
+    them over in order, as ``run_trials`` does: a ``stop`` ends it after the very
+    trials it ends a campaign after (those in flight finish and count). The pool
+    takes later batches' trials meanwhile, so it never waits at a batch's end, and
+    a batch lists its scenarios' trials only as far as it runs them.
+
+    ``on_result(batch, result)`` is told each result in its batch's order, ``on_done``
+    each batch and its results once it has ended. The batches' golden runs are this project's
+    runtime's, made (or reused) once for all of them.
+    """
+    for batch in batches:
+        made = batch.config
+        if made.random_trials or made.shard is not None or reach_limited(made.runtime):
+            raise ValueError("a batch runs a whole exhaustive campaign of a runtime of ours")
+        if get_adapter(made.runtime).black_box:
+            raise ValueError("a batch runs a runtime of ours, not a black box")
+    with contextlib.ExitStack() as stack:
+        scratch = None
+        if config.workdir is not None:
+            scratch = stack.enter_context(scratch_folder(config.workdir))
+            stack.callback(_move_goldens, scratch, config.run_dir)
+            stack.callback(sweep_agents, scratch)
+        pool = WorkerPool(
+            config.workers, _init_worker, (config.restart_budget, config.timeout_s, config.launch)
+        )
+        try:
+            results = _BatchRunner(config, batches, pool, scratch).run(on_result, on_done)
+            pool.close()
+            return results
+        except BaseException:
+            pool.abort()
+            raise
+
+
+class _BatchRunner:
+    """The batches' trials, listed as they are needed and handed to one pool."""
+
+    def __init__(
+        self,
+        config: CampaignConfig,
+        batches: Sequence[Batch],
+        pool: WorkerPool,
+        scratch: Path | None,
+    ) -> None:
+        self.batches = batches
+        self.pool = pool
+        self.scratch = scratch
+        scenarios = sorted({s for batch in batches for s in batch.config.scenarios})
+        self.drawn = generated_scenarios(scenarios)
+        self.tables = {s: scenario_tables(config.run_dir / "tables", s) for s in scenarios}
+        seeds = sorted(
+            {(s, scenario_seed(b.config.seed, s)) for b in batches for s in b.config.scenarios}
+        )
+        tasks = [
+            (s, seed, _golden_home(config.run_dir, scratch, s, seed), self.tables[s], "real")
+            for s, seed in seeds
+        ]
+        self.goldens = {(s, seed): g for s, seed, g in pool.map(_golden_task, tasks)}
+        self._listed: dict[tuple[str, int], list[tuple[str, CrashSchedule]]] = {}
+        self._samples: dict[str, int | None] = {}
+
+    def tasks(self, batch: Batch) -> Iterator[_TrialTask]:
+        """The batch's trials, as ``_run_trials`` lists them, a scenario at a time."""
+        made = batch.config
+        for s in made.scenarios:
+            seed = scenario_seed(made.seed, s)
+            golden = self.goldens[s, seed]
+            if (s, seed) not in self._listed:  # the same for every runtime: listed once
+                self._listed[s, seed] = listed_schedules(golden, black_box=False)
+            if s not in self._samples:
+                self._samples[s] = load_scenario(s).sample
+            sample = None if made.whole else self._samples[s]
+            specs = exhaustive_specs(
+                s, seed, golden, made.runtime, made.model, sample, listed=self._listed[s, seed]
+            )
+            for spec in specs:
+                spec = replace(spec, generated=s in self.drawn)
+                if batch.select is None or batch.select(spec):
+                    folder = made.run_dir / "trials" / spec.trial_id
+                    yield _TrialTask(
+                        spec,
+                        folder,
+                        golden.directory,
+                        self.tables[s],
+                        self.scratch,
+                        made.keep,
+                        False,
+                    )
+
+    def run(
+        self,
+        on_result: Callable[[int, TrialResult], None],
+        on_done: Callable[[int, list[TrialResult]], None] | None,
+    ) -> list[list[TrialResult]]:
+        window = self.pool.window
+        streams = [_Stream(self.tasks(batch)) for batch in self.batches]
+        owner: dict[int, tuple[int, int]] = {}  # the pool's task number -> (batch, position)
+        in_flight = 0
+        ended = [False] * len(streams)
+        while True:
+            for n, stream in enumerate(streams):  # the earliest batches first
+                while in_flight < window and stream.can_submit(window):
+                    task = stream.take()
+                    if task is None:
+                        break
+                    owner[self.pool.submit(_trial_task, task)] = (n, stream.submitted - 1)
+                    in_flight += 1
+            for n, stream in enumerate(streams):
+                if not ended[n] and stream.finished:
+                    ended[n] = True
+                    if on_done is not None:
+                        on_done(n, stream.results)
+            if in_flight == 0:
+                return [stream.results for stream in streams]
+            index, result = self.pool.next_result()
+            in_flight -= 1
+            n, position = owner.pop(index)
+            stream = streams[n]
+            stream.done[position] = result
+            stop = self.batches[n].stop
+            while len(stream.results) in stream.done:
+                at = len(stream.results)
+                ready = stream.done.pop(at)
+                stream.results.append(ready)
+                on_result(n, ready)
+                if stream.limit is None and stop is not None and stop(ready):
+                    # What run_trials has in flight when it stops: it runs no further.
+                    stream.limit = at + window
+
+
+class _Stream:
+    """One batch's progress: its trials submitted, its results in order, where it stops."""
+
+    def __init__(self, tasks: Iterator[_TrialTask]) -> None:
+        self._tasks = tasks
+        self._listed_all = False
+        self.submitted = 0
+        self.results: list[TrialResult] = []
+        self.done: dict[int, TrialResult] = {}
+        self.limit: int | None = None
+
+    def can_submit(self, window: int) -> bool:
+        if self._listed_all or self.submitted - len(self.results) >= window:
+            return False
+        return self.limit is None or self.submitted < self.limit
+
+    def take(self) -> _TrialTask | None:
+        task = next(self._tasks, None)
+        if task is None:
+            self._listed_all = True
+            return None
+        self.submitted += 1
+        return task
+
+    @property
+    def finished(self) -> bool:
+        """Every trial it is to run came back."""
+        stopped = self._listed_all or (self.limit is not None and self.submitted >= self.limit)
+        return stopped and len(self.results) == self.submitted
 
 
 def _fold_world(folder: Path) -> None:

@@ -79,6 +79,12 @@ def _library_dir() -> Path:
     configured = os.environ.get(ENV_LIBRARY_DIR)
     if configured:
         return Path(configured)
+    return _default_library_dir()
+
+
+@functools.cache
+def _default_library_dir() -> Path:
+    # Resolved once: a campaign asks for every power-loss trial it lists.
     return Path(__file__).resolve().parents[2] / "build" / "fsobserve"
 
 

@@ -90,6 +90,7 @@ class WorkerPool:
         window: int | None = None,
     ) -> None:
         self.window = window or 2 * workers
+        self._submitted = 0
         self._tasks = multiprocess.SimpleQueue()
         self._results = multiprocess.SimpleQueue()
         self._workers = [
@@ -112,32 +113,45 @@ class WorkerPool:
     ) -> Iterator[Any]:
         """``function(argument)`` for each argument, in order; ``stop`` ends the submitting."""
         pending = iter(arguments)
-        submitted = 0
+        order: list[int] = []  # the pool's number of each submitted argument
         next_out = 0
         done: dict[int, Any] = {}
         stopping = False
         while True:
-            while not stopping and submitted - next_out < self.window:
+            while not stopping and len(order) - next_out < self.window:
                 argument = next(pending, _END)
                 if argument is _END:
                     stopping = True
                     break
-                self._tasks.put((submitted, function, argument))
-                submitted += 1
-            if next_out == submitted:
+                order.append(self.submit(function, argument))
+            if next_out == len(order):
                 return
-            while next_out not in done:
-                index, ok, value = self._results.get()
-                if not ok and isinstance(value, _Refused):
-                    raise WorkerRefusal(value.message)
-                if not ok:
-                    raise WorkerError(f"a pool worker failed:\n{value}")
+            while order[next_out] not in done:
+                index, value = self.next_result()
                 done[index] = value
-            result = done.pop(next_out)
+            result = done.pop(order[next_out])
             next_out += 1
             if stop is not None and stop(result):
                 stopping = True
             yield result
+
+    def submit(self, function: Callable[[Any], Any], argument: Any) -> int:
+        """Hand ``function(argument)`` to a worker; its number, which ``next_result`` gives
+        back with its value. The caller bounds how many are in flight."""
+        index = self._submitted
+        self._tasks.put((index, function, argument))
+        self._submitted += 1
+        return index
+
+    def next_result(self) -> tuple[int, Any]:
+        """The next task to finish, in any order: its number and its value. A task that
+        raised raises here (``WorkerRefusal``, ``WorkerError``)."""
+        index, ok, value = self._results.get()
+        if not ok and isinstance(value, _Refused):
+            raise WorkerRefusal(value.message)
+        if not ok:
+            raise WorkerError(f"a pool worker failed:\n{value}")
+        return index, value
 
     def close(self) -> None:
         """Let every worker finish and exit."""

@@ -19,14 +19,14 @@ of one of the campaign's passing trials, and its invariant must fail on it.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from harness.adapters import get_adapter
 from harness.agent.broken import BROKEN_RUNTIMES, BrokenRuntime
 from harness.agent.plan import load_plan
-from harness.chaos.campaign import CampaignConfig, scenario_seed
+from harness.chaos.campaign import Batch, CampaignConfig, scenario_seed
 from harness.chaos.mutations import MUTATIONS, Mutation
 from harness.chaos.scenario import BatchStep, load_scenario
 from harness.chaos.shapes import plan_shapes
@@ -49,21 +49,19 @@ __all__ = [
 
 
 class Runner(Protocol):
-    """How the stages' trials are run (the command's progress bar around ``run_trials``):
-    results land in ``completed`` as they come, and ``stop`` may end the stage early.
-    ``catching``: the trials are a broken runtime's, a failure being it caught."""
+    """How the self-check's batches are run (the command's progress bar around
+    ``run_batches``): results land in ``completed`` as they come, ``on_done`` is told
+    each batch that ended and its results; the batches' results, in order."""
 
     def __call__(
         self,
         config: CampaignConfig,
         title: str,
-        results: list[TrialResult] | None = None,
+        batches: Sequence[Batch],
         *,
-        completed: list[TrialResult] | None = None,
-        stop: Callable[[TrialResult], bool] | None = None,
-        select: Callable[[TrialSpec], bool] | None = None,
-        catching: bool = False,
-    ) -> list[TrialResult]: ...
+        completed: list[TrialResult],
+        on_done: Callable[[int, list[TrialResult]], None] | None = None,
+    ) -> list[list[TrialResult]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,58 +114,68 @@ def run_self_check(
 ) -> None:
     """Run each broken runtime until the invariant it breaks catches it, then the mutations.
 
-    Rows land in ``rows`` and trials in ``completed`` as they come (an interrupt keeps
-    them). Each mutation damages a copy of one of the campaign's ``passing`` trials.
+    Every stage of every broken runtime is one batch (``run_batches``), all on one pool:
+    each stage runs and stops as it would alone, while the pool takes the next stages'
+    trials instead of waiting at each stage's end. Rows land in ``rows``, in the plan's
+    order, and trials in ``completed`` as they come (an interrupt keeps them). Each
+    mutation damages a copy of one of the campaign's ``passing`` trials.
     """
-    for check in plan_self_check(config):
-        # Each scenario's own model: a --model that id identity cannot follow would get
-        # every broken runtime caught for a mistake that is not its own.
-        broken = replace(config, runtime=check.name, random_trials=0, model=None)
-        rows.append(_run_check(broken, check, completed, run))
+    checks = plan_self_check(config)
+    batches: list[Batch] = []
+    owned: list[range] = []  # each check's batches
+    for check in checks:
+        first = len(batches)
+        if check.not_applicable is None and check.catch is not None:
+            # Each scenario's own model: a --model that id identity cannot follow would get
+            # every broken runtime caught for a mistake that is not its own.
+            broken = replace(config, runtime=check.name, random_trials=0, model=None)
+            caught = _caught_as_expected(check.runtime)
+            for stage in (*check.escape, check.catch):
+                batches.append(
+                    Batch(replace(broken, scenarios=stage.scenarios), stage.select, caught)
+                )
+        owned.append(range(first, len(batches)))
+    ended: dict[int, list[TrialResult]] = {}
+
+    first_row = len(rows)
+
+    def add_rows() -> None:
+        # The rows of the checks whose batches all ended, in order (an interrupt keeps them).
+        while (at := len(rows) - first_row) < len(checks) and all(n in ended for n in owned[at]):
+            rows.append(_row(checks[at], [ended[n] for n in owned[at]]))
+
+    def on_done(batch: int, results: list[TrialResult]) -> None:
+        ended[batch] = results
+        add_rows()
+
+    add_rows()
+    if batches:
+        run(config, "self-check", batches, completed=completed, on_done=on_done)
     rows += _mutation_rows(config, passing)
 
 
-def _run_check(
-    broken: CampaignConfig, check: BrokenCheck, completed: list[TrialResult], run: Runner
-) -> SelfCheckRow:
-    runtime = check.runtime
+def _caught_as_expected(runtime: type[BrokenRuntime]) -> Callable[[TrialResult], bool]:
     expected = set(runtime.caught_by)
+    return lambda result: bool(expected & set(result.failed_invariants))
+
+
+def _row(check: BrokenCheck, stages: list[list[TrialResult]]) -> SelfCheckRow:
+    """A broken runtime's row, from the results of its stages (the escaping ones, then
+    the catching one), or why it did not run."""
+    runtime = check.runtime
     if check.not_applicable is not None or check.catch is None:
         return SelfCheckRow(
             check.name,
             runtime.mistake,
             check.fault,
-            tuple(sorted(expected)),
+            tuple(sorted(runtime.caught_by)),
             0,
             None,
             not_applicable=check.not_applicable,
         )
-
-    def caught_as_expected(result: TrialResult) -> bool:
-        return bool(expected & set(result.failed_invariants))
-
-    alone: list[TrialResult] = []
-    for stage in check.escape:
-        alone += _run_stage(broken, stage, completed, caught_as_expected, run)
-    results = _run_stage(broken, check.catch, completed, caught_as_expected, run)
-    return _ran_row(check.name, runtime, check.fault, results, alone, caught_as_expected)
-
-
-def _run_stage(
-    broken: CampaignConfig,
-    stage: Stage,
-    completed: list[TrialResult],
-    caught: Callable[[TrialResult], bool],
-    run: Runner,
-) -> list[TrialResult]:
-    return run(
-        replace(broken, scenarios=stage.scenarios),
-        stage.title,
-        completed=completed,
-        stop=caught,
-        select=stage.select,
-        catching=True,
-    )
+    alone = [result for stage in stages[:-1] for result in stage]
+    caught = _caught_as_expected(runtime)
+    return _ran_row(check.name, runtime, check.fault, stages[-1], alone, caught)
 
 
 def _golden_finishes(config: CampaignConfig) -> list[tuple[str, bool]]:

@@ -471,10 +471,14 @@ def run_trial(
     (directory / "verdicts.json").write_text(
         json.dumps([v.to_json() for v in verdicts], indent=1), "utf-8"
     )
-    try:
-        windows = tuple(kill_windows(TrialEvidence(directory, golden, supervisor.restart_budget)))
-    except Exception:  # a window is a description, never a reason to crash the campaign
-        windows = ()
+    windows: tuple[str, ...] = ()
+    # Only a random-time kill has a window: the others' evidence is not read again.
+    if any(life.kill_after_ms is not None for life in spec.schedule.lives):
+        try:
+            evidence = TrialEvidence(directory, golden, supervisor.restart_budget)
+            windows = tuple(kill_windows(evidence))
+        except Exception:  # a window is a description, never a reason to crash the campaign
+            windows = ()
     _drop_reader_leftovers(directory / "world.db")  # a black box's windows read the ledger
     return TrialResult(
         spec,

@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.adapters import get_adapter
-from harness.chaos.campaign import CampaignConfig, Unreached, run_trials
+from harness.chaos.campaign import Batch, CampaignConfig, Unreached, run_batches, run_trials
 from harness.chaos.pool import WorkerRefusal
 from harness.chaos.selfcheck import run_self_check
 from harness.chaos.supervisor import sweep_agents
@@ -56,13 +56,14 @@ from harness.report.console import (
     print_self_check,
     print_self_check_skipped,
     print_start,
+    print_took,
     print_unreached,
     progress_bar,
 )
 from harness.report.files import discard_incomplete, folder_bytes, write_run_reports
 from harness.report.model import SelfCheckRow
 
-__all__ = ["add_parser", "run", "run_chaos", "run_with_progress"]
+__all__ = ["add_parser", "run", "run_batches_with_progress", "run_chaos", "run_with_progress"]
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -140,6 +141,8 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
     results: list[TrialResult] = []
     checks: list[SelfCheckRow] = []
     self_checked: list[TrialResult] = []
+    began = time.monotonic()
+    self_check_s: float | None = None
     try:
         started = time.monotonic()
         run_with_progress(
@@ -149,7 +152,8 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
             stop=None if maxfail is None else stop_after_failures(maxfail),
             on_unreached=lambda u: print_unreached(u.runtime, u.trials, u.points),
         )
-        print_pace(len(results), time.monotonic() - started, config.workers, config.workdir)
+        campaign_s = time.monotonic() - started
+        print_pace(len(results), campaign_s, config.workers, config.workdir)
         summary = CampaignSummary(results)
         print_campaign(summary, config.runtime)
         failed = sum(r.status == "fail" for r in results)
@@ -158,7 +162,9 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
             print_self_check_skipped(f"the campaign stopped early (--maxfail {maxfail})")
         elif self_check:
             passing = [r for r in results if r.status == "pass"]
-            run_self_check(config, checks, self_checked, passing, run_with_progress)
+            started = time.monotonic()
+            run_self_check(config, checks, self_checked, passing, run_batches_with_progress)
+            self_check_s = time.monotonic() - started
             print_self_check(checks)
         # Inside the try: an interrupt while the reports are written, or before the run's
         # last line is printed, still leaves them, marked interrupted (exit 130 and a
@@ -171,6 +177,7 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
         )
         kept = sum(r.kept for r in results)
         print_folder(config.run_dir, folder_bytes(config.run_dir), kept, len(results))
+        print_took(time.monotonic() - began, campaign_s, self_check_s)
         print_headline(status, summary, config.run_dir, stopped_after=maxfail if stopped else None)
         interrupts.result_final()
     except WorkerRefusal:
@@ -187,6 +194,28 @@ def run_chaos(config: CampaignConfig, *, self_check: bool, maxfail: int | None =
         print_interrupted(len(results), config.run_dir)
         raise
     return status
+
+
+def run_batches_with_progress(
+    config: CampaignConfig,
+    title: str,
+    batches: Sequence[Batch],
+    *,
+    completed: list[TrialResult],
+    on_done: Callable[[int, list[TrialResult]], None] | None = None,
+) -> list[list[TrialResult]]:
+    """Run the self-check's batches on one pool with one progress bar, whose failures are
+    counted as caught; results land in ``completed`` as they come."""
+    with progress_bar(title, catching=True) as bar:
+        caught = 0
+
+        def on_result(batch: int, result: TrialResult) -> None:
+            nonlocal caught
+            completed.append(result)
+            caught += result.status == "fail"
+            bar.advanced(failed=caught)
+
+        return run_batches(config, batches, on_result, on_done=on_done)
 
 
 def run_with_progress(

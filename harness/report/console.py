@@ -61,6 +61,7 @@ __all__ = [
     "print_self_check_skipped",
     "print_start",
     "print_table_audit",
+    "print_took",
     "print_trial",
     "print_unreached",
     "progress_bar",
@@ -221,6 +222,14 @@ def print_pace(trials: int, seconds: float, workers: int, where: Path | None) ->
         f"pace: {many(trials, 'trial')} in {seconds:.1f} s, {rate:.1f} trials/s "
         f"({workers} workers, trials run {escape(place)})"
     )
+
+
+def print_took(total_s: float, campaign_s: float, self_check_s: float | None) -> None:
+    """How long the whole command took, and its campaign and self-check apart."""
+    parts = f"campaign {duration(campaign_s)}"
+    if self_check_s is not None:
+        parts += f", self-check {duration(self_check_s)}"
+    _console.print(f"took {duration(total_s)} ({parts})")
 
 
 def print_unreached(runtime: str, trials: int, points: Collection[str]) -> None:
