@@ -65,6 +65,7 @@ from harness.runtime.records import (
     record_from_json,
 )
 from harness.runtime.recovery import OpHistory
+from harness.runtime.runtime import _Gate
 from harness.runtime.settled import settled_index
 from harness.runtime.steps import Append, Step, Steps
 
@@ -511,11 +512,23 @@ class NoOpLock(BrokenRuntime):
         redo_of: str | None = None,
         fresh: bool = False,
     ) -> CallOutcome:
-        # The mistake: no _enter/_leave, so a second call of an op in flight does not wait
-        # for the first to end; it decides from the journal as it stands mid-call.
-        return self._drive(
-            self._call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh), execute
-        )
+        # The mistake: the call counts as in flight (recover() and close() still see it)
+        # but takes no turn, so a second call of an op in flight does not wait for the
+        # first to end; it decides from the journal as it stands mid-call.
+        with self._lock:
+            gate = self._gates.get(op_id)
+            if gate is None:
+                gate = self._gates[op_id] = _Gate()
+            gate.users += 1  # its lock is never taken: that is the turn left out
+        try:
+            return self._drive(
+                self._call_steps(op_id, tool, args, redo_of=redo_of, fresh=fresh), execute
+            )
+        finally:
+            with self._lock:
+                gate.users -= 1
+                if gate.users == 0:
+                    del self._gates[op_id]
 
 
 class _StaleOffsetWriter(JournalWriter):

@@ -171,8 +171,24 @@ def listed_schedules(golden: Golden, *, black_box: bool) -> list[tuple[str, Cras
             compacts=plan.compact_at is not None,
             reconciled=_reconciled(golden, in_flight_at),
             reconciled_in_life=_reconciled_in_life(golden),
+            reusable=_reusable(golden, plan),
         )
     )
+
+
+def _reusable(golden: Golden, plan: Plan) -> Callable[[int], bool]:
+    """Whether the call issued at a hit of ``model.issue`` has an earlier plan step of
+    another tool or other arguments, whose id the ``reused-id`` fault gives it."""
+    steps = list(plan.steps)
+    index = {step.op_id: n for n, step in enumerate(steps)}
+
+    def reusable(hit: int) -> bool:
+        n = index.get(golden.op_at("model.issue", hit) or "")
+        if n is None:  # an id of the model's own making: listed, F says if it acted
+            return True
+        return any((e.tool, e.args) != (steps[n].tool, steps[n].args) for e in steps[:n])
+
+    return reusable
 
 
 def reach_limited(runtime: str) -> bool:

@@ -378,6 +378,7 @@ def exhaustive_schedules(
     compacts: bool = False,
     reconciled: Reconciled | None = None,
     reconciled_in_life: Reconciled | None = None,
+    reusable: Callable[[int], bool] | None = None,
 ) -> Iterator[tuple[str, CrashSchedule]]:
     """Every op failpoint at every hit the crash-free run made, then recovery kills.
 
@@ -502,7 +503,10 @@ def exhaustive_schedules(
     yield from _recover_in_flight_schedules(hits, batch_call, in_flight_safe)
     yield from _both_apis_schedules(hits, batch_call)
     issued = hits.get("model.issue", 0)
-    for hit in sorted({2, issued} & set(range(2, issued + 1))):
+    # The first and last issue whose call has an earlier call of other content to take
+    # the id of (``reusable``; a call that repeats every earlier one has none).
+    candidates = [hit for hit in range(2, issued + 1) if reusable is None or reusable(hit)]
+    for hit in sorted({candidates[0], candidates[-1]} if candidates else ()):
         # The model issues a call under an earlier call's id: the runtime must refuse it.
         reused = Life(f"model.issue@{hit}=reuse-id")
         yield f"model.issue@{hit}+reused-id", CrashSchedule((reused,))
