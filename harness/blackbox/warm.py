@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import zlib
@@ -261,7 +262,16 @@ def start_warm(
     if isinstance(program, str):
         return program
     group = os.getpgrp() if pgid is None else pgid
-    request = {"argv": program[1], "cwd": str(cwd), "env": dict(env), "pgid": group}
+    # A program this process starts inherits an ignored SIGINT (exec keeps SIG_IGN); the
+    # forked life must start with the same.
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    request = {
+        "argv": program[1],
+        "cwd": str(cwd),
+        "env": dict(env),
+        "pgid": group,
+        "sigint_ignored": ignored,
+    }
     devnull = os.open(os.devnull, os.O_RDONLY)
     try:
         socket.send_fds(sock, [json.dumps(request).encode()], [devnull, stdout, 2])

@@ -136,6 +136,8 @@ class Job:
     cwd: str
     env: dict[str, str]
     reset_tempdir: bool
+    sigint_ignored: bool = False
+    """As a program the life's host started would find SIGINT: ignored if the host ignores it."""
 
 
 @dataclass
@@ -316,7 +318,8 @@ def _start(zygote: Zygote, life: Life, request: dict[str, Any], fds: list[int]) 
             os.dup2(fd, n)
             os.close(fd)
         _let_go(zygote)
-        return Job(program, request["cwd"], env, zygote.reset_tempdir)
+        ignored = bool(request.get("sigint_ignored", False))
+        return Job(program, request["cwd"], env, zygote.reset_tempdir, ignored)
     for fd in fds:
         os.close(fd)
     # Both sides move the child into the life's group, so that no kill of the group can
@@ -398,6 +401,8 @@ def serve(zygote: Zygote) -> Job | None:
 
 def become(job: Job) -> None:
     """In the forked child: be the program's fresh process, then run it."""
+    if job.sigint_ignored:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.chdir(job.cwd)
     os.environ.clear()
     os.environ.update(job.env)
