@@ -570,7 +570,8 @@ class StaleOffsetTruncate(BrokenRuntime):
         "after a failed append, truncates the file to the offset this thread last saw as the end"
     )
     caught_by = ("I1", "I6")
-    needs_fault = "disk-full"
+    # A full disk at an append or at a group's shared fsync: either fails the append it undoes.
+    needs_fault = "disk-full or disk-full-mid-write"
     needs_threads = True
     _journal_class = _StaleOffsetWriter
 
