@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,14 +27,22 @@ MINI = ROOT / "tests" / "data" / "scenarios" / "mini.toml"
 
 def run_harness(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    return subprocess.run(
+    with subprocess.Popen(
         [sys.executable, "-m", "harness", *args],
         cwd=ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
-    )
+        start_new_session=True,
+    ) as harness:
+        try:
+            out, err = harness.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            os.killpg(harness.pid, signal.SIGKILL)  # its pool's workers too, not the harness alone
+            harness.communicate()
+            raise
+    return subprocess.CompletedProcess(harness.args, harness.returncode, out, err)
 
 
 @pytest.fixture
