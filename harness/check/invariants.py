@@ -989,8 +989,9 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     a lost reply, a cancellation and a model's misuse (a reused op id, an async
     tool) were reported by the life at that hit; a
     random-time kill was delivered; a full disk made the life stop on its
-    failed append; a power loss was rebuilt from the observer's trace (and, after
-    a kill between a write and its fsync, the observer saw bytes no fsync covered); a
+    failed append; a power loss was rebuilt from the observer's trace (after a
+    kill between a write and its fsync whose bytes another thread's fsync had covered,
+    the cut had nothing to take: said beside the pass); a
     corruption changed a record. A fault that did not land leaves the trial
     ``unknown``: it did not test what its schedule says.
     """
@@ -1074,6 +1075,9 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
             missed = _after_death_landed(ev, life, str(planned["after_death"]))
             problems += missed
             landed += not missed
+            covered = _cut_covered(ev, life, str(planned["after_death"]))
+            if not missed and covered:
+                moot.append(covered)
     if problems:
         return _unknown("F", "; ".join(problems))
     landed_words = f"{many(landed, 'scheduled fault')} landed"
@@ -1108,15 +1112,24 @@ def _after_death_landed(ev: TrialEvidence, life: LifeSeen, spec: str) -> list[st
         return [f"life {number}: {spec} was never applied"]
     if not fault.get("landed", False):
         return [f"life {number}: {spec} did not land: {fault.get('why', 'no reason given')}"]
-    reached = life.reached or ""
-    between_write_and_fsync = reached.startswith("journal.before_fsync")
-    nothing_unsynced = int(fault.get("synced", 0)) >= int(fault.get("size", 0))
-    if spec.startswith("power-loss") and between_write_and_fsync and nothing_unsynced:
-        return [
-            f"life {number}: killed between a write and its fsync, yet the observer saw "
-            "every byte of the journal fsynced: the power loss had nothing to take"
-        ]
     return []
+
+
+def _cut_covered(ev: TrialEvidence, life: LifeSeen, spec: str) -> str | None:
+    """Why a power loss after a kill between a journal write and its fsync had nothing to
+    take, when it had not: an fsync the observer saw already covered every byte. Threads
+    that share a journal do this: an fsync another thread began after the write makes it
+    durable, by the kernel's rule, before the writer's own turn comes. None otherwise."""
+    fault = ev.fault_after(life.life)
+    if fault is None or not spec.startswith("power-loss"):
+        return None
+    between_write_and_fsync = (life.reached or "").startswith("journal.before_fsync")
+    if between_write_and_fsync and int(fault.get("synced", 0)) >= int(fault.get("size", 0)):
+        return (
+            f"life {life.life}: the cut had nothing to take: an fsync the observer saw (begun "
+            "after the write, by another thread) had made every byte of the journal durable"
+        )
+    return None
 
 
 def _describe(planned: dict[str, object]) -> str:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 from harness.runtime import log
 from harness.runtime.errors import (
@@ -860,6 +861,13 @@ class JournalWriter:
             self._deliver()
 
     def _sync_through(self, written: Written) -> None:
+        # Hit once per durable write, by its own thread, whether it then leads an fsync or
+        # waits for one: a crash point whose count does not vary with how threads group.
+        # A failure here is the fsync that would cover this write failing.
+        try:
+            failpoint("journal.before_fsync")  # written, not yet durable
+        except BaseException as exc:
+            self._failed_sync(exc)
         while True:
             with self._sync_state:
                 if written.generation != self._generation or self.synced_size >= written.end:
@@ -877,21 +885,25 @@ class JournalWriter:
                 continue  # then look again: it covered these records, or one more is due
             try:
                 self._gather()
-                failpoint("journal.before_fsync")  # written, not yet durable
                 self.sync()
             except BaseException as exc:
-                with self._lock:
-                    if self._poisoned is None:
-                        message = self._poison(self.size, exc)
-                        if isinstance(exc, OSError):
-                            raise JournalWriteError(message) from exc
-                raise
+                self._failed_sync(exc)
             finally:
                 with self._sync_state:
                     self._syncing = False
                     waiting, self._sync_waiters = self._sync_waiters, []
                 for waiter in waiting:  # all at once, not one after another
                     waiter.release()
+
+    def _failed_sync(self, exc: BaseException) -> NoReturn:
+        """An fsync failed (or was interrupted): poison the writer and raise, an
+        ``OSError`` as ``JournalWriteError``."""
+        with self._lock:
+            if self._poisoned is None:
+                message = self._poison(self.size, exc)
+                if isinstance(exc, OSError):
+                    raise JournalWriteError(message) from exc
+        raise exc
 
     GATHER_MAX = 0.002
     """The longest an fsync waits for the rest of its group's writes, in seconds."""

@@ -18,6 +18,7 @@ import pytest
 
 from harness.runtime import CallContext, JournalWriteError, Runtime, ToolTable
 from harness.runtime import journal as journal_module
+from harness.runtime.hooks import set_crash_hook
 from harness.runtime.journal import Appended, JournalEvent, JournalWriter, Synced, scan_journal
 from harness.runtime.records import IncarnationRecord, IntentRecord
 
@@ -75,6 +76,27 @@ class TestSharedFsyncs:
         for write in durable:
             after = events[events.index(write) :]
             assert any(isinstance(e, Synced) and e.end >= write.end for e in after)
+
+    def test_the_point_before_an_fsync_is_hit_once_per_durable_write(
+        self, tmp_path: Path, slow_fsync: None
+    ) -> None:
+        """``journal.before_fsync`` is reached by every durable write's own thread, leader
+        of an fsync or not: its count (which a crash schedule aims at) is the same however
+        the threads group, while the fsyncs are fewer."""
+        hits: list[str] = []
+        events: list[JournalEvent] = []
+        with Runtime.open(tmp_path / "journal", table=TABLE, listener=events.append) as runtime:
+            runtime.recover(_quiet)
+            events.clear()
+            set_crash_hook(lambda name, detail: hits.append(name))
+            try:
+                assert _call_together(runtime, _quiet) == ["ok"] * THREADS
+            finally:
+                set_crash_hook(None)
+        durable = [e for e in events if isinstance(e, Appended) and e.synced]
+        syncs = [e for e in events if isinstance(e, Synced)]
+        assert hits.count("journal.before_fsync") == len(durable) == 2 * THREADS
+        assert len(syncs) < len(durable)
 
     def test_each_tool_runs_after_its_own_intent_is_durable(
         self, tmp_path: Path, slow_fsync: None
