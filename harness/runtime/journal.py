@@ -905,15 +905,22 @@ class JournalWriter:
                     raise JournalWriteError(message) from exc
         raise exc
 
-    GATHER_MAX = 0.002
+    GATHER_MAX = 0.004
     """The longest an fsync waits for the rest of its group's writes, in seconds."""
+    GATHER_GAP = 0.0005
+    """How long an fsync waits for the group's next write before it gives up on the rest
+    (or as long as the last fsync took, if longer), in seconds."""
 
     def _gather(self) -> None:
         """Let the threads an fsync just woke write first, so that this one covers their
         records too (as a loop's ready tasks join the pump's next write): wait, asleep,
-        until as many writes wait as the last fsync covered, at most as long as the last
-        fsync took (and ``GATHER_MAX``): a write that missed the group would wait that
-        long for the next fsync anyway. Only once more than one thread has written."""
+        until as many writes wait as the last fsync covered, for as long as they keep
+        coming: a gap of ``GATHER_GAP`` (or the last fsync's time) with no new write ends
+        the wait, and ``GATHER_MAX`` bounds it. A thread woken by an fsync takes a turn at
+        the interpreter's lock before it writes, so its group trickles in over about as
+        many of those turns as it has threads: a bound of one fsync's time alone left a
+        third of a busy group to the next fsync. Only once more than one thread has
+        written."""
         if not self._shared:
             return
         gate = _thread.allocate_lock()
@@ -922,8 +929,17 @@ class JournalWriter:
             if self._unsynced >= self._last_batch or self._fd is None:
                 return
             self._gathering = gate
-            wait = min(self._last_fsync, self.GATHER_MAX)
-        gate.acquire(timeout=wait)
+            seen = self._unsynced
+            gap = max(self._last_fsync, self.GATHER_GAP)
+        deadline = time.monotonic() + self.GATHER_MAX
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or gate.acquire(timeout=min(gap, left)):
+                break
+            with self._lock:
+                if self._gathering is not gate or self._unsynced == seen:
+                    break  # the group is in, or no write came for a whole gap
+                seen = self._unsynced
         with self._lock:
             if self._gathering is gate:
                 self._gathering = None
