@@ -7,6 +7,9 @@ queues instead, and its parent alone decides every worker's life:
 
 - workers ignore SIGINT (Ctrl-C reaches the whole foreground group; only the
   parent acts on it) and, on SIGTERM, SIGKILL their agents and exit at once;
+- a worker is sent that SIGTERM by the kernel when its parent dies, however it
+  dies (``PR_SET_PDEATHSIG``): a harness killed with SIGKILL leaves no worker
+  waiting on its queue, nor any agent of one;
 - at most ``window`` tasks are in flight, so stopping early only drains them;
 - ``abort`` SIGTERMs every worker, waits, SIGKILLs stragglers, and never
   starts another.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -62,11 +66,31 @@ def _die_with_agents(signum: int, frame: object) -> None:
     os._exit(EXIT_INTERRUPTED + signum)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel send SIGTERM when the parent dies (Linux), and die now if it
+    already has: the queues' pipes never close for a worker, which holds both ends."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(EXIT_INTERRUPTED + signal.SIGTERM)
+
+
 def _worker_main(
-    tasks: Any, results: Any, initializer: Callable[..., None], initargs: tuple[Any, ...]
+    tasks: Any,
+    results: Any,
+    initializer: Callable[..., None],
+    initargs: tuple[Any, ...],
+    parent: int,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _die_with_agents)
+    _die_with_parent(parent)
     initializer(*initargs)
     while (item := tasks.get()) is not None:
         index, function, argument = item
@@ -96,7 +120,7 @@ class WorkerPool:
         self._workers = [
             multiprocess.Process(
                 target=_worker_main,
-                args=(self._tasks, self._results, initializer, initargs),
+                args=(self._tasks, self._results, initializer, initargs, os.getpid()),
                 daemon=True,
             )
             for _ in range(workers)

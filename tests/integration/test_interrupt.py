@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -225,3 +226,25 @@ class TestInterrupt:
         summary = json.loads(run.read_text())
         assert summary["interrupted"] is True
         _assert_reports_its_trials(run.parent, summary)
+
+    def test_sigkill_of_the_harness_alone_ends_its_workers_and_agents(
+        self, tmp_path: Path
+    ) -> None:
+        """SIGKILL to the harness alone (no group, no handler runs): the kernel tells each
+        pool worker its parent died, and each ends with its agents."""
+        harness = _start(tmp_path, seed=98)
+        try:
+            _await_a_checked_trial(tmp_path, harness)
+            workers = psutil.Process(harness.pid).children()
+            assert workers, "the campaign runs on a pool of workers"
+            harness.send_signal(signal.SIGKILL)
+            harness.wait(timeout=60)
+            deadline = time.monotonic() + 60  # a guard against a hang, not a measure
+            while _survivors(tmp_path, harness.pid) or any(w.is_running() for w in workers):
+                assert time.monotonic() < deadline, "a worker or agent outlived the harness"
+                time.sleep(0.05)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # the test's own guard: the group
+                os.killpg(harness.pid, signal.SIGKILL)
+            if harness.poll() is None:
+                harness.wait()
