@@ -227,9 +227,7 @@ class TestInterrupt:
         assert summary["interrupted"] is True
         _assert_reports_its_trials(run.parent, summary)
 
-    def test_sigkill_of_the_harness_alone_ends_its_workers_and_agents(
-        self, tmp_path: Path
-    ) -> None:
+    def test_sigkill_of_the_harness_alone_ends_its_workers_and_agents(self, tmp_path: Path) -> None:
         """SIGKILL to the harness alone (no group, no handler runs): the kernel tells each
         pool worker its parent died, and each ends with its agents."""
         harness = _start(tmp_path, seed=98)
