@@ -343,24 +343,6 @@ class OpTable(MutableMapping[str, OpHistory]):
             self._by_content[key] = found
         return [(at, op_id) for at, op_id in found if op_id not in self._gone]
 
-    def skip_journaled(self, op_id: str, state: OpState) -> bool:
-        """Whether the block says a SKIP of this settled op in ``state`` is journaled."""
-        if not isinstance(self.settled, SettledOps) or op_id in self._live or op_id in self._gone:
-            return False
-        found = self.settled.find(op_id)
-        return found is not None and found[1].skipped and found[1].state is state
-
-    def unskipped(self) -> list[tuple[OrderKey, OpHistory]]:
-        """The block's settled ops still settled whose SKIP is not journaled, by position."""
-        if not isinstance(self.settled, SettledOps):
-            return []
-        found = []
-        for at, record in self.settled.unskipped():
-            op = self._find(record.op_id) if record.op_id not in self._gone else None
-            if op is not None and op.settled and not op.resolved and record.op_id not in self._live:
-                found.append(((0, at), op))
-        return found
-
 
 def fold_scan(scan: JournalScan) -> OpTable:
     """``fold`` of a writer's scan: its records, and the settled ops it left in the file."""
