@@ -1,4 +1,5 @@
-"""Shared test helpers: a fake tool that counts its calls, a journal path, failpoint arming.
+"""Shared test helpers: a fake tool that counts its calls, a journal path, failpoint arming,
+the harness's command line in a subprocess.
 
 The fake tool is the test's ground truth for "did the runtime execute this op":
 it records every invocation (op id, tool, attempt), so a test can count
@@ -8,6 +9,9 @@ executions per op id without trusting the journal it is checking.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -132,3 +136,35 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
     env.update(extra)
     return env
+
+
+ROOT = Path(__file__).parent.parent
+
+
+def run_harness(
+    *args: str, timeout: float = 600, pythonpath: Path | None = None, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m harness ARGS`` from the project's root, in a session of its own, with
+    ``subprocess_env(**extra)`` (``PYTHONPATH`` only as given). Past ``timeout`` its whole
+    process group is killed (its pool's workers and their agents too, not the harness
+    alone) and ``TimeoutExpired`` raised."""
+    env = subprocess_env(**extra)
+    env.pop("PYTHONPATH", None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    with subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as harness:
+        try:
+            out, err = harness.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(harness.pid, signal.SIGKILL)
+            harness.communicate()
+            raise
+    return subprocess.CompletedProcess(harness.args, harness.returncode, out, err)

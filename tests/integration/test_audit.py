@@ -21,7 +21,7 @@ from harness.check.invariants import TITLES, Status, Verdict
 from harness.commands import audit
 from harness.commands.audit import AuditConfig, HypothesisOutcome, run_audit
 from harness.report.merge import load_trial_result
-from tests.conftest import subprocess_env
+from tests.conftest import run_harness, subprocess_env
 from tests.integration.conftest import MINI, TrialRunner
 
 ROOT = Path(__file__).parent.parent.parent
@@ -35,18 +35,6 @@ from hypothesis import given, strategies as st
 def test_an_integer_equals_itself(n):
     assert n == n
 """
-
-
-def _harness(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``python -m harness ARGS`` in a real subprocess from the project's root."""
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=ROOT,
-        env=subprocess_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def _trial_ids(run_dir: Path) -> set[str]:
@@ -147,7 +135,7 @@ class TestAuditBudget:
     def test_a_failing_trial_fails_the_audit(self, tmp_path: Path) -> None:
         """An audit of a broken runtime exits 1 and its JUnit XML holds the failures."""
         out = tmp_path / "run"
-        run = _harness(
+        run = run_harness(
             "audit",
             "--minutes",
             "5",
@@ -178,7 +166,7 @@ class TestAuditBudget:
     )
     def test_bad_input_runs_nothing(self, args: tuple[str, ...], says: str, tmp_path: Path) -> None:
         """Bad options exit 2, name the option, and leave no run folder."""
-        run = _harness("audit", "--scenarios", SCENARIOS, "--reports", str(tmp_path), *args)
+        run = run_harness("audit", "--scenarios", SCENARIOS, "--reports", str(tmp_path), *args)
         assert run.returncode == 2 and says in run.stderr
         assert not any(tmp_path.iterdir())
 
@@ -254,11 +242,11 @@ def sharded_audit(tmp_path_factory: pytest.TempPathFactory) -> ShardedRuns:
     runs = []
     shards = {"whole": [], "shard1": ["--shard", "1/2"], "shard2": ["--shard", "2/2"]}
     for name, shard in shards.items():
-        run = _harness(*common, *shard, "--out", str(root / name))
+        run = run_harness(*common, *shard, "--out", str(root / name))
         assert run.returncode == 0, run.stdout + run.stderr
         runs.append(root / name)
     merged = root / "merged"
-    merge = _harness("merge", str(merged), str(runs[1]), str(runs[2]))
+    merge = run_harness("merge", str(merged), str(runs[1]), str(runs[2]))
     return ShardedRuns(runs[0], (runs[1], runs[2]), merged, merge)
 
 
@@ -287,7 +275,7 @@ class TestShardsAndMerge:
         """A shard merged with the unsharded run that holds its trials is refused, and nothing
         is written."""
         first = sharded_audit.shards[0]
-        run = _harness("merge", str(tmp_path / "m"), str(first), str(sharded_audit.whole))
+        run = run_harness("merge", str(tmp_path / "m"), str(first), str(sharded_audit.whole))
         assert run.returncode == 2 and "different counts" in run.stderr
         assert "shard 1/2" in run.stderr and "shard 1/1" in run.stderr
         assert not (tmp_path / "m").exists()
@@ -307,7 +295,7 @@ class TestChaosShard:
         ids = {}
         for shard in ("1/2", "2/2", None):
             name = "whole" if shard is None else shard.replace("/", "of")
-            run = _harness(
+            run = run_harness(
                 "chaos",
                 *("--scenarios", SCENARIOS, "--only", "mini", "--seed", "5", "--random", "6"),
                 *(("--no-self-check",) if shard is None else ("--shard", shard)),

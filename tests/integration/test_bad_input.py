@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_harness
 from tests.unit.test_scenario import BAD, BAD_CASES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,20 +43,6 @@ def observer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("observer")
     (folder / "sitecustomize.py").write_text(OBSERVER)
     return folder
-
-
-def run_harness(*args: str, observer: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m harness ARGS`` from the repository root, watched by the observer."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    env["PYTHONPATH"] = str(observer)
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def alone_in_a_folder(bad_file: Path, tmp_path: Path) -> Path:
@@ -107,7 +94,7 @@ class TestBadScenarioFiles:
         copy = alone_in_a_folder(bad_file, tmp_path)
         reports = tmp_path / "r"
         done = run_harness(
-            "chaos", "--scenarios", str(copy.parent), "--reports", str(reports), observer=observer
+            "chaos", "--scenarios", str(copy.parent), "--reports", str(reports), pythonpath=observer
         )
         assert done.returncode == 2, done.stderr
         assert_names_the_case(done.stderr, copy)
@@ -123,7 +110,7 @@ class TestBadScenarioFiles:
         copy = alone_in_a_folder(bad_file, tmp_path)
         reports = tmp_path / "r"
         done = run_harness(
-            "trial", str(copy), "--seed", "1", "--reports", str(reports), observer=observer
+            "trial", str(copy), "--seed", "1", "--reports", str(reports), pythonpath=observer
         )
         assert done.returncode == 2, done.stderr
         assert_names_the_case(done.stderr, copy)
@@ -143,7 +130,7 @@ class TestUnknownRuntime:
             ["--scenarios", str(mini.parent)] if command == "chaos" else [str(mini), "--seed=1"]
         )
         done = run_harness(
-            command, *target, "--runtime", "nope", "--reports", str(reports), observer=observer
+            command, *target, "--runtime", "nope", "--reports", str(reports), pythonpath=observer
         )
         assert done.returncode == 2, done.stderr
         assert "unknown runtime 'nope'" in done.stderr and "real" in done.stderr

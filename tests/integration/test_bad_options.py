@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.chaos.scenario import load_scenario
-from tests.integration.test_bad_input import SPAWNED, observer, run_harness
+from tests.conftest import run_harness
+from tests.integration.test_bad_input import SPAWNED, observer
 
 __all__ = ["observer"]  # the fixture, imported for its use below
 
@@ -150,7 +151,7 @@ class TestBadReports:
         else:
             reports = tmp_path / where
         target = [MINI, "--seed", "1"] if command == "trial" else ["--scenario", MINI]
-        done = run_harness(command, *target, "--reports", str(reports), observer=observer)
+        done = run_harness(command, *target, "--reports", str(reports), pythonpath=observer)
         assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
         assert done.stderr.startswith(f"harness: --reports {reports}: "), done.stderr
         assert says in done.stderr, done.stderr
@@ -167,7 +168,7 @@ class TestBadOptions:
     ) -> None:
         """The bad option or schedule entry exits 2 naming it; no process, no run folder."""
         reports = tmp_path / "r"
-        done = run_harness(*args, "--reports", str(reports), observer=observer)
+        done = run_harness(*args, "--reports", str(reports), pythonpath=observer)
         assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
         assert says in done.stderr, done.stderr
         assert "Traceback" not in done.stderr + done.stdout
@@ -185,7 +186,7 @@ class TestInitOut:
         written and loads, and no process starts."""
         out = tmp_path / "elsewhere" / "w.toml"
         out.parent.mkdir()
-        done = run_harness("init", "--agent", INIT_AGENT, "--out", str(out), observer=observer)
+        done = run_harness("init", "--agent", INIT_AGENT, "--out", str(out), pythonpath=observer)
         assert done.returncode == 0, done.stderr
         assert SPAWNED not in done.stderr
         assert load_scenario(out).agent is not None
@@ -194,7 +195,7 @@ class TestInitOut:
         """init --out in a folder that does not exist exits 2 with one line naming it, and
         makes nothing."""
         out = tmp_path / "missing" / "w.toml"
-        done = run_harness("init", "--agent", INIT_AGENT, "--out", str(out), observer=observer)
+        done = run_harness("init", "--agent", INIT_AGENT, "--out", str(out), pythonpath=observer)
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr == f"harness: --out {out}: no folder {out.parent}\n"
         assert done.stdout == "" and SPAWNED not in done.stderr

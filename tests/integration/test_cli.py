@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,27 +15,11 @@ from harness.chaos.campaign import exhaustive_specs, scenario_seed
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.trial import golden_dir, prepare_golden
 from harness.cli import prog_name
+from tests.conftest import run_harness
 
 ROOT = Path(__file__).resolve().parents[2]
 MINI = "tests/data/scenarios/mini.toml"
 EXAMPLES = ROOT / "examples"
-
-
-def run_harness(
-    *args: str, pythonpath: Path | None = None, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    env.pop("PYTHONPATH", None)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def headline(stdout: str) -> str:

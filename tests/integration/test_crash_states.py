@@ -11,7 +11,8 @@ import pytest
 
 from harness.chaos import observer
 from harness.exits import EXIT_FAILED
-from tests.integration.test_cli import MINI, run_harness
+from tests.conftest import run_harness
+from tests.integration.test_cli import MINI
 
 pytestmark = pytest.mark.skipif(
     observer.unavailable() is not None or not sys.platform.startswith("linux"),

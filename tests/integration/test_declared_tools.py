@@ -22,10 +22,10 @@ from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import BASE, scenario_tables
 from harness.chaos.trial import TrialResult, TrialSpec, prepare_golden, run_trial
 from harness.world.store import effect_rows, read_ledger
+from tests.conftest import run_harness
 from tests.integration.test_bad_input import (  # noqa: F401 - observer is a fixture
     SPAWNED,
     observer,
-    run_harness,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,7 +150,7 @@ class TestBadDeclarationOnTheCommandLine:
             "1",
             "--reports",
             str(reports),
-            observer=observer,
+            pythonpath=observer,
         )
         assert done.returncode == 2, done.stderr
         assert f"{tools}: tool 'charge_card', field 'behaviour'" in done.stderr

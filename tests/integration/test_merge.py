@@ -9,30 +9,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
 
-from tests.conftest import subprocess_env
+from tests.conftest import run_harness
 
 ROOT = Path(__file__).parent.parent.parent
 SCENARIOS = str(ROOT / "tests" / "data" / "scenarios")
-
-
-def _harness(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m harness ARGS`` in a real subprocess from the project's root."""
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
@@ -46,7 +32,7 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     root = tmp_path_factory.mktemp("shards")
     runs = {}
     for k in (1, 2, 3):
-        run = _harness(
+        run = run_harness(
             "chaos",
             *("--scenarios", SCENARIOS, "--seed", "5", "--random", "0", "--workers", "2"),
             *("--shard", f"{k}/3", "--reports", str(root / f"shard{k}")),
@@ -86,7 +72,7 @@ class TestCompleteSet:
     ) -> None:
         """All three shards merge, exit 0, and the summary says the run is complete."""
         out = tmp_path / "merged"
-        run = _harness("merge", str(out), *(str(shards[k]) for k in (3, 1, 2)))
+        run = run_harness("merge", str(out), *(str(shards[k]) for k in (3, 1, 2)))
         assert run.returncode == 0, run.stdout + run.stderr
         summary = _summary(out)
         assert summary["complete"] and summary["passed"] and summary["missing_shards"] == []
@@ -102,7 +88,7 @@ class TestMissingShards:
     ) -> None:
         """Shards 1/3 and 3/3 without 2/3 are refused, naming 2/3, and nothing is written."""
         out = tmp_path / "merged"
-        run = _harness("merge", str(out), str(shards[1]), str(shards[3]))
+        run = run_harness("merge", str(out), str(shards[1]), str(shards[3]))
         assert run.returncode == 2, run.stdout + run.stderr
         assert "shard 2/3 is missing" in run.stderr and "--allow-missing" in run.stderr
         assert not out.exists()
@@ -111,7 +97,7 @@ class TestMissingShards:
         self, shards: dict[int, Path], tmp_path: Path
     ) -> None:
         """Shard 1/3 alone is refused, naming 2/3 and 3/3."""
-        run = _harness("merge", str(tmp_path / "merged"), str(shards[1]))
+        run = run_harness("merge", str(tmp_path / "merged"), str(shards[1]))
         assert run.returncode == 2 and "shards 2/3, 3/3 are missing" in run.stderr
 
     def test_allow_missing_merges_and_says_what_is_missing(
@@ -120,7 +106,7 @@ class TestMissingShards:
         """With --allow-missing the merge runs, and the summary, headline and index say 2/3 is
         missing and the run is not complete."""
         out = tmp_path / "merged"
-        run = _harness("merge", "--allow-missing", str(out), str(shards[1]), str(shards[3]))
+        run = run_harness("merge", "--allow-missing", str(out), str(shards[1]), str(shards[3]))
         assert run.returncode == 0, run.stdout + run.stderr
         assert run.stdout.startswith("INCOMPLETE (shard 2/3 is missing)")
         assert "merged 2 of 3 shards" in run.stdout
@@ -140,7 +126,7 @@ class TestRefusedSets:
     ) -> None:
         """A shard of 3 and one of 2 are refused, naming both counts."""
         other = _copy(shards[2], tmp_path / "other", shard={"index": 2, "count": 2})
-        run = _harness("merge", str(tmp_path / "m"), str(shards[1]), str(other))
+        run = run_harness("merge", str(tmp_path / "m"), str(shards[1]), str(other))
         assert run.returncode == 2 and "different counts" in run.stderr
         assert "shard 1/3" in run.stderr and "shard 2/2" in run.stderr
         assert not (tmp_path / "m").exists()
@@ -150,13 +136,15 @@ class TestRefusedSets:
     ) -> None:
         """An unsharded run counts as shard 1 of 1, so it does not merge with a shard of 3."""
         whole = _copy(shards[2], tmp_path / "whole", shard=None)
-        run = _harness("merge", "--allow-missing", str(tmp_path / "m"), str(shards[1]), str(whole))
+        run = run_harness(
+            "merge", "--allow-missing", str(tmp_path / "m"), str(shards[1]), str(whole)
+        )
         assert run.returncode == 2 and "shard 1/1" in run.stderr
 
     def test_a_shard_given_twice_is_refused(self, shards: dict[int, Path], tmp_path: Path) -> None:
         """The same shard twice (two folders of 1/3) is refused."""
         again = _copy(shards[1], tmp_path / "again")
-        run = _harness("merge", str(tmp_path / "m"), str(shards[1]), str(again), str(shards[2]))
+        run = run_harness("merge", str(tmp_path / "m"), str(shards[1]), str(again), str(shards[2]))
         assert run.returncode == 2 and "shard 1/3 is given twice" in run.stderr
 
     def test_a_run_without_a_shard_field_is_refused(
@@ -167,13 +155,13 @@ class TestRefusedSets:
         data = _summary(old)
         del data["shard"]
         (old / "summary.json").write_text(json.dumps(data), "utf-8")
-        run = _harness("merge", "--allow-missing", str(tmp_path / "m"), str(old))
+        run = run_harness("merge", "--allow-missing", str(tmp_path / "m"), str(old))
         assert run.returncode == 2 and "no shard field" in run.stderr
 
     def test_overlapping_shards_are_refused(self, shards: dict[int, Path], tmp_path: Path) -> None:
         """A folder that claims to be shard 2/3 but holds shard 1/3's trials is refused."""
         forged = _copy(shards[1], tmp_path / "forged", shard={"index": 2, "count": 3})
-        run = _harness("merge", str(tmp_path / "m"), str(shards[1]), str(forged), str(shards[3]))
+        run = run_harness("merge", str(tmp_path / "m"), str(shards[1]), str(forged), str(shards[3]))
         assert run.returncode == 2 and "both" in run.stderr
 
 
@@ -186,7 +174,7 @@ class TestMergedExitStatus:
         damaged = _copy(shards[2], tmp_path / "damaged")
         trial = _set_verdict(damaged, "I8", status)
         out = tmp_path / "merged"
-        run = _harness("merge", str(out), str(shards[1]), str(damaged), str(shards[3]))
+        run = run_harness("merge", str(out), str(shards[1]), str(damaged), str(shards[3]))
         assert run.returncode == code, run.stdout + run.stderr
         summary = _summary(out)
         assert summary["passed"] is False and summary["complete"] is True

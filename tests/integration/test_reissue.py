@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from harness.chaos.trial import Golden, TrialResult, TrialSpec, run_trial
 from harness.check.evidence import TrialEvidence
 from harness.check.windows import kill_windows
 from harness.world.store import read_ledger
-from tests.conftest import subprocess_env
+from tests.conftest import run_harness
 from tests.integration.conftest import MINI, MINI_SEED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,14 +143,7 @@ class TestReissuingModel:
 
 
 def _harness(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args, "--reports", str(tmp_path)],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return run_harness(*args, "--reports", str(tmp_path), timeout=900)
 
 
 class TestReissueCommands:

@@ -9,40 +9,17 @@ traceback.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.exits import EXIT_FAILED, EXIT_UNJUDGED
+from tests.conftest import run_harness
 
 ROOT = Path(__file__).resolve().parents[2]
 MINI = ROOT / "tests" / "data" / "scenarios" / "mini.toml"
-
-
-def run_harness(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    with subprocess.Popen(
-        [sys.executable, "-m", "harness", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    ) as harness:
-        try:
-            out, err = harness.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            os.killpg(harness.pid, signal.SIGKILL)  # its pool's workers too, not the harness alone
-            harness.communicate()
-            raise
-    return subprocess.CompletedProcess(harness.args, harness.returncode, out, err)
 
 
 @pytest.fixture
