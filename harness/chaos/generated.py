@@ -48,9 +48,10 @@ _KEPT_STATE = frozenset(
     | {"browser_navigate", "create_directory"}
 )
 """Tools whose effect is a state a later call of the same thing overwrites. Made again
-without a check, the repeat's VERIFY ends unverifiable, and the end state (I8), which
-leaves an unverifiable step's rows out by the op that last wrote them, could not tell
-whose the row is: of these only a file write is repeated, with its check (read back)."""
+without a check, the repeat's VERIFY ends unverifiable, and the end state (I8) leaves
+out every place such a step wrote (``rows_left_out``), the earlier call's row with it:
+of these only a file write is repeated, with its check (read back), so that the
+earlier call's effect stays judged (and drawn tasks stay as they were)."""
 
 _OWN = "own"
 """The part of the world the file's own tools write: never two of them in one batch,

@@ -35,7 +35,14 @@ from harness.check.lives import lives_changed
 from harness.exits import AGENT_REFUSED, AGENT_WRITE_FAILED
 from harness.failpoint_spec import AGENT_HOOKS, MODEL_FAULTS, FailpointSpec, parse_spec
 from harness.words import many
-from harness.world.store import OK, EffectRow, LedgerEntry, result_digest, step_of
+from harness.world.store import (
+    EFFECT_TABLES,
+    OK,
+    EffectRow,
+    LedgerEntry,
+    result_digest,
+    step_of,
+)
 
 __all__ = ["INVARIANTS", "OUTCOMES", "TITLES", "Status", "Verdict", "check_trial", "trial_status"]
 
@@ -664,11 +671,40 @@ def _left_in_flight(ev: TrialEvidence, seen: LifeSeen, step: str) -> bool:
     return hinted and (not told or told[-1]["type"] not in ("ok", "fail"))
 
 
-def _world_counter(rows: Iterable[EffectRow], skip_steps: set[str]) -> Counter[tuple[str, ...]]:
+_KEY_POSITIONS = {table.name: table.key_positions for table in EFFECT_TABLES}
+
+
+def _row_key(row: EffectRow) -> tuple[str, ...] | None:
+    """The row's place in a table written in place (its table and key), else None."""
+    positions = _KEY_POSITIONS.get(row.table)
+    return None if positions is None else (row.table, *(row.values[n] for n in positions))
+
+
+def rows_left_out(
+    worlds: Iterable[Iterable[EffectRow]], skip_steps: set[str]
+) -> frozenset[tuple[str, ...]]:
+    """The places (``_row_key``) a left-out step wrote in either world: a row written in
+    place holds its last writer only, so an earlier step's value left there when the
+    left-out step did not run is its value, not a wrong one."""
+    return frozenset(
+        key
+        for rows in worlds
+        for row in rows
+        if step_of(row.op_id) in skip_steps and (key := _row_key(row)) is not None
+    )
+
+
+def _world_counter(
+    rows: Iterable[EffectRow],
+    skip_steps: set[str],
+    skip_places: frozenset[tuple[str, ...]] = frozenset(),
+) -> Counter[tuple[str, ...]]:
     counted: Counter[tuple[str, ...]] = Counter()
     for row in rows:
         table = row.table
         if table in NOT_EFFECTS or step_of(row.op_id) in skip_steps:
+            continue
+        if skip_places and _row_key(row) in skip_places:
             continue
         key = (table, *row.values)
         counted[key] = 1 if table in SET_TABLES else counted[key] + 1
@@ -685,7 +721,8 @@ def check_end_state(ev: TrialEvidence) -> Verdict:
     if not _finished(ev):
         return _unknown("I8", "the trial did not finish; its end state is not final")
     skip = _unverifiable_steps(ev)
-    mine, theirs = _world_counter(ev.world, skip), _world_counter(golden, skip)
+    places = rows_left_out((ev.world, golden), skip)
+    mine, theirs = _world_counter(ev.world, skip, places), _world_counter(golden, skip, places)
     extra, missing = mine - theirs, theirs - mine
     problems = [f"extra effect {k!r} x{n}" for k, n in sorted(extra.items(), key=repr)]
     problems += [f"missing effect {k!r} x{n}" for k, n in sorted(missing.items(), key=repr)]

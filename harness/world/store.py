@@ -86,6 +86,15 @@ class EffectTable:
     columns: str
     content: tuple[str, ...]
     constraints: str = ""
+    key: tuple[str, ...] | None = None
+    """For a table whose rows are written in place (a later write replaces a row rather
+    than adding one): the content columns that name a row, () for a table of one row.
+    None: every write adds a row."""
+
+    @property
+    def key_positions(self) -> tuple[int, ...] | None:
+        """Where ``key``'s columns lie in ``content`` (None: rows are never replaced)."""
+        return None if self.key is None else tuple(self.content.index(c) for c in self.key)
 
     @property
     def ddl(self) -> str:
@@ -101,19 +110,25 @@ _ID = "id INTEGER PRIMARY KEY"
 # their steps, or a correct runtime could never match its golden run: hence a
 # download is one row per package and a blob one row per content hash.
 EFFECT_TABLES: tuple[EffectTable, ...] = (
-    EffectTable("files", "path TEXT PRIMARY KEY, content TEXT NOT NULL", ("path", "content")),
+    EffectTable(
+        "files", "path TEXT PRIMARY KEY, content TEXT NOT NULL", ("path", "content"), key=("path",)
+    ),
     EffectTable("directories", "path TEXT PRIMARY KEY", ("path",)),
     EffectTable("downloads", "package TEXT PRIMARY KEY", ("package",)),
     EffectTable("installed_apps", "package TEXT PRIMARY KEY", ("package",)),
     EffectTable("log", f"{_ID}, tag TEXT NOT NULL, line TEXT NOT NULL", ("tag", "line")),
-    EffectTable("ui_fields", "field TEXT PRIMARY KEY, text TEXT NOT NULL", ("field", "text")),
+    EffectTable(
+        "ui_fields", "field TEXT PRIMARY KEY, text TEXT NOT NULL", ("field", "text"), key=("field",)
+    ),
     EffectTable("ui_taps", f"{_ID}, element TEXT NOT NULL", ("element",)),
     EffectTable(
         "submissions",
         f"{_ID}, channel TEXT NOT NULL CHECK (channel IN ('ui', 'browser')), form TEXT NOT NULL",
         ("channel", "form"),
     ),
-    EffectTable("browser", "id INTEGER PRIMARY KEY CHECK (id = 1), url TEXT NOT NULL", ("url",)),
+    EffectTable(
+        "browser", "id INTEGER PRIMARY KEY CHECK (id = 1), url TEXT NOT NULL", ("url",), key=()
+    ),
     EffectTable("browser_history", f"{_ID}, url TEXT NOT NULL", ("url",)),
     EffectTable("browser_clicks", f"{_ID}, selector TEXT NOT NULL", ("selector",)),
     EffectTable("terminal_input", f"{_ID}, text TEXT NOT NULL", ("text",)),
@@ -129,6 +144,7 @@ EFFECT_TABLES: tuple[EffectTable, ...] = (
         "repo TEXT NOT NULL, path TEXT NOT NULL, content TEXT NOT NULL",
         ("repo", "path", "content"),
         "PRIMARY KEY (repo, path)",
+        key=("repo", "path"),
     ),
     EffectTable(
         "calls",
@@ -151,6 +167,7 @@ EFFECT_TABLES: tuple[EffectTable, ...] = (
         "collection TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL",
         ("collection", "key", "value"),
         "PRIMARY KEY (collection, key)",
+        key=("collection", "key"),
     ),
     EffectTable(
         "outbox", f"{_ID}, channel TEXT NOT NULL, message TEXT NOT NULL", ("channel", "message")
