@@ -98,6 +98,11 @@ agent-%:
 scoreboard: $(STAMP) observer agents
 	$(PY) -m harness.blackbox.scoreboard $(SCOREBOARD_ARGS)
 
+# One agent's runs alone, its environment alone built (a shard of the nightly scoreboard,
+# .github/workflows/scoreboard.yml): `make scoreboard-langgraph`.
+scoreboard-%: $(STAMP) observer agent-%
+	$(PY) -m harness.blackbox.scoreboard --only $* $(SCOREBOARD_ARGS)
+
 lint: $(STAMP)
 	$(PY) -m ruff check harness tests
 	$(PY) -m ruff format --check harness tests
