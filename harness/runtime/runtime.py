@@ -210,6 +210,8 @@ class Runtime:
         # at its gate (a lock and how many calls hold or wait for it).
         self._lock = _thread.RLock()
         self._gates: dict[str, _Gate] = {}
+        # The gates' own lock: a call's entry and exit take no turn at the runtime's.
+        self._gates_lock = _thread.allocate_lock()
         held = 0 if journal.scan.settled is None else journal.scan.settled.records
         why = due(self.compaction, journal.size, len(records) + held, self.ops, time.time())
         del records  # the journal's records, folded: not kept for the runtime's life
@@ -553,7 +555,7 @@ class Runtime:
 
     def _enter(self, op_id: str) -> _Gate:
         """Wait for this op's turn: no other call of it is under way when this returns."""
-        with self._lock:
+        with self._gates_lock:
             if self._closing:
                 raise RuntimeUsageError(f"call({op_id!r}) after close(): the runtime is closed")
             gate = self._gates.get(op_id)
@@ -565,7 +567,7 @@ class Runtime:
 
     def _leave(self, op_id: str, gate: _Gate) -> None:
         gate.lock.release()
-        with self._lock:
+        with self._gates_lock:
             gate.users -= 1
             if gate.users == 0:
                 del self._gates[op_id]
@@ -997,7 +999,7 @@ class Runtime:
         ops it settled (``harness.runtime.settled.IndexedOps``); closing never
         raises for the index.
         """
-        with self._lock:
+        with self._lock, self._gates_lock:
             self._closing = True
         deadline = time.monotonic() + max(0.0, timeout)
         while self._gates and time.monotonic() < deadline:
