@@ -26,7 +26,6 @@ The full note: docs/reference/modules.md (``harness/adapters/mcp_agent.py``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
@@ -36,19 +35,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.abc
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, MCPError
-from mcp.client._transport import TransportStreams
-from mcp.shared.message import SessionMessage
-from mcp.types import jsonrpc_message_adapter
 
 from harness.adapters.mcp_wire import ToolServerError, call_meta, raise_error
 from harness.agent.__main__ import main as agent_main
 from harness.agent.audit import CONTAINMENT_ENV
 from harness.exits import AGENT_ERROR, AGENT_REFUSED
 from harness.failpoints import CHANNEL_ENV, COUNTS_ENV, absorb_hits
+from harness.integrations.mcp_stdio import server_streams
 from harness.runtime.executor import CallContext, ToolFunction
 
 __all__ = ["SERVER_MODULE", "McpTools", "main", "mcp_tools", "server_command"]
@@ -56,8 +51,6 @@ __all__ = ["SERVER_MODULE", "McpTools", "main", "mcp_tools", "server_command"]
 SERVER_MODULE = "harness.adapters.mcp_tools_server"
 HITS_FILE = "mcp-server-hits.json"
 """Where the server of a counted run leaves its failpoint hits, in the trial directory."""
-STOP_S = 5.0
-"""How long a server has to exit once its stdin closed, before it is killed."""
 
 _BOOTSTRAP = (
     "import json, runpy, sys; sys.path[:] = json.loads(sys.argv.pop(1)); "
@@ -93,65 +86,11 @@ class McpTools:
 
 
 @asynccontextmanager
-async def _server_streams(
-    command: list[str], env: Mapping[str, str], pass_fds: tuple[int, ...]
-) -> AsyncIterator[TransportStreams]:
-    """The server's process, in this process's group, and its pipes as a session's streams."""
-    process = await anyio.open_process(
-        command, stdin=-1, stdout=-1, stderr=None, env=env, pass_fds=pass_fds
-    )
-    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def from_server(stdout: anyio.abc.ByteReceiveStream) -> None:
-        buffer = b""
-        async with to_session:
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                async for chunk in stdout:
-                    *lines, buffer = (buffer + chunk).split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            await to_session.send(_message(line))
-
-    async def to_server(stdin: anyio.abc.ByteSendStream) -> None:
-        async with from_session:
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                async for message in from_session:
-                    wire = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await stdin.send(wire.encode() + b"\n")
-        with contextlib.suppress(OSError, anyio.BrokenResourceError):
-            await stdin.aclose()  # the server's stdin ends: it exits after the call under way
-
-    assert process.stdin is not None and process.stdout is not None
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(from_server, process.stdout)
-        tasks.start_soon(to_server, process.stdin)
-        try:
-            yield read_stream, write_stream
-        finally:
-            with anyio.CancelScope(shield=True):
-                await write_stream.aclose()
-                with anyio.move_on_after(STOP_S):
-                    await process.wait()
-                if process.returncode is None:
-                    process.kill()  # its own pid: the group is the agent's
-                    await process.wait()
-            tasks.cancel_scope.cancel()
-
-
-def _message(line: bytes) -> SessionMessage | Exception:
-    try:
-        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:  # the session reports a line that is not JSON-RPC
-        return exc
-
-
-@asynccontextmanager
 async def _session(command: list[str], env: Mapping[str, str]) -> AsyncIterator[ClientSession]:
     channel = env.get(CHANNEL_ENV, "")
     pass_fds = (int(channel),) if channel.isdigit() else ()
     async with (
-        _server_streams(command, env, pass_fds) as (read, write),
+        server_streams(command, env=env, pass_fds=pass_fds) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()

@@ -53,6 +53,7 @@ from harness.integrations.guard import (
     ToolGuard,
     tool_failure,
 )
+from harness.integrations.mcp_stdio import server_streams
 from harness.runtime.classes import ToolTable
 from harness.runtime.errors import ToolError
 from harness.runtime.executor import CallContext
@@ -84,8 +85,6 @@ first it finds with the op's stable key (a re-issue or a redo carries the same o
 CALL_META_KEY = "agent-crash-harness/call"
 """The key of a forwarded call's ``_meta`` that carries its context (as the harness's own
 tool server reads it)."""
-STOP_S = 5.0
-"""How long the real server has to exit once its stdin closed, before it is killed."""
 LAST_LIFE_S = 1.0
 """How long a new session waits for the calls of the last one still in flight."""
 
@@ -126,66 +125,11 @@ async def upstream_session(upstream: Upstream) -> AsyncIterator[ClientSession]:
             yield session
         return
     async with (
-        _server_streams(list(upstream.command)) as (read, write),
+        server_streams(list(upstream.command)) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
         yield session
-
-
-@asynccontextmanager
-async def _server_streams(command: list[str]) -> AsyncIterator[Any]:
-    """The server's process, in this process's group (the SDK's ``stdio_client`` starts it in
-    a session of its own, out of reach of a kill of the agent's group), and its pipes as a
-    session's streams, one JSON-RPC message a line."""
-    import anyio.abc
-    from mcp.shared.message import SessionMessage
-    from mcp.types import jsonrpc_message_adapter
-
-    process = await anyio.open_process(command, stdin=-1, stdout=-1, stderr=None)
-    to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
-
-    def parse(line: bytes) -> SessionMessage | Exception:
-        try:
-            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-        except ValueError as exc:  # the session reports a line that is not JSON-RPC
-            return exc
-
-    async def from_server(stdout: anyio.abc.ByteReceiveStream) -> None:
-        buffer = b""
-        async with to_session:
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                async for chunk in stdout:
-                    *lines, buffer = (buffer + chunk).split(b"\n")
-                    for line in lines:
-                        if line.strip():
-                            await to_session.send(parse(line))
-
-    async def to_server(stdin: anyio.abc.ByteSendStream) -> None:
-        async with from_session:
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                async for message in from_session:
-                    wire = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await stdin.send(wire.encode() + b"\n")
-        with contextlib.suppress(OSError, anyio.BrokenResourceError):
-            await stdin.aclose()
-
-    assert process.stdin is not None and process.stdout is not None
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(from_server, process.stdout)
-        tasks.start_soon(to_server, process.stdin)
-        try:
-            yield read_stream, write_stream
-        finally:
-            with anyio.CancelScope(shield=True):
-                await write_stream.aclose()
-                with anyio.move_on_after(STOP_S):
-                    await process.wait()
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-            tasks.cancel_scope.cancel()
 
 
 def call_meta(ctx: CallContext) -> dict[str, Any]:
