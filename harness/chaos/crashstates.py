@@ -159,9 +159,7 @@ def tear_masks(count: int, seed: str) -> list[frozenset[int]]:
     if count < 1:
         return []
     if 2**count - 1 <= TEAR_PATTERNS:
-        return [
-            frozenset(i for i in range(count) if mask >> i & 1) for mask in range(1, 2**count)
-        ]
+        return [frozenset(i for i in range(count) if mask >> i & 1) for mask in range(1, 2**count)]
     rng = random.Random(seed)
     masks: list[frozenset[int]] = []
     while len(masks) < TEAR_PATTERNS:

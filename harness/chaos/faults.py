@@ -288,8 +288,7 @@ def parse_after_death(spec: str) -> tuple[str, list[str]]:
         raise ValueError(f"{spec!r}: {kind} takes {least} to {most} parameters")
     if kind == "power-loss" and args[0] not in ("drop", "tear", "tear-sector", "state"):
         raise ValueError(
-            f"{spec!r}: power-loss is drop, tear:<keep>:<garbage>, tear-sector or "
-            "state:<n>[:weak]"
+            f"{spec!r}: power-loss is drop, tear:<keep>:<garbage>, tear-sector or state:<n>[:weak]"
         )
     if kind == "power-loss" and args[0] == "state" and (len(args) < 2 or not args[1].isdigit()):
         raise ValueError(f"{spec!r}: state takes the crash state's number, a whole number >= 0")
