@@ -6,6 +6,11 @@ every hit its golden run made (the exhaustive enumeration, with kills during
 recovery and a tool-table change), plus ``random_trials`` random-time trials,
 each with its own scenario, seed and one to three kills.
 
+With ``crash_states`` above 1, a trial whose power cuts drop what was not synced is
+followed, in the same worker, by a sub-trial for each other crash state its cut has
+(``crash_state_specs``), up to ``crash_states`` in all: how many a cut has is known only
+once it ran.
+
 A ``Shard`` (``harness.chaos.shard``) keeps a deterministic share of the
 trials (``--shard K/N``): the shards of one campaign are disjoint and together
 are the whole campaign.
