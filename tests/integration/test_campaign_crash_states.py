@@ -32,9 +32,7 @@ def _before_fsync_cuts(spec: TrialSpec) -> bool:
 
 
 class TestCampaignCrashStates:
-    def test_each_dropping_cut_is_followed_by_its_other_crash_states(
-        self, tmp_path: Path
-    ) -> None:
+    def test_each_dropping_cut_is_followed_by_its_other_crash_states(self, tmp_path: Path) -> None:
         """A runtime that never fsyncs its appends: the drop loses them (the trial fails),
         a later crash state keeps them; each state is a sub-trial right after its trial,
         and its replay command, run alone, reaches the same verdict."""
