@@ -174,8 +174,10 @@ def run_audit(config: AuditConfig) -> int:
         write_run_reports(info, progress.results, [])
         failed = [r for r in progress.results if r.status == "fail"]
         unjudged = [r for r in progress.results if r.status == "unknown"]
+        states = sum(r.spec.crash_state is not None for r in progress.results)
         _say(
-            f"audit: campaign {len(progress.results)} trials ({progress.batches} random batches), "
+            f"audit: campaign {len(progress.results) - states} trials ({progress.batches} "
+            f"random batches) and {states} more crash states of their power cuts, "
             f"{len(failed)} failed, {len(unjudged)} could not be judged, "
             f"{'cut by the budget' if progress.cut else 'complete'} after {campaign_s:.0f} s"
         )
