@@ -14,18 +14,13 @@ This module lists, for one cut, the independent choices a file system may make, 
 - in the ``weak`` model only, a file's changed 512-byte sectors: all as chosen above, or
   some of them lost (``tear_masks``): a write that reached the disk sector by sector.
 
-The file-system models (``MODELS``): ``ordered`` (the default) follows ext4's
-``data=ordered``, which writes a file's data before the metadata that exposes it, so
-appends survive as in-order prefixes and no sector of a write is torn from the others;
-``weak`` is the weakest POSIX file system, where any sector of an unsynced write may
-be new or old (zeros past the synced end) on its own.
-
-``pick`` turns a state number into one option per unit: state 0 keeps nothing
-unsynced; with few states in all (``EXHAUSTIVE_LIMIT``) states 1 to N-1 are every other
-combination, in an order drawn from the seed (so the first few states asked for are a
-sample, and N of them are all); with many, each unit's option is drawn from the seed
-and the state's number. Pure functions: the observer builds the units from its trace
-and applies the choice.
+Two file-system models (``MODELS``): ``ordered``, the default, as ext4's
+``data=ordered`` (appends kept as in-order prefixes, no write torn); ``weak``, the weakest
+POSIX one (any changed sector of an unsynced write lost on its own). ``pick`` turns a
+state number into one option per unit: state 0 keeps nothing unsynced; with few states
+(``EXHAUSTIVE_LIMIT``) states 1 to N-1 are the other combinations in an order drawn from
+``seed``; with many, each option is drawn from ``seed`` and the state's number.
+Pure functions: the observer builds the units from its trace and applies the choice.
 """
 
 from __future__ import annotations
@@ -57,7 +52,7 @@ SECTOR = 512
 """The unit a write may be torn in, in the ``weak`` model: a disk sector."""
 TEAR_PATTERNS = 8
 """At most this many ways a file's changed sectors are torn: every one when there are
-few, else drawn from the seed."""
+few, else drawn from ``seed``."""
 
 
 def file_options(

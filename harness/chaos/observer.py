@@ -483,7 +483,7 @@ def power_cut(
     """Rebuild the trial folder as a power cut leaves it (``args``: the fault's mode);
     what it did, by file (paths relative to the trial folder). A crash state's random
     choices are drawn from ``trial_seed`` and the cut's number in the trial (``spec``
-    when the seed is not known)."""
+    when no trial seed is given)."""
     root = Path(os.path.realpath(trial_dir))
     folder = root / TRACE_FOLDER
     lines = read_trace(folder)

@@ -115,7 +115,7 @@ class TestStateCut:
 
     def test_the_order_of_the_states_is_drawn_from_the_trial_seed(self, tmp_path: Path) -> None:
         """The same seed draws the same state again (a replay); the states come in an order
-        of the seed's, so the first few asked for are a sample, not the first choices."""
+        drawn from it, so the first few asked for are a sample, not the first choices."""
         orders = {}
         for seed in range(6):
             order = tuple(self._state(tmp_path / f"{seed}-{k}", k, seed=seed)[:2] for k in (1, 2))
