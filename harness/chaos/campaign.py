@@ -6,6 +6,11 @@ every hit its golden run made (the exhaustive enumeration, with kills during
 recovery and a tool-table change), plus ``random_trials`` random-time trials,
 each with its own scenario, seed and one to three kills.
 
+With ``crash_states`` above 1, a trial whose power cuts drop what was not synced is
+followed, in the same worker, by a sub-trial for each other crash state its cut has
+(``crash_state_specs``), up to ``crash_states`` in all: how many a cut has is known only
+once it ran.
+
 A ``Shard`` (``harness.chaos.shard``) keeps a deterministic share of the
 trials (``--shard K/N``): the shards of one campaign are disjoint and together
 are the whole campaign.
@@ -29,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from harness.adapters import Adapter, get_adapter
 from harness.agent.plan import Plan, load_plan
@@ -52,6 +57,7 @@ from harness.chaos.trial import (
     TrialResult,
     TrialSpec,
     golden_dir,
+    power_cuts,
     prepare_golden,
     reached_points,
     run_trial,
@@ -67,6 +73,8 @@ __all__ = [
     "CampaignConfig",
     "Unreached",
     "applicable",
+    "crash_state_specs",
+    "crash_states_to_judge",
     "exhaustive_specs",
     "generated_scenarios",
     "listed_schedules",
@@ -105,6 +113,12 @@ class CampaignConfig:
     """The scripted model of every trial (``--model``); None: each scenario's own."""
     whole: bool = False
     """Every exhaustive trial of a scenario that caps them (its ``sample``), not a sample."""
+    crash_states: int = 1
+    """Each trial whose power cuts drop what was not synced is judged over this many crash
+    states of its cuts: itself, then up to ``crash_states - 1`` sub-trials
+    (``crash_state_specs``)."""
+    fs_model: str = "ordered"
+    """The file-system model those crash states follow (``harness.chaos.crashstates``)."""
 
 
 T = TypeVar("T")
@@ -492,26 +506,80 @@ class _TrialTask:
     keep: str
     golden_alone: bool
     """Whether no other trial uses its golden run (which then goes with its folder)."""
+    crash_states: int = 1
+    """How many crash states its cuts are judged over (``crash_state_specs``)."""
+    fs_model: str = "ordered"
 
 
 def _trial_task(task: _TrialTask) -> TrialResult:
+    (result,) = _trial_states_task(replace(task, crash_states=1))
+    return result
+
+
+def _trial_states_task(task: _TrialTask) -> list[TrialResult]:
+    """The trial, then the sub-trials of its other crash states (as many as its cuts have,
+    up to ``task.crash_states`` in all), each kept or dropped as any trial is."""
+    first, cuts = _run_kept(task.spec, task.directory, task)
+    results = [first]
+    count = crash_states_to_judge(task.spec, cuts, task.crash_states, task.fs_model)
+    for sub in crash_state_specs(task.spec, count, task.fs_model)[1:]:
+        results.append(_run_kept(sub, task.directory.parent / sub.trial_id, task)[0])
+    if task.golden_alone and not any(r.kept for r in results):
+        shutil.rmtree(task.golden, ignore_errors=True)
+    return results
+
+
+def _run_kept(
+    spec: TrialSpec, directory: Path, task: _TrialTask
+) -> tuple[TrialResult, list[dict[str, Any]]]:
+    """Run one trial, its folder kept in ``directory`` (moved there from the scratch
+    folder) or dropped (``harness.chaos.keep``); with it, its power cuts' events, read
+    before its folder may go."""
     assert _worker_supervisor is not None
-    spec, directory = task.spec, task.directory
     ran_in = directory if task.scratch is None else task.scratch / spec.trial_id
     ran = run_trial(spec, ran_in, task.golden, _worker_supervisor, tables=task.tables)
+    cuts = power_cuts(ran.directory) if spec.schedule.cuts_drop else []
     if not keeps_folder(ran, task.keep):
         shutil.rmtree(ran.directory)
-        if task.golden_alone:
-            shutil.rmtree(task.golden, ignore_errors=True)
-        return replace(ran, directory=directory, kept=False)
+        return replace(ran, directory=directory, kept=False), cuts
     if task.keep != "all":
         _fold_world(ran.directory)  # checked: nobody writes it again
     if task.scratch is None:
-        return ran
+        return ran, cuts
     if directory.exists():
         shutil.rmtree(directory)
     shutil.move(ran.directory, directory)
-    return replace(ran, directory=directory)
+    return replace(ran, directory=directory), cuts
+
+
+def crash_states_to_judge(
+    spec: TrialSpec, cuts: Sequence[Mapping[str, Any]], wanted: int, model: str = "ordered"
+) -> int:
+    """How many crash states a trial that ran is judged over, itself included: 1 unless its
+    cuts drop (``CrashSchedule.cuts_drop``: a cut that tears is a state of its own) and
+    keep something unsynced to choose from. One cut: as many states as it has, up to
+    ``wanted``. Several: ``wanted``, since sub-trial ``k`` takes state ``k`` of each and a
+    later cut's states depend on what an earlier one kept."""
+    if wanted <= 1 or not spec.schedule.cuts_drop:
+        return 1
+    counts = [int(c.get("crash_states", {}).get(model, 1)) for c in cuts if c.get("landed")]
+    if not counts or all(n == 1 for n in counts):
+        return 1
+    return min(wanted, counts[0]) if len(counts) == 1 else wanted
+
+
+def crash_state_specs(spec: TrialSpec, count: int, model: str = "ordered") -> list[TrialSpec]:
+    """The trial and its sub-trials: crash states 1 to ``count - 1`` of its cuts
+    (``power-loss:state:<k>``, in ``model``), each labelled ``+state-<k>``, whose replay
+    command runs that state alone."""
+    return [spec] + [
+        replace(
+            spec,
+            schedule=spec.schedule.at_crash_state(number, model),
+            label=f"{spec.label}+state-{number}",
+        )
+        for number in range(1, count)
+    ]
 
 
 def run_trials(
@@ -524,6 +592,10 @@ def run_trials(
     on_unreached: Callable[[Unreached], None] | None = None,
 ) -> list[TrialResult]:
     """Run the whole campaign; ``select`` keeps some trials, ``stop`` may end it early.
+
+    ``on_plan`` is told how many trials were listed; ``on_result`` is told each trial
+    and, after it, each sub-trial of its other crash states (``config.crash_states``):
+    those are not listed ahead, since how many a cut has is known once it ran.
 
     For a ``reach_limited`` runtime ``on_unreached`` is told what was left out
     (before ``select`` and the shard), once the trials are listed.
@@ -834,13 +906,21 @@ def _run_trials(
                 spec.kind == "random"
                 and uses[spec.scenario, spec.seed] == 1
                 and (spec.scenario, spec.seed) in made_now,
+                config.crash_states,
+                config.fs_model,
             )
             for spec in specs
         ]
+
+        def stops(ran: list[TrialResult]) -> bool:
+            # Told every result, a trial's crash states included: a stop may count them.
+            return stop is not None and any([stop(result) for result in ran])
+
         results = []
-        for result in pool.map(_trial_task, tasks, stop=stop):
-            results.append(result)
-            on_result(result)
+        for ran in pool.map(_trial_states_task, tasks, stop=stops):
+            for result in ran:
+                results.append(result)
+                on_result(result)
         pool.close()
         if config.keep != "all":
             for golden in goldens.values():  # no trial reads them any more

@@ -10,11 +10,16 @@ This module lists, for one cut, the independent choices a file system may make, 
 - a file truncated since its last fsync: the truncation undone, kept with the writes after
   it lost, or kept with them;
 - the name changes (create, rename, link, unlink) of one file or folder not yet made
-  durable by a folder's fsync: undone or kept, together, whatever happened to its data.
+  durable by a folder's fsync: undone or kept, together, whatever happened to its data;
+- in the ``weak`` model only, a file's changed 512-byte sectors: all as chosen above, or
+  some of them lost (``tear_masks``): a write that reached the disk sector by sector.
 
-``pick`` turns a state number into one option per unit: every combination in turn when
-there are few (``EXHAUSTIVE_LIMIT``), else each unit's option drawn from a generator
-seeded by the state's spec. State 0 is always the cut that keeps nothing unsynced.
+Two file-system models (``MODELS``): ``ordered``, the default, as ext4's
+``data=ordered`` (appends kept as in-order prefixes, no write torn); ``weak``, the weakest
+POSIX one (any changed sector of an unsynced write lost on its own). ``pick`` turns a
+state number into one option per unit: state 0 keeps nothing unsynced; with few states
+(``EXHAUSTIVE_LIMIT``) states 1 to N-1 are the other combinations in an order drawn from
+``seed``; with many, each option is drawn from ``seed`` and the state's number.
 Pure functions: the observer builds the units from its trace and applies the choice.
 """
 
@@ -24,12 +29,30 @@ import math
 import random
 from collections.abc import Sequence
 
-__all__ = ["EXHAUSTIVE_LIMIT", "MAX_REGIONS", "file_options", "pick"]
+__all__ = [
+    "EXHAUSTIVE_LIMIT",
+    "MAX_REGIONS",
+    "MODELS",
+    "SECTOR",
+    "TEAR_PATTERNS",
+    "changed_sectors",
+    "file_options",
+    "pick",
+    "tear",
+    "tear_masks",
+]
 
 EXHAUSTIVE_LIMIT = 4096
 """At most this many states in all: each is enumerated, state ``k`` the ``k``-th of them."""
 MAX_REGIONS = 8
 """Regions of a file rewritten in place chosen one by one; past them, the rest as one."""
+MODELS = ("ordered", "weak")
+"""The file-system models a cut's crash states follow (the module's docstring)."""
+SECTOR = 512
+"""The unit a write may be torn in, in the ``weak`` model: a disk sector."""
+TEAR_PATTERNS = 8
+"""At most this many ways a file's changed sectors are torn: every one when there are
+few, else drawn from ``seed``."""
 
 
 def file_options(
@@ -114,18 +137,64 @@ def _kept_regions(kept: list[tuple[int, int]], of: int) -> str:
     return f"{len(kept)} of {of} regions kept (bytes {spans})"
 
 
+def changed_sectors(durable: bytes, current: bytes, sector: int = SECTOR) -> list[int]:
+    """The numbers of the ``sector``-sized blocks where ``current`` differs from
+    ``durable`` (a block past the durable end differs)."""
+    return [
+        start // sector
+        for start in range(0, len(current), sector)
+        if current[start : start + sector] != durable[start : start + sector]
+    ]
+
+
+def tear_masks(count: int, seed: str) -> list[frozenset[int]]:
+    """Ways to tear ``count`` changed sectors: each a set of them (by position, from 0)
+    that did not reach the disk, never empty. Every one when there are at most
+    ``TEAR_PATTERNS``, else that many distinct ones drawn from ``seed``."""
+    if count < 1:
+        return []
+    if 2**count - 1 <= TEAR_PATTERNS:
+        return [frozenset(i for i in range(count) if mask >> i & 1) for mask in range(1, 2**count)]
+    rng = random.Random(seed)
+    masks: list[frozenset[int]] = []
+    while len(masks) < TEAR_PATTERNS:
+        lost = frozenset(i for i in range(count) if rng.random() < 0.5)
+        if lost and lost not in masks:
+            masks.append(lost)
+    return masks
+
+
+def tear(durable: bytes, data: bytes, lost: Sequence[int], sector: int = SECTOR) -> bytes:
+    """``data`` with the sectors numbered in ``lost`` as the disk held them before: the
+    durable bytes there, zeros past the durable end (the file's size reached the disk,
+    that sector's data did not). The length stays ``data``'s."""
+    result = bytearray(data)
+    for number in lost:
+        start = number * sector
+        if start >= len(result):
+            continue
+        end = min(start + sector, len(result))
+        old = durable[start:end]
+        result[start:end] = old + bytes(end - start - len(old))
+    return bytes(result)
+
+
 def pick(sizes: Sequence[int], state: int, seed: str) -> tuple[list[int], int, bool]:
     """Each unit's option in crash state ``state``, the number of states, and whether they
-    are enumerated (else drawn from ``seed``). State 0 chooses option 0 everywhere."""
+    are enumerated (else drawn from ``seed`` and ``state``). State 0 chooses option 0
+    everywhere; enumerated, states 1 to N-1 are the other combinations in an order drawn
+    from ``seed``, and a state past them is one of them again."""
     total = math.prod(sizes)
     if state == 0 or total == 1:
         return [0] * len(sizes), total, total <= EXHAUSTIVE_LIMIT
     if total <= EXHAUSTIVE_LIMIT:
-        rest = state % total
+        order = list(range(1, total))
+        random.Random(seed).shuffle(order)
+        rest = order[(state - 1) % (total - 1)]
         choices = []
         for size in sizes:
             rest, choice = divmod(rest, size)
             choices.append(choice)
         return choices, total, True
-    rng = random.Random(seed)
+    rng = random.Random(f"{seed}:{state}")
     return [rng.randrange(size) for size in sizes], total, False

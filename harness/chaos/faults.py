@@ -68,7 +68,9 @@ def _power_loss(trial_dir: Path, args: list[str]) -> dict[str, Any]:
             "lost": 0,
         }
     try:
-        cut = observer.power_cut(trial_dir, args, ":".join(["power-loss", *args]))
+        cut = observer.power_cut(
+            trial_dir, args, ":".join(["power-loss", *args]), _trial_seed(trial_dir)
+        )
     except observer.Refused as exc:
         return {"landed": False, "why": f"the observer's trace cannot be replayed: {exc}"}
     seen = cut["files"].get("journal")
@@ -87,6 +89,16 @@ def _power_loss(trial_dir: Path, args: list[str]) -> dict[str, Any]:
         "valid_end": reading.valid_end,
         "torn": 0 if reading.torn is None else reading.torn[1],
     }
+
+
+def _trial_seed(trial_dir: Path) -> int | None:
+    """The trial's seed (its plan's), which a cut's crash states are drawn from; None when
+    the folder has no readable plan."""
+    try:
+        seed = json.loads((trial_dir / "plan.json").read_text("utf-8"))["seed"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return seed if isinstance(seed, int) else None
 
 
 def _corrupt(trial_dir: Path, args: list[str]) -> dict[str, Any]:
@@ -276,10 +288,15 @@ def parse_after_death(spec: str) -> tuple[str, list[str]]:
         raise ValueError(f"{spec!r}: {kind} takes {least} to {most} parameters")
     if kind == "power-loss" and args[0] not in ("drop", "tear", "tear-sector", "state"):
         raise ValueError(
-            f"{spec!r}: power-loss is drop, tear:<keep>:<garbage>, tear-sector or state:<n>"
+            f"{spec!r}: power-loss is drop, tear:<keep>:<garbage>, tear-sector or state:<n>[:weak]"
         )
-    if kind == "power-loss" and args[0] == "state" and (len(args) != 2 or not args[1].isdigit()):
+    if kind == "power-loss" and args[0] == "state" and (len(args) < 2 or not args[1].isdigit()):
         raise ValueError(f"{spec!r}: state takes the crash state's number, a whole number >= 0")
+    if kind == "power-loss" and args[0] == "state" and args[2:] not in ([], ["weak"]):
+        raise ValueError(
+            f"{spec!r}: after the state's number only the file-system model 'weak' may follow "
+            "(state:<n> follows the default, ordered)"
+        )
     if kind == "power-loss" and args[0] == "tear" and len(args) != 3:
         raise ValueError(f"{spec!r}: tear needs <keep fraction>:<garbage bytes>")
     if kind == "power-loss" and args[0] == "drop" and len(args) != 1:

@@ -477,12 +477,18 @@ class _Model:
                 self.durable.pop(path, None)
 
 
-def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
+def power_cut(
+    trial_dir: Path, args: list[str], spec: str, trial_seed: int | None = None
+) -> dict[str, Any]:
     """Rebuild the trial folder as a power cut leaves it (``args``: the fault's mode);
-    what it did, by file (paths relative to the trial folder)."""
+    what it did, by file (paths relative to the trial folder). A crash state's random
+    choices are drawn from ``trial_seed`` and the cut's number in the trial (``spec``
+    when no trial seed is given)."""
     root = Path(os.path.realpath(trial_dir))
     folder = root / TRACE_FOLDER
     lines = read_trace(folder)
+    cut = 1 + sum(line.kind == "rebuilt" for line in lines)
+    seed = spec if trial_seed is None else f"trial {trial_seed}, cut {cut}"
     model = _Model(str(root))
     for line in lines:
         model.apply(line)
@@ -507,7 +513,14 @@ def power_cut(trial_dir: Path, args: list[str], spec: str) -> dict[str, Any]:
     contents: dict[int, bytes | None] = {}
     state: dict[str, Any] = {}
     if args[0] == "state":
-        model.durable, contents, files, state = _crash_state(model, current, folder, args, spec)
+        model.durable, contents, files, state = _crash_state(model, current, folder, args, seed)
+    elif args == ["drop"]:
+        # How many crash states this cut has in each model: a campaign judges the others
+        # (power-loss:state:<k>) only where there are some.
+        state["crash_states"] = {
+            name: _crash_state(model, current, folder, ["state", "0", name], seed)[3]["states"]
+            for name in crashstates.MODELS
+        }
     for path, node in sorted(model.durable.items()):
         if node.directory or id(node) in contents:
             continue
@@ -640,19 +653,31 @@ def _crash_state(
         for node in (model.durable.get(path), model.volatile.get(path)):
             if node is not None and id(node) not in nodes:
                 nodes[id(node)] = (path, node)
+    weak = args[2:] == ["weak"]  # "ordered" (the default) is named only here
     units: list[tuple[str, list[str]]] = []  # (what, its options' labels)
     options: dict[int, list[tuple[str, bytes]]] = {}
+    durables: dict[int, bytes] = {}
+    tears: dict[int, tuple[list[int], list[frozenset[int]]]] = {}  # sectors, ways to tear
     for key, (path, node) in nodes.items():
         if node.directory:
             continue
         durable = b"" if node.image == _EMPTY else image_bytes(folder, node.image)
+        durables[key] = durable
         now = current.get(key)
+        rel = os.path.relpath(path, root)
         if node.mapped or now is None:  # an -shm index: empty; a file unlinked: as synced
             options[key] = [("lost", b"" if node.mapped else durable)]
         else:
             options[key] = crashstates.file_options(durable, now, node.pending, node.cut_to)
         if len(options[key]) > 1:
-            units.append((os.path.relpath(path, root), [label for label, _ in options[key]]))
+            units.append((rel, [label for label, _ in options[key]]))
+        if weak and now is not None and not node.mapped:
+            sectors = crashstates.changed_sectors(durable, now)
+            masks = crashstates.tear_masks(len(sectors), f"{spec}:{rel}")
+            if masks:
+                tears[key] = (sectors, masks)
+                labels = [_torn_label([sectors[i] for i in sorted(m)], len(sectors)) for m in masks]
+                units.append((f"sectors of {rel}", ["as written", *labels]))
     groups = _name_groups(model, paths)
     for group in groups:
         units.append((f"names of {os.path.relpath(group[0], root)}", ["undone", "kept"]))
@@ -674,6 +699,12 @@ def _crash_state(
             continue
         rel = os.path.relpath(path, root)
         data = options[key][chosen.get(rel, 0)][1]
+        torn = chosen.get(f"sectors of {rel}", 0)
+        lost_sectors: list[int] = []
+        if torn:
+            sectors, masks = tears[key]
+            lost_sectors = [sectors[i] for i in sorted(masks[torn - 1])]
+            data = crashstates.tear(durables[key], data, lost_sectors)
         contents[key] = data
         now = current.get(key) or b""
         kept = next((i for i, (a, b) in enumerate(zip(data, now, strict=False)) if a != b), None)
@@ -685,15 +716,25 @@ def _crash_state(
             "lost": len(now) - kept,
             "garbage": 0,
             "unsynced_writes": node.unsynced_writes,
+            **({"torn_sectors": lost_sectors} if lost_sectors else {}),
         }
     told = [f"{what}: {labels[c]}" for (what, labels), c in zip(units, choices, strict=True) if c]
     state = {
         "state": number,
         "states": total,
         "enumerated": enumerated,
+        "model": "weak" if weak else "ordered",
         "choices": told or ["every unsynced change lost"],
     }
     return final, contents, files, state
+
+
+def _torn_label(lost: list[int], of: int) -> str:
+    numbers = ", ".join(str(n) for n in lost)
+    return (
+        f"{len(lost)} of {of} changed sectors lost (sector {numbers}: "
+        f"as synced, zeros past the synced end)"
+    )
 
 
 def _name_groups(model: _Model, paths: list[str]) -> list[list[str]]:

@@ -311,6 +311,40 @@ class CrashSchedule:
         nothing to act on in a runtime that keeps none."""
         return bool(self.fault_kinds & FILE_FAULTS)
 
+    @property
+    def crash_state(self) -> int | None:
+        """The crash state its power cuts are judged in (``power-loss:state:<k>``), or None
+        for cuts of another mode (drop, tear) or none."""
+        for life in self.lives:
+            kind, _, rest = (life.after_death or "").partition(":")
+            if kind == "power-loss" and rest.startswith("state:"):
+                return int(rest.split(":")[1])
+        return None
+
+    @property
+    def cuts_drop(self) -> bool:
+        """Whether it cuts power, and every cut drops what was not synced (``drop``): the
+        cut whose other crash states a campaign judges too."""
+        cuts = [
+            life.after_death
+            for life in self.lives
+            if (life.after_death or "").startswith("power-loss")
+        ]
+        return bool(cuts) and all(cut == "power-loss:drop" for cut in cuts)
+
+    def at_crash_state(self, state: int, model: str = "ordered") -> CrashSchedule:
+        """The same lives, each power cut replaced by crash state ``state`` of its cut
+        (``power-loss:state:<state>``, with ``:weak`` in the weak file-system model)."""
+        spec = f"power-loss:state:{state}" + ("" if model == "ordered" else f":{model}")
+        return CrashSchedule(
+            tuple(
+                replace(life, after_death=spec)
+                if (life.after_death or "").startswith("power-loss")
+                else life
+                for life in self.lives
+            )
+        )
+
     def describe(self) -> str:
         return " | ".join(life.describe() for life in self.lives) or "no faults"
 

@@ -48,6 +48,7 @@ __all__ = [
     "TrialResult",
     "TrialSpec",
     "golden_dir",
+    "power_cuts",
     "prepare_golden",
     "reached_points",
     "run_trial",
@@ -87,6 +88,12 @@ class TrialSpec:
     @property
     def scenario_name(self) -> str:
         return Path(self.scenario).stem
+
+    @property
+    def crash_state(self) -> int | None:
+        """The crash state of its power cuts it judges (``power-loss:state:<k>``): in a
+        campaign, a sub-trial of the trial labelled as it is without ``+state-<k>``."""
+        return self.schedule.crash_state
 
     @property
     def trial_id(self) -> str:
@@ -490,6 +497,19 @@ def run_trial(
         tuple(life.reached for life in lives if life.reached),
         (time.monotonic() - started) * 1000,
     )
+
+
+def power_cuts(directory: Path) -> list[dict[str, Any]]:
+    """The power cuts a trial's events record, in order."""
+    path = directory / "events.jsonl"
+    if not path.exists():
+        return []
+    events = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line]
+    return [
+        e
+        for e in events
+        if e.get("event") == "fault" and str(e.get("fault", "")).startswith("power-loss")
+    ]
 
 
 def _drop_reader_leftovers(db: Path) -> None:

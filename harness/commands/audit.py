@@ -42,7 +42,9 @@ from harness.chaos.campaign import CampaignConfig, run_trials
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.commands.options import (
+    AUDIT_CRASH_STATES,
     RUNTIME_HELP,
+    add_crash_states_options,
     add_keep_option,
     add_launch_option,
     add_only_option,
@@ -172,8 +174,10 @@ def run_audit(config: AuditConfig) -> int:
         write_run_reports(info, progress.results, [])
         failed = [r for r in progress.results if r.status == "fail"]
         unjudged = [r for r in progress.results if r.status == "unknown"]
+        states = sum(r.spec.crash_state is not None for r in progress.results)
         _say(
-            f"audit: campaign {len(progress.results)} trials ({progress.batches} random batches), "
+            f"audit: campaign {len(progress.results) - states} trials ({progress.batches} "
+            f"random batches) and {states} more crash states of their power cuts, "
             f"{len(failed)} failed, {len(unjudged)} could not be judged, "
             f"{'cut by the budget' if progress.cut else 'complete'} after {campaign_s:.0f} s"
         )
@@ -258,7 +262,9 @@ def _run_campaign(config: AuditConfig, deadline: float, progress: _Progress) -> 
         got = run_trials(
             phase, progress.results.append, on_plan=planned.append, stop=spent, select=select
         )
-        progress.cut = progress.cut or len(got) < sum(planned)
+        # The sub-trials of crash states were not listed ahead: trials are counted alone.
+        ran = sum(result.spec.crash_state is None for result in got)
+        progress.cut = progress.cut or ran < sum(planned)
 
     run(replace(campaign, random_trials=0), None)
     for batch in _batches(campaign.shard, config.max_batches):
@@ -441,6 +447,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         default=0.25,
         help="share of the budget kept for Hypothesis (default 0.25)",
     )
+    add_crash_states_options(audit, AUDIT_CRASH_STATES)
     return audit
 
 
@@ -489,6 +496,8 @@ def _config(args: argparse.Namespace) -> AuditConfig:
         keep=args.keep,
         whole=True,  # a scenario's sample caps its exhaustive trials in chaos, not here
         timeout_s=timeout,
+        crash_states=args.crash_states,
+        fs_model=args.fs_model,
     )
     tests = () if args.no_hypothesis else tuple(args.hypothesis_tests)
     return AuditConfig(campaign, args.minutes, args.batches, tests, args.hypothesis_share)

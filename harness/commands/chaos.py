@@ -28,7 +28,9 @@ from harness.chaos.supervisor import sweep_agents
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.commands import interrupts
 from harness.commands.options import (
+    CHAOS_CRASH_STATES,
     RUNTIME_HELP,
+    add_crash_states_options,
     add_keep_option,
     add_launch_option,
     add_maxfail_options,
@@ -112,6 +114,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_workdir_option(chaos)
     add_keep_option(chaos)
     add_model_option(chaos)
+    add_crash_states_options(chaos, CHAOS_CRASH_STATES)
     return chaos
 
 
@@ -234,17 +237,27 @@ def run_with_progress(
     trials are a broken runtime's, and the bar counts their failures as caught."""
     results = [] if results is None else results
     with progress_bar(title, catching=catching) as bar:
+        planned = 0
+
+        def on_plan(trials: int) -> None:
+            nonlocal planned
+            planned = trials
+            bar.planned(planned)
 
         def on_result(result: TrialResult) -> None:
+            nonlocal planned
             results.append(result)
             if completed is not None:
                 completed.append(result)
+            if result.spec.crash_state is not None:  # a sub-trial, listed once its cut ran
+                planned += 1
+                bar.planned(planned)
             bar.advanced(failed=sum(r.status == "fail" for r in results))
 
         run_trials(
             config,
             on_result,
-            on_plan=bar.planned,
+            on_plan=on_plan,
             stop=stop,
             select=select,
             on_unreached=on_unreached,

@@ -23,7 +23,11 @@ from harness.report.model import RunInfo
 from harness.runtime.errors import HarnessError
 
 __all__ = [
+    "AUDIT_CRASH_STATES",
+    "CHAOS_CRASH_STATES",
     "DEFAULT_SCENARIOS",
+    "add_crash_states_options",
+    "add_fs_model_option",
     "add_keep_option",
     "add_launch_option",
     "add_maxfail_options",
@@ -295,6 +299,40 @@ def add_keep_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+CHAOS_CRASH_STATES = 3
+"""``chaos``'s default ``--crash-states``: each dropping power cut judged in itself and up
+to two more of its crash states (where it has them)."""
+AUDIT_CRASH_STATES = 8
+"""``audit``'s default ``--crash-states``."""
+
+
+def add_crash_states_options(parser: argparse.ArgumentParser, default: int) -> None:
+    """``--crash-states N`` and ``--fs-model`` of a campaign (``chaos``, ``audit``)."""
+    from harness.chaos.crashstates import MODELS
+
+    parser.add_argument(
+        "--crash-states",
+        type=positive_int,
+        default=default,
+        metavar="N",
+        help="judge each trial whose power cut drops what was not synced over up to N crash "
+        f"states of its cut: itself, and a sub-trial for each other one its cut has (default "
+        f"{default}; 1: the cut alone)",
+    )
+    add_fs_model_option(parser, MODELS)
+
+
+def add_fs_model_option(parser: argparse.ArgumentParser, models: tuple[str, ...]) -> None:
+    parser.add_argument(
+        "--fs-model",
+        choices=models,
+        default=models[0],
+        help="the file-system model crash states follow: 'ordered' (the default, as ext4's "
+        "data=ordered: unsynced appends kept as in-order prefixes) or 'weak' (the weakest "
+        "POSIX one: also any 512-byte sector of an unsynced write lost on its own)",
+    )
+
+
 def add_model_option(parser: argparse.ArgumentParser) -> None:
     from harness.agent.model import MODELS
 
@@ -509,6 +547,8 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
         model=getattr(args, "model", None),
         whole=getattr(args, "whole", False),
         timeout_s=timeout,
+        crash_states=getattr(args, "crash_states", 1),
+        fs_model=getattr(args, "fs_model", "ordered"),
     )
 
 

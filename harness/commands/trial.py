@@ -14,15 +14,16 @@ command that replays it alone.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.adapters import get_adapter
+from harness.chaos.crashstates import MODELS
 from harness.chaos.schedule import CrashSchedule, unobserved
 from harness.commands.options import (
     RUNTIME_HELP,
+    add_fs_model_option,
     add_launch_option,
     add_model_option,
     add_reports_option,
@@ -82,6 +83,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="judge the schedule's power losses over N crash states of each cut, a "
         "sub-trial each (the first loses every unsynced change)",
     )
+    add_fs_model_option(trial, MODELS)
     add_reports_option(trial)
     add_launch_option(trial)
     add_model_option(trial)
@@ -111,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         timeout=args.timeout,
         crash_states=args.crash_states,
+        fs_model=args.fs_model,
     )
 
 
@@ -125,11 +128,13 @@ def run_one_trial(
     model: str | None = None,
     timeout: float | None = None,
     crash_states: int | None = None,
+    fs_model: str = "ordered",
 ) -> int:
     """Run one trial in a new folder under ``reports``, print it; its exit status.
 
     ``model`` replaces the scenario's scripted model (None: the scenario's own);
-    ``crash_states``: that many sub-trials, one per crash state of its power losses.
+    ``crash_states``: that many sub-trials, one per crash state of its power losses, in
+    the file-system model ``fs_model``.
     """
     from harness.chaos.scenario import load_scenario
     from harness.chaos.supervisor import Supervisor
@@ -147,6 +152,8 @@ def run_one_trial(
         raise HarnessError(f"--schedule: {exc}") from None
     if crash_states is not None and "power-loss" not in schedule.fault_kinds:
         raise HarnessError("--crash-states: the schedule has no power loss to judge over states")
+    if fs_model != "ordered" and crash_states is None:
+        raise HarnessError("--fs-model: the model of crash states, given with --crash-states")
     if "power-loss" in schedule.fault_kinds:
         why = unobserved(get_adapter(runtime))
         if why is not None:
@@ -163,7 +170,9 @@ def run_one_trial(
         scenario, seed, run_dir / "golden", supervisor, tables=tables, runtime=runtime
     )
     if crash_states is not None:
-        return _over_crash_states(spec, crash_states, run_dir, golden.directory, supervisor, tables)
+        return _over_crash_states(
+            spec, crash_states, run_dir, golden.directory, supervisor, tables, fs_model
+        )
     result = run_trial(spec, run_dir / "trial", golden.directory, supervisor, tables=tables)
     print_trial(result)
     return exit_status([result.status])
@@ -176,25 +185,20 @@ def _over_crash_states(
     golden: Path,
     supervisor: Supervisor,
     tables: dict[str, Path],
+    fs_model: str = "ordered",
 ) -> int:
     """One sub-trial per crash state, each printed with its verdict and replay; stops early
     when its one cut has fewer states than asked (each is then run)."""
-    from harness.chaos.trial import run_trial
+    from harness.chaos.trial import power_cuts, run_trial
     from harness.report.console import print_crash_state
 
     statuses = []
     for number in range(count):
-        lives = [
-            replace(life, after_death=f"power-loss:state:{number}")
-            if (life.after_death or "").startswith("power-loss")
-            else life
-            for life in spec.schedule.lives
-        ]
-        schedule = CrashSchedule(tuple(lives))
+        schedule = spec.schedule.at_crash_state(number, fs_model)
         label = "-".join(life.describe() for life in schedule.lives)
         sub = replace(spec, schedule=schedule, label=label)
         result = run_trial(sub, run_dir / f"state-{number}", golden, supervisor, tables=tables)
-        cuts = _cuts(result.directory)
+        cuts = power_cuts(result.directory)
         print_crash_state(number, count, result, cuts)
         statuses.append(result.status)
         # One cut, its states enumerated: state k is its k-th, so past their number the
@@ -208,14 +212,3 @@ def _over_crash_states(
         if number + 1 >= count:
             break
     return exit_status(statuses)
-
-
-def _cuts(directory: Path) -> list[dict[str, Any]]:
-    """The power cuts a trial's events record, in order."""
-    path = directory / "events.jsonl"
-    events = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [
-        e
-        for e in events
-        if e.get("event") == "fault" and str(e.get("fault", "")).startswith("power-loss")
-    ]

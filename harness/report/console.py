@@ -268,7 +268,7 @@ def print_headline(
     ``stopped_after``: the campaign was stopped once that many trials had failed
     (``--maxfail``), so the counts are of the trials that ran (those under way when it
     stopped included)."""
-    results = summary.results
+    results = [r for r in summary.results if r.spec.crash_state is None]
     kinds = Counter(r.spec.kind for r in results)
     generated = sum(r.spec.generated for r in results)
     tasks = len({(r.spec.scenario, r.spec.seed) for r in results if r.spec.generated})
@@ -279,8 +279,11 @@ def print_headline(
         f"[bold]{HEADLINES[status]}[/]{early}: {many(len(results), 'trial')} "
         f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}"
         + (f"; {generated} of {many(tasks, 'generated task')}" if generated else "")
-        + "), "
-        f"{len(summary.failures)} failed, {len(summary.unjudged)} could not be judged, "
+        + ")"
+        + _crash_states(summary)
+        + ", "
+        f"{_counted(summary.failures, 'failed')}, "
+        f"{_counted(summary.unjudged, 'could not be judged')}, "
         f"{many(sum(r.kills for r in results), 'kill')}"
         + _never_applied(summary)
         + f"; report {escape(str(run_dir))}/index.html"
@@ -288,6 +291,30 @@ def print_headline(
     if summary.failures:
         first = summary.failures[0].spec
         _console.print(f"replay the first failure with: {first.replay_command()}", markup=False)
+
+
+def _crash_states(summary: CampaignSummary) -> str:
+    """The headline's word on the sub-trials that judged more crash states of power cuts."""
+    states = [r for r in summary.results if r.spec.crash_state is not None]
+    if not states:
+        return ""
+    cut = len({_parent(r.spec.trial_id) for r in states})
+    return (
+        f" and {many(len(states), 'more crash state')} of {many(cut, 'trial')} whose power "
+        "cut had them (a sub-trial each)"
+    )
+
+
+def _counted(results: list[TrialResult], what: str) -> str:
+    """``N failed`` (or ``could not be judged``), saying how many of them are crash states."""
+    states = sum(r.spec.crash_state is not None for r in results)
+    return f"{len(results)} {what}" + (f" ({states} of them crash states)" if states else "")
+
+
+def _parent(trial_id: str) -> str:
+    """The trial a crash state's sub-trial judges another state of (its id less
+    ``+state-<k>``)."""
+    return trial_id.rsplit("_state-", 1)[0]
 
 
 def _never_applied(summary: CampaignSummary) -> str:
@@ -351,6 +378,12 @@ def _print_failures(failures: list[TrialResult], what: str = "failure", plural: 
         _console.print(
             f"{label} {escape(result.spec.trial_id)} ({escape(result.spec.schedule.describe())})"
         )
+        state = result.spec.crash_state
+        if state is not None:
+            _console.print(
+                f"  crash state {state} of the power cut of trial "
+                f"{escape(_parent(result.spec.trial_id))}: {escape(_choices(result))}"
+            )
         for verdict in result.verdicts:
             if verdict.status == result.status:
                 line = f"  {verdict.invariant} {verdict.title}: {verdict.evidence[0]}"
@@ -457,6 +490,16 @@ def print_crash_state(
         of = f" (of {states} states{drawn})" if states else ""
         _console.print(f"  cut {n}{of}: {told}", markup=False)
     _console.print(f"  replay: {result.spec.replay_command()}", markup=False)
+
+
+def _choices(result: TrialResult) -> str:
+    """What each power cut of a crash state's sub-trial kept, from its events (when its
+    folder is kept)."""
+    from harness.chaos.trial import power_cuts
+
+    cuts = power_cuts(result.directory) if result.kept else []
+    told = ["; ".join(c.get("choices", ())) for c in cuts if c.get("landed")]
+    return " | ".join(told) or "its folder went, its replay runs it again"
 
 
 _COLOURS = {"pass": "green", "fail": "red", "unknown": "yellow", "not-judged": "dim"}

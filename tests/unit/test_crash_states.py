@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.chaos.crashstates import EXHAUSTIVE_LIMIT, file_options, pick
+from harness.chaos.crashstates import (
+    EXHAUSTIVE_LIMIT,
+    TEAR_PATTERNS,
+    changed_sectors,
+    file_options,
+    pick,
+    tear,
+    tear_masks,
+)
 from harness.chaos.faults import parse_after_death
 from harness.chaos.observer import TRACE_FOLDER, power_cut
 
@@ -79,27 +88,41 @@ class TestStateCut:
         )
         (root / "other").write_bytes(b"")
 
-    @pytest.mark.parametrize(
-        ("state", "journal", "other"),
-        [
-            (0, b"synced", False),
-            (1, b"syncedaa", False),
-            (2, b"syncedaabb", False),
-            (3, b"synced", True),
-            (5, b"syncedaabb", True),
-            (6, b"synced", False),  # six states: the seventh is the first again
-        ],
-    )
-    def test_each_state_is_one_legal_folder(
-        self, tmp_path: Path, state: int, journal: bytes, other: bool
-    ) -> None:
-        """The journal's appends (3 prefixes) times the new name (undone or kept)."""
-        self._journal(tmp_path)
-        spec = f"power-loss:state:{state}"
-        done = power_cut(tmp_path, parse_after_death(spec)[1], spec)
-        assert (tmp_path / "journal").read_bytes() == journal
-        assert (tmp_path / "other").exists() == other
-        assert (done["states"], done["enumerated"], done["state"]) == (6, True, state)
+    def _state(
+        self, root: Path, state: int, model: str = "", seed: int | None = 7
+    ) -> tuple[bytes, bool, dict[str, Any]]:
+        root.mkdir()
+        self._journal(root)
+        spec = f"power-loss:state:{state}{model}"
+        done = power_cut(root, parse_after_death(spec)[1], spec, seed)
+        return (root / "journal").read_bytes(), (root / "other").exists(), done
+
+    def test_every_state_is_one_legal_folder_each_once(self, tmp_path: Path) -> None:
+        """The journal's appends (3 prefixes) times the new name (undone or kept): six
+        states, state 0 losing everything unsynced, the seventh the first drawn again."""
+        seen = []
+        for state in range(7):
+            journal, other, done = self._state(tmp_path / str(state), state)
+            assert (done["states"], done["enumerated"], done["state"]) == (6, True, state)
+            seen.append((journal, other))
+        assert seen[0] == (b"synced", False)
+        assert set(seen[:6]) == {
+            (journal, other)
+            for journal in (b"synced", b"syncedaa", b"syncedaabb")
+            for other in (False, True)
+        }
+        assert seen[6] == seen[1]
+
+    def test_the_order_of_the_states_is_drawn_from_the_trial_seed(self, tmp_path: Path) -> None:
+        """The same seed draws the same state again (a replay); the states come in an order
+        drawn from it, so the first few asked for are a sample, not the first choices."""
+        orders = {}
+        for seed in range(6):
+            order = tuple(self._state(tmp_path / f"{seed}-{k}", k, seed=seed)[:2] for k in (1, 2))
+            again = self._state(tmp_path / f"{seed}-again", 1, seed=seed)[:2]
+            assert again == order[0]
+            orders[seed] = order
+        assert len(set(orders.values())) > 1
 
     def test_a_rename_is_kept_or_undone_whole(self, tmp_path: Path) -> None:
         """Not yet durable: the old name or the new one, never both, never neither."""
@@ -126,3 +149,66 @@ class TestStateCut:
     def test_a_bad_state_is_refused(self) -> None:
         with pytest.raises(ValueError, match="whole number"):
             parse_after_death("power-loss:state:x")
+
+
+class TestSectorTears:
+    def test_the_changed_sectors_are_those_that_differ_or_lie_past_the_synced_end(self) -> None:
+        old = bytes(1024)
+        new = bytes(512) + b"x" * 600
+        assert changed_sectors(old, new) == [1, 2]
+        assert changed_sectors(b"same", b"same") == []
+
+    def test_few_sectors_are_torn_every_way(self) -> None:
+        """Three changed sectors: the seven non-empty sets of them lost."""
+        masks = tear_masks(3, "s")
+        assert len(masks) == 7 == len(set(masks)) and frozenset() not in masks
+
+    def test_many_sectors_are_torn_in_ways_drawn_from_the_seed(self) -> None:
+        masks = tear_masks(12, "s")
+        assert len(masks) == TEAR_PATTERNS == len(set(masks))
+        assert tear_masks(12, "s") == masks  # a replay draws alike
+        assert tear_masks(12, "t") != masks
+
+    def test_a_lost_sector_holds_what_was_synced_and_zeros_past_its_end(self) -> None:
+        """The size reached the disk, that sector's data did not."""
+        durable = b"a" * 700
+        data = b"b" * 1200
+        torn = tear(durable, data, [1, 2])
+        assert torn[:512] == b"b" * 512
+        assert torn[512:700] == b"a" * 188 and torn[700:] == bytes(500)
+        assert len(torn) == len(data)
+
+    def test_the_weak_model_tears_an_unsynced_append_sector_by_sector(self, tmp_path: Path) -> None:
+        """An append of three sectors never synced: in the weak model, besides lost and
+        kept, states whose file has the append's length with some sectors zero; the ordered
+        model never leaves such a hole."""
+        append = b"x" * 1100
+
+        def cut(state: int, model: str) -> tuple[bytes, dict[str, Any]]:
+            root = tmp_path / f"{model or 'ordered'}-{state}"
+            root.mkdir()
+            (root / "journal").write_bytes(b"synced" + append)
+            _trace(
+                root,
+                [
+                    "create 1\t{root}/journal",
+                    "write 1 0 6\t{root}/journal",
+                    "fsync 1 img-1-1 6\t{root}/journal",
+                    "dirfsync 1\t{root}",
+                    f"write 1 6 {len(append)}\t{{root}}/journal",
+                ],
+                {"img-1-1": b"synced"},
+            )
+            spec = f"power-loss:state:{state}{model}"
+            done = power_cut(root, parse_after_death(spec)[1], spec, 3)
+            return (root / "journal").read_bytes(), done
+
+        ordered = [cut(k, "")[0] for k in range(2)]
+        assert sorted(ordered) == [b"synced", b"synced" + append]
+        weak = [cut(k, ":weak") for k in range(16)]
+        first, done = weak[0]
+        assert (first, done["states"], done["model"]) == (b"synced", 16, "weak")
+        holes = [data for data, _ in weak if len(data) == 1106 and bytes(512) in data]
+        assert holes and all(data[:6] == b"synced" for data, _ in weak)
+        torn = [d for _, d in weak if d["files"]["journal"].get("torn_sectors")]
+        assert torn and all("changed sectors lost" in " ".join(d["choices"]) for d in torn)
