@@ -18,7 +18,8 @@ from harness.chaos import observer
 from harness.chaos.campaign import CampaignConfig, run_trials
 from harness.chaos.trial import TrialResult, TrialSpec
 from harness.exits import EXIT_BAD_INPUT
-from tests.integration.test_cli import MINI, run_harness
+from tests.conftest import run_harness
+from tests.integration.test_cli import MINI
 
 pytestmark = pytest.mark.skipif(
     observer.unavailable() is not None or not sys.platform.startswith("linux"),
