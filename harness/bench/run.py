@@ -887,7 +887,7 @@ def bench_power_loss(settings: BenchSettings, scratch: Path, out: Measurements) 
     kill = median_of(samples["kill"])
     out.figures += [
         Figure(
-            f"8 power-loss trial, {states} crash state{'s' if states > 1 else ''} / kill only",
+            f"10 power-loss trial, {states} crash state{'s' if states > 1 else ''} / kill only",
             median_of(samples[f"states-{states}"]),
             kill,
             "ms/trial",

@@ -22,9 +22,9 @@ def test_the_power_loss_figure(tmp_path: Path) -> None:
     bench_power_loss(QUICK, tmp_path, measured)
     assert CRASH_STATES == (1, 4, 16) and "crash states" in STEPS
     assert [figure.name for figure in measured.figures] == [
-        "8 power-loss trial, 1 crash state / kill only",
-        "8 power-loss trial, 4 crash states / kill only",
-        "8 power-loss trial, 16 crash states / kill only",
+        "10 power-loss trial, 1 crash state / kill only",
+        "10 power-loss trial, 4 crash states / kill only",
+        "10 power-loss trial, 16 crash states / kill only",
     ]
     for figure in measured.figures:
         assert figure.subject > 0 and figure.baseline > 0  # measured, never asserted as a speed
