@@ -47,7 +47,7 @@ from harness.world.fleet import FleetWorld, Pulled
 __all__ = ["HOLD_ENV", "LONG_ENV", "RUNTIME_ENV", "STEPS", "TABLE", "main"]
 
 RUNTIME_ENV = "HARNESS_FLEET_RUNTIME"
-"""``ours`` (the default), or the name of a broken journal (``FLEET_BROKEN``)."""
+"""``real`` (the default), or the name of a broken journal (``FLEET_BROKEN``)."""
 HOLD_ENV = "HARNESS_FLEET_HOLD"
 """``<task>/<op id>``: the first call of that op of that task in a worker waits for a line
 on stdin once its intent is durable, saying ``held <op>`` (the supervisor pauses it)."""
@@ -79,7 +79,7 @@ class Worker:
     def __init__(self, world: FleetWorld, journals: str, runtime: str, long: str) -> None:
         self.world = world
         self.journals = journals
-        self.journal_class = PostgresJournal if runtime == "ours" else FLEET_BROKEN[runtime]
+        self.journal_class = PostgresJournal if runtime == "real" else FLEET_BROKEN[runtime]
         self.long_task, _, seconds = long.partition("/")
         self.long = float(seconds or 0)
         self.pid = os.getpid()
@@ -173,9 +173,9 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m harness.agent.fleet WORLD JOURNALS", file=sys.stderr)
         return 2
-    runtime = os.environ.get(RUNTIME_ENV, "ours")
-    if runtime != "ours" and runtime not in FLEET_BROKEN:
-        print(f"{RUNTIME_ENV}={runtime!r}: not ours nor a broken journal", file=sys.stderr)
+    runtime = os.environ.get(RUNTIME_ENV, "real")
+    if runtime != "real" and runtime not in FLEET_BROKEN:
+        print(f"{RUNTIME_ENV}={runtime!r}: not real nor a broken journal", file=sys.stderr)
         return 2
     with FleetWorld(Path(argv[0])) as world:
         worker = Worker(world, argv[1], runtime, os.environ.get(LONG_ENV, ""))

@@ -53,6 +53,7 @@ __all__ = [
     "FleetTrialResult",
     "FleetTrialSpec",
     "campaign_specs",
+    "fault_kind",
     "run_fleet_trial",
 ]
 
@@ -99,6 +100,14 @@ FLEET_FAULTS = {
 POSTGRES_ONLY = frozenset(FLEET_FAULTS) - {"sigkill"}
 
 
+def fault_kind(spec: str) -> str:
+    """The kind of the fault catalogue (``harness.chaos.faults.FAULT_KINDS``) a fleet
+    fault's spec is of: ``redelivery:claim`` is a ``redelivery``, ``cut:after:intent`` a
+    ``cut-commit``."""
+    head = spec.split(":", 1)[0]
+    return "cut-commit" if head == "cut" else head
+
+
 class FleetSpecError(HarnessError):
     """A fleet trial asked for something it cannot have (a fault on a store without it).
 
@@ -113,7 +122,7 @@ class FleetTrialSpec:
 
     journal: Literal["file", "postgres"]
     fault: str | None
-    runtime: str = "ours"
+    runtime: str = "real"
     seed: int = 0
 
     @property
@@ -132,9 +141,9 @@ class FleetTrialSpec:
                 "claim, a connection, a server): the file journal has none; use "
                 "--journal postgres"
             )
-        if self.runtime != "ours" and self.runtime not in FLEET_BROKEN:
+        if self.runtime != "real" and self.runtime not in FLEET_BROKEN:
             raise FleetSpecError(
-                f"fleet runtime {self.runtime!r}: ours or one of {', '.join(FLEET_BROKEN)}"
+                f"fleet runtime {self.runtime!r}: real or one of {', '.join(FLEET_BROKEN)}"
             )
 
 
@@ -162,7 +171,7 @@ class FleetTrialResult:
         return tuple(v.invariant for v in self.verdicts if v.status == "fail")
 
 
-def campaign_specs(seed: int, runtime: str = "ours", postgres: bool = True) -> list[FleetTrialSpec]:
+def campaign_specs(seed: int, runtime: str = "real", postgres: bool = True) -> list[FleetTrialSpec]:
     """The campaign's trials: plain and SIGKILL on each store, then every fault of
     PostgreSQL; each trial's seed drawn from the campaign's."""
     names: list[tuple[Literal["file", "postgres"], str | None]] = [
@@ -411,13 +420,13 @@ def _run_workers(
             assert task is not None
             FleetWorld(trial.world).redeliver(task)
             trial.landed = True
-            trial.note = f"pid {worker.process.pid} killed after {told} calls told, on {task}"
+            trial.note = f"pid {worker.process.pid} killed after {told} call(s) told, on {task}"
         elif spec.fault == "db-crash" and words[0] == "told" and told >= kill_after:
             acted = True
             assert server is not None
             server.crash_and_restart()
             trial.landed = True
-            trial.note = f"the server crashed and restarted after {told} calls told"
+            trial.note = f"the server crashed and restarted after {told} call(s) told"
     else:
         trial.note += f"; workers still running after {TRIAL_SECONDS:g} s were ended"
 
