@@ -59,9 +59,10 @@ __all__ = [
 
 WORKERS = 3
 TASKS = 4
-LEASE = 1.0
-"""The claims' lease in the fleet's trials (seconds): short, so a takeover is quick."""
-RENEW = 0.25
+LEASE = 2.0
+"""The claims' lease in the fleet's trials (seconds): short, so a takeover is quick, yet a
+renewal every ``RENEW`` seconds keeps it on a busy machine."""
+RENEW = 0.5
 LONG_CALL = 4 * LEASE
 """How long the long call of ``redelivery:long-call`` takes: four leases."""
 TRIAL_SECONDS = 60.0
@@ -331,8 +332,9 @@ def _claims_meet(trial: _Trial, url: str, task: str) -> Iterator[None]:
             waiting = 0
             with psycopg.connect(url, autocommit=True) as watch:
                 while time.monotonic() < deadline:
-                    row = watch.execute(
-                        "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                    row = watch.execute(  # waiting for the supervisor's transaction
+                        "SELECT count(*) FROM pg_locks "
+                        "WHERE NOT granted AND locktype = 'transactionid'"
                     ).fetchone()
                     waiting = int(row[0]) if row else 0
                     if waiting >= 2:

@@ -134,7 +134,7 @@ class PostgresServer:
         owner = server_user(user)
         if base is None and Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
             base = Path("/dev/shm")
-        folder = Path(tempfile.mkdtemp(prefix="harness-postgres-", dir=base))
+        folder = Path(tempfile.mkdtemp(prefix="harness-postgres-", dir=base)).resolve()
         process: subprocess.Popen[bytes] | None = None
         try:
             folder.chmod(0o700)

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     unjudged = [r for r in results if r.status == "unknown"]
     missed = [row for row in rows if not row.as_expected]
     print(
-        f"chaos-fleet: {len(results)} trials of {args.runtime}: "
+        f"chaos-fleet: {len(results)} trial(s) of {args.runtime}: "
         f"{len(results) - len(failed) - len(unjudged)} passed, {len(failed)} failed, "
         f"{len(unjudged)} could not be judged"
         + (f"; self-check {len(rows) - len(missed)}/{len(rows)} as expected" if rows else "")
@@ -145,10 +145,11 @@ def replay_line(seed: int, spec: Any) -> str:
 
 def _print_trial(result: Any) -> None:
     failed = ", ".join(result.failed)
-    print(
+    line = (
         f"  {result.spec.runtime:<23} {result.spec.name:<30} {result.status:<5} "
         f"{result.seconds:4.1f} s  {failed + ': ' if failed else ''}{result.fault_note}"
     )
+    print(line.rstrip())
 
 
 def _print_self_check(rows: list[Any]) -> None:
