@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Literal
@@ -258,7 +258,7 @@ def run_fleet_trial(
         if spec.fault == "redelivery:claim":
             assert server is not None
             stack.enter_context(_claims_meet(trial, url, target))
-        _run_workers(spec, trial, stack, folder, journals, env, draw, target, server)
+        _run_workers(spec, trial, stack, folder, journals, env, draw, server)
     verdicts = check_fleet(
         FleetEvidence(
             tasks=tuple(tasks),
@@ -365,7 +365,6 @@ def _run_workers(
     journals: str,
     env: dict[str, str],
     draw: random.Random,
-    target: str,
     server: PostgresServer | None,
 ) -> None:
     """Start the workers, act on what they say as the fault needs, and end them all."""
@@ -431,6 +430,10 @@ def _run_workers(
             trial.note = f"the server crashed and restarted after {told} call(s) told"
     else:
         trial.note += f"; workers still running after {TRIAL_SECONDS:g} s were ended"
+    for n, worker in enumerate(trial.workers):
+        status = worker.process.poll()
+        if status not in (None, 0, -signal.SIGKILL):  # a crash of the worker's own
+            trial.note += f"; worker {n} exited with {status} (worker{n}.err)"
 
 
 def _read_lines(trial: _Trial, n: int, process: subprocess.Popen[str], out: IO[str]) -> None:
@@ -480,6 +483,3 @@ def _end_workers(trial: _Trial) -> None:
         if worker.process.stdin is not None:
             with contextlib.suppress(OSError):
                 worker.process.stdin.close()
-
-
-ProgressCallback = Callable[[FleetTrialResult], None]
