@@ -1,13 +1,10 @@
-"""The command line: ``harness COMMAND`` (or ``python -m harness COMMAND``), the commands
-init, chaos, chaos-fleet, trial, compare, replay, audit, merge, table, check-table, guard
-and bench.
+"""The command line: ``harness COMMAND`` (or ``python -m harness COMMAND``); its commands:
 
 - ``init``: a scenario skeleton for an agent's tools (read from its MCP server's
   listing, when given one), then the commands that test the agent on it.
 - ``chaos``: the default campaign (every failpoint at every hit of every scenario,
   plus random-time kills), then the self-check; exit 0 only if everything held.
-- ``chaos-fleet``: worker processes, a queue and PostgreSQL under the faults of a
-  fleet, then the broken PostgreSQL journals' self-check.
+- ``chaos-fleet``: the faults of a fleet (workers, a queue, PostgreSQL), its self-check.
 - ``trial``: one trial, given scenario, seed, runtime and schedule (the line a
   failure prints), against a fresh golden run.
 - ``replay``: run again the trial recorded in a trial folder.
