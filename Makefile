@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv observer test test-long test-postgres chaos lint audit bench bench-journal docs browser screenshots clean guards-env test-guards agents scoreboard
+.PHONY: venv observer test test-long test-postgres chaos chaos-fleet lint audit bench bench-journal docs browser screenshots clean guards-env test-guards agents scoreboard
 
 venv: $(STAMP)
 
@@ -37,6 +37,13 @@ test-postgres: $(STAMP)
 
 chaos: $(STAMP) observer
 	$(PY) -m harness chaos $(CHAOS_ARGS)
+
+# The fleet's campaign (harness/chaos/fleet.py): worker processes, a queue, the faults of a fleet
+# (a pause past the lease, a redelivery, a cut COMMIT, kill -9 of the postmaster) on the
+# PostgreSQL journal, then its broken journals' self-check. It needs PostgreSQL installed, which
+# make never installs: without it, one line says so and nothing runs (CI installs it: .ci/run).
+chaos-fleet: $(STAMP)
+	$(PY) -m harness chaos-fleet $(FLEET_ARGS)
 
 # A campaign for a time budget, then Hypothesis; JUnit XML and HTML in the run folder.
 AUDIT_MINUTES ?= 20

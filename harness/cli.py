@@ -1,10 +1,10 @@
-"""The command line: ``harness COMMAND`` (or ``python -m harness COMMAND``), the commands
-init, chaos, trial, compare, replay, audit, merge, table, check-table, guard and bench.
+"""The command line: ``harness COMMAND`` (or ``python -m harness COMMAND``); its commands:
 
 - ``init``: a scenario skeleton for an agent's tools (read from its MCP server's
   listing, when given one), then the commands that test the agent on it.
 - ``chaos``: the default campaign (every failpoint at every hit of every scenario,
   plus random-time kills), then the self-check; exit 0 only if everything held.
+- ``chaos-fleet``: the faults of a fleet (workers, a queue, PostgreSQL), its self-check.
 - ``trial``: one trial, given scenario, seed, runtime and schedule (the line a
   failure prints), against a fresh golden run.
 - ``replay``: run again the trial recorded in a trial folder.
@@ -39,6 +39,7 @@ from harness.commands import (
     audit,
     bench,
     chaos,
+    chaos_fleet,
     check_table,
     compare,
     guard,
@@ -55,7 +56,20 @@ from harness.runtime.errors import HarnessError
 
 __all__ = ["COMMANDS", "main", "prog_name", "version"]
 
-COMMANDS = (init, chaos, trial, compare, replay, audit, merge, table, check_table, guard, bench)
+COMMANDS = (
+    init,
+    chaos,
+    chaos_fleet,
+    trial,
+    compare,
+    replay,
+    audit,
+    merge,
+    table,
+    check_table,
+    guard,
+    bench,
+)
 """The sub-commands, in the order ``--help`` lists them."""
 
 

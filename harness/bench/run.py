@@ -8,6 +8,7 @@ so fsyncs cost what they cost there) and are removed when each measurement ends.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import os
@@ -26,6 +27,7 @@ from harness.bench import (
     calls,
     compaction,
     cycles,
+    fleet,
     observed,
     powerloss,
     restarts,
@@ -58,6 +60,7 @@ __all__ = [
     "bench_compaction",
     "bench_cycles",
     "bench_failpoint",
+    "bench_fleet",
     "bench_journaled_call",
     "bench_planning",
     "bench_power_loss",
@@ -112,6 +115,13 @@ class BenchSettings:
     wire_repeats: int = 7
     blackbox_repeats: int = 5
     """Lives of each example agent started plain and warm, interleaved (figure 12)."""
+    fleet_workers: tuple[int, ...] = (1, 8, 32)
+    """Worker processes of figure 13, each with a task of its own."""
+    fleet_calls: int = 40
+    """Calls each worker makes in a sample of figure 13."""
+    fleet_repeats: int = 3
+    claim_repeats: int = 15
+    """Claims and takeovers of each store in figure 13, interleaved."""
 
 
 FULL = BenchSettings()
@@ -142,6 +152,10 @@ QUICK = BenchSettings(
     wire_calls=5,
     wire_repeats=1,
     blackbox_repeats=1,
+    fleet_workers=(1, 2),
+    fleet_calls=5,
+    fleet_repeats=1,
+    claim_repeats=2,
 )
 
 
@@ -990,6 +1004,100 @@ def bench_blackbox(settings: BenchSettings, scratch: Path, out: Measurements) ->
         )
 
 
+def bench_fleet(settings: BenchSettings, scratch: Path, out: Measurements) -> None:
+    """Figure 13: the PostgreSQL journal / the file journal, for 1, 8 and 32 workers, a claim
+    and a takeover; skipped, with one line, where PostgreSQL is not installed."""
+    from harness.chaos.postgres import PostgresServer, PostgresUnavailable, find_binaries
+
+    try:
+        find_binaries()
+    except PostgresUnavailable as exc:
+        out.notes.append(f"figure 13: skipped: {exc}")
+        return
+    # Both stores on the same disk: the bench's, where the server's user (not root, when
+    # the bench runs as root) may pass through its folders; else both in RAM.
+    with contextlib.ExitStack() as stack:
+        where = scratch
+        if os.geteuid() == 0 and not _passable(scratch.parent):
+            where = Path(stack.enter_context(tempfile.TemporaryDirectory(dir="/dev/shm")))
+            out.notes.append(
+                f"figure 13: both stores in /dev/shm: PostgreSQL's user cannot pass through "
+                f"{scratch.parent}"
+            )
+        where.chmod(0o711)
+        server = stack.enter_context(PostgresServer.start(base=where))
+        url = server.create_database("bench_fleet")
+        files = where / "fleet-journals"
+        files.mkdir()
+        stores = {"postgres": url, "file": str(files)}
+        rates: dict[str, list[fleet.FleetRate]] = {}
+        subjects: dict[str, Callable[[], float]] = {}
+        for workers in settings.fleet_workers:
+            for store, journals in stores.items():
+                name = f"{store}-{workers}"
+                rates[name] = []
+
+                def sample(name: str = name, journals: str = journals, n: int = workers) -> float:
+                    rate = fleet.workers_rate(journals, n, settings.fleet_calls)
+                    rates[name].append(rate)
+                    return rate.calls_per_s
+
+                subjects[name] = sample
+        samples = interleave(subjects, settings.fleet_repeats)
+        costs = interleave(
+            {
+                f"{what}-{store}": functools.partial(measure, journals)
+                for what, measure in (("claim", fleet.claim_ms), ("takeover", fleet.takeover_ms))
+                for store, journals in stores.items()
+            },
+            settings.claim_repeats,
+        )
+    out.series["fleet_calls_per_s"] = samples
+    out.series["fleet_claim_ms"] = costs
+
+    def tail(name: str) -> str:
+        every = fleet.FleetRate(0.0, tuple(x for r in rates[name] for x in r.latencies_us))
+        return f"p50 {every.p50_us:,.0f} us, p99 {every.p99_us:,.0f} us"
+
+    for workers in settings.fleet_workers:
+        pg, file = f"postgres-{workers}", f"file-{workers}"
+        out.notes.append(
+            f"figure 13: {workers} worker(s): PostgreSQL {median_of(samples[pg]):,.0f} calls/s "
+            f"({tail(pg)}), file journal {median_of(samples[file]):,.0f} calls/s ({tail(file)})"
+        )
+        out.figures.append(
+            Figure(
+                f"13 journaled calls/s, {workers} worker{'s' if workers > 1 else ''}: "
+                "PostgreSQL / file journal",
+                median_of(samples[pg]),
+                median_of(samples[file]),
+                "calls/s",
+                None,
+                f"a task per worker, a tool that does nothing; PostgreSQL {tail(pg)}; "
+                f"file {tail(file)}; for information",
+            )
+        )
+    for what, said in (
+        ("claim", "a new task's journal opened and closed"),
+        ("takeover", f"a task of {fleet.TAKEOVER_CALLS} calls let go, claimed, read, recovered"),
+    ):
+        out.figures.append(
+            Figure(
+                f"13 {what}: PostgreSQL / file journal",
+                median_of(costs[f"{what}-postgres"]),
+                median_of(costs[f"{what}-file"]),
+                "ms",
+                None,
+                f"{said}; for information",
+            )
+        )
+
+
+def _passable(folder: Path) -> bool:
+    """Whether every folder from the root to ``folder`` lets other users through."""
+    return all(os.stat(f).st_mode & 0o001 for f in (folder, *folder.parents))
+
+
 STEPS = (
     "cycle rate",
     "journaled call cost",
@@ -1005,6 +1113,7 @@ STEPS = (
     "crash states",
     "wire guard",
     "black-box start-up",
+    "fleet",
 )
 """The measurements, in the order they run (``only`` picks some by these names)."""
 
@@ -1040,6 +1149,7 @@ def run_bench(
             ("crash states", lambda: bench_power_loss(settings, scratch, collected)),
             ("wire guard", lambda: bench_wire_guard(settings, scratch, collected)),
             ("black-box start-up", lambda: bench_blackbox(settings, scratch, collected)),
+            ("fleet", lambda: bench_fleet(settings, scratch, collected)),
         ]
         assert [name for name, _ in steps] == list(STEPS)
         for title, step in steps:

@@ -22,6 +22,7 @@ from harness.check.journal import FILE_HEADER, PRISTINE_JOURNAL, JournalEntry, r
 __all__ = [
     "AT_REST",
     "FAULT_KINDS",
+    "FLEET_KINDS",
     "PRISTINE_JOURNAL",
     "apply_after_death",
     "parse_after_death",
@@ -47,7 +48,15 @@ FAULT_KINDS = {
     "recover-in-flight": "the agent calls recover() while a call is in flight",
     "lagging-lookup": "a reply lost, and the reconciler's lookup lags the provider's writes",
     "both-apis": "the agent calls a batch's op in flight again through the synchronous API",
+    "pause": "a fleet's worker SIGSTOPped past its lease, its task taken over, then SIGCONT",
+    "redelivery": "a fleet's task delivered twice, to two live workers",
+    "cut-commit": "a fleet's connection cut before, during or after the COMMIT of a write",
+    "db-crash": "kill -9 of a fleet's PostgreSQL postmaster mid-campaign, then a restart",
 }
+
+FLEET_KINDS = frozenset({"pause", "redelivery", "cut-commit", "db-crash"})
+"""The faults of a fleet: they act on the PostgreSQL journal's lease, claims, connection and
+server, so only ``make chaos-fleet`` (``harness.chaos.fleet.FLEET_FAULTS``) injects them."""
 
 SECTOR = 512
 """The unit of damage of a disk: sector faults act on whole 512-byte blocks."""

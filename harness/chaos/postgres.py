@@ -122,6 +122,8 @@ class PostgresServer:
         self.port = port
         self.process = process
         self._watchdog: subprocess.Popen[bytes] | None = None
+        self._owner = ServerUser("", None, None)
+        self.crashes = 0
 
     @classmethod
     def start(cls, *, base: Path | None = None, user: str | None = None) -> PostgresServer:
@@ -132,7 +134,7 @@ class PostgresServer:
         owner = server_user(user)
         if base is None and Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
             base = Path("/dev/shm")
-        folder = Path(tempfile.mkdtemp(prefix="harness-postgres-", dir=base))
+        folder = Path(tempfile.mkdtemp(prefix="harness-postgres-", dir=base)).resolve()
         process: subprocess.Popen[bytes] | None = None
         try:
             folder.chmod(0o700)
@@ -160,34 +162,9 @@ class PostgresServer:
             )
             for _ in range(3):  # a port taken between the probe and the bind: another one
                 port = _free_port()
-                log = open(folder / "server.log", "ab")  # noqa: SIM115  (the server's own)
-                try:
-                    process = subprocess.Popen(
-                        [
-                            str(binaries / "postgres"),
-                            "-D",
-                            str(data),
-                            "-p",
-                            str(port),
-                            "-c",
-                            "listen_addresses=127.0.0.1",
-                            "-c",
-                            f"unix_socket_directories={folder}",
-                            "-c",
-                            "max_connections=200",
-                        ],
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=log,
-                        start_new_session=True,  # its own group: a Ctrl-C here is ours to pass on
-                        cwd=folder,
-                        user=owner.uid,
-                        group=owner.gid,
-                        extra_groups=_groups(owner),
-                    )
-                finally:
-                    log.close()
+                process = _spawn(binaries, folder, port, owner)
                 server = cls(folder, port, process)
+                server._owner = owner
                 if server._wait_ready():
                     server._watchdog = _watch(process.pid, folder)
                     return server
@@ -216,6 +193,36 @@ class PostgresServer:
                     return True
             time.sleep(0.05)
         return False
+
+    def crash_and_restart(self) -> None:
+        """``kill -9`` the postmaster and every backend (its process group), as a crash of
+        the database's machine, then start it again on the same folder and port: it
+        recovers from its WAL before it accepts connections."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(STOP_SECONDS)
+        if self._watchdog is not None:  # it watched the old group; killed, it removes nothing
+            self._watchdog.kill()
+            self._watchdog.wait(STOP_SECONDS)
+            if self._watchdog.stdin is not None:
+                self._watchdog.stdin.close()
+            self._watchdog = None
+        deadline = time.monotonic() + START_SECONDS
+        while True:  # the old backends may take a moment to let go of the port
+            self.process = _spawn(find_binaries(), self.folder, self.port, self._owner)
+            if self._wait_ready():
+                break
+            _end(self.process)
+            if time.monotonic() > deadline:
+                raise PostgresUnavailable(
+                    f"the PostgreSQL server in {self.folder} did not start again after its "
+                    f"crash: {_log_tail(self.folder)}"
+                )
+            time.sleep(0.1)
+        self._watchdog = _watch(self.process.pid, self.folder)
+        self.crashes += 1
 
     def url(self, database: str = "postgres") -> str:
         """A URL of ``database`` on this server (no password: local connections are trusted)."""
@@ -265,6 +272,37 @@ class PostgresServer:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _spawn(binaries: Path, folder: Path, port: int, owner: ServerUser) -> subprocess.Popen[bytes]:
+    """Start the server of the cluster in ``folder`` on ``port``, its log in the folder."""
+    log = open(folder / "server.log", "ab")  # noqa: SIM115  (the server's own)
+    try:
+        return subprocess.Popen(
+            [
+                str(binaries / "postgres"),
+                "-D",
+                str(folder / "data"),
+                "-p",
+                str(port),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                f"unix_socket_directories={folder}",
+                "-c",
+                "max_connections=200",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # its own group: a Ctrl-C here is ours to pass on
+            cwd=folder,
+            user=owner.uid,
+            group=owner.gid,
+            extra_groups=_groups(owner),
+        )
+    finally:
+        log.close()
 
 
 def _groups(owner: ServerUser) -> list[int] | None:

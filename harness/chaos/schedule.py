@@ -28,7 +28,7 @@ from harness.blackbox import (
     resolve_command,
 )
 from harness.chaos import observer
-from harness.chaos.faults import parse_after_death
+from harness.chaos.faults import FLEET_KINDS, parse_after_death
 from harness.errors import FailpointSpecError
 from harness.failpoints import FAILPOINTS, parse_failpoints
 
@@ -120,6 +120,8 @@ def not_applicable(kind: str, adapter: Adapter) -> str | None:
     table; a power loss on any files the runtime keeps in the trial folder (our
     journal, a framework's database), and only where the observer it is rebuilt
     from can be had; the agent loop's own misuse only where that loop runs."""
+    if kind in FLEET_KINDS:
+        return "a fault of a fleet on the PostgreSQL journal: make chaos-fleet injects it"
     if kind in JOURNAL_FAULTS and not adapter.journal:
         return f"{adapter.name} keeps no journal"
     if kind in AGENT_LOOP_FAULTS and not adapter.takes_model:

@@ -7,8 +7,11 @@
 It reads the protocol's messages from the client (the startup, then a type byte and
 a length each), and at the first ``COMMIT`` sent as a simple query after ``arm`` it
 cuts both sides of that connection: ``BEFORE_COMMIT`` without passing the COMMIT on
-(the server rolls the transaction back), ``AFTER_COMMIT`` once the server has
-answered it (the transaction is committed, the client never hears so). ``refuse``
+(the server rolls the transaction back), ``DURING_COMMIT`` as soon as it is passed
+on (the server commits it or not, and nobody hears which), ``AFTER_COMMIT`` once
+the server has answered it (the transaction is committed, the client never hears
+so). ``arm(cut, within=b'...')`` waits for a COMMIT of a transaction that sent
+those bytes (``b'"kind":"intent"'``: a journal write of an intent). ``refuse``
 makes it close every new connection at once, as a database that cannot be reached.
 """
 
@@ -29,6 +32,7 @@ _STARTUP_CODES = (80877103, 80877104)  # SSLRequest, GSSENCRequest: a startup fo
 
 class Cut(enum.Enum):
     BEFORE_COMMIT = "before commit"
+    DURING_COMMIT = "during commit"
     AFTER_COMMIT = "after commit"
 
 
@@ -41,6 +45,7 @@ class CommitCutter:
         self.port: int = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._armed: Cut | None = None
+        self._within = b""
         self._refusing = False
         self._open: set[socket.socket] = set()
         self.cuts = 0
@@ -48,10 +53,12 @@ class CommitCutter:
         self._accepting = threading.Thread(target=self._accept, daemon=True)
         self._accepting.start()
 
-    def arm(self, cut: Cut | None) -> None:
-        """Cut the connection that sends the next COMMIT, as ``cut`` says (None: disarm)."""
+    def arm(self, cut: Cut | None, *, within: bytes = b"") -> None:
+        """Cut the connection that sends the next COMMIT, as ``cut`` says (None: disarm);
+        with ``within``, the next COMMIT of a transaction that sent those bytes."""
         with self._lock:
             self._armed = cut
+            self._within = within
 
     def refuse(self, refusing: bool = True) -> None:
         """Close every new connection at once (or, with False, pass them on again)."""
@@ -109,16 +116,26 @@ class CommitCutter:
                 server.sendall(head + body)
                 if length != 8 or struct.unpack(">I", body)[0] not in _STARTUP_CODES:
                     break  # the startup message: typed messages follow
+            sent = False  # whether this transaction sent the bytes armed ``within``
             while True:
                 kind = _read(client, 1)
                 head = _read(client, 4)
                 message = kind + head + _read(client, struct.unpack(">I", head)[0] - 4)
                 with self._lock:
-                    cut = self._armed if message == _COMMIT else None
+                    sent = sent or (self._within != b"" and self._within in message)
+                    cut = None
+                    if message == _COMMIT:
+                        cut = self._armed if sent or not self._within else None
+                        sent = False
                     if cut is not None:
                         self._armed = None
                         self.cuts += 1
                 if cut is Cut.BEFORE_COMMIT:
+                    break
+                if cut is Cut.DURING_COMMIT:
+                    with self._lock:
+                        self._open.discard(server)
+                    server.sendall(message)
                     break
                 if cut is Cut.AFTER_COMMIT:
                     with self._lock:

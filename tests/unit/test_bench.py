@@ -347,3 +347,20 @@ def test_the_restart_and_thread_figures(tmp_path: Path) -> None:
     writes = out.series["restarts"]["restart_writes"]
     assert writes[0]["decisions"] == writes[1]["decisions"] == 3
     assert all(f.target is not None for f in out.figures if "first call" not in f.name)
+
+
+def test_figure_13_is_skipped_in_one_line_without_postgresql(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No PostgreSQL on the machine: no figure, one note that says why, nothing started."""
+    from harness.bench.run import Measurements, bench_fleet
+    from harness.chaos import postgres
+
+    def missing() -> Path:
+        raise postgres.PostgresUnavailable("PostgreSQL is not installed: no initdb")
+
+    monkeypatch.setattr(postgres, "find_binaries", missing)
+    out = Measurements()
+    bench_fleet(QUICK, tmp_path, out)
+    assert out.figures == [] and list(tmp_path.iterdir()) == []
+    assert out.notes == ["figure 13: skipped: PostgreSQL is not installed: no initdb"]
