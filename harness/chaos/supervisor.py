@@ -25,7 +25,7 @@ import sqlite3
 import sys
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -38,6 +38,8 @@ from harness.chaos.faults import apply_after_death
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.services import RunningServices, read_services
+from harness.chaos.services import stop_all as stop_services
 from harness.chaos.tables import BASE
 from harness.check.journal import read_journal_bytes
 from harness.check.stitch import checkpoint_of
@@ -63,11 +65,13 @@ _INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 
 def kill_all() -> None:
-    """SIGKILL and reap every agent process group still alive (interrupt path)."""
+    """SIGKILL and reap every agent process group still alive, then end the trials'
+    services and remove their files (interrupt path)."""
     for pid, proc in list(_LIVE.items()):
         _sigkill(proc)
         proc.wait()
         _LIVE.pop(pid, None)
+    stop_services()
 
 
 def sweep_agents(under: Path) -> int:
@@ -186,31 +190,76 @@ class Supervisor:
             open(trial_dir / "events.jsonl", "a", encoding="utf-8") as events,
             open(trial_dir / "history.jsonl", "a", encoding="utf-8") as history_file,
         ):
-            history = History(history_file)
-            for life_no in range(1, self.restart_budget + 1):
-                life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
-                env = self._env(trial_dir, life, adapter, tables or {}, counts_file)
-                env.update(observed)
-                env[TRIAL_CLOCK_ENV] = life_clock(trial_dir, life_no)  # keys age per restart
-                if proof_file is not None:
-                    env[PROOF_ENV] = str(proof_file)
-                result = self._run_life(
-                    trial_dir, life_no, life, env, deadline, events, history, adapter.module
+            services = RunningServices(
+                trial_dir,
+                read_services(trial_dir),
+                observed=observed,
+                event=lambda kind, **fields: _event(events, kind, **fields),
+            )
+            try:
+                services.start()  # before the first life, kept across the agent's kills
+                self._lives(
+                    trial_dir,
+                    schedule,
+                    adapter,
+                    services,
+                    results,
+                    events,
+                    History(history_file),
+                    deadline,
+                    env_of=lambda life: {
+                        **self._env(trial_dir, life, adapter, tables or {}, counts_file),
+                        **observed,
+                        **services.env(),
+                    },
+                    proof_file=proof_file,
                 )
-                results.append(result)
-                if life.after_death and result.killed != "timeout":
-                    # A fault for a runtime that is still alive, or that never
-                    # died where the schedule says, is applied all the same: the
-                    # checkers learn from the trial's lives whether it landed.
-                    _event(
-                        events,
-                        "fault",
-                        life=life_no,
-                        **apply_after_death(trial_dir, life.after_death),
-                    )
-                if not _restart(result, life, adapter.black_box):
-                    break
+            finally:
+                services.stop()  # at the end, and on Ctrl-C
         return results
+
+    def _lives(
+        self,
+        trial_dir: Path,
+        schedule: CrashSchedule,
+        adapter: Adapter,
+        services: RunningServices,
+        results: list[LifeResult],
+        events: IO[str],
+        history: History,
+        deadline: float,
+        *,
+        env_of: Callable[[Life], dict[str, str]],
+        proof_file: Path | None,
+    ) -> None:
+        """Run the lives of ``run`` into ``results``."""
+        for life_no in range(1, self.restart_budget + 1):
+            life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
+            env = env_of(life)
+            env[TRIAL_CLOCK_ENV] = life_clock(trial_dir, life_no)  # keys age per restart
+            if proof_file is not None:
+                env[PROOF_ENV] = str(proof_file)
+            result = self._run_life(
+                trial_dir, life_no, life, env, deadline, events, history, adapter.module
+            )
+            results.append(result)
+            if life.after_death and result.killed != "timeout":
+                cut = life.after_death.startswith("power-loss")
+                if cut:
+                    services.power_cut()  # the machine goes down with the agent
+                # A fault for a runtime that is still alive, or that never
+                # died where the schedule says, is applied all the same: the
+                # checkers learn from the trial's lives whether it landed.
+                _event(
+                    events,
+                    "fault",
+                    life=life_no,
+                    **apply_after_death(trial_dir, life.after_death),
+                )
+                if cut:
+                    services.start()  # back up, on the files the cut rebuilt
+            if not _restart(result, life, adapter.black_box):
+                break
 
     def _env(
         self,
