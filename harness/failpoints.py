@@ -14,7 +14,7 @@ process:
     spec    := entry ("," entry)*
     entry   := name ["@" N] "=" action ["(" arg ")"]
     action  := kill | exit | raise | sleep | enospc | enospc-mid | lost-reply | count
-             | cancel | lost-request
+             | cancel | lost-request | pause
 
 The full note: docs/reference/modules.md (``harness/failpoints.py``).
 """
@@ -349,6 +349,8 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         return
     if spec.action == "kill":
         _kill_here(spec.name, hit, detail)
+    elif spec.action == "pause":
+        _pause_here(spec.name, hit, detail)
     elif spec.action == "exit":
         os._exit(AGENT_FAILPOINT_EXIT if spec.arg is None else spec.arg)
     elif spec.action == "raise":
@@ -490,6 +492,14 @@ def tell_supervisor(message: str) -> bool:
         return False  # no supervisor is listening any more (run by hand, or it died)
     _aim_reached(message)
     return True
+
+
+def _pause_here(name: str, hit: int, detail: str) -> None:
+    """Stop the whole process group here (SIGSTOP, which no process can catch or delay):
+    the supervisor, told first, holds it stopped, starts the next life beside it, then
+    sends SIGCONT, and the call goes on from this point. Nobody listening: no pause."""
+    if tell_supervisor(f"paused {name} {hit} {detail}".rstrip()):
+        os.killpg(os.getpgrp(), signal.SIGSTOP)
 
 
 def _kill_here(name: str, hit: int, detail: str) -> None:

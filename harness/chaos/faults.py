@@ -47,6 +47,10 @@ FAULT_KINDS = {
     "recover-in-flight": "the agent calls recover() while a call is in flight",
     "lagging-lookup": "a reply lost, and the reconciler's lookup lags the provider's writes",
     "both-apis": "the agent calls a batch's op in flight again through the synchronous API",
+    "pause": (
+        "the agent's process group stopped (SIGSTOP) in a call, held, the next life started "
+        "beside it, then resumed (SIGCONT): two lives at once"
+    ),
 }
 
 SECTOR = 512

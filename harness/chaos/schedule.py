@@ -41,6 +41,7 @@ __all__ = [
     "FILE_FAULTS",
     "JOURNAL_FAULTS",
     "OP_FAILPOINTS",
+    "PAUSE_HOLD_MS",
     "RECONCILE_FAILPOINT",
     "RECOVERY_FAILPOINTS",
     "BatchCall",
@@ -52,6 +53,7 @@ __all__ = [
     "black_box_schedules",
     "exhaustive_schedules",
     "not_applicable",
+    "pause_schedules",
     "random_schedule",
     "unobserved",
 ]
@@ -158,6 +160,7 @@ _ACTION_FAULTS = (
     ("=recover", "recover-in-flight"),
     ("=lag", "lagging-lookup"),
     ("=sync-call", "both-apis"),
+    ("=pause", "pause"),
 )
 """The fault each failpoint action in a life's spec injects (a kill is told apart above)."""
 
@@ -185,6 +188,17 @@ class Life:
     table: str | None = None
     after_death: str | None = None
     aim: str | None = None
+
+    def pause_ms(self, reached: str | None) -> int:
+        """How long the pause at ``reached`` (``op.after_intent 2 s002``, as the agent said
+        it) holds the life stopped: its spec's milliseconds."""
+        name, _, rest = (reached or "").partition(" ")
+        hit = rest.partition(" ")[0]
+        for spec in parse_failpoints(self.failpoints):
+            here = spec.hit is None or str(spec.hit) == hit
+            if spec.action == "pause" and spec.name == name and here:
+                return spec.arg or 0
+        return 0
 
     @property
     def kill_since(self) -> str:
@@ -272,6 +286,16 @@ class CrashSchedule:
     def kills(self) -> int:
         return sum(
             ("=kill" in life.failpoints) + (life.kill_after_ms is not None) for life in self.lives
+        )
+
+    @property
+    def pauses(self) -> tuple[int, ...]:
+        """The milliseconds each pause of its lives holds a life stopped."""
+        return tuple(
+            spec.arg or 0
+            for life in self.lives
+            for spec in parse_failpoints(life.failpoints)
+            if spec.action == "pause"
         )
 
     @property
@@ -523,6 +547,7 @@ def exhaustive_schedules(
         if hit <= hits.get(name, 0):
             full = Life(f"{name}@{hit}=enospc-mid")
             yield f"{name}@{hit}+disk-full-mid-write", CrashSchedule((full,))
+    yield from pause_schedules(hits, ("op.after_intent", "op.reply"))
     for hit in range(1, hits.get("journal.before_fsync", 0) + 1):
         how = ("drop", "tear", "tear-sector")[hit % 3]
         fault = {
@@ -534,6 +559,26 @@ def exhaustive_schedules(
         yield f"journal.before_fsync@{hit}+{how}", CrashSchedule((lost,))
     if batch_call is not None:
         yield from _cancel_schedules(hits, batch_call)
+
+
+PAUSE_HOLD_MS = 200
+"""How long a pause of the exhaustive trials holds a life stopped before the next one
+starts beside it: past nothing in particular for this project's runtime (it has no
+timeout); an engine's activity or step timeout is what a trial of it would hold past."""
+
+
+def pause_schedules(
+    hits: Mapping[str, int], points: Sequence[str], hold_ms: int = PAUSE_HOLD_MS
+) -> Iterator[tuple[str, CrashSchedule]]:
+    """A pause at each of ``points``: the first hit of the first, the middle hit of the
+    others. The life is stopped there, held ``hold_ms``, the next life runs beside it to
+    its end, then it is resumed (``pause``)."""
+    for index, name in enumerate(points):
+        count = hits.get(name, 0)
+        if count:
+            hit = 1 if index == 0 else (count + 1) // 2
+            paused = Life(f"{name}@{hit}=pause({hold_ms})")
+            yield f"{name}@{hit}+pause", CrashSchedule((paused,))
 
 
 LOOKUP_LAG_MS = 150
@@ -793,7 +838,8 @@ def black_box_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSch
     every hit its crash-free run made (``harness.blackbox.BLACKBOX_POINTS``, in protocol
     order), then every reply lost once after its effect (``lost-reply``: the response is
     dropped), then a kill at every hit of ``BLACK_BOX_CUTS`` followed by a power cut that
-    drops what it did not fsync (``power-loss``; applicable where it can be observed)."""
+    drops what it did not fsync (``power-loss``; applicable where it can be observed), and
+    a pause inside its first call, its effect made (``pause``)."""
     for name in (point for point in FAILPOINTS if point in BLACKBOX_POINTS):
         for hit in range(1, hits.get(name, 0) + 1):
             yield f"{name}@{hit}", CrashSchedule((Life(f"{name}@{hit}=kill"),))
@@ -803,3 +849,6 @@ def black_box_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSch
         for hit in range(1, hits.get(name, 0) + 1):
             cut = Life(f"{name}@{hit}=kill", after_death="power-loss:drop")
             yield f"{name}@{hit}+power-loss", CrashSchedule((cut,))
+    # Stopped inside its first call, its effect made, as a worker that stops answering while
+    # it runs: the next life starts beside it.
+    yield from pause_schedules(hits, ("op.reply",))

@@ -982,6 +982,26 @@ def _effect_found(ev: TrialEvidence, op_id: str, ack: dict[str, object]) -> bool
     return False
 
 
+def _pause_landed(ev: TrialEvidence, life: int, spec: FailpointSpec) -> str | None:
+    """None when the supervisor saw the pause land: the life stopped at that hit (every
+    process of its group seen stopped), another life started while it was, and it was
+    resumed; else what did not happen."""
+    held = beside = False
+    for event in ev.events:
+        if event["event"] == "pause" and int(event["life"]) == life:
+            if not str(event.get("at") or "").startswith(spec.at):
+                continue
+            if not event.get("stopped"):
+                return "was told, but the life was never seen stopped"
+            held = True
+            beside = False
+        elif held and event["event"] == "spawn":
+            beside = True
+        elif held and event["event"] == "resume" and int(event["life"]) == life:
+            return None if beside else "held the life stopped, but no life started beside it"
+    return "never happened (the point was never hit)" if not held else "was never resumed"
+
+
 def check_faults_landed(ev: TrialEvidence) -> Verdict:
     """F: every fault the schedule asked for happened, by the supervisor's own observation.
 
@@ -989,7 +1009,8 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     a lost reply, a cancellation and a model's misuse (a reused op id, an async
     tool) were reported by the life at that hit; a
     random-time kill was delivered; a full disk made the life stop on its
-    failed append; a power loss was rebuilt from the observer's trace (and, after
+    failed append; a pause held the life stopped at its hit while another life started,
+    then resumed it; a power loss was rebuilt from the observer's trace (and, after
     a kill between a write and its fsync, the observer saw bytes no fsync covered); a
     corruption changed a record. A fault that did not land leaves the trial
     ``unknown``: it did not test what its schedule says.
@@ -1010,7 +1031,9 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
         cancels = [spec for spec in asked if spec.action == "cancel"]
         misuses = [spec for spec in asked if spec.action in (*MODEL_FAULTS, *AGENT_HOOKS)]
         full_disk = any(spec.action in ("enospc", "enospc-mid") for spec in asked)
+        pauses = [spec for spec in asked if spec.action == "pause"]
         wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
+        wanted += len(pauses)
         wanted += len(misuses)
         wanted += full_disk
         wanted += "after_death" in planned
@@ -1063,6 +1086,12 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                 landed += 1
             else:
                 problems.append(f"life {number}: {spec} never acted (no {told} was reported)")
+        for spec in pauses:
+            held = _pause_landed(ev, number, spec)
+            if held is None:
+                landed += 1
+            else:
+                problems.append(f"life {number}: the pause at {spec} {held}")
         if full_disk:
             if life.returncode == AGENT_WRITE_FAILED:
                 landed += 1
