@@ -164,7 +164,7 @@ _ACTION_FAULTS = (
 )
 """The fault each failpoint action in a life's spec injects (a kill is told apart above)."""
 
-_LIFE_KEYS = ("failpoints", "kill_after_ms", "aim", "table", "after_death")
+_LIFE_KEYS = ("failpoints", "kill_after_ms", "aim", "table", "after_death", "pause_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +181,8 @@ class Life:
     ``after_death`` is a fault applied to its files once it is dead (see
     ``harness.chaos.faults``): ``power-loss:drop``, ``power-loss:tear:<keep>:<garbage>``,
     ``power-loss:state:<k>``, ``corrupt:<where>``, ``version-skew`` and the others it lists.
+    ``pause_ms`` turns the random-time kill into a pause at that moment, held so many ms
+    while the next life runs beside it (``pause(MS)`` does the same at a failpoint).
     """
 
     failpoints: str = ""
@@ -188,10 +190,13 @@ class Life:
     table: str | None = None
     after_death: str | None = None
     aim: str | None = None
+    pause_ms: int | None = None
 
-    def pause_ms(self, reached: str | None) -> int:
+    def hold_ms(self, reached: str | None) -> int:
         """How long the pause at ``reached`` (``op.after_intent 2 s002``, as the agent said
-        it) holds the life stopped: its spec's milliseconds."""
+        it; ``timer ...`` for a random moment) holds the life stopped."""
+        if (reached or "").startswith("timer"):
+            return self.pause_ms or 0
         name, _, rest = (reached or "").partition(" ")
         hit = rest.partition(" ")[0]
         for spec in parse_failpoints(self.failpoints):
@@ -209,7 +214,8 @@ class Life:
         parts = [self.failpoints] if self.failpoints else []
         if self.kill_after_ms is not None:
             since = f" after {self.aim}" if self.aim else ""
-            parts.append(f"kill@{self.kill_after_ms:.3f}ms{since}")
+            what = "kill" if self.pause_ms is None else f"pause({self.pause_ms})"
+            parts.append(f"{what}@{self.kill_after_ms:.3f}ms{since}")
         if self.table:
             parts.append(f"table={self.table}")
         if self.after_death:
@@ -263,8 +269,16 @@ class Life:
                 f"aim: {aim!r} must be 'invoke <op>' or '<failpoint> <op>' (a point of a "
                 f"call: {', '.join(AIM_POINTS)}), beside a kill_after_ms"
             )
+        pause = item.get("pause_ms")
+        if pause is not None and (
+            isinstance(pause, bool) or not isinstance(pause, int) or pause < 0 or kill is None
+        ):
+            raise ValueError(
+                f"pause_ms: {pause!r} must be a whole number of milliseconds >= 0, beside a "
+                "kill_after_ms (the moment of the pause)"
+            )
         kill_ms = None if kill is None else float(kill)
-        return cls(failpoints, kill_ms, table, after_death, aim)
+        return cls(failpoints, kill_ms, table, after_death, aim, pause)
 
 
 AIM_POINTS = ("op.before_intent", "op.after_intent", "op.reply", "op.after_finish")
@@ -284,18 +298,19 @@ class CrashSchedule:
 
     @property
     def kills(self) -> int:
-        return sum(
-            ("=kill" in life.failpoints) + (life.kill_after_ms is not None) for life in self.lives
-        )
+        timed = [life.kill_after_ms is not None and life.pause_ms is None for life in self.lives]
+        return sum(("=kill" in life.failpoints) for life in self.lives) + sum(timed)
 
     @property
     def pauses(self) -> tuple[int, ...]:
         """The milliseconds each pause of its lives holds a life stopped."""
         return tuple(
-            spec.arg or 0
+            hold
             for life in self.lives
-            for spec in parse_failpoints(life.failpoints)
-            if spec.action == "pause"
+            for hold in (
+                *(s.arg or 0 for s in parse_failpoints(life.failpoints) if s.action == "pause"),
+                *([] if life.pause_ms is None else [life.pause_ms]),
+            )
         )
 
     @property
@@ -303,8 +318,12 @@ class CrashSchedule:
         """The kinds of fault this schedule injects (sigkill, power-loss, ...)."""
         kinds = set()
         for life in self.lives:
-            if "=kill" in life.failpoints or life.kill_after_ms is not None:
+            if "=kill" in life.failpoints or (
+                life.kill_after_ms is not None and life.pause_ms is None
+            ):
                 kinds.add("sigkill")
+            if life.pause_ms is not None:
+                kinds.add("pause")
             actions = {f"={spec.action}" for spec in parse_failpoints(life.failpoints)}
             kinds.update(kind for action, kind in _ACTION_FAULTS if action in actions)
             if life.after_death:

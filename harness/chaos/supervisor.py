@@ -47,6 +47,7 @@ from harness.errors import SupervisorError
 from harness.exits import AGENT_WRITE_FAILED
 from harness.failpoints import (
     AIM_ENV,
+    AIM_PAUSE_ENV,
     AIMED_KILL_SIGNAL,
     CHANNEL_ENV,
     COUNTS_ENV,
@@ -311,7 +312,11 @@ class Supervisor:
         if life.kill_after_ms is not None:
             # A random moment past the end of the life's work: the kill lands
             # at its last point, before it exits, instead of never (see _run_life).
-            env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
+            # A pause past it never comes: F says so.
+            if life.pause_ms is None:
+                env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
+            else:
+                env[AIM_PAUSE_ENV] = "1"
             env[AIM_ENV] = f"{life.kill_since}@{life.kill_after_ms / 1000:.6f}"
         table = life.table if life.table is not None else BASE if BASE in tables else None
         if table is not None:
@@ -355,7 +360,7 @@ class Supervisor:
         watch = LifeWatch(life_no, started, events, history, LedgerWatch(trial_dir / "world.db"))
         try:
             channel = ChannelReader(read_fd, deadline)
-            timed = life.kill_after_ms is not None
+            timed = life.kill_after_ms is not None and life.pause_ms is None
             watch.follow(channel, timed=timed)
             while watch.state is LifeState.PAUSED:
                 self._hold(proc, watch, life, events, deadline)
@@ -390,7 +395,7 @@ class Supervisor:
         the line: a SIGSTOP sent from here too could land before its own, which the
         SIGCONT would then meet first, and leave it stopped for good."""
         stopped = _wait_stopped(proc.pid)
-        hold_ms = life.pause_ms(watch.reached)
+        hold_ms = life.hold_ms(watch.reached)
         _event(
             events,
             "pause",

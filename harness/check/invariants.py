@@ -982,14 +982,14 @@ def _effect_found(ev: TrialEvidence, op_id: str, ack: dict[str, object]) -> bool
     return False
 
 
-def _pause_landed(ev: TrialEvidence, life: int, spec: FailpointSpec) -> str | None:
+def _pause_landed(ev: TrialEvidence, life: int, at: str) -> str | None:
     """None when the supervisor saw the pause land: the life stopped at that hit (every
     process of its group seen stopped), another life started while it was, and it was
     resumed; else what did not happen."""
     held = beside = False
     for event in ev.events:
         if event["event"] == "pause" and int(event["life"]) == life:
-            if not str(event.get("at") or "").startswith(spec.at):
+            if not str(event.get("at") or "").startswith(at):
                 continue
             if not event.get("stopped"):
                 return "was told, but the life was never seen stopped"
@@ -1056,7 +1056,16 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                 )
             else:
                 problems.append(f"life {number}: the kill at {spec} never fired ({_ended(life)})")
-        if "kill_after_ms" in planned:
+        if "kill_after_ms" in planned and "pause_ms" in planned:
+            held = _pause_landed(ev, number, "timer")
+            if held is None:
+                landed += 1
+            else:
+                since = planned.get("aim", "ready")
+                problems.append(
+                    f"life {number}: the pause {planned['kill_after_ms']} ms after {since} {held}"
+                )
+        elif "kill_after_ms" in planned:
             if life.killed == "timed":
                 landed += 1
             else:
@@ -1087,7 +1096,7 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
             else:
                 problems.append(f"life {number}: {spec} never acted (no {told} was reported)")
         for spec in pauses:
-            held = _pause_landed(ev, number, spec)
+            held = _pause_landed(ev, number, spec.at)
             if held is None:
                 landed += 1
             else:
