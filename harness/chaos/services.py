@@ -154,14 +154,17 @@ class RunningServices:
     def pids(self) -> dict[str, int]:
         return {name: running.process.pid for name, running in self._running.items()}
 
-    def start(self) -> None:
+    def start(self) -> float:
         """Start every service not running, in order, each ready before the next; a
-        restarted one keeps its port (and gets a new one only if that is taken)."""
+        restarted one keeps its port (and gets a new one only if that is taken). The
+        seconds it took (not the agent's: the trial's time is extended by them)."""
         if self not in _ALL:
             _ALL.append(self)
+        began = time.monotonic()
         for spec in self.specs:
             if spec.name not in self._running:
                 self._start(spec)
+        return time.monotonic() - began
 
     def _start(self, spec: ServiceSpec) -> None:
         data = self.trial_dir / SERVICE_FOLDER.format(name=spec.name)

@@ -200,7 +200,9 @@ class Supervisor:
                 event=lambda kind, **fields: _event(events, kind, **fields),
             )
             try:
-                services.start()  # before the first life, kept across the agent's kills
+                # Before the first life, kept across the agent's kills; the time it takes
+                # is not the agent's.
+                deadline += services.start()
                 self._lives(
                     trial_dir,
                     schedule,
@@ -292,7 +294,7 @@ class Supervisor:
                     **apply_after_death(trial_dir, life.after_death),
                 )
                 if cut:
-                    services.start()  # back up, on the files the cut rebuilt
+                    deadline += services.start()  # back up, on the files the cut rebuilt
             life_no += len(taken_over)
             if not _restart(result, life, adapter.black_box):
                 break
