@@ -710,13 +710,38 @@ class TrialEvidence:
     @cached_property
     def last_told(self) -> dict[str, tuple[str, int]]:
         """Plan call id -> the last thing the user was told of it, and in which life."""
-        return {plan_id(str(h["op"])): (str(h["type"]), int(h["life"])) for h in self.history}
+        return {plan_id(str(h["op"])): (str(h["type"]), int(h["life"])) for h in self._told}
 
     @cached_property
     def last_report(self) -> dict[str, str]:
         """Plan call id -> the last thing the user was told of it (invoke, ok, fail, info),
         under whichever id it was issued last (``s003~2`` reports on ``s003``)."""
-        return {plan_id(str(h["op"])): str(h["type"]) for h in self.history}
+        return {plan_id(str(h["op"])): str(h["type"]) for h in self._told}
+
+    @cached_property
+    def _told(self) -> tuple[dict[str, Any], ...]:
+        """The history, less a call a paused life left in flight at its end (``info``) that
+        a life run beside it answered (``ok`` or ``fail``) since the paused one invoked it:
+        the user was told, by the life that took over. Lives one after the other never
+        leave such an entry."""
+        kept: list[dict[str, Any]] = []
+        invoked: dict[tuple[str, int], int] = {}  # (call, life) -> where it was last invoked
+        for at, h in enumerate(self.history):
+            call, life = plan_id(str(h["op"])), int(h["life"])
+            if h["type"] == "invoke":
+                invoked[call, life] = at
+            elif h["type"] == "info" and h.get("why") == "in flight when the life ended":
+                since = invoked.get((call, life), at)
+                answered = any(
+                    plan_id(str(o["op"])) == call
+                    and int(o["life"]) != life
+                    and o["type"] in ("ok", "fail")
+                    for o in self.history[since:at]
+                )
+                if answered:
+                    continue
+            kept.append(h)
+        return tuple(kept)
 
     @cached_property
     def rows_by_op_and_life(self) -> dict[tuple[str, int | None], list[LedgerEntry]]:

@@ -3,6 +3,9 @@ says it (the processes are in tests/integration/test_pause.py)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from harness.chaos.schedule import (
@@ -15,6 +18,7 @@ from harness.chaos.schedule import (
     pause_schedules,
 )
 from harness.chaos.supervisor import time_limit
+from harness.check.evidence import TrialEvidence
 
 
 class TestPauseSchedules:
@@ -84,3 +88,36 @@ class TestPauseLife:
 
         for runtime in ("real", "cmd:python agent.py"):
             assert not_applicable("pause", get_adapter(runtime)) is None
+
+
+class TestPausedHistory:
+    @staticmethod
+    def _history(tmp_path: Path, lines: list[dict[str, object]]) -> TrialEvidence:
+        (tmp_path / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in lines))
+        return TrialEvidence(tmp_path, None)
+
+    def test_a_call_answered_beside_a_paused_life_is_not_left_unknown(self, tmp_path: Path) -> None:
+        """Life 1 stopped in s001, life 2 took over and told the user ok: life 1's end, with
+        s001 still in flight, does not turn the user's last word into info."""
+        ev = self._history(
+            tmp_path,
+            [
+                {"type": "invoke", "op": "s001", "life": 1},
+                {"type": "invoke", "op": "s001", "life": 2},
+                {"type": "ok", "op": "s001", "life": 2},
+                {"type": "info", "op": "s001", "life": 1, "why": "in flight when the life ended"},
+            ],
+        )
+        assert ev.last_report == {"s001": "ok"}
+        assert ev.last_told == {"s001": ("ok", 2)}
+
+    def test_a_call_no_other_life_answered_stays_unknown(self, tmp_path: Path) -> None:
+        ev = self._history(
+            tmp_path,
+            [
+                {"type": "ok", "op": "s001", "life": 1},
+                {"type": "invoke", "op": "s001", "life": 2},
+                {"type": "info", "op": "s001", "life": 2, "why": "in flight when the life ended"},
+            ],
+        )
+        assert ev.last_report == {"s001": "info"}
