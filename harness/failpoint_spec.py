@@ -31,6 +31,7 @@ ACTIONS = (
     "recover",
     "lag",
     "sync-call",
+    "pause",
 )
 
 MODEL_FAULTS = ("reuse-id", "async-tool", "lag")
@@ -104,5 +105,10 @@ def parse_spec(
         arg = int(match["arg"]) if match["arg"] is not None else None
         if action == "sleep" and arg is None:
             raise ValueError(f"{source}: entry {entry!r}: sleep needs milliseconds, sleep(250)")
+        if action == "pause" and arg is None:
+            raise ValueError(
+                f"{source}: entry {entry!r}: pause needs the milliseconds it is held stopped, "
+                "pause(500)"
+            )
         specs.append(FailpointSpec(name, action, hit, arg))
     return tuple(specs)

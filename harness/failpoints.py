@@ -14,7 +14,7 @@ process:
     spec    := entry ("," entry)*
     entry   := name ["@" N] "=" action ["(" arg ")"]
     action  := kill | exit | raise | sleep | enospc | enospc-mid | lost-reply | count
-             | cancel | lost-request
+             | cancel | lost-request | pause
 
 The full note: docs/reference/modules.md (``harness/failpoints.py``).
 """
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AIMED_KILL_SIGNAL",
     "AIM_ENV",
+    "AIM_PAUSE_ENV",
     "CHANNEL_ENV",
     "COUNTS_ENV",
     "EXIT_HOLD_POINT",
@@ -81,6 +82,10 @@ the moment it is aimed at: in RAM a call lasts a tenth of a millisecond, less th
 supervisor sharing the CPUs takes to wake up and kill. A call a model re-issued under a
 new id that names it (``s004~2``, the harness's re-issuing model) is aimed at as the call
 it re-issues: the crash-free run the aim was drawn from knew it as ``s004``."""
+
+AIM_PAUSE_ENV = "HARNESS_KILL_AIM_PAUSE"
+"""Set to ``1``: the timer of ``AIM_ENV`` pauses the life instead (its handler tells the
+supervisor ``paused timer <anchor>`` and stops the process group, as ``pause`` does)."""
 
 AIMED_KILL_SIGNAL = signal.SIGALRM
 """What the timer delivers: SIGALRM at its default action, which no Python code can
@@ -308,9 +313,13 @@ def arm_from_environ(environ: Mapping[str, str] = os.environ) -> tuple[Failpoint
         raise FailpointSpecError(f"{CHANNEL_ENV}: {channel!r} is not a file descriptor number")
     arm(specs)
     anchor = environ.get(AIM_ENV, "").rpartition("@")[0].partition(" ")[0]
+    if environ.get(AIM_PAUSE_ENV) == "1" and _on_main_thread():
+        # A Python handler, which runs on the main thread whatever thread the timer started
+        # on: it must say where it stopped before it stops.
+        signal.signal(AIMED_KILL_SIGNAL, _pause_by_timer)
     if anchor in FAILPOINTS:
         arm((FailpointSpec(anchor, _AIM),))  # a kill timed from a point of a call
-        if _on_main_thread():
+        if _on_main_thread() and environ.get(AIM_PAUSE_ENV) != "1":
             # The timer may start on a thread of a framework's (a DBOS worker), where
             # Python sets no handler: the signal's action there is the one set now.
             signal.signal(AIMED_KILL_SIGNAL, signal.SIG_DFL)
@@ -332,7 +341,11 @@ def _aim_reached(anchor: str) -> None:
     aim, _, after_s = os.environ.get(AIM_ENV, "").rpartition("@")
     if aim and aim in (anchor, _as_first_issued(anchor)):
         del os.environ[AIM_ENV]  # once: the op may be invoked again after a lost reply
-        if _on_main_thread():
+        if os.environ.get(AIM_PAUSE_ENV) == "1":
+            _paused_from.append(aim)
+            if _on_main_thread():
+                signal.signal(AIMED_KILL_SIGNAL, _pause_by_timer)
+        elif _on_main_thread():
             signal.signal(AIMED_KILL_SIGNAL, _end_the_group if _aim_group else signal.SIG_DFL)
         signal.setitimer(signal.ITIMER_REAL, max(float(after_s), 1e-6))
 
@@ -349,6 +362,8 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         return
     if spec.action == "kill":
         _kill_here(spec.name, hit, detail)
+    elif spec.action == "pause":
+        _pause_here(spec.name, hit, detail)
     elif spec.action == "exit":
         os._exit(AGENT_FAILPOINT_EXIT if spec.arg is None else spec.arg)
     elif spec.action == "raise":
@@ -490,6 +505,25 @@ def tell_supervisor(message: str) -> bool:
         return False  # no supervisor is listening any more (run by hand, or it died)
     _aim_reached(message)
     return True
+
+
+_paused_from: list[str] = []
+"""Where a pause timer was started from (``AIM_PAUSE_ENV``), for its ``paused`` line."""
+
+
+def _pause_by_timer(signum: int, frame: object) -> None:
+    """The timer of a random-moment pause fired: tell the supervisor and stop the group."""
+    del signum, frame
+    if tell_supervisor(f"paused timer {_paused_from[-1] if _paused_from else ''}".rstrip()):
+        os.killpg(os.getpgrp(), signal.SIGSTOP)
+
+
+def _pause_here(name: str, hit: int, detail: str) -> None:
+    """Stop the whole process group here (SIGSTOP, which no process can catch or delay):
+    the supervisor, told first, holds it stopped, starts the next life beside it, then
+    sends SIGCONT, and the call goes on from this point. Nobody listening: no pause."""
+    if tell_supervisor(f"paused {name} {hit} {detail}".rstrip()):
+        os.killpg(os.getpgrp(), signal.SIGSTOP)
 
 
 def _kill_here(name: str, hit: int, detail: str) -> None:

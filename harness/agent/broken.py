@@ -861,6 +861,40 @@ class NoDirFsync(BrokenRuntime):
     _journal_class = _NoDirFsyncWriter
 
 
+class _NoLockFcntl:
+    """``fcntl`` as the journal module uses it, with ``flock`` doing nothing."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_real_fcntl(), name)
+
+    @staticmethod
+    def flock(fd: int, operation: int) -> None:
+        del fd, operation  # the mistake: the journal's lock is never taken
+
+
+def _real_fcntl() -> Any:
+    import fcntl
+
+    return fcntl
+
+
+class _NoLockWriter(JournalWriter):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        with _journal_function("fcntl", _NoLockFcntl()):
+            super().__init__(*args, **kwargs)
+
+
+class NoJournalLock(BrokenRuntime):
+    """Opens the journal without its ``flock``: a second process opens it too and recovers
+    what the first still runs. Only a life that is alive while the next one starts (a
+    paused one) can show it: after a kill, nothing holds the lock anyway."""
+
+    mistake = "opens the journal without taking its lock: a second life runs beside the first"
+    caught_by = ("I1", "I2", "I8")
+    needs_fault = "pause"
+    _journal_class = _NoLockWriter
+
+
 _COMPACTS = "a scenario that compacts its journal (scenarios/long_task.toml: compact_at)"
 
 
@@ -1587,6 +1621,7 @@ BROKEN_RUNTIMES: Mapping[str, type[BrokenRuntime]] = {
     "retry-never-run": RetryNeverRun,
     "fsync-wrong-fd": FsyncWrongFd,
     "no-dir-fsync": NoDirFsync,
+    "no-journal-lock": NoJournalLock,
     "compaction-drops-running": CompactionDropsRunning,
     "compaction-drops-resolution": CompactionDropsResolution,
     "compaction-unsynced": CompactionUnsynced,

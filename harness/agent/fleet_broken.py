@@ -34,7 +34,7 @@ class BrokenJournal(PostgresJournal):
 
 class NoFenceCheck(BrokenJournal):
     mistake = "writes and renews without checking its fencing token (a zombie's writes land)"
-    needs_fault = "pause"
+    needs_fault = "lease-pause"
     caught_by = "no-fenced-write"
 
     def _fence(self, conn: psycopg.Connection[Any], count: int) -> int:

@@ -48,13 +48,17 @@ FAULT_KINDS = {
     "recover-in-flight": "the agent calls recover() while a call is in flight",
     "lagging-lookup": "a reply lost, and the reconciler's lookup lags the provider's writes",
     "both-apis": "the agent calls a batch's op in flight again through the synchronous API",
-    "pause": "a fleet's worker SIGSTOPped past its lease, its task taken over, then SIGCONT",
+    "lease-pause": "a fleet's worker SIGSTOPped past its lease, its task taken over, then SIGCONT",
     "redelivery": "a fleet's task delivered twice, to two live workers",
     "cut-commit": "a fleet's connection cut before, during or after the COMMIT of a write",
     "db-crash": "kill -9 of a fleet's PostgreSQL postmaster mid-campaign, then a restart",
+    "pause": (
+        "the agent's process group stopped (SIGSTOP) in a call, held, the next life started "
+        "beside it, then resumed (SIGCONT): two lives at once"
+    ),
 }
 
-FLEET_KINDS = frozenset({"pause", "redelivery", "cut-commit", "db-crash"})
+FLEET_KINDS = frozenset({"lease-pause", "redelivery", "cut-commit", "db-crash"})
 """The faults of a fleet: they act on the PostgreSQL journal's lease, claims, connection and
 server, so only ``make chaos-fleet`` (``harness.chaos.fleet.FLEET_FAULTS``) injects them."""
 

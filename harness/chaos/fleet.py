@@ -72,7 +72,7 @@ LOCK_WAIT = 10.0
 
 FLEET_FAULTS = {
     "sigkill": "SIGKILL of a worker mid-task; the queue delivers its task again at once",
-    "pause": (
+    "lease-pause": (
         "a worker SIGSTOPped past its lease with an intent durable and its tool not run; "
         "its task delivered again; SIGCONT once another worker finished it"
     ),
@@ -231,7 +231,7 @@ def run_fleet_trial(
     env = {**os.environ, RUNTIME_ENV: spec.runtime, "PYTHONUNBUFFERED": "1"}
     env.pop(HOLD_ENV, None)
     env.pop(LONG_ENV, None)
-    if spec.fault == "pause":
+    if spec.fault == "lease-pause":
         env[HOLD_ENV] = f"{target}/s2"
     if spec.fault == "redelivery:long-call":
         env[LONG_ENV] = f"{target}/{LONG_CALL}"
@@ -405,7 +405,7 @@ def _run_workers(
             told += 1
         if acted:
             continue
-        if spec.fault == "pause" and words[0] == "held":
+        if spec.fault == "lease-pause" and words[0] == "held":
             acted = True
             _pause(trial, worker, deadline)
         elif spec.fault == "redelivery:long-call" and words[0] == "long":

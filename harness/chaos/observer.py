@@ -589,6 +589,7 @@ HARNESS_FILES = (
     "agent.stdout",
     "journal.before-corruption",
     "agent-*.stderr",
+    "service-*.log",
     "world.db*",
 )
 """The trial folder's files the harness writes itself, unobserved (the agent's lives are

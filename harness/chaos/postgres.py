@@ -25,13 +25,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from harness.chaos.watchdog import release, watch
 from harness.errors import HarnessError
 
 __all__ = [
@@ -166,7 +166,7 @@ class PostgresServer:
                 server = cls(folder, port, process)
                 server._owner = owner
                 if server._wait_ready():
-                    server._watchdog = _watch(process.pid, folder)
+                    server._watchdog = watch(process.pid, folder)
                     return server
                 _end(process)
                 process = None
@@ -203,11 +203,8 @@ class PostgresServer:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(STOP_SECONDS)
-        if self._watchdog is not None:  # it watched the old group; killed, it removes nothing
-            self._watchdog.kill()
-            self._watchdog.wait(STOP_SECONDS)
-            if self._watchdog.stdin is not None:
-                self._watchdog.stdin.close()
+        if self._watchdog is not None:  # it watched the old group: the folder stays
+            release(self._watchdog, forget=True)
             self._watchdog = None
         deadline = time.monotonic() + START_SECONDS
         while True:  # the old backends may take a moment to let go of the port
@@ -221,7 +218,7 @@ class PostgresServer:
                     f"crash: {_log_tail(self.folder)}"
                 )
             time.sleep(0.1)
-        self._watchdog = _watch(self.process.pid, self.folder)
+        self._watchdog = watch(self.process.pid, self.folder)
         self.crashes += 1
 
     def url(self, database: str = "postgres") -> str:
@@ -258,9 +255,7 @@ class PostgresServer:
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
             if self._watchdog is not None:  # its pipe closed: it finds nothing left to do
-                assert self._watchdog.stdin is not None
-                self._watchdog.stdin.close()
-                self._watchdog.wait(STOP_SECONDS)
+                release(self._watchdog, forget=False)
 
     def __enter__(self) -> PostgresServer:
         return self
@@ -341,34 +336,6 @@ def _end(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)  # backends the postmaster left, if any
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(STOP_SECONDS)
-
-
-_WATCHDOG = """
-import os, shutil, signal, sys, time
-group, folder = int(sys.argv[1]), sys.argv[2]
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the harness's to handle
-sys.stdin.buffer.read()  # until the harness closes the pipe, or dies
-try:
-    os.killpg(group, signal.SIGINT)
-    for _ in range(100):
-        time.sleep(0.05)
-        os.killpg(group, 0)
-    os.killpg(group, signal.SIGKILL)
-except ProcessLookupError:
-    pass
-shutil.rmtree(folder, ignore_errors=True)
-"""
-
-
-def _watch(group: int, folder: Path) -> subprocess.Popen[bytes]:
-    """A process that ends the server and removes its folder once this one's pipe to it
-    closes: at ``stop``, or when the harness dies without one (a SIGKILL)."""
-    return subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(group), str(folder)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )
 
 
 def _log_tail(folder: Path) -> str:

@@ -64,6 +64,7 @@ from harness.chaos.declarations import (
     declared_tools,
     read_text_file,
 )
+from harness.chaos.services import ServiceSpec
 from harness.errors import ScenarioError
 from harness.runtime.classes import IdempotencyClass, ToolTable, parse_window
 from harness.runtime.errors import ToolTableError
@@ -227,7 +228,8 @@ BATCH_DRIVERS = ("async", "threads")
 _KEYS_STEP = ("tool", "args", "verify")
 _KEYS_VERIFY = ("tool", "args", "path", "contains", "equals")
 _KEYS_TOOL = tuple(ToolDeclaration.model_fields)
-_KEYS_AGENT = ("command", "folder", "env")
+_KEYS_AGENT = ("command", "folder", "env", "services")
+_KEYS_SERVICE = ("command", "ready", "port_env", "env", "ready_seconds")
 _KEYS_WORLD = ("records",)
 _KEYS_RECORD = ("collection", "key", "value")
 
@@ -494,6 +496,75 @@ HARNESS_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
 """What the harness hands a black box itself (with every ``HARNESS_`` variable)."""
 
 
+_SERVICE_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}\Z")
+_PLACEHOLDERS = frozenset({"port", "data"})
+
+
+class ServiceDeclaration(BaseModel):
+    """A server the agent needs (``[agent.services.NAME]``), run by the harness beside it
+    (``harness.chaos.services``): its ``command`` (``{port}`` and ``{data}`` filled in),
+    its readiness check ``ready`` (``tcp``, or ``http:/PATH`` answering 2xx within
+    ``ready_seconds``), ``port_env``, the variable the agent finds its port in (default
+    ``NAME_PORT``), and ``env``, variables added to its own environment."""
+
+    model_config = _CONFIG
+
+    command: str = Field(min_length=1)
+    ready: str = "tcp"
+    port_env: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    ready_seconds: float = Field(default=30.0, gt=0, le=600)
+
+    @field_validator("command")
+    @classmethod
+    def _a_command_line(cls, value: str) -> str:
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise _problem(None, f"cannot be read as a command line: {exc}") from None
+        if not words:
+            raise _problem(None, "is empty")
+        for word in words:
+            try:
+                names = {n for _, n, _, _ in string.Formatter().parse(word) if n is not None}
+            except ValueError as exc:
+                raise _problem(None, f"{word!r}: {exc} (write {{{{ and }}}} for braces)") from None
+            unknown = sorted(names - _PLACEHOLDERS)
+            if unknown:
+                raise _problem(
+                    None, f"unknown placeholder {{{unknown[0]}}}; known: {{port}}, {{data}}"
+                )
+        return value
+
+    @field_validator("ready")
+    @classmethod
+    def _a_check(cls, value: str) -> str:
+        if value != "tcp" and not (value.startswith("http:/") and " " not in value):
+            raise _problem(None, f"{value!r} is neither tcp nor http:/PATH (http:/health)")
+        return value
+
+    @field_validator("port_env")
+    @classmethod
+    def _a_variable(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_agent_variable(value, None)
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _variables(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _check_agent_variable(name, name)
+        return value
+
+
+def _check_agent_variable(name: str, field: str | None) -> None:
+    if not _ENV_NAME.match(name):
+        raise _problem(field, f"{name!r} is not an environment variable's name")
+    if name in HARNESS_ENV or name.startswith("HARNESS_"):
+        raise _problem(field, f"{name!r} is the harness's to set (the model and tools it serves)")
+
+
 class AgentProgram(BaseModel):
     """The agent program a scenario is written for (``[agent]``), run as a black box as
     ``--runtime cmd:"..."`` runs one: its ``command``, the ``folder`` its relative paths
@@ -505,6 +576,30 @@ class AgentProgram(BaseModel):
     command: str = Field(min_length=1)
     folder: str = "."
     env: dict[str, str] = Field(default_factory=dict)
+    services: dict[str, ServiceDeclaration] = Field(default_factory=dict)
+
+    @field_validator("services")
+    @classmethod
+    def _named_apart(cls, value: dict[str, ServiceDeclaration]) -> dict[str, ServiceDeclaration]:
+        taken: dict[str, str] = {}
+        for name, service in value.items():
+            if not _SERVICE_NAME.match(name):
+                raise _problem(name, "a service's name is lower-case letters, digits, '_' and '-'")
+            variable = service_port_env(name, service)
+            if variable in taken:
+                raise _problem(
+                    f"{name}.port_env", f"{variable} is also the port of {taken[variable]}"
+                )
+            taken[variable] = name
+        return value
+
+    @model_validator(mode="after")
+    def _ports_not_in_env(self) -> Self:
+        for name, service in self.services.items():
+            variable = service_port_env(name, service)
+            if variable in self.env:
+                raise _problem(f"services.{name}.port_env", f"{variable} is also set in env")
+        return self
 
     @field_validator("command")
     @classmethod
@@ -526,6 +621,11 @@ class AgentProgram(BaseModel):
             if name in HARNESS_ENV or name.startswith("HARNESS_"):
                 raise _problem(name, "is the harness's to set (the model and tools it serves)")
         return value
+
+
+def service_port_env(name: str, service: ServiceDeclaration) -> str:
+    """The variable a service's port is handed in: its ``port_env``, else ``NAME_PORT``."""
+    return service.port_env or re.sub(r"[^A-Z0-9_]", "_", name.upper()) + "_PORT"
 
 
 class WorldSeed(BaseModel):
@@ -668,6 +768,26 @@ class Scenario(BaseModel):
         if self.agent.env:
             words = ["env", *(f"{name}={value}" for name, value in self.agent.env.items()), *words]
         return "cmd:" + shlex.join(words)
+
+    @property
+    def services(self) -> tuple[ServiceSpec, ...]:
+        """The services its ``[agent]`` declares, as the supervisor starts them (each runs
+        in the agent's folder, its relative paths found from there)."""
+        if self.agent is None:
+            return ()
+        home = str((self._base / self.agent.folder).resolve())
+        return tuple(
+            ServiceSpec(
+                name,
+                service.command,
+                home,
+                service.ready,
+                service_port_env(name, service),
+                dict(service.env),
+                service.ready_seconds,
+            )
+            for name, service in self.agent.services.items()
+        )
 
     @property
     def table_path(self) -> Path | None:
@@ -1299,6 +1419,8 @@ def _pydantic_problem(
             allowed = _KEYS_STEP
         elif location[:1] == ["world"]:
             allowed = _KEYS_WORLD if len(location) == 2 else _KEYS_RECORD
+        elif location[:2] == ["agent", "services"] and len(location) == 4:
+            allowed = _KEYS_SERVICE
         elif location[:1] == ["agent"]:
             allowed = _KEYS_AGENT
         else:

@@ -41,6 +41,7 @@ __all__ = [
     "FILE_FAULTS",
     "JOURNAL_FAULTS",
     "OP_FAILPOINTS",
+    "PAUSE_HOLD_MS",
     "RECONCILE_FAILPOINT",
     "RECOVERY_FAILPOINTS",
     "BatchCall",
@@ -52,6 +53,7 @@ __all__ = [
     "black_box_schedules",
     "exhaustive_schedules",
     "not_applicable",
+    "pause_schedules",
     "random_schedule",
     "unobserved",
 ]
@@ -160,10 +162,11 @@ _ACTION_FAULTS = (
     ("=recover", "recover-in-flight"),
     ("=lag", "lagging-lookup"),
     ("=sync-call", "both-apis"),
+    ("=pause", "pause"),
 )
 """The fault each failpoint action in a life's spec injects (a kill is told apart above)."""
 
-_LIFE_KEYS = ("failpoints", "kill_after_ms", "aim", "table", "after_death")
+_LIFE_KEYS = ("failpoints", "kill_after_ms", "aim", "table", "after_death", "pause_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +183,8 @@ class Life:
     ``after_death`` is a fault applied to its files once it is dead (see
     ``harness.chaos.faults``): ``power-loss:drop``, ``power-loss:tear:<keep>:<garbage>``,
     ``power-loss:state:<k>``, ``corrupt:<where>``, ``version-skew`` and the others it lists.
+    ``pause_ms`` turns the random-time kill into a pause at that moment, held so many ms
+    while the next life runs beside it (``pause(MS)`` does the same at a failpoint).
     """
 
     failpoints: str = ""
@@ -187,6 +192,20 @@ class Life:
     table: str | None = None
     after_death: str | None = None
     aim: str | None = None
+    pause_ms: int | None = None
+
+    def hold_ms(self, reached: str | None) -> int:
+        """How long the pause at ``reached`` (``op.after_intent 2 s002``, as the agent said
+        it; ``timer ...`` for a random moment) holds the life stopped."""
+        if (reached or "").startswith("timer"):
+            return self.pause_ms or 0
+        name, _, rest = (reached or "").partition(" ")
+        hit = rest.partition(" ")[0]
+        for spec in parse_failpoints(self.failpoints):
+            here = spec.hit is None or str(spec.hit) == hit
+            if spec.action == "pause" and spec.name == name and here:
+                return spec.arg or 0
+        return 0
 
     @property
     def kill_since(self) -> str:
@@ -197,7 +216,8 @@ class Life:
         parts = [self.failpoints] if self.failpoints else []
         if self.kill_after_ms is not None:
             since = f" after {self.aim}" if self.aim else ""
-            parts.append(f"kill@{self.kill_after_ms:.3f}ms{since}")
+            what = "kill" if self.pause_ms is None else f"pause({self.pause_ms})"
+            parts.append(f"{what}@{self.kill_after_ms:.3f}ms{since}")
         if self.table:
             parts.append(f"table={self.table}")
         if self.after_death:
@@ -251,8 +271,16 @@ class Life:
                 f"aim: {aim!r} must be 'invoke <op>' or '<failpoint> <op>' (a point of a "
                 f"call: {', '.join(AIM_POINTS)}), beside a kill_after_ms"
             )
+        pause = item.get("pause_ms")
+        if pause is not None and (
+            isinstance(pause, bool) or not isinstance(pause, int) or pause < 0 or kill is None
+        ):
+            raise ValueError(
+                f"pause_ms: {pause!r} must be a whole number of milliseconds >= 0, beside a "
+                "kill_after_ms (the moment of the pause)"
+            )
         kill_ms = None if kill is None else float(kill)
-        return cls(failpoints, kill_ms, table, after_death, aim)
+        return cls(failpoints, kill_ms, table, after_death, aim, pause)
 
 
 AIM_POINTS = ("op.before_intent", "op.after_intent", "op.reply", "op.after_finish")
@@ -272,8 +300,19 @@ class CrashSchedule:
 
     @property
     def kills(self) -> int:
-        return sum(
-            ("=kill" in life.failpoints) + (life.kill_after_ms is not None) for life in self.lives
+        timed = [life.kill_after_ms is not None and life.pause_ms is None for life in self.lives]
+        return sum(("=kill" in life.failpoints) for life in self.lives) + sum(timed)
+
+    @property
+    def pauses(self) -> tuple[int, ...]:
+        """The milliseconds each pause of its lives holds a life stopped."""
+        return tuple(
+            hold
+            for life in self.lives
+            for hold in (
+                *(s.arg or 0 for s in parse_failpoints(life.failpoints) if s.action == "pause"),
+                *([] if life.pause_ms is None else [life.pause_ms]),
+            )
         )
 
     @property
@@ -281,8 +320,12 @@ class CrashSchedule:
         """The kinds of fault this schedule injects (sigkill, power-loss, ...)."""
         kinds = set()
         for life in self.lives:
-            if "=kill" in life.failpoints or life.kill_after_ms is not None:
+            if "=kill" in life.failpoints or (
+                life.kill_after_ms is not None and life.pause_ms is None
+            ):
                 kinds.add("sigkill")
+            if life.pause_ms is not None:
+                kinds.add("pause")
             actions = {f"={spec.action}" for spec in parse_failpoints(life.failpoints)}
             kinds.update(kind for action, kind in _ACTION_FAULTS if action in actions)
             if life.after_death:
@@ -559,6 +602,7 @@ def exhaustive_schedules(
         if hit <= hits.get(name, 0):
             full = Life(f"{name}@{hit}=enospc-mid")
             yield f"{name}@{hit}+disk-full-mid-write", CrashSchedule((full,))
+    yield from pause_schedules(hits, ("op.after_intent", "op.reply"))
     for hit in range(1, hits.get("journal.before_fsync", 0) + 1):
         how = ("drop", "tear", "tear-sector")[hit % 3]
         fault = {
@@ -570,6 +614,26 @@ def exhaustive_schedules(
         yield f"journal.before_fsync@{hit}+{how}", CrashSchedule((lost,))
     if batch_call is not None:
         yield from _cancel_schedules(hits, batch_call)
+
+
+PAUSE_HOLD_MS = 200
+"""How long a pause of the exhaustive trials holds a life stopped before the next one
+starts beside it: past nothing in particular for this project's runtime (it has no
+timeout); an engine's activity or step timeout is what a trial of it would hold past."""
+
+
+def pause_schedules(
+    hits: Mapping[str, int], points: Sequence[str], hold_ms: int = PAUSE_HOLD_MS
+) -> Iterator[tuple[str, CrashSchedule]]:
+    """A pause at each of ``points``: the first hit of the first, the middle hit of the
+    others. The life is stopped there, held ``hold_ms``, the next life runs beside it to
+    its end, then it is resumed (``pause``)."""
+    for index, name in enumerate(points):
+        count = hits.get(name, 0)
+        if count:
+            hit = 1 if index == 0 else (count + 1) // 2
+            paused = Life(f"{name}@{hit}=pause({hold_ms})")
+            yield f"{name}@{hit}+pause", CrashSchedule((paused,))
 
 
 LOOKUP_LAG_MS = 150
@@ -829,7 +893,8 @@ def black_box_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSch
     every hit its crash-free run made (``harness.blackbox.BLACKBOX_POINTS``, in protocol
     order), then every reply lost once after its effect (``lost-reply``: the response is
     dropped), then a kill at every hit of ``BLACK_BOX_CUTS`` followed by a power cut that
-    drops what it did not fsync (``power-loss``; applicable where it can be observed)."""
+    drops what it did not fsync (``power-loss``; applicable where it can be observed), and
+    a pause inside its first call, its effect made (``pause``)."""
     for name in (point for point in FAILPOINTS if point in BLACKBOX_POINTS):
         for hit in range(1, hits.get(name, 0) + 1):
             yield f"{name}@{hit}", CrashSchedule((Life(f"{name}@{hit}=kill"),))
@@ -839,3 +904,6 @@ def black_box_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSch
         for hit in range(1, hits.get(name, 0) + 1):
             cut = Life(f"{name}@{hit}=kill", after_death="power-loss:drop")
             yield f"{name}@{hit}+power-loss", CrashSchedule((cut,))
+    # Stopped inside its first call, its effect made, as a worker that stops answering while
+    # it runs: the next life starts beside it.
+    yield from pause_schedules(hits, ("op.reply",))

@@ -25,7 +25,7 @@ import sqlite3
 import sys
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
@@ -38,6 +38,8 @@ from harness.chaos.faults import apply_after_death
 from harness.chaos.forkserver import FORK_SERVER_MODULE
 from harness.chaos.launch import LAUNCHERS, AgentProcess, launch
 from harness.chaos.schedule import CrashSchedule, Life
+from harness.chaos.services import RunningServices, read_services
+from harness.chaos.services import stop_all as stop_services
 from harness.chaos.tables import BASE
 from harness.check.journal import read_journal_bytes
 from harness.check.stitch import checkpoint_of
@@ -45,6 +47,7 @@ from harness.errors import SupervisorError
 from harness.exits import AGENT_WRITE_FAILED
 from harness.failpoints import (
     AIM_ENV,
+    AIM_PAUSE_ENV,
     AIMED_KILL_SIGNAL,
     CHANNEL_ENV,
     COUNTS_ENV,
@@ -63,11 +66,13 @@ _INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 
 def kill_all() -> None:
-    """SIGKILL and reap every agent process group still alive (interrupt path)."""
+    """SIGKILL and reap every agent process group still alive, then end the trials'
+    services and remove their files (interrupt path)."""
     for pid, proc in list(_LIVE.items()):
         _sigkill(proc)
         proc.wait()
         _LIVE.pop(pid, None)
+    stop_services()
 
 
 def sweep_agents(under: Path) -> int:
@@ -136,8 +141,10 @@ class LifeResult:
 def time_limit(timeout_s: float, schedule: CrashSchedule) -> float:
     """A trial's time: ``timeout_s`` for each life its planned kills make, all its lives
     sharing it. Each kill costs a restart, for a black box mostly its start-up: a limit
-    flat over the lives timed out ADK trials of four lives that no life of which hung."""
-    return timeout_s * (1 + schedule.kills)
+    flat over the lives timed out ADK trials of four lives that no life of which hung.
+    A pause makes a life too (the one that takes over), and adds the time it holds."""
+    pauses = schedule.pauses
+    return timeout_s * (1 + schedule.kills + len(pauses)) + sum(pauses) / 1000
 
 
 class Supervisor:
@@ -186,31 +193,111 @@ class Supervisor:
             open(trial_dir / "events.jsonl", "a", encoding="utf-8") as events,
             open(trial_dir / "history.jsonl", "a", encoding="utf-8") as history_file,
         ):
-            history = History(history_file)
-            for life_no in range(1, self.restart_budget + 1):
-                life = schedule.lives[life_no - 1] if life_no <= len(schedule.lives) else Life()
-                env = self._env(trial_dir, life, adapter, tables or {}, counts_file)
-                env.update(observed)
-                env[TRIAL_CLOCK_ENV] = life_clock(trial_dir, life_no)  # keys age per restart
-                if proof_file is not None:
-                    env[PROOF_ENV] = str(proof_file)
-                result = self._run_life(
-                    trial_dir, life_no, life, env, deadline, events, history, adapter.module
+            services = RunningServices(
+                trial_dir,
+                read_services(trial_dir),
+                observed=observed,
+                event=lambda kind, **fields: _event(events, kind, **fields),
+            )
+            try:
+                # Before the first life, kept across the agent's kills; the time it takes
+                # is not the agent's.
+                deadline += services.start()
+                self._lives(
+                    trial_dir,
+                    schedule,
+                    adapter,
+                    services,
+                    results,
+                    events,
+                    History(history_file),
+                    deadline,
+                    env_of=lambda life: {
+                        **self._env(trial_dir, life, adapter, tables or {}, counts_file),
+                        **observed,
+                        **services.env(),
+                    },
+                    proof_file=proof_file,
                 )
-                results.append(result)
-                if life.after_death and result.killed != "timeout":
-                    # A fault for a runtime that is still alive, or that never
-                    # died where the schedule says, is applied all the same: the
-                    # checkers learn from the trial's lives whether it landed.
-                    _event(
-                        events,
-                        "fault",
-                        life=life_no,
-                        **apply_after_death(trial_dir, life.after_death),
-                    )
-                if not _restart(result, life, adapter.black_box):
-                    break
+            finally:
+                services.stop()  # at the end, and on Ctrl-C
         return results
+
+    def _lives(
+        self,
+        trial_dir: Path,
+        schedule: CrashSchedule,
+        adapter: Adapter,
+        services: RunningServices,
+        results: list[LifeResult],
+        events: IO[str],
+        history: History,
+        deadline: float,
+        *,
+        env_of: Callable[[Life], dict[str, str]],
+        proof_file: Path | None,
+    ) -> None:
+        """Run the lives of ``run`` into ``results``.
+
+        A life paused at a failpoint (``pause(MS)``) is held stopped while the next life
+        runs beside it (the take-over, to its end), then resumed and followed to its own
+        end: both go into ``results``, in the order they ended."""
+
+        def life_of(number: int) -> Life:
+            return schedule.lives[number - 1] if number <= len(schedule.lives) else Life()
+
+        def run_life(number: int) -> tuple[LifeResult, list[LifeResult]]:
+            env = env_of(life_of(number))
+            env[TRIAL_CLOCK_ENV] = life_clock(trial_dir, number)  # keys age per restart
+            if proof_file is not None:
+                env[PROOF_ENV] = str(proof_file)
+            taken_over: list[LifeResult] = []
+
+            def take_over() -> None:
+                # The next life starts while this one is stopped; what it leaves behind
+                # (its own take-over included) comes before this life's resumption.
+                if number + len(taken_over) < self.restart_budget:
+                    result, later = run_life(number + 1)
+                    taken_over.extend([result, *later])
+
+            result = self._run_life(
+                trial_dir,
+                number,
+                life_of(number),
+                env,
+                deadline,
+                events,
+                history,
+                adapter.module,
+                take_over=take_over,
+            )
+            return result, taken_over
+
+        life_no = 0
+        while life_no < self.restart_budget:
+            life_no += 1
+            life = life_of(life_no)
+            result, taken_over = run_life(life_no)
+            # In the order they ended: a paused life ends after the one that took over.
+            results.extend([*taken_over, result])
+            if life.after_death and result.killed != "timeout":
+                cut = life.after_death.startswith("power-loss")
+                if cut:
+                    services.power_cut()  # the machine goes down with the agent
+                # A fault for a runtime that is still alive, or that never
+                # died where the schedule says, is applied all the same: the
+                # checkers learn from the trial's lives whether it landed.
+                _event(
+                    events,
+                    "fault",
+                    life=life_no,
+                    **apply_after_death(trial_dir, life.after_death),
+                )
+                if cut:
+                    deadline += services.start()  # back up, on the files the cut rebuilt
+            life_no += len(taken_over)
+            if not _restart(result, life, adapter.black_box):
+                break
 
     def _env(
         self,
@@ -227,7 +314,11 @@ class Supervisor:
         if life.kill_after_ms is not None:
             # A random moment past the end of the life's work: the kill lands
             # at its last point, before it exits, instead of never (see _run_life).
-            env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
+            # A pause past it never comes: F says so.
+            if life.pause_ms is None:
+                env[FAILPOINTS_ENV] = ",".join(filter(None, (life.failpoints, EXIT_HOLD)))
+            else:
+                env[AIM_PAUSE_ENV] = "1"
             env[AIM_ENV] = f"{life.kill_since}@{life.kill_after_ms / 1000:.6f}"
         table = life.table if life.table is not None else BASE if BASE in tables else None
         if table is not None:
@@ -246,9 +337,13 @@ class Supervisor:
         events: IO[str],
         history: History,
         module: str,
+        *,
+        take_over: Callable[[], None] | None = None,
     ) -> LifeResult:
         """One life: start it, follow its channel (``LifeWatch``) until it exits or is to
-        be killed, kill it then, and note its exit."""
+        be killed, kill it then, and note its exit. Paused (``pause(MS)``), it is held
+        stopped for MS, ``take_over`` runs the next life beside it, then it is resumed
+        (SIGCONT) and followed again."""
         handed = _read(trial_dir / "journal")  # the journal this life starts with
         started = time.monotonic()
         proc, read_fd = self._spawn(trial_dir, life_no, env, module)
@@ -267,8 +362,17 @@ class Supervisor:
         watch = LifeWatch(life_no, started, events, history, LedgerWatch(trial_dir / "world.db"))
         try:
             channel = ChannelReader(read_fd, deadline)
-            timed = life.kill_after_ms is not None
+            timed = life.kill_after_ms is not None and life.pause_ms is None
             watch.follow(channel, timed=timed)
+            while watch.state is LifeState.PAUSED:
+                self._hold(proc, watch, life, events, deadline)
+                if take_over is not None:
+                    take_over()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGCONT)
+                _event(events, "resume", life=life_no, pid=proc.pid)
+                watch.on(Seen.RESUMED)
+                watch.follow(channel, timed=timed)
             if watch.state is LifeState.EXITED and timed and proc.wait() == -AIMED_KILL_SIGNAL:
                 watch.on(Seen.AIMED_SIGNAL)  # by the timer it armed (AIM_ENV)
             if watch.killed is not None:
@@ -284,6 +388,26 @@ class Supervisor:
             os.close(read_fd)
             watch.ledger.close()
         return self._end_life(trial_dir, life_no, proc.pid, returncode, watch, handed, events)
+
+    def _hold(
+        self, proc: AgentProcess, watch: LifeWatch, life: Life, events: IO[str], deadline: float
+    ) -> None:
+        """A life that said ``paused``: see it stopped, note the pause, and hold it for the
+        spec's time. The life stops its own group (``harness.failpoints``), right after
+        the line: a SIGSTOP sent from here too could land before its own, which the
+        SIGCONT would then meet first, and leave it stopped for good."""
+        stopped = _wait_stopped(proc.pid)
+        hold_ms = life.hold_ms(watch.reached)
+        _event(
+            events,
+            "pause",
+            life=watch.life_no,
+            pid=proc.pid,
+            at=watch.reached,
+            hold_ms=hold_ms,
+            stopped=stopped,
+        )
+        time.sleep(max(0.0, min(hold_ms / 1000, deadline - time.monotonic())))
 
     def _spawn(
         self, trial_dir: Path, life_no: int, env: dict[str, str], module: str
@@ -398,6 +522,7 @@ class LifeState(Enum):
     FAILPOINT = "failpoint"  # it reported an armed point: the supervisor kills it there
     TIMED = "timed"  # a random-time kill: held at its exit, or by the timer it armed
     TIMEOUT = "timeout"  # the trial's time ran out: killed, and the trial stops
+    PAUSED = "paused"  # it stopped its group at a pause point: held, then resumed
 
 
 class Seen(Enum):
@@ -408,6 +533,8 @@ class Seen(Enum):
     CLOSED = "closed"  # EOF on the channel
     TIMEOUT = "timeout"  # no line before the trial's deadline
     AIMED_SIGNAL = "aimed signal"  # it died by the signal its own timer sends
+    PAUSED = "paused"  # "paused <failpoint>": it stopped its process group there
+    RESUMED = "resumed"  # the supervisor sent SIGCONT after the take-over
 
 
 _TRANSITIONS: dict[tuple[LifeState, Seen], LifeState] = {
@@ -416,6 +543,8 @@ _TRANSITIONS: dict[tuple[LifeState, Seen], LifeState] = {
     (LifeState.RUNNING, Seen.CLOSED): LifeState.EXITED,
     (LifeState.RUNNING, Seen.TIMEOUT): LifeState.TIMEOUT,
     (LifeState.EXITED, Seen.AIMED_SIGNAL): LifeState.TIMED,
+    (LifeState.RUNNING, Seen.PAUSED): LifeState.PAUSED,
+    (LifeState.PAUSED, Seen.RESUMED): LifeState.RUNNING,
 }
 """Every change of a life's state; a pair not listed is a bug of the supervisor."""
 
@@ -455,6 +584,9 @@ class LifeWatch:
             line = channel.next()
             if isinstance(line, Seen):
                 self.on(line)
+            elif line.startswith("paused "):
+                self.reached = line.removeprefix("paused ")
+                self.on(Seen.PAUSED)
             elif line.startswith("reached "):
                 self.reached = line.removeprefix("reached ")
                 # A random moment after the life's work (or aimed at a call it
@@ -503,7 +635,8 @@ class History:
 
     def __init__(self, out: IO[str]) -> None:
         self._out = out
-        self._in_flight: set[str] = set()
+        self._in_flight: dict[int, set[str]] = {}
+        """By life: two lives run at once when one is paused."""
 
     def note(self, message: str, life: int, events: IO[str], ledger: LedgerWatch) -> None:
         kind, _, op_id = message.partition(" ")
@@ -534,14 +667,13 @@ class History:
         by = {"answered_by": answered_by} if answered_by and kind != "invoke" else {}
         self._write("ok" if kind == "ack" else kind, op_id, life, **by)
         if kind == "invoke":
-            self._in_flight.add(op_id)
+            self._in_flight.setdefault(life, set()).add(op_id)
         else:
-            self._in_flight.discard(op_id)
+            self._in_flight.get(life, set()).discard(op_id)
 
     def ended(self, life: int) -> None:
-        for op_id in sorted(self._in_flight):
+        for op_id in sorted(self._in_flight.pop(life, set())):
             self._write("info", op_id, life, why="in flight when the life ended")
-        self._in_flight.clear()
 
     def _write(self, kind: str, op_id: str, life: int, **extra: str) -> None:
         record = {"type": kind, "op": op_id, "life": life, "t_ns": time.time_ns(), **extra}
@@ -645,6 +777,20 @@ def _restart(result: LifeResult, life: Life, black_box: bool) -> bool:
     if life.after_death and result.killed is None and result.returncode == 0:
         return True
     return result.returncode == AGENT_WRITE_FAILED and "=enospc" in life.failpoints
+
+
+def _wait_stopped(pid: int, timeout_s: float = 5.0) -> bool:
+    """Whether the process ``pid`` is seen stopped (state ``T`` in ``/proc``) in time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False  # gone, or no /proc: not seen stopped
+        if stat.rpartition(")")[2].split()[0] in ("T", "t"):
+            return True
+        time.sleep(0.005)
+    return False
 
 
 def _sigkill(proc: AgentProcess) -> None:

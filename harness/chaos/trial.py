@@ -31,6 +31,7 @@ from harness.agent.plan import load_plan, plan_to_json
 from harness.blackbox import CALL_POINTS
 from harness.blackbox.names import agent_name
 from harness.chaos.schedule import Call, CrashSchedule, Life, Window
+from harness.chaos.services import SERVICES_FILE, write_services
 from harness.chaos.supervisor import LifeResult, Supervisor
 from harness.chaos.tables import BASE
 from harness.check.evidence import TrialEvidence
@@ -235,8 +236,10 @@ def _python() -> str:
 def write_plan_for(scenario: str, seed: int, directory: Path) -> None:
     from harness.chaos.scenario import compile_plan, load_scenario, write_plan
 
-    plan = compile_plan(load_scenario(scenario), seed=seed, source=scenario)
+    loaded = load_scenario(scenario)
+    plan = compile_plan(loaded, seed=seed, source=scenario)
     write_plan(plan, directory / "plan.json")
+    write_services(directory, loaded.services)
     seed_world(directory)
 
 
@@ -459,6 +462,8 @@ def run_trial(
         shutil.rmtree(directory)
     directory.mkdir(parents=True)
     shutil.copyfile(golden / "plan.json", directory / "plan.json")
+    if (golden / SERVICES_FILE).exists():
+        shutil.copyfile(golden / SERVICES_FILE, directory / SERVICES_FILE)
     if spec.model is not None:
         # The golden run has one life, so every model makes it alike: only the trial's
         # plan names the model that its restarted lives run.

@@ -49,6 +49,7 @@ from harness.check.journal import (
 from harness.check.lives import JournalSeen, LifeJournal
 from harness.check.stitch import Epoch, Stitched, compaction_changes, stitch
 from harness.check.tables import CheckTable, read_table
+from harness.exits import AGENT_REFUSED
 from harness.world.store import EffectRow, LedgerEntry, effect_rows, read_ledger
 
 __all__ = ["EVIDENCE", "IN_LIFE_FAULTS", "LifeSeen", "TrialEvidence", "read_jsonl"]
@@ -65,6 +66,11 @@ IN_LIFE_FAULTS = ("lost-reply", "lost-request", "cancel")
 _OPENING = frozenset({"incarnation", "tail_dropped", "journal"})
 """What a life journals as it opens the journal, before it decides anything (an identity
 is given to a journal that has none at its open)."""
+
+
+def _journal_at(event: dict[str, Any]) -> tuple[Any, Any]:
+    """The journal's size and CRC-32 an event of the supervisor saw."""
+    return event.get("journal_size"), event.get("journal_crc")
 
 
 def read_jsonl(path: Path) -> tuple[dict[str, Any], ...]:
@@ -151,6 +157,7 @@ class TrialEvidence:
         data = json.loads(path.read_text("utf-8")) if path.exists() else []
         spawns = {int(e["life"]): e for e in self.events if e["event"] == "spawn"}
         exits = {int(e["life"]): e for e in self.events if e["event"] == "exit"}
+        data = [d for d in data if d["life"] not in self.stood_down]
         return tuple(
             LifeSeen(
                 d["life"],
@@ -171,6 +178,38 @@ class TrialEvidence:
                 float(spawns.get(d["life"], {}).get("clock") or 0.0),
             )
             for d in data
+        )
+
+    @cached_property
+    def stood_down(self) -> frozenset[int]:
+        """The lives started beside a paused one (a ``pause`` fault) that stood down: each
+        exited refused (``AGENT_REFUSED``: the journal was held), the journal the same at its
+        end as at its spawn, no execution of its pid in the ledger. Such a life ran nothing
+        of the task, so the checkers leave it out; the supervisor's records keep it."""
+        beside: set[int] = set()
+        paused: list[int] = []
+        for e in self.events:
+            if e["event"] == "pause":
+                paused.append(int(e["life"]))
+            elif e["event"] == "resume" and paused:
+                paused.pop()
+            elif e["event"] == "spawn" and paused:
+                beside.add(int(e["life"]))
+        if not beside:
+            return frozenset()
+        path = self.trial_dir / "lives.json"
+        lives = json.loads(path.read_text("utf-8")) if path.exists() else []
+        spawns = {int(e["life"]): e for e in self.events if e["event"] == "spawn"}
+        exits = {int(e["life"]): e for e in self.events if e["event"] == "exit"}
+        ran = {row.pid for row in read_ledger(self.trial_dir / "world.db")}
+        return frozenset(
+            d["life"]
+            for d in lives
+            if d["life"] in beside
+            and d["returncode"] == AGENT_REFUSED
+            and d["killed"] is None
+            and d["pid"] not in ran
+            and _journal_at(spawns.get(d["life"], {})) == _journal_at(exits.get(d["life"], {}))
         )
 
     @cached_property
@@ -671,13 +710,38 @@ class TrialEvidence:
     @cached_property
     def last_told(self) -> dict[str, tuple[str, int]]:
         """Plan call id -> the last thing the user was told of it, and in which life."""
-        return {plan_id(str(h["op"])): (str(h["type"]), int(h["life"])) for h in self.history}
+        return {plan_id(str(h["op"])): (str(h["type"]), int(h["life"])) for h in self._told}
 
     @cached_property
     def last_report(self) -> dict[str, str]:
         """Plan call id -> the last thing the user was told of it (invoke, ok, fail, info),
         under whichever id it was issued last (``s003~2`` reports on ``s003``)."""
-        return {plan_id(str(h["op"])): str(h["type"]) for h in self.history}
+        return {plan_id(str(h["op"])): str(h["type"]) for h in self._told}
+
+    @cached_property
+    def _told(self) -> tuple[dict[str, Any], ...]:
+        """The history, less a call a paused life left in flight at its end (``info``) that
+        a life run beside it answered (``ok`` or ``fail``) since the paused one invoked it:
+        the user was told, by the life that took over. Lives one after the other never
+        leave such an entry."""
+        kept: list[dict[str, Any]] = []
+        invoked: dict[tuple[str, int], int] = {}  # (call, life) -> where it was last invoked
+        for at, h in enumerate(self.history):
+            call, life = plan_id(str(h["op"])), int(h["life"])
+            if h["type"] == "invoke":
+                invoked[call, life] = at
+            elif h["type"] == "info" and h.get("why") == "in flight when the life ended":
+                since = invoked.get((call, life), at)
+                answered = any(
+                    plan_id(str(o["op"])) == call
+                    and int(o["life"]) != life
+                    and o["type"] in ("ok", "fail")
+                    for o in self.history[since:at]
+                )
+                if answered:
+                    continue
+            kept.append(h)
+        return tuple(kept)
 
     @cached_property
     def rows_by_op_and_life(self) -> dict[tuple[str, int | None], list[LedgerEntry]]:

@@ -1019,6 +1019,26 @@ def _effect_found(ev: TrialEvidence, op_id: str, ack: dict[str, object]) -> bool
     return False
 
 
+def _pause_landed(ev: TrialEvidence, life: int, at: str) -> str | None:
+    """None when the supervisor saw the pause land: the life stopped at that hit (every
+    process of its group seen stopped), another life started while it was, and it was
+    resumed; else what did not happen."""
+    held = beside = False
+    for event in ev.events:
+        if event["event"] == "pause" and int(event["life"]) == life:
+            if not str(event.get("at") or "").startswith(at):
+                continue
+            if not event.get("stopped"):
+                return "was told, but the life was never seen stopped"
+            held = True
+            beside = False
+        elif held and event["event"] == "spawn":
+            beside = True
+        elif held and event["event"] == "resume" and int(event["life"]) == life:
+            return None if beside else "held the life stopped, but no life started beside it"
+    return "never happened (the point was never hit)" if not held else "was never resumed"
+
+
 def check_faults_landed(ev: TrialEvidence) -> Verdict:
     """F: every fault the schedule asked for happened, by the supervisor's own observation.
 
@@ -1026,7 +1046,8 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     a lost reply, a cancellation and a model's misuse (a reused op id, an async
     tool) were reported by the life at that hit; a
     random-time kill was delivered; a full disk made the life stop on its
-    failed append; a power loss was rebuilt from the observer's trace (after a
+    failed append; a pause held the life stopped at its hit while another life started,
+    then resumed it; a power loss was rebuilt from the observer's trace (after a
     kill between a write and its fsync whose bytes another thread's fsync had covered,
     the cut had nothing to take: said beside the pass); a
     corruption changed a record. A fault that did not land leaves the trial
@@ -1048,7 +1069,9 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
         cancels = [spec for spec in asked if spec.action == "cancel"]
         misuses = [spec for spec in asked if spec.action in (*MODEL_FAULTS, *AGENT_HOOKS)]
         full_disk = any(spec.action in ("enospc", "enospc-mid") for spec in asked)
+        pauses = [spec for spec in asked if spec.action == "pause"]
         wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
+        wanted += len(pauses)
         wanted += len(misuses)
         wanted += full_disk
         wanted += "after_death" in planned
@@ -1071,7 +1094,16 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                 )
             else:
                 problems.append(f"life {number}: the kill at {spec} never fired ({_ended(life)})")
-        if "kill_after_ms" in planned:
+        if "kill_after_ms" in planned and "pause_ms" in planned:
+            held = _pause_landed(ev, number, "timer")
+            if held is None:
+                landed += 1
+            else:
+                since = planned.get("aim", "ready")
+                problems.append(
+                    f"life {number}: the pause {planned['kill_after_ms']} ms after {since} {held}"
+                )
+        elif "kill_after_ms" in planned:
             if life.killed == "timed":
                 landed += 1
             else:
@@ -1101,6 +1133,12 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                 landed += 1
             else:
                 problems.append(f"life {number}: {spec} never acted (no {told} was reported)")
+        for spec in pauses:
+            held = _pause_landed(ev, number, spec.at)
+            if held is None:
+                landed += 1
+            else:
+                problems.append(f"life {number}: the pause at {spec} {held}")
         if full_disk:
             if life.returncode == AGENT_WRITE_FAILED:
                 landed += 1

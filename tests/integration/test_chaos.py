@@ -121,6 +121,7 @@ TARGETED = {
     "retry-never-run": '[{"failpoints":"op.after_effect@1=kill"}]',
     "fsync-wrong-fd": '[{"failpoints":"op.before_intent@2=kill"}]',
     "no-dir-fsync": '[{"failpoints":"op.before_intent@2=kill"}]',
+    "no-journal-lock": '[{"failpoints":"op.after_intent@2=kill"}]',
     "compaction-drops-running": '[{"failpoints":"op.after_intent@3=kill"}]',
     "compaction-drops-resolution": (
         '[{"failpoints":"op.after_intent@3=kill"},{"failpoints":"agent.before_exit@1=kill"}]'
@@ -218,6 +219,8 @@ POWER_LOSS = {
         '[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'
     ),
     "no-dir-fsync": ('[{"failpoints":"op.before_intent@2=kill","after_death":"power-loss:drop"}]'),
+    # The next life started while the first is stopped in a call: only the lock stops it.
+    "no-journal-lock": '[{"failpoints":"op.after_intent@2=pause(200)"}]',
     # The agent's own misuse of the runtime, which it must refuse.
     "answers-reused-id": '[{"failpoints":"model.issue@3=reuse-id"}]',
     "awaits-nothing": '[{"failpoints":"model.issue@3=async-tool"}]',

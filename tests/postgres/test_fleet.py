@@ -18,7 +18,8 @@ from harness.chaos.postgres import PostgresServer
 
 
 @pytest.mark.parametrize(
-    "fault", ["pause", "redelivery:claim", "redelivery:long-call", "cut:after:intent", "db-crash"]
+    "fault",
+    ["lease-pause", "redelivery:claim", "redelivery:long-call", "cut:after:intent", "db-crash"],
 )
 def test_the_real_runtime_holds_under_a_fault_of_a_fleet(
     postgres_server: PostgresServer, tmp_path: Path, fault: str
@@ -30,7 +31,7 @@ def test_the_real_runtime_holds_under_a_fault_of_a_fleet(
     result = run_fleet_trial(FleetTrialSpec("postgres", fault, seed=3), folder, postgres_server)
     assert result.landed, result.fault_note
     assert result.status == "pass", [v for v in result.verdicts if v.status != "pass"]
-    if fault == "pause":
+    if fault == "lease-pause":
         said = "".join(p.read_text() for p in folder.glob("worker*.out"))
         assert "held s2" in said and "fenced " in said
         (verdict,) = [v for v in result.verdicts if v.invariant == "no-fenced-write"]

@@ -148,6 +148,7 @@ class TestGrammar:
             ("op.after_effect=explode", "unknown action 'explode'"),
             ("op.after_effect@0=kill", "hits count from 1"),
             ("op.after_effect=sleep", "sleep needs milliseconds"),
+            ("op.after_intent@2=pause", "pause needs the milliseconds it is held stopped"),
         ],
         ids=[
             "no-action",
@@ -162,6 +163,7 @@ class TestGrammar:
             "unknown-action",
             "hit-zero",
             "sleep-no-arg",
+            "pause-no-arg",
         ],
     )
     def test_malformed_spec_is_refused(self, text: str, message: str) -> None:

@@ -153,7 +153,7 @@ class TestFaults:
                 "--journal",
                 "file",
                 "--fault",
-                "pause",
+                "lease-pause",
             ],
             cwd=ROOT,
             capture_output=True,

@@ -276,6 +276,27 @@ BAD_CASES: dict[str, tuple[int | None, str | None, str]] = {
     "agent_harness_env.toml": (None, "agent.env.OPENAI_BASE_URL", "the harness's to set"),
     "agent_no_folder.toml": (None, "agent.folder", "no such folder"),
     "agent_unknown_key.toml": (None, "agent.cwd", "allowed: command, folder, env"),
+    "agent_service_bad_ready.toml": (None, "agent.services.kv.ready", "neither tcp nor http"),
+    "agent_service_harness_port.toml": (
+        None,
+        "agent.services.kv.port_env",
+        "'HARNESS_KV' is the harness's to set",
+    ),
+    "agent_service_placeholder.toml": (
+        None,
+        "agent.services.kv.command",
+        "unknown placeholder {prt}",
+    ),
+    "agent_service_same_port.toml": (
+        None,
+        "agent.services.db.port_env",
+        "KV_PORT is also the port of kv",
+    ),
+    "agent_service_unknown_key.toml": (
+        None,
+        "agent.services.kv.redy",
+        "did you mean 'ready'",
+    ),
     "ambiguous_checks.toml": (3, "verify", "step 1"),
     "batch_ambiguous_checks.toml": (1, "verify", "what step 1, call 1 checks"),
     "batch_and_call.toml": (1, "tool", "one call (tool, args, verify) or a batch"),
