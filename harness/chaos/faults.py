@@ -47,6 +47,12 @@ FAULT_KINDS = {
     "recover-in-flight": "the agent calls recover() while a call is in flight",
     "lagging-lookup": "a reply lost, and the reconciler's lookup lags the provider's writes",
     "both-apis": "the agent calls a batch's op in flight again through the synchronous API",
+    "model-rate-limit": "the model answers 429 with retry-after (a black box's model)",
+    "model-server-error": "the model answers 500 (a black box's model)",
+    "model-overloaded": "the model is overloaded: 529 (Anthropic's API) or 503 (OpenAI's)",
+    "model-stream-cut": "the model's answer breaks off inside a tool call's JSON arguments",
+    "model-stream-hang": "the model's answer hangs: headers sent, then nothing",
+    "model-lost-answer": "the model took the request and decided; the answer is lost whole",
 }
 
 SECTOR = 512
