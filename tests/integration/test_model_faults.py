@@ -61,6 +61,11 @@ def events(folder: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
 
 
+def events_named(folder: Path, prefix: str) -> list[str]:
+    """The names of the trial's events that start with ``prefix``."""
+    return [str(e["event"]) for e in events(folder) if str(e["event"]).startswith(prefix)]
+
+
 @pytest.mark.parametrize("fault", list(SEEN))
 def test_a_fault_of_the_model_lands_and_no_call_runs_twice(tmp_path: Path, fault: str) -> None:
     """The answer to the 4th request (s004's, after s003's unsafe tap) fails as ``fault``;
@@ -89,9 +94,7 @@ def test_a_hung_answer_ends_with_the_trial_s_time_not_a_stuck_run(tmp_path: Path
     assert verdicts["I7"]["status"] == "fail"
     assert "life 1 of 1 ended killed (timeout)" in str(verdicts["I7"]["evidence"])
     assert verdicts["F"]["status"] == "pass", verdicts["F"]
-    assert [e["event"] for e in events(folder) if e["event"].startswith("model-")] == [
-        "model-stream-hang"
-    ]
+    assert events_named(folder, "model-") == ["model-stream-hang"]
     left = [
         p.info["cmdline"]
         for p in psutil.process_iter(["cmdline", "cwd"])

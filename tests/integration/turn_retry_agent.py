@@ -17,6 +17,7 @@ import os
 import sys
 import urllib.error
 import urllib.request
+from typing import Any
 
 ATTEMPTS = 4
 
@@ -29,19 +30,21 @@ def post(url: str, body: object) -> bytes:
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=30) as response:
-        return response.read()
+        data: bytes = response.read()
+    return data
 
 
-def mcp(method: str, params: dict, number: list[int]) -> dict:
+def mcp(method: str, params: dict[str, Any], number: list[int]) -> dict[str, Any]:
     number[0] += 1
     message = {"jsonrpc": "2.0", "id": number[0], "method": method, "params": params}
     answer = json.loads(post(os.environ["HARNESS_MCP_URL"], message))
     if "error" in answer:
         raise RuntimeError(answer["error"].get("message", "error"))
-    return answer["result"]
+    result: dict[str, Any] = answer["result"]
+    return result
 
 
-def run_tool(call: dict, number: list[int]) -> dict:
+def run_tool(call: dict[str, Any], number: list[int]) -> dict[str, Any]:
     function = call["function"]
     arguments = json.loads(function["arguments"] or "{}")
     result = mcp("tools/call", {"name": function["name"], "arguments": arguments}, number)
@@ -66,7 +69,9 @@ def main() -> int:
         for t in listed
     ]
     url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions"
-    messages: list[dict] = [{"role": "user", "content": "Carry out the task with your tools."}]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Carry out the task with your tools."}
+    ]
     while True:
         for _attempt in range(ATTEMPTS):
             try:
