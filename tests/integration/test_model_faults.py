@@ -20,10 +20,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.chaos.schedule import CrashSchedule
+from harness.chaos.supervisor import Supervisor
+from harness.chaos.trial import Golden, TrialResult, TrialSpec, prepare_golden, run_trial
+
 ROOT = Path(__file__).resolve().parents[2]
-PLAIN = "cmd:python examples/agents/plain_python/agent.py"
+PLAIN = f"cmd:python {ROOT / 'examples/agents/plain_python/agent.py'}"
 TURN_RETRY = f"cmd:python {Path(__file__).parent / 'turn_retry_agent.py'}"
-PHONE = "scenarios/phone_task.toml"
+PHONE = str(ROOT / "scenarios/phone_task.toml")
+SEED = 7
 
 SEEN = {
     "rate-limit(200)": ("model-rate-limit", "HTTP Error 429"),
@@ -36,25 +41,18 @@ SEEN = {
 """Each fault: the event the supervisor recorded, and what the agent's first life died of."""
 
 
-def trial(
-    reports: Path, schedule: str, runtime: str = PLAIN, *extra: str
-) -> tuple[int, dict[str, dict[str, object]], Path]:
-    """One trial of phone_task (seed 7): its exit status, its verdicts, its folder."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    ran = subprocess.run(
-        [
-            *(sys.executable, "-m", "harness", "trial", PHONE, "--seed", "7"),
-            *("--runtime", runtime, "--schedule", schedule, "--reports", str(reports), *extra),
-        ],
-        cwd=ROOT,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    (folder,) = reports.glob("*-trial/trial")
-    verdicts = json.loads((folder / "verdicts.json").read_text())
-    return ran.returncode, {v["invariant"]: v for v in verdicts}, folder
+@pytest.fixture(scope="module")
+def plain_golden(tmp_path_factory: pytest.TempPathFactory, supervisor: Supervisor) -> Golden:
+    """The example agent's own crash-free run of phone_task, shared by the fault trials."""
+    return prepare_golden(PHONE, SEED, tmp_path_factory.mktemp("golden"), supervisor, runtime=PLAIN)
+
+
+def run(
+    where: Path, golden: Golden, supervisor: Supervisor, schedule: str, runtime: str = PLAIN
+) -> tuple[TrialResult, dict[str, dict[str, object]]]:
+    spec = TrialSpec(PHONE, SEED, CrashSchedule.from_json(schedule), runtime, "test")
+    result = run_trial(spec, where / spec.trial_id, golden.directory, supervisor)
+    return result, {v.invariant: v.to_json() for v in result.verdicts}
 
 
 def events(folder: Path) -> list[dict[str, object]]:
@@ -67,17 +65,20 @@ def events_named(folder: Path, prefix: str) -> list[str]:
 
 
 @pytest.mark.parametrize("fault", list(SEEN))
-def test_a_fault_of_the_model_lands_and_no_call_runs_twice(tmp_path: Path, fault: str) -> None:
+def test_a_fault_of_the_model_lands_and_no_call_runs_twice(
+    tmp_path: Path, plain_golden: Golden, supervisor: Supervisor, fault: str
+) -> None:
     """The answer to the 4th request (s004's, after s003's unsafe tap) fails as ``fault``;
     the agent dies of it, its restart asks again from its file, and every call ran once."""
     schedule = json.dumps([{"failpoints": f"model.before_reply@4={fault}"}])
-    status, verdicts, folder = trial(tmp_path, schedule)
-    assert status == 0, verdicts
+    result, verdicts = run(tmp_path, plain_golden, supervisor, schedule)
+    assert result.status == "pass", verdicts
+    folder = result.directory
     kind, died_of = SEEN[fault]
     assert verdicts["F"]["evidence"] == ["1 scheduled fault landed"]
     assert [e["at"] for e in events(folder) if e["event"] == kind] == ["model.before_reply 4 s004"]
     assert died_of in (folder / "agent-1.stderr").read_text()
-    assert "2 lives" in str(verdicts["I7"]["evidence"]), verdicts["I7"]
+    assert result.lives == 2
     for key in ("I1", "I2", "I8", "I10", "I11"):
         assert verdicts[key]["status"] == "pass", verdicts[key]
     record = [json.loads(line) for line in (folder / "model.jsonl").read_text().splitlines()]
@@ -87,10 +88,24 @@ def test_a_fault_of_the_model_lands_and_no_call_runs_twice(tmp_path: Path, fault
 def test_a_hung_answer_ends_with_the_trial_s_time_not_a_stuck_run(tmp_path: Path) -> None:
     """Headers, then nothing, for ever: the agent waits on its own 120 s timeout, the trial's
     time (5 s) runs out first, the life is killed with its group, and the trial has a
-    verdict: I7 names the timeout."""
+    verdict: I7 names the timeout. Through the command a failing trial prints."""
     schedule = '[{"failpoints": "model.before_reply@3=stream-hang"}]'
-    status, verdicts, folder = trial(tmp_path, schedule, PLAIN, "--timeout", "5")
-    assert status == 1
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    ran = subprocess.run(
+        [
+            *(sys.executable, "-m", "harness", "trial", PHONE, "--seed", str(SEED)),
+            *("--runtime", PLAIN, "--schedule", schedule, "--timeout", "5"),
+            *("--reports", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 1, ran.stderr
+    (folder,) = tmp_path.glob("*-trial/trial")
+    verdicts = {v["invariant"]: v for v in json.loads((folder / "verdicts.json").read_text())}
     assert verdicts["I7"]["status"] == "fail"
     assert "life 1 of 1 ended killed (timeout)" in str(verdicts["I7"]["evidence"])
     assert verdicts["F"]["status"] == "pass", verdicts["F"]
@@ -104,15 +119,15 @@ def test_a_hung_answer_ends_with_the_trial_s_time_not_a_stuck_run(tmp_path: Path
 
 
 def test_an_agent_that_retries_the_turn_is_caught_by_a_failed_answer_only(
-    tmp_path: Path,
+    tmp_path: Path, plain_golden: Golden, supervisor: Supervisor
 ) -> None:
     """Crash-free it holds; a 500 on the answer after s003's tap makes it tap again, which
     the ledger shows (I1: after its success was reported; I10: within one life)."""
-    status, verdicts, _ = trial(tmp_path / "clean", "[]", TURN_RETRY)
-    assert status == 0, verdicts
+    result, verdicts = run(tmp_path / "clean", plain_golden, supervisor, "[]", TURN_RETRY)
+    assert result.status == "pass", verdicts
     failed = '[{"failpoints": "model.before_reply@4=server-error"}]'
-    status, verdicts, _ = trial(tmp_path / "fault", failed, TURN_RETRY)
-    assert status == 1
+    result, verdicts = run(tmp_path / "fault", plain_golden, supervisor, failed, TURN_RETRY)
+    assert result.status == "fail"
     assert verdicts["I1"]["status"] == "fail"
     assert "s003 (ui_tap) ran again in life 1" in str(verdicts["I1"]["evidence"])
     assert "s003 (ui_tap, non_idempotent) ran 2 times in life 1" in str(verdicts["I10"]["evidence"])
