@@ -112,6 +112,9 @@ AGENT_LOOP_FAULTS = frozenset({"recover-in-flight", "both-apis"})
 """Fault kinds the harness's own agent loop makes (it uses its runtime again while a call
 is in flight): at a failpoint every adapter hits, but acted on only by that loop."""
 
+MODEL_ANSWER_KINDS = frozenset(MODEL_WIRE_FAULTS.values())
+"""Fault kinds of the model's answer: a black box's scripted model fails on the wire."""
+
 FILE_FAULTS = frozenset({"power-loss"})
 """Fault kinds that act on whatever files the runtime keeps in the trial folder (our
 journal, a framework's database): rebuilt from what the agent asked the kernel."""
@@ -123,9 +126,12 @@ def not_applicable(kind: str, adapter: Adapter) -> str | None:
     Damage at rest, a full disk and a changed table act on this project's journal and
     table; a power loss on any files the runtime keeps in the trial folder (our
     journal, a framework's database), and only where the observer it is rebuilt
-    from can be had; the agent loop's own misuse only where that loop runs."""
+    from can be had; the agent loop's own misuse only where that loop runs; a fault of
+    the model's answer only where a black box asks the model over HTTP."""
     if kind in JOURNAL_FAULTS and not adapter.journal:
         return f"{adapter.name} keeps no journal"
+    if kind in MODEL_ANSWER_KINDS and not adapter.black_box:
+        return f"{adapter.name} asks no model over HTTP: these faults act on a black box's"
     if kind in AGENT_LOOP_FAULTS and not adapter.takes_model:
         return f"{adapter.name} does not run harness.agent's loop, which this fault acts through"
     if kind in FILE_FAULTS:

@@ -87,6 +87,16 @@ class TestSpec:
         with pytest.raises(FailpointSpecError, match=said):
             parse_failpoints(spec)
 
+    def test_they_apply_to_black_boxes_only(self) -> None:
+        """The harness's own agent has no model on the wire: its campaigns list them as not
+        applicable (and draw none); a ``cmd:`` runtime's do."""
+        from harness.adapters import get_adapter
+        from harness.chaos.schedule import not_applicable
+
+        for kind in MODEL_WIRE_FAULTS.values():
+            assert "asks no model over HTTP" in str(not_applicable(kind, get_adapter("real")))
+            assert not_applicable(kind, get_adapter("cmd:python agent.py")) is None
+
     def test_a_schedule_names_its_kind(self) -> None:
         life = Life("model.before_reply@3=rate-limit(200)")
         assert CrashSchedule((life,)).fault_kinds == {"model-rate-limit"}
