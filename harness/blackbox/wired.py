@@ -2,8 +2,12 @@
 
 The scoreboard's proxy-guarded run: the agent's own command, unchanged, with its MCP
 address pointed at the wire guard (``python -m harness guard``) in front of the life's
-tools (``HARNESS_MCP_URL``). The guard's journal is ``guard.journal`` in the agent's
-working folder (the trial folder), so it lives as long as the trial's other files.
+tools. The guard reaches them through the stdio bridge (``HARNESS_MCP_COMMAND``), which
+turns a reply the tool server dropped into a timeout's error: the guard journals an
+unknown outcome. (Over ``--upstream-url``, the MCP SDK's HTTP client loses its session
+when a reply is dropped, and the guard waits for ever.) The guard's journal is
+``guard.journal`` in the agent's working folder (the trial folder), so it lives as long
+as the trial's other files.
 
 - Over stdio (the default), the guard is the MCP server's command the agent starts
   (``HARNESS_MCP_COMMAND``): it lives and dies with the agent.
@@ -37,10 +41,10 @@ SERVING = "guard: serving "
 
 
 def guard_command(upstream: str, *, http: bool) -> list[str]:
-    """The guard's command line in front of ``upstream`` (an MCP URL)."""
+    """The guard's command line in front of ``upstream`` (the real server's stdio command)."""
     journal = str(Path(GUARD_JOURNAL).resolve())
     words = [sys.executable, "-m", "harness", "guard", "--quiet", "--journal", journal]
-    return [*words, "--upstream-url", upstream, *(["--http", "0"] if http else [])]
+    return [*words, "--upstream-cmd", upstream, *(["--http", "0"] if http else [])]
 
 
 def start_sidecar(upstream: str) -> str:
@@ -69,11 +73,11 @@ def main(argv: list[str]) -> int:
     words = argv[1:] if http else argv
     if words[:1] == ["--"]:
         words = words[1:]
-    upstream = os.environ.get(MCP_URL_ENV)
+    upstream = os.environ.get(MCP_COMMAND_ENV)
     if not words or not upstream:
         print(
             "harness.blackbox.wired: usage: wired [--http] -- COMMAND..., "
-            f"run as a black box's agent (with {MCP_URL_ENV})",
+            f"run as a black box's agent (with {MCP_COMMAND_ENV})",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT

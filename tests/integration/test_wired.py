@@ -84,7 +84,7 @@ def test_behind_an_http_sidecar_a_stateless_agent_runs_nothing_twice(tmp_path: P
 
 def test_without_a_command_or_an_mcp_address_it_says_so_and_runs_nothing() -> None:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    for words, env in (([], {"HARNESS_MCP_URL": "http://127.0.0.1:9/mcp"}), (["--", "true"], {})):
+    for words, env in (([], {"HARNESS_MCP_COMMAND": "true"}), (["--", "true"], {})):
         ran = subprocess.run(
             [sys.executable, "-m", "harness.blackbox.wired", *words],
             env={**environ, **env},
