@@ -25,13 +25,16 @@ KILL = '[{"failpoints": "op.reply@3=kill"}]'
 TAP_TWICE = "s003 (ui_tap, non_idempotent) ran 2 times in 2 lives (ledger #3, #6)"
 
 
-def trial(reports: Path, runtime: str) -> tuple[int, dict[str, dict[str, object]], Path]:
-    """phone_task, seed 7, killed after s003's effect: exit status, verdicts, trial folder."""
+def trial(
+    reports: Path, runtime: str, schedule: str = KILL
+) -> tuple[int, dict[str, dict[str, object]], Path]:
+    """phone_task, seed 7, killed after s003's effect (or ``schedule``): exit status,
+    verdicts, trial folder."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "AGENT_"))}
     ran = subprocess.run(
         [
             *(sys.executable, "-m", "harness", "trial", "scenarios/phone_task.toml"),
-            *("--seed", "7", "--runtime", runtime, "--schedule", KILL),
+            *("--seed", "7", "--runtime", runtime, "--schedule", schedule),
             *("--reports", str(reports)),
         ],
         cwd=ROOT,
@@ -66,6 +69,17 @@ def test_behind_a_stdio_guard_the_tap_in_doubt_is_verified_not_run_again(tmp_pat
         ("ok", 2, False),
     ]
     assert (folder / "guard.journal").stat().st_size > 0
+
+
+def test_behind_the_guard_a_lost_reply_is_an_unknown_outcome(tmp_path: Path) -> None:
+    """The tool server drops s003's reply after its effect: the bridge the guard reaches it
+    through turns that into a timeout's error, the guard journals an unknown outcome and
+    answers VERIFY, the model checks, and the life goes on (it once hung to the trial's
+    time, the guard's HTTP client having lost its session)."""
+    lost = '[{"failpoints": "op.reply@3=lost-reply"}]'
+    status, verdicts, folder = trial(tmp_path, f"cmd:{WIRED} -- {PLAIN}", lost)
+    assert status == 0, verdicts
+    assert told(folder, "s003") == [("invoke", 1, False), ("info", 1, False), ("ok", 1, False)]
 
 
 def test_behind_an_http_sidecar_a_stateless_agent_runs_nothing_twice(tmp_path: Path) -> None:
