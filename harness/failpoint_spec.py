@@ -13,7 +13,15 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["ACTIONS", "AGENT_HOOKS", "MODEL_FAULTS", "FailpointSpec", "parse_spec"]
+__all__ = [
+    "ACTIONS",
+    "AGENT_HOOKS",
+    "MODEL_FAULTS",
+    "MODEL_REPLY_POINT",
+    "MODEL_WIRE_FAULTS",
+    "FailpointSpec",
+    "parse_spec",
+]
 
 ACTIONS = (
     "kill",
@@ -32,6 +40,12 @@ ACTIONS = (
     "lag",
     "sync-call",
     "pause",
+    "rate-limit",
+    "server-error",
+    "overloaded",
+    "stream-cut",
+    "stream-hang",
+    "lost-answer",
 )
 
 MODEL_FAULTS = ("reuse-id", "async-tool", "lag")
@@ -39,10 +53,31 @@ MODEL_FAULTS = ("reuse-id", "async-tool", "lag")
 (``harness.failpoints.ModelFault``): misuse the runtime at ``model.issue``, or give a
 reconciler a lookup that lags the provider's effects at ``reconcile.lookup``."""
 
+MODEL_REPLY_POINT = "model.before_reply"
+"""The one point the faults of the model's wire act at: its answer is decided, not sent."""
+
+MODEL_WIRE_FAULTS = {
+    "rate-limit": "model-rate-limit",
+    "server-error": "model-server-error",
+    "overloaded": "model-overloaded",
+    "stream-cut": "model-stream-cut",
+    "stream-hang": "model-stream-hang",
+    "lost-answer": "model-lost-answer",
+}
+"""The actions that make the scripted model a black box talks to fail as a provider does
+(at ``MODEL_REPLY_POINT``), and the fault kind each is: a 429 with ``retry-after``
+(``rate-limit(ms)``), a 500, an overload (529, Anthropic's; 503, OpenAI's), the answer cut
+in the middle of its first tool call's JSON arguments, an answer whose headers come and
+nothing after (``stream-hang(ms)``: then closed; without ms, until the life ends), and an
+answer lost whole (the request taken, the connection closed before any byte)."""
+
 AGENT_HOOKS = {"recover": "recover-in-flight", "sync-call": "both-apis"}
 """The actions that call back into the agent program while a call is in flight, and the
 fault each reports once it acted: ``recover`` calls its ``recover()``, ``sync-call`` calls
 the op again through the synchronous API while an ``AsyncRuntime`` drives it."""
+
+_TIMED = ("rate-limit", "stream-hang")
+"""The faults of the model's answer that take milliseconds: how long to wait, or to hang."""
 
 _ENTRY = re.compile(
     r"^(?P<name>[a-z_]+(?:\.[a-z_]+)+)(?:@(?P<hit>[0-9]+))?=(?P<action>[a-z][a-z-]*)"
@@ -110,5 +145,12 @@ def parse_spec(
                 f"{source}: entry {entry!r}: pause needs the milliseconds it is held stopped, "
                 "pause(500)"
             )
+        if action in MODEL_WIRE_FAULTS and name != MODEL_REPLY_POINT:
+            raise ValueError(
+                f"{source}: entry {entry!r}: {action} is a fault of the model's answer, "
+                f"armed at {MODEL_REPLY_POINT} only"
+            )
+        if arg is not None and action in MODEL_WIRE_FAULTS and action not in _TIMED:
+            raise ValueError(f"{source}: entry {entry!r}: {action} takes no argument")
         specs.append(FailpointSpec(name, action, hit, arg))
     return tuple(specs)

@@ -14,7 +14,8 @@ process:
     spec    := entry ("," entry)*
     entry   := name ["@" N] "=" action ["(" arg ")"]
     action  := kill | exit | raise | sleep | enospc | enospc-mid | lost-reply | count
-             | cancel | lost-request | pause
+             | cancel | lost-request | pause | rate-limit | server-error | overloaded
+             | stream-cut | stream-hang | lost-answer | ...
 
 The full note: docs/reference/modules.md (``harness/failpoints.py``).
 """
@@ -33,7 +34,13 @@ from typing import TYPE_CHECKING
 
 from harness.errors import FailpointSpecError
 from harness.exits import AGENT_FAILPOINT_EXIT
-from harness.failpoint_spec import AGENT_HOOKS, MODEL_FAULTS, FailpointSpec, parse_spec
+from harness.failpoint_spec import (
+    AGENT_HOOKS,
+    MODEL_FAULTS,
+    MODEL_WIRE_FAULTS,
+    FailpointSpec,
+    parse_spec,
+)
 from harness.runtime.errors import FailpointTriggered, TransientToolError
 from harness.runtime.hooks import CRASH_POINTS, set_crash_hook
 
@@ -52,6 +59,7 @@ __all__ = [
     "MODEL_FAULTS",
     "FailpointSpec",
     "ModelFault",
+    "ModelReplyFault",
     "absorb_hits",
     "aim_at_process_group",
     "arm",
@@ -397,6 +405,12 @@ def _act(spec: FailpointSpec, hit: int, detail: str) -> None:
         # The agent's own bug in the call it is about to issue (``ModelFault``): the model
         # makes it, and tells the supervisor once it has.
         raise ModelFault(spec.action, f"{spec.name} {hit} {detail}".rstrip(), spec.arg)
+    elif spec.action in MODEL_WIRE_FAULTS:
+        # The scripted model's answer fails on the wire as a provider's does (ModelReplyFault).
+        kind = MODEL_WIRE_FAULTS[spec.action]
+        at = f"{spec.name} {hit} {detail}".rstrip()
+        tell_supervisor(f"fault {kind} {at}")
+        raise ModelReplyFault(spec.action, at, spec.arg)
     elif spec.action == "lost-request":
         # Nothing is done; the caller sees the same timeout, and cannot tell the two apart.
         tell_supervisor(f"fault lost-request {spec.name} {hit} {detail}".rstrip())
@@ -416,6 +430,18 @@ class ModelFault(Exception):
     def __init__(self, kind: str, at: str, arg: int | None = None) -> None:
         super().__init__(f"{kind} at {at}")
         self.kind = kind
+        self.at = at
+        self.arg = arg
+
+
+class ModelReplyFault(Exception):
+    """Raised by an action of ``MODEL_WIRE_FAULTS`` at ``model.before_reply``: the scripted
+    model's answer, decided, fails on the wire (``harness.blackbox.model`` shapes it). ``at``
+    is the hit (``model.before_reply 3 s003``); ``arg`` its milliseconds, if any."""
+
+    def __init__(self, action: str, at: str, arg: int | None = None) -> None:
+        super().__init__(f"{action} at {at}")
+        self.action = action
         self.at = at
         self.arg = arg
 

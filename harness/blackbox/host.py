@@ -24,12 +24,14 @@ Exit status: the agent's; 127 when its command cannot start.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
+        for name, value in reply.headers:
+            self.send_header(name, value)
         if reply.content_type == "text/event-stream":
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")
@@ -99,12 +103,29 @@ class _Handler(BaseHTTPRequestHandler):
             for chunk in reply.chunks:
                 self.wfile.write(chunk)
                 self.wfile.flush()
+            _hang(reply.hang_s)
             self.close_connection = True
             return
         data = b"".join(reply.chunks)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header(
+            "Content-Length", str(len(data) if reply.declared is None else reply.declared)
+        )
         self.end_headers()
         self.wfile.write(data)
+        self.wfile.flush()
+        _hang(reply.hang_s)
+        if reply.declared is not None:  # cut, or hung: the rest never comes
+            self.close_connection = True
+
+
+def _hang(seconds: float | None) -> None:
+    """A hung answer: nothing more is sent for ``seconds`` (forever: until the life ends),
+    outside the server's lock, so that the agent's other requests are still served."""
+    if seconds is None:
+        return
+    if math.isinf(seconds):
+        threading.Event().wait()
+    time.sleep(seconds)
 
 
 class BlackBoxServer(ThreadingHTTPServer):

@@ -19,6 +19,7 @@ The full note: docs/reference/modules.md (``harness/blackbox/model.py``).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.agent.plan import Plan, PlanStep, batches
+from harness.failpoints import ModelReplyFault
 from harness.world.store import result_digest
 
 __all__ = [
@@ -431,9 +433,17 @@ def _text(content: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
+    """What the server sends: a status, a content type, the body's chunks, and for a fault of
+    the wire (``faulty_reply``) extra headers, the length it declares when it sends less
+    (a cut: the connection then closes), and how long it hangs after its chunks before it
+    closes the connection (``math.inf``: until the life ends)."""
+
     status: int
     content_type: str
     chunks: tuple[bytes, ...]
+    headers: tuple[tuple[str, str], ...] = ()
+    declared: int | None = None
+    hang_s: float | None = None
 
 
 def _json_reply(status: int, body: object) -> Reply:
@@ -477,7 +487,7 @@ class ModelEndpoint:
         # Answers are numbered across the trial's lives (the record holds every life's).
         self._served = len(record.read_bytes().splitlines()) if record.exists() else 0
 
-    def handle(self, method: str, path: str, body: bytes) -> Reply:
+    def handle(self, method: str, path: str, body: bytes) -> Reply | None:
         path = path.split("?", 1)[0].rstrip("/")
         if method == "GET" and path.endswith("/models"):
             listed = {"id": MODEL_NAME, "object": "model", "created": 0, "owned_by": "harness"}
@@ -529,21 +539,18 @@ class ModelEndpoint:
             if "." not in op and key not in self._told and not self._retry(items, op):
                 self._told.add(key)
                 self.tell(f"invoke {op}")
-        self.hit("model.before_reply", answer.calls[0][1] if answer.calls else "")
+        fault: ModelReplyFault | None = None
+        try:
+            self.hit("model.before_reply", answer.calls[0][1] if answer.calls else "")
+        except ModelReplyFault as raised:
+            fault = raised
+            self._write_fault(path, raised)
         model = str(request.get("model") or MODEL_NAME)
         # On the wire each call names its tool as the request offers it.
         answer.calls = [(c, op, offered_name(t, offered), a) for c, op, t, a in answer.calls]
-        if api == "responses":
-            return _json_reply(200, _responses_body(answer, model, self._served))
-        if api == "messages":
-            if stream:
-                return Reply(
-                    200, "text/event-stream", _messages_events(answer, model, self._served)
-                )
-            return _json_reply(200, _messages_body(answer, model, self._served))
-        if stream:
-            return Reply(200, "text/event-stream", _chat_chunks(answer, model, self._served))
-        return _json_reply(200, _chat_body(answer, model, self._served))
+        if fault is not None:
+            return faulty_reply(fault.action, fault.arg, api, stream, answer, model, self._served)
+        return _reply(api, stream, answer, model, self._served)
 
     @staticmethod
     def _retry(items: Sequence[Item], op: str) -> bool:
@@ -557,6 +564,12 @@ class ModelEndpoint:
         with open(self.record, "a", encoding="utf-8") as out:
             out.write(json.dumps(line) + "\n")
         return _error(status, message, path)
+
+    def _write_fault(self, path: str, fault: ModelReplyFault) -> None:
+        """A line of evidence: the answer just recorded went out with this fault."""
+        line = {"t_ns": time.time_ns(), "pid": os.getpid(), "path": path, "fault": fault.action}
+        with open(self.record, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line | {"at": fault.at}) + "\n")
 
     def _write_record(self, api: str, stream: bool, answer: Answer) -> None:
         line = {
@@ -572,8 +585,94 @@ class ModelEndpoint:
             out.write(json.dumps(line, default=repr) + "\n")
 
 
+def _reply(api: str, stream: bool, answer: Answer, model: str, n: int) -> Reply:
+    """The answer as the API sends it: a JSON body, or server-sent events when streamed."""
+    if api == "responses":
+        return _json_reply(200, _responses_body(answer, model, n))
+    if api == "messages":
+        if stream:
+            return Reply(200, "text/event-stream", _messages_events(answer, model, n))
+        return _json_reply(200, _messages_body(answer, model, n))
+    if stream:
+        return Reply(200, "text/event-stream", _chat_chunks(answer, model, n))
+    return _json_reply(200, _chat_body(answer, model, n))
+
+
+RETRY_AFTER_MS = 1000
+"""How long a ``rate-limit`` without milliseconds asks the agent to wait (``retry-after``)."""
+
+_PROVIDER_ERRORS = {
+    # action: (status, OpenAI's error type, Anthropic's status, its type, the message)
+    "rate-limit": (429, "requests", 429, "rate_limit_error", "Rate limit reached; try again"),
+    "server-error": (500, "server_error", 500, "api_error", "The server had an error"),
+    "overloaded": (503, "server_error", 529, "overloaded_error", "Overloaded"),
+}
+"""The errors a provider answers with, as OpenAI's and Anthropic's APIs spell them."""
+
+
+def faulty_reply(
+    action: str, arg: int | None, api: str, stream: bool, answer: Answer, model: str, n: int
+) -> Reply | None:
+    """The answer as a fault of the wire (``MODEL_WIRE_FAULTS``) delivers it; None: lost whole
+    (the connection closes before any byte)."""
+    if action == "lost-answer":
+        return None
+    if action in _PROVIDER_ERRORS:
+        status, kind, anthropic_status, anthropic_kind, message = _PROVIDER_ERRORS[action]
+        if api == "messages":
+            status = anthropic_status
+            body: object = {"type": "error", "error": {"type": anthropic_kind, "message": message}}
+        else:
+            body = {"error": {"message": message, "type": kind, "code": None}}
+        headers: tuple[tuple[str, str], ...] = ()
+        if action == "rate-limit":
+            wait_ms = RETRY_AFTER_MS if arg is None else arg
+            headers = (
+                ("retry-after", str(math.ceil(wait_ms / 1000))),
+                ("retry-after-ms", str(wait_ms)),
+            )
+        return Reply(status, "application/json", (json.dumps(body).encode(),), headers)
+    whole = _reply(api, stream, answer, model, n)
+    if action == "stream-hang":
+        hang = math.inf if arg is None else arg / 1000
+        length = sum(len(chunk) for chunk in whole.chunks)
+        return Reply(whole.status, whole.content_type, (), declared=length, hang_s=hang)
+    if action != "stream-cut":
+        raise ValueError(f"{action}: not a fault of the model's answer")
+    if stream and api == "chat":
+        return Reply(200, "text/event-stream", _chat_chunks(answer, model, n, cut=True))
+    if stream and api == "messages":
+        return Reply(200, "text/event-stream", _messages_events(answer, model, n, cut=True))
+    data = b"".join(whole.chunks)
+    return Reply(
+        whole.status, whole.content_type, (data[: _cut_at(data, api, answer)],), declared=len(data)
+    )
+
+
+def _cut_at(data: bytes, api: str, answer: Answer) -> int:
+    """Where to cut a JSON body: in the middle of its first call's arguments (of the text
+    when it has no call)."""
+    if answer.calls:
+        args = dict(answer.calls[0][3])
+        needle = json.dumps(args) if api == "messages" else json.dumps(_arguments(args))
+        at = data.find(needle.encode())
+        if at >= 0:
+            return at + max(len(needle) // 2, 1)
+    return max(len(data) // 2, 1)
+
+
+def _arguments(args: Mapping[str, Any]) -> str:
+    """A call's arguments as the OpenAI APIs send them: a string of JSON."""
+    return json.dumps(dict(args), ensure_ascii=False)
+
+
+def _halves(text: str) -> tuple[str, str]:
+    middle = max(len(text) // 2, 1)
+    return text[:middle], text[middle:]
+
+
 def _tool_call(call: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
-    arguments = json.dumps(dict(args), ensure_ascii=False)
+    arguments = _arguments(args)
     return {"id": call, "type": "function", "function": {"name": tool, "arguments": arguments}}
 
 
@@ -597,7 +696,10 @@ def _chat_body(answer: Answer, model: str, n: int) -> dict[str, Any]:
     }
 
 
-def _chat_chunks(answer: Answer, model: str, n: int) -> tuple[bytes, ...]:
+def _chat_chunks(answer: Answer, model: str, n: int, *, cut: bool = False) -> tuple[bytes, ...]:
+    """The answer as Chat Completions chunks. ``cut``: the stream breaks off in the middle of
+    its first call's arguments (the half sent as a delta of their own, as providers split
+    them), or of its text when it has no call: no finish reason, no ``[DONE]``."""
     base: dict[str, Any] = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk"}
     base |= {"created": int(time.time()), "model": model}
 
@@ -606,6 +708,13 @@ def _chat_chunks(answer: Answer, model: str, n: int) -> tuple[bytes, ...]:
         return f"data: {json.dumps(data)}\n\n".encode()
 
     chunks = [chunk({"role": "assistant", "content": "" if answer.final is not None else None})]
+    if cut and answer.calls:
+        call, _, tool, args = answer.calls[0]
+        opened = _tool_call(call, tool, args)
+        opened["function"]["arguments"] = _halves(opened["function"]["arguments"])[0]
+        return (*chunks, chunk({"tool_calls": [{"index": 0, **opened}]}))
+    if cut:
+        return (*chunks, chunk({"content": _halves(answer.final or "")[0]}))
     if answer.final is not None:
         chunks.append(chunk({"content": answer.final}))
     for index, (call, _, tool, args) in enumerate(answer.calls):
@@ -670,9 +779,11 @@ def _messages_body(answer: Answer, model: str, n: int) -> dict[str, Any]:
     }
 
 
-def _messages_events(answer: Answer, model: str, n: int) -> tuple[bytes, ...]:
+def _messages_events(answer: Answer, model: str, n: int, *, cut: bool = False) -> tuple[bytes, ...]:
     """The same response streamed as Anthropic's server-sent events: ``message_start``, each
-    block's start, one delta and stop, ``message_delta`` with the stop reason, ``message_stop``."""
+    block's start, one delta and stop, ``message_delta`` with the stop reason, ``message_stop``.
+    ``cut``: the stream breaks off after the first half of the first call's ``partial_json``
+    (of the text when it has no call)."""
 
     def event(kind: str, data: dict[str, Any]) -> bytes:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
@@ -688,6 +799,11 @@ def _messages_events(answer: Answer, model: str, n: int) -> tuple[bytes, ...]:
             opened = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
         events.append(event("content_block_start", {"index": index, "content_block": opened}))
+        if cut and (block["type"] == "tool_use" or not answer.calls):
+            field = "partial_json" if block["type"] == "tool_use" else "text"
+            delta[field] = _halves(delta[field])[0]
+            events.append(event("content_block_delta", {"index": index, "delta": delta}))
+            return tuple(events)
         events.append(event("content_block_delta", {"index": index, "delta": delta}))
         events.append(event("content_block_stop", {"index": index}))
     stopped = {"stop_reason": body["stop_reason"], "stop_sequence": None}

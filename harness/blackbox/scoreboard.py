@@ -1,9 +1,10 @@
 """``python -m harness.blackbox.scoreboard``: every example agent under the same campaign.
 
 Each example agent (``examples/agents/NAME/agent.toml``: its framework, version, where it
-keeps its state, its command and, where it has one, its guarded command) is run as a
-black box by ``harness chaos --runtime cmd:"..." --only phone_task --random 20`` on one
-seed, bare and guarded, and ``docs/scoreboard.md`` is written from what those runs
+keeps its state, its command and, where it has one, its guarded command and how the wire
+guard stands in front of its tools) is run as a black box by ``harness chaos --runtime
+cmd:"..." --only phone_task --random 20`` on one seed, bare, guarded and proxy-guarded
+(``NAME-wire``), and ``docs/scoreboard.md`` is written from what those runs
 recorded (their ``summary.json`` and ``trials.jsonl``): per agent, the trials, the
 failures per invariant, the tools that ran twice, the trials with a power cut and how
 they ended, and every failing trial's replay command. What a run found is also kept
@@ -35,6 +36,11 @@ REPLAYED = re.compile(
 )
 """A tool named in an I1 or I2 failure's evidence: ``s003 (ui_tap, non_idempotent) ran...``."""
 FIELDS = ("framework", "package", "version", "state", "command")
+WIRES = ("stdio", "http")
+"""How an agent's tools may be reached through the wire guard (``wire`` in its agent.toml)."""
+WIRE_SUFFIX = "-wire"
+"""The label of an agent's proxy-guarded run: ``NAME-wire``."""
+WIRED = ".venv/bin/python -m harness.blackbox.wired"
 MEASURED = "measured.json"
 """Beside each agent's agent.toml: what its last runs found, by variant (see ``Outcome``)."""
 
@@ -48,6 +54,10 @@ class Agent:
     state: str
     command: str
     guarded: str | None
+    wire: str | None = None
+    """How the wire guard is put in front of its tools (``wire`` in its agent.toml): over
+    ``stdio`` (its MCP server's command) or ``http`` (a sidecar at its MCP address); None:
+    no proxy-guarded run."""
     finding: str = ""
     """Why it does what it does, read from the framework's source (``finding`` in its
     agent.toml): written by hand, beside the figures the runs give."""
@@ -62,9 +72,21 @@ class Agent:
         return any(stamp.exists() for stamp in stamps)
 
     def variants(self) -> list[tuple[str, str]]:
-        """(label, command) of each run: bare, then guarded where there is a guard."""
+        """(label, command) of each run: bare, then guarded where there is a guard, then
+        proxy-guarded (``NAME-wire``) where the wire guard can stand in front of its tools."""
         runs = [(self.name, self.command)]
-        return runs + ([(f"{self.name}-guarded", self.guarded)] if self.guarded else [])
+        runs += [(f"{self.name}-guarded", self.guarded)] if self.guarded else []
+        return runs + ([(f"{self.name}{WIRE_SUFFIX}", self.wired)] if self.wired else [])
+
+    @property
+    def wired(self) -> str | None:
+        """Its command behind the wire guard: unchanged, its MCP address pointed at the
+        guard by ``harness.blackbox.wired``, with this project's interpreter (the guard
+        needs the ``mcp`` extra)."""
+        if self.wire is None:
+            return None
+        launcher = f"{WIRED} --http --" if self.wire == "http" else f"{WIRED} --"
+        return f"{launcher} {self.command}"
 
 
 def load_agents() -> list[Agent]:
@@ -76,10 +98,14 @@ def load_agents() -> list[Agent]:
         if missing:
             raise SystemExit(f"{path.relative_to(ROOT)}: missing {', '.join(missing)}")
         fields = {f: data[f] for f in FIELDS}
+        wire = data.get("wire")
+        if wire is not None and wire not in WIRES:
+            raise SystemExit(f"{path.relative_to(ROOT)}: wire {wire!r} is not one of {WIRES}")
         agents.append(
             Agent(
                 name=path.parent.name,
                 guarded=data.get("guarded"),
+                wire=wire,
                 finding=" ".join(str(data.get("finding", "")).split()),
                 **fields,
             )
@@ -300,6 +326,13 @@ def verdict_line(outcome: Outcome) -> str:
     )
 
 
+def run_kind(label: str) -> str:
+    """What a run's label says it is: bare, guarded or proxy-guarded."""
+    if label.endswith("-guarded"):
+        return "guarded"
+    return "proxy-guarded" if label.endswith(WIRE_SUFFIX) else "bare"
+
+
 def render(
     agents: list[Agent], outcomes: dict[str, Outcome | None], args: argparse.Namespace
 ) -> str:
@@ -315,8 +348,11 @@ def render(
         f'`chaos --runtime cmd:"..." --only {SCENARIO} --random {args.random} --seed {args.seed}`',
         "(every harness failpoint at every hit of the agent's own crash-free run, every reply",
         "lost once, a kill then a power cut at each of its model requests and after its exit,",
-        "and random-time kills, a third of them followed by a power cut). A guarded run is the",
-        "same agent with this project's guard in front of its tools. What holds is a finding too.",
+        "each fault of the model's answer once, and random-time kills, a third of them followed",
+        "by a power cut, a sixth of the random trials a fault of the model instead). A guarded",
+        "run is the same agent with this project's guard for its framework around its tools. A",
+        "proxy-guarded run is the same agent, unchanged but for its MCP address or command,",
+        "behind the [wire guard](guides/wire-guard.md). What holds is a finding too.",
         "",
         "A power cut is rebuilt from what the agent's processes asked the kernel",
         "([power loss](guides/power-loss.md)): what they wrote in the trial folder and did not",
@@ -334,7 +370,7 @@ def render(
     ]
     for agent in agents:
         for label, _command in agent.variants():
-            run = "guarded" if label.endswith("-guarded") else "bare"
+            run = run_kind(label)
             outcome = outcomes.get(label)
             head = f"| `{agent.name}` | {agent.framework} {agent.version} | {agent.state} | {run} |"
             if outcome is None:
@@ -391,14 +427,15 @@ def render(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness.blackbox.scoreboard",
-        description="Run every example agent (bare and guarded) under the same campaign and "
+        description="Run every example agent (bare, guarded, proxy-guarded) under the same "
+        "campaign and "
         "write the scoreboard page.",
     )
     parser.add_argument(
         "--only",
         action="append",
         default=[],
-        help="an agent's folder name (both its runs), or one run: NAME-guarded",
+        help="an agent's folder name (all its runs), or one run: NAME-guarded, NAME-wire",
     )
     parser.add_argument("--seed", type=int, default=7, help="the campaign seed (default 7)")
     parser.add_argument("--random", type=int, default=20, help="random-time trials (20)")

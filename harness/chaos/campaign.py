@@ -43,6 +43,7 @@ from harness.chaos.pool import WorkerPool
 from harness.chaos.scenario import load_scenario
 from harness.chaos.schedule import (
     CrashSchedule,
+    answer_hits,
     appends_in_batches,
     black_box_schedules,
     exhaustive_schedules,
@@ -169,7 +170,7 @@ def listed_schedules(golden: Golden, *, black_box: bool) -> list[tuple[str, Cras
     """Every exhaustive schedule of a golden run, labelled, before any runtime's
     ``applicable`` keeps its own: a black box's (``black_box_schedules``) or the others'."""
     if black_box:
-        return list(black_box_schedules(golden.hits))
+        return list(black_box_schedules(golden.hits, golden.op_at))
     plan = load_plan(golden.directory / "plan.json")
     threads = plan.batch_driver == "threads"
     in_flight_at = _in_flight(golden)
@@ -451,6 +452,7 @@ def random_specs(
             hits=golden.hits,
             calls=golden.calls,
             power_loss=power_loss,
+            answers=answer_hits(golden.hits, golden.op_at) if adapter.black_box else (),
         )
         label = f"random{n:04d}"
         specs.append(TrialSpec(scenario, seed, schedule, runtime, label, "random", model))

@@ -56,6 +56,12 @@ FAULT_KINDS = {
         "the agent's process group stopped (SIGSTOP) in a call, held, the next life started "
         "beside it, then resumed (SIGCONT): two lives at once"
     ),
+    "model-rate-limit": "the model answers 429 with retry-after (a black box's model)",
+    "model-server-error": "the model answers 500 (a black box's model)",
+    "model-overloaded": "the model is overloaded: 529 (Anthropic's API) or 503 (OpenAI's)",
+    "model-stream-cut": "the model's answer breaks off inside a tool call's JSON arguments",
+    "model-stream-hang": "the model's answer hangs: headers sent, then nothing",
+    "model-lost-answer": "the model took the request and decided; the answer is lost whole",
 }
 
 FLEET_KINDS = frozenset({"lease-pause", "redelivery", "cut-commit", "db-crash"})

@@ -30,6 +30,7 @@ from harness.blackbox import (
 from harness.chaos import observer
 from harness.chaos.faults import FLEET_KINDS, parse_after_death
 from harness.errors import FailpointSpecError
+from harness.failpoint_spec import MODEL_REPLY_POINT, MODEL_WIRE_FAULTS
 from harness.failpoints import FAILPOINTS, parse_failpoints
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ __all__ = [
     "COMPACTION_FAILPOINTS",
     "FILE_FAULTS",
     "JOURNAL_FAULTS",
+    "MODEL_ANSWER_FAULTS",
     "OP_FAILPOINTS",
     "PAUSE_HOLD_MS",
     "RECONCILE_FAILPOINT",
@@ -49,9 +51,11 @@ __all__ = [
     "CrashSchedule",
     "Life",
     "Window",
+    "answer_hits",
     "appends_in_batches",
     "black_box_schedules",
     "exhaustive_schedules",
+    "model_fault_spec",
     "not_applicable",
     "pause_schedules",
     "random_schedule",
@@ -110,6 +114,9 @@ AGENT_LOOP_FAULTS = frozenset({"recover-in-flight", "both-apis"})
 """Fault kinds the harness's own agent loop makes (it uses its runtime again while a call
 is in flight): at a failpoint every adapter hits, but acted on only by that loop."""
 
+MODEL_ANSWER_KINDS = frozenset(MODEL_WIRE_FAULTS.values())
+"""Fault kinds of the model's answer: a black box's scripted model fails on the wire."""
+
 FILE_FAULTS = frozenset({"power-loss"})
 """Fault kinds that act on whatever files the runtime keeps in the trial folder (our
 journal, a framework's database): rebuilt from what the agent asked the kernel."""
@@ -121,11 +128,15 @@ def not_applicable(kind: str, adapter: Adapter) -> str | None:
     Damage at rest, a full disk and a changed table act on this project's journal and
     table; a power loss on any files the runtime keeps in the trial folder (our
     journal, a framework's database), and only where the observer it is rebuilt
-    from can be had; the agent loop's own misuse only where that loop runs."""
+    from can be had; the agent loop's own misuse only where that loop runs; a fault of
+    the model's answer only where a black box asks the model over HTTP; a fault of a
+    fleet only in ``make chaos-fleet``."""
     if kind in FLEET_KINDS:
         return "a fault of a fleet on the PostgreSQL journal: make chaos-fleet injects it"
     if kind in JOURNAL_FAULTS and not adapter.journal:
         return f"{adapter.name} keeps no journal"
+    if kind in MODEL_ANSWER_KINDS and not adapter.black_box:
+        return f"{adapter.name} asks no model over HTTP: these faults act on a black box's"
     if kind in AGENT_LOOP_FAULTS and not adapter.takes_model:
         return f"{adapter.name} does not run harness.agent's loop, which this fault acts through"
     if kind in FILE_FAULTS:
@@ -163,6 +174,7 @@ _ACTION_FAULTS = (
     ("=lag", "lagging-lookup"),
     ("=sync-call", "both-apis"),
     ("=pause", "pause"),
+    *((f"={action}", kind) for action, kind in MODEL_WIRE_FAULTS.items()),
 )
 """The fault each failpoint action in a life's spec injects (a kill is told apart above)."""
 
@@ -811,6 +823,7 @@ def random_schedule(
     hits: Mapping[str, int] | None = None,
     calls: Sequence[Call] = (),
     power_loss: bool | None = None,
+    answers: Sequence[int] = (),
 ) -> CrashSchedule:
     """One to three kills at random moments of a crash-free run's working time.
 
@@ -833,9 +846,14 @@ def random_schedule(
     at a random record), and ``UNLISTED_SHARE`` run every life with the
     unlisted table. ``LOST_REPLY_SHARE`` of the trials first lose a random
     call's reply and kill at a later reply of the same life (``hits``, the
-    golden run's failpoint hits, says how many there are).
+    golden run's failpoint hits, says how many there are). For a black box (``answers``:
+    the hits of its model's answers that asked for a call), ``MODEL_FAULT_SHARE`` of the
+    trials instead meet one fault of the model's answer, drawn with the answer it hits.
     """
     hits = hits or {}
+    if answers and rng.random() < MODEL_FAULT_SHARE:
+        spec = model_fault_spec(rng.choice(MODEL_ANSWER_FAULTS), rng.choice(answers))
+        return CrashSchedule((Life(spec),))
     cut = journal if power_loss is None else power_loss
     finishes, replies = hits.get("op.after_finish", 0), hits.get("op.reply", 0)
     if journal and finishes >= 2 and rng.random() < DAMAGE_SHARE:
@@ -888,13 +906,51 @@ its model (what it keeps of the results it was shown is written by then), and on
 has exited 0 (all it keeps is written)."""
 
 
-def black_box_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSchedule]]:
+MODEL_ANSWER_FAULTS = (
+    "rate-limit",
+    "server-error",
+    "overloaded",
+    "stream-cut",
+    "stream-hang",
+    "lost-answer",
+)
+"""The faults of the model's answer a campaign draws, in this order (``MODEL_WIRE_FAULTS``)."""
+
+HANG_MS = 2000
+"""How long a drawn hung answer hangs before the model closes the connection, as a
+provider's idle timeout does (``stream-hang`` with no milliseconds hangs until the life
+ends: a replay can ask for it, a campaign does not draw it)."""
+
+MODEL_FAULT_SHARE = 1 / 6
+"""Random trials of a black box whose one fault is a fault of the model's answer."""
+
+
+def model_fault_spec(action: str, hit: int) -> str:
+    """The failpoint entry of a fault of the model's answer at ``hit`` of its answers."""
+    timed = {"rate-limit": "(200)", "stream-hang": f"({HANG_MS})"}.get(action, "")
+    return f"{MODEL_REPLY_POINT}@{hit}={action}{timed}"
+
+
+def answer_hits(hits: Mapping[str, int], op_at: Callable[[str, int], str | None]) -> list[int]:
+    """The hits of ``model.before_reply`` of a crash-free run whose answer asked for a call
+    (``op_at`` names its first call's op; none for the final answer)."""
+    return [
+        hit for hit in range(1, hits.get(MODEL_REPLY_POINT, 0) + 1) if op_at(MODEL_REPLY_POINT, hit)
+    ]
+
+
+def black_box_schedules(
+    hits: Mapping[str, int], op_at: Callable[[str, int], str | None] | None = None
+) -> Iterator[tuple[str, CrashSchedule]]:
     """A black box's exhaustive trials: a kill at every point of the harness's servers at
     every hit its crash-free run made (``harness.blackbox.BLACKBOX_POINTS``, in protocol
     order), then every reply lost once after its effect (``lost-reply``: the response is
     dropped), then a kill at every hit of ``BLACK_BOX_CUTS`` followed by a power cut that
-    drops what it did not fsync (``power-loss``; applicable where it can be observed), and
-    a pause inside its first call, its effect made (``pause``)."""
+    drops what it did not fsync (``power-loss``; applicable where it can be observed), a
+    pause inside its first call, its effect made (``pause``), then each fault of the
+    model's answer once (``MODEL_ANSWER_FAULTS``), at the middle one of the answers that
+    asked for a call after an earlier call's result (``op_at``: the golden run's op at each
+    hit; none, no such trials)."""
     for name in (point for point in FAILPOINTS if point in BLACKBOX_POINTS):
         for hit in range(1, hits.get(name, 0) + 1):
             yield f"{name}@{hit}", CrashSchedule((Life(f"{name}@{hit}=kill"),))
@@ -907,3 +963,11 @@ def black_box_schedules(hits: Mapping[str, int]) -> Iterator[tuple[str, CrashSch
     # Stopped inside its first call, its effect made, as a worker that stops answering while
     # it runs: the next life starts beside it.
     yield from pause_schedules(hits, ("op.reply",))
+    later = answer_hits(hits, op_at)[1:] if op_at is not None else []
+    if later:
+        hit = later[len(later) // 2]
+        for action in MODEL_ANSWER_FAULTS:
+            yield (
+                f"{MODEL_REPLY_POINT}@{hit}+{action}",
+                CrashSchedule((Life(model_fault_spec(action, hit)),)),
+            )

@@ -33,7 +33,13 @@ from harness.check.evidence import EVIDENCE, LifeSeen, TrialEvidence
 from harness.check.journal import JournalEntry, expected_decision, retry_safe, settles
 from harness.check.lives import lives_changed
 from harness.exits import AGENT_REFUSED, AGENT_WRITE_FAILED
-from harness.failpoint_spec import AGENT_HOOKS, MODEL_FAULTS, FailpointSpec, parse_spec
+from harness.failpoint_spec import (
+    AGENT_HOOKS,
+    MODEL_FAULTS,
+    MODEL_WIRE_FAULTS,
+    FailpointSpec,
+    parse_spec,
+)
 from harness.words import many
 from harness.world.store import (
     EFFECT_TABLES,
@@ -1043,8 +1049,8 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
     """F: every fault the schedule asked for happened, by the supervisor's own observation.
 
     A kill at a failpoint was delivered there (the victim reached that hit);
-    a lost reply, a cancellation and a model's misuse (a reused op id, an async
-    tool) were reported by the life at that hit; a
+    a lost reply, a cancellation, a model's misuse (a reused op id, an async
+    tool) and a fault of the model's answer were reported by the life at that hit; a
     random-time kill was delivered; a full disk made the life stop on its
     failed append; a pause held the life stopped at its hit while another life started,
     then resumed it; a power loss was rebuilt from the observer's trace (after a
@@ -1068,11 +1074,12 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
         losses = [spec for spec in asked if spec.action in ("lost-reply", "lost-request")]
         cancels = [spec for spec in asked if spec.action == "cancel"]
         misuses = [spec for spec in asked if spec.action in (*MODEL_FAULTS, *AGENT_HOOKS)]
+        answers = [spec for spec in asked if spec.action in MODEL_WIRE_FAULTS]
         full_disk = any(spec.action in ("enospc", "enospc-mid") for spec in asked)
         pauses = [spec for spec in asked if spec.action == "pause"]
         wanted = len(kills) + len(losses) + len(cancels) + ("kill_after_ms" in planned)
         wanted += len(pauses)
-        wanted += len(misuses)
+        wanted += len(misuses) + len(answers)
         wanted += full_disk
         wanted += "after_death" in planned
         if not wanted:
@@ -1139,6 +1146,11 @@ def check_faults_landed(ev: TrialEvidence) -> Verdict:
                 landed += 1
             else:
                 problems.append(f"life {number}: the pause at {spec} {held}")
+        for spec in answers:
+            if _reported_at(ev, MODEL_WIRE_FAULTS[spec.action], spec, number):
+                landed += 1
+            else:
+                problems.append(f"life {number}: {spec} never acted (the model never got there)")
         if full_disk:
             if life.returncode == AGENT_WRITE_FAILED:
                 landed += 1

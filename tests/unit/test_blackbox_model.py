@@ -460,6 +460,7 @@ def test_a_restarted_life_asks_again_under_a_new_id(tmp_path: Path) -> None:
     for _life in range(2):
         endpoint = ModelEndpoint(PLAN, record, lambda line: None, lambda name, detail: None)
         reply = endpoint.handle("POST", "/v1/chat/completions", body)
+        assert reply is not None
         ids.append(
             json.loads(b"".join(reply.chunks))["choices"][0]["message"]["tool_calls"][0]["id"]
         )

@@ -177,3 +177,24 @@ def test_no_example_agent_imports_this_project() -> None:
             assert not [s for s in specs if "harness" in s or s.startswith("../")], source
     plain = imported_modules(AGENTS / "plain_python" / "agent.py")
     assert plain <= set(sys.stdlib_module_names) | {"__future__"}, plain
+
+
+def test_an_agent_with_a_wire_has_a_proxy_guarded_run(tmp_path: Path) -> None:
+    """``wire`` names how the wire guard stands in front of its tools: the third run is the
+    same command behind it, labelled NAME-wire and listed as proxy-guarded."""
+    stdio = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", None, wire="stdio")
+    http = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", None, wire="http")
+    assert stdio.variants()[1] == (
+        "demo-wire",
+        ".venv/bin/python -m harness.blackbox.wired -- python demo.py",
+    )
+    assert http.variants()[1][1] == (
+        ".venv/bin/python -m harness.blackbox.wired --http -- python demo.py"
+    )
+    outcomes = {"demo": None, "demo-wire": read_outcome(fake_run(tmp_path / "run"))}
+    page = render([stdio], outcomes, argparse.Namespace(random=20, seed=7))
+    rows = [line for line in page.splitlines() if line.startswith("| `demo`")]
+    assert "| bare | not run yet |" in rows[0]
+    assert "| proxy-guarded | 2 | 1 | 0 | I2 1, I8 1 |" in rows[1]
+    assert "**demo-wire**" in page
+    assert [a.wire for a in load_agents() if a.name == "plain_python"] == ["stdio"]
