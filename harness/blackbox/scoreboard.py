@@ -466,7 +466,26 @@ def main(argv: list[str] | None = None) -> int:
             keep(agent.name, found)
     args.out.write_text(render(agents, outcomes, args), "utf-8")
     print(f"wrote {args.out}")
+    print(run_times(outcomes))
     return 0
+
+
+def run_times(outcomes: dict[str, Outcome | None]) -> str:
+    """Each run's time as its last run measured it, the longest and the total: what a CI
+    job per agent (the nightly workflow's shards) and the whole scoreboard take."""
+    timed = {label: o.seconds for label, o in outcomes.items() if o is not None and o.seconds}
+    if not timed:
+        return "run times: none measured"
+    lines = [f"  {label}: {seconds:.0f} s" for label, seconds in sorted(timed.items())]
+    longest = max(timed, key=lambda label: timed[label])
+    total = sum(timed.values())
+    return "\n".join(
+        [
+            f"run times ({len(timed)} runs of {len(outcomes)}):",
+            *lines,
+            f"in all {total / 60:.1f} min, the longest {longest} {timed[longest] / 60:.1f} min",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -198,3 +198,21 @@ def test_an_agent_with_a_wire_has_a_proxy_guarded_run(tmp_path: Path) -> None:
     assert "| proxy-guarded | 2 | 1 | 0 | I2 1, I8 1 |" in rows[1]
     assert "**demo-wire**" in page
     assert [a.wire for a in load_agents() if a.name == "plain_python"] == ["stdio"]
+
+
+def test_run_times_name_each_run_the_longest_and_the_total() -> None:
+    """What the nightly workflow's last job prints: a shard's time is its agent's runs."""
+    from collections import Counter
+
+    from harness.blackbox.scoreboard import Outcome, run_times
+
+    def outcome(seconds: float | None) -> Outcome:
+        return Outcome(10, 0, 0, 10, {}, Counter(), [], seconds)
+
+    printed = run_times(
+        {"a": outcome(60), "a-guarded": outcome(120), "b": None, "c": outcome(None)}
+    )
+    assert "run times (2 runs of 4):" in printed
+    assert "  a: 60 s" in printed and "  a-guarded: 120 s" in printed
+    assert printed.endswith("in all 3.0 min, the longest a-guarded 2.0 min")
+    assert run_times({"b": None}) == "run times: none measured"
