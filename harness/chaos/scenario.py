@@ -323,6 +323,17 @@ def _problem(
     return PydanticCustomError("scenario", "{problem}", context)
 
 
+def _command_words(value: str) -> list[str]:
+    """A command line's words, or the problem with it (a validator's error)."""
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise _problem(None, f"cannot be read as a command line: {exc}") from None
+    if not words:
+        raise _problem(None, "is empty")
+    return words
+
+
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -518,13 +529,7 @@ class ServiceDeclaration(BaseModel):
     @field_validator("command")
     @classmethod
     def _a_command_line(cls, value: str) -> str:
-        try:
-            words = shlex.split(value)
-        except ValueError as exc:
-            raise _problem(None, f"cannot be read as a command line: {exc}") from None
-        if not words:
-            raise _problem(None, "is empty")
-        for word in words:
+        for word in _command_words(value):
             try:
                 names = {n for _, n, _, _ in string.Formatter().parse(word) if n is not None}
             except ValueError as exc:
@@ -604,12 +609,7 @@ class AgentProgram(BaseModel):
     @field_validator("command")
     @classmethod
     def _a_command_line(cls, value: str) -> str:
-        try:
-            words = shlex.split(value)
-        except ValueError as exc:
-            raise _problem(None, f"cannot be read as a command line: {exc}") from None
-        if not words:
-            raise _problem(None, "is empty")
+        _command_words(value)
         return value
 
     @field_validator("env")
