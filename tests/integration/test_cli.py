@@ -121,7 +121,8 @@ class TestOwnRuntime:
     def test_the_documented_campaign_of_my_agent(self, tmp_path: Path) -> None:
         """docs/own-agent.md's command: no trial unknown, no self-check, and every failure
         the re-run of a step killed between its effect and its done-file line (I2, and I8
-        for the effect it repeats), never I10."""
+        for the effect it repeats), never I10; but a pause, which runs two lives at once
+        on a done-file nobody locks, also fails I1."""
         reports = tmp_path / "r"
         done = run_harness(
             "chaos",
@@ -140,9 +141,15 @@ class TestOwnRuntime:
         assert "self-check" not in done.stdout
         assert " 0 could not be judged" in headline(done.stdout), headline(done.stdout)
         failed: set[str] = set()
+        paused: set[str] = set()
         for trial in trial_lines(reports):
             verdicts = trial["verdicts"]
             assert isinstance(verdicts, list)
             assert trial["status"] != "unknown", trial
-            failed |= {v["invariant"] for v in verdicts if v["status"] == "fail"}
+            mine = {v["invariant"] for v in verdicts if v["status"] == "fail"}
+            if "pause" in json.dumps(trial["spec"]):
+                paused |= mine
+            else:
+                failed |= mine
         assert "I2" in failed and failed <= {"I2", "I8"}, failed
+        assert "I1" in paused and paused <= {"I1", "I2", "I8"}, paused
