@@ -266,7 +266,12 @@ class TestShardsAndMerge:
         summary = json.loads((sharded_audit.merged / "summary.json").read_text())
         whole = json.loads((sharded_audit.whole / "summary.json").read_text())
         assert summary["trials"] == whole["trials"] and summary["kinds"] == whole["kinds"]
-        assert summary["kinds"]["random"] == 12 and summary["passed"]
+        # 12 random trials (2 batches of 6), and a sub-trial per other crash state of a cut.
+        states = {t for t in _trial_ids(sharded_audit.whole) if "_state-" in t}
+        assert (
+            summary["kinds"]["random"] == 12 + len([t for t in states if "random" in t])
+            and summary["passed"]
+        )
         cases = _junit_cases(sharded_audit.merged / "junit.xml")["chaos campaign"]
         assert {c.get("name") for c in cases} == _trial_ids(sharded_audit.whole)
         assert (sharded_audit.merged / "index.html").exists()
