@@ -9,7 +9,9 @@ campaign given a work folder (``--workdir ram``, the commands' default, for
 under it, runs every trial in a subfolder of it, moves the trial to the run
 folder once it is checked (or removes it, when ``harness.chaos.keep`` does not
 keep it), and removes the scratch folder when the campaign ends, however it
-ends. Without one (``--workdir disk``), trials run in the run folder.
+ends (a harness killed with SIGKILL cannot: the next campaign under the same folder
+removes a scratch folder whose owner is dead). Without one (``--workdir disk``),
+trials run in the run folder.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["RAM_FOLDERS", "SCRATCH_PREFIX", "ram_folder", "scratch_folder"]
+__all__ = ["RAM_FOLDERS", "SCRATCH_PREFIX", "ram_folder", "scratch_folder", "sweep_orphans"]
 
 RAM_FOLDERS = (Path("/dev/shm"),)
 """Where a RAM-backed folder is looked for, in order."""
@@ -48,12 +50,33 @@ def ram_folder() -> Path | None:
 def scratch_folder(base: Path) -> Iterator[Path]:
     """A fresh folder under ``base``, removed with everything in it when the block ends."""
     base.mkdir(parents=True, exist_ok=True)
+    sweep_orphans(base)
     # Named by the process that owns it, so that what it leaves is known to be its own.
     path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base))
     try:
         yield path
     finally:
         _remove(path)
+
+
+def sweep_orphans(base: Path) -> list[Path]:
+    """Remove the scratch folders under ``base`` whose owner is dead (a harness killed
+    with SIGKILL removes nothing, and a RAM folder holds the machine's memory); the
+    folders removed. A folder of a live process is kept, whoever it is (a pid reused since
+    keeps an orphan until that process ends too), and so is another user's."""
+    removed = []
+    for folder in base.glob(f"{SCRATCH_PREFIX}*"):
+        owner = folder.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
+        try:
+            if not owner.isdigit() or folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        except OSError:  # alive under another user, or gone meanwhile
+            continue
+    return removed
 
 
 _REMOVE_TRIES = 50

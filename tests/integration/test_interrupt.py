@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from harness.chaos.forkserver import FORK_SERVER_MODULE
-from harness.chaos.workdir import SCRATCH_PREFIX, ram_folder
+from harness.chaos.workdir import SCRATCH_PREFIX, ram_folder, sweep_orphans
 from harness.report.files import INTERRUPTED_CASE
 
 ROOT = Path(__file__).parent.parent.parent
@@ -241,6 +241,12 @@ class TestInterrupt:
             while _survivors(tmp_path, harness.pid) or any(w.is_running() for w in workers):
                 assert time.monotonic() < deadline, "a worker or agent outlived the harness"
                 time.sleep(0.05)
+            # Its scratch folder is left (nothing ran to remove it): the next campaign's
+            # sweep removes it, its owner being dead.
+            ram = ram_folder()
+            if ram is not None:
+                sweep_orphans(ram)
+            assert _scratches(harness.pid) == []
         finally:
             with contextlib.suppress(ProcessLookupError):  # the test's own guard: the group
                 os.killpg(harness.pid, signal.SIGKILL)
