@@ -142,20 +142,24 @@ ROOT = Path(__file__).parent.parent
 
 
 def run_harness(
-    *args: str, timeout: float = 600, pythonpath: Path | None = None, **extra: str
+    *args: str,
+    timeout: float = 600,
+    pythonpath: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    **extra: str,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m harness ARGS`` from the project's root, in a session of its own, with
-    ``subprocess_env(**extra)`` (``PYTHONPATH`` only as given). Past ``timeout`` its whole
-    process group is killed (its pool's workers and their agents too, not the harness
-    alone) and ``TimeoutExpired`` raised."""
-    env = subprocess_env(**extra)
-    env.pop("PYTHONPATH", None)
+    ``subprocess_env`` plus ``env`` and ``extra`` (``PYTHONPATH`` only as given). Past
+    ``timeout`` its whole process group is killed (its pool's workers and their agents too,
+    not the harness alone) and ``TimeoutExpired`` raised."""
+    environ = subprocess_env(**{**(env or {}), **extra})
+    environ.pop("PYTHONPATH", None)
     if pythonpath is not None:
-        env["PYTHONPATH"] = str(pythonpath)
+        environ["PYTHONPATH"] = str(pythonpath)
     with subprocess.Popen(
         [sys.executable, "-m", "harness", *args],
         cwd=ROOT,
-        env=env,
+        env=environ,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -10,14 +10,14 @@ any trial, with no process left.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.conftest import run_harness
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "examples/agents/plain_python/agent.py"
@@ -27,15 +27,7 @@ JOURNAL_INVARIANTS = ("I3", "I4", "I5", "I6", "I9", "I12")
 
 
 def harness(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=ROOT,
-        env={**environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_harness(*args, timeout=300, env=env)
 
 
 def trial(
