@@ -18,21 +18,24 @@ of one of the campaign's passing trials, and its invariant must fail on it.
 
 from __future__ import annotations
 
+import functools
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Protocol
 
 from harness.adapters import get_adapter
 from harness.agent.broken import BROKEN_RUNTIMES, BrokenRuntime
 from harness.agent.plan import load_plan
-from harness.chaos.campaign import Batch, CampaignConfig, scenario_seed
+from harness.chaos.campaign import Batch, CampaignConfig, exhaustive_specs, scenario_seed
 from harness.chaos.mutations import MUTATIONS, Mutation
 from harness.chaos.scenario import BatchStep, load_scenario
 from harness.chaos.shapes import plan_shapes
 from harness.chaos.supervisor import Supervisor
 from harness.chaos.tables import scenario_tables
-from harness.chaos.trial import TrialResult, TrialSpec, golden_dir, run_trial
+from harness.chaos.trial import TrialResult, TrialSpec, golden_dir, load_golden, run_trial
 from harness.check.invariants import check_trial
 from harness.check.journal import read_journal, settles
 from harness.report.model import BATCH, MODEL, MUTATION, THREADS, SelfCheckRow
@@ -97,9 +100,9 @@ def plan_self_check(config: CampaignConfig) -> list[BrokenCheck]:
     checks = []
     for name, runtime in BROKEN_RUNTIMES.items():
         if runtime.needs_threads:
-            checks.append(_threads_check(config.scenarios, name, runtime))
+            checks.append(_threads_check(config, name, runtime))
         elif runtime.needs_model is not None:
-            checks.append(_model_check(config.scenarios, name, runtime))
+            checks.append(_model_check(config, name, runtime))
         else:
             checks.append(_plain_check(config, finishes, name, runtime))
     return checks
@@ -226,10 +229,15 @@ def _plain_check(
         return BrokenCheck(name, runtime, fault, not_applicable=f"it needs {needs}")
     if runtime.needs_batch:
         plain = tuple(s for s in config.scenarios if s not in batched)
-        escape = [Stage(f"self-check {name} (without batches)", plain[:2])]
+        escape = [Stage(f"self-check {name} (without batches)", _by_cost(config, plain)[:1])]
         if batch_fault:
+            batched = _by_cost(config, batched, _without(fault))
             escape.append(
-                Stage(f"self-check {name} (batches, without {fault})", batched, _without(fault))
+                Stage(
+                    f"self-check {name} (batches, without {fault})",
+                    batched[:1],
+                    _without(fault),
+                )
             )
         catch = Stage(
             f"self-check {name} (batches" + (f", {fault})" if batch_fault else ")"),
@@ -246,8 +254,10 @@ def _plain_check(
     )
     escape = []
     if fault != "sigkill":
-        # Without the fault, in those scenarios: the fault alone must make the difference.
-        escape.append(Stage(f"self-check {name} (without {fault})", exposing[:2], _without(fault)))
+        # Without the fault, in the one of those scenarios with the fewest such trials, then
+        # with it, that scenario first: the fault alone must make the difference.
+        exposing = _by_cost(config, exposing, _without(fault))
+        escape.append(Stage(f"self-check {name} (without {fault})", exposing[:1], _without(fault)))
     # Those scenarios first: the verdict is the same, it only comes sooner.
     rest = tuple(s for s in config.scenarios if s not in exposing)
     catch = Stage(
@@ -258,12 +268,11 @@ def _plain_check(
     return BrokenCheck(name, runtime, fault, tuple(escape), catch)
 
 
-def _threads_check(
-    scenarios: tuple[str, ...], name: str, runtime: type[BrokenRuntime]
-) -> BrokenCheck:
+def _threads_check(config: CampaignConfig, name: str, runtime: type[BrokenRuntime]) -> BrokenCheck:
     """A mistake only a batch on threads can expose (``needs_threads``): it must escape
-    every trial of the scenarios without (every fault) and, when it also needs a fault,
-    the threaded scenarios' trials without that fault; then be caught in theirs with it."""
+    every trial of a scenario without (every fault) and, when it also needs a fault,
+    a threaded scenario's trials without that fault; then be caught in theirs with it."""
+    scenarios = config.scenarios
     fault = runtime.needs_fault
     label = THREADS if fault == "sigkill" else f"{THREADS}+{fault}"
     threaded = tuple(s for s in scenarios if _has_threads(s, runtime.needs_duplicates))
@@ -272,10 +281,11 @@ def _threads_check(
         needs = f"a batch on threads {what}(scenarios/threaded_service.toml has one)"
         return BrokenCheck(name, runtime, label, not_applicable=f"it needs {needs}")
     plain = tuple(s for s in scenarios if s not in threaded)
-    escape = [Stage(f"self-check {name} (without threads)", plain[:2])]
+    escape = [Stage(f"self-check {name} (without threads)", _by_cost(config, plain)[:1])]
     if fault != "sigkill":
+        threaded = _by_cost(config, threaded, _without(fault))
         escape.append(
-            Stage(f"self-check {name} (threads without {fault})", threaded, _without(fault))
+            Stage(f"self-check {name} (threads without {fault})", threaded[:1], _without(fault))
         )
     catch = Stage(
         f"self-check {name} ({label})", threaded, None if fault == "sigkill" else _with(fault)
@@ -290,15 +300,13 @@ _MODEL_SCENARIOS = {
 """A shipped scenario of each model a broken runtime may need, named where none is selected."""
 
 
-def _model_check(
-    scenarios: tuple[str, ...], name: str, runtime: type[BrokenRuntime]
-) -> BrokenCheck:
+def _model_check(config: CampaignConfig, name: str, runtime: type[BrokenRuntime]) -> BrokenCheck:
     """A mistake only one scripted model can expose (``needs_model``): it must escape every
-    trial of the scenarios that know calls by content under another model (every fault),
+    trial of a scenario that knows calls by content under another model (every fault),
     then be caught in a scenario of that model."""
     model = str(runtime.needs_model)
     label = f"{MODEL}:{model}"
-    found = {s: load_scenario(s) for s in scenarios}
+    found = {s: load_scenario(s) for s in config.scenarios}
     modelled = tuple(s for s, scenario in found.items() if scenario.model == model)
     if not modelled:
         one = _MODEL_SCENARIOS.get(model)
@@ -309,7 +317,7 @@ def _model_check(
         for s, scenario in found.items()
         if scenario.identity == "content" and scenario.model != model
     )
-    escape = (Stage(f"self-check {name} (without {model})", others),)
+    escape = (Stage(f"self-check {name} (without {model})", _by_cost(config, others)[:1]),)
     return BrokenCheck(
         name, runtime, label, escape, Stage(f"self-check {name} ({model})", modelled)
     )
@@ -335,6 +343,32 @@ def _ran_row(
         len(alone),
         next((r for r in alone if caught(r)), None),
     )
+
+
+def _by_cost(
+    config: CampaignConfig,
+    scenarios: tuple[str, ...],
+    select: Callable[[TrialSpec], bool] | None = None,
+) -> tuple[str, ...]:
+    """``scenarios`` by how many of their exhaustive trials ``select`` keeps, fewest first
+    (ties in their order): a stage a broken runtime must escape runs the first alone. The
+    proof is the same in any of them (every trial of a scenario that can expose the
+    mistake, without what exposes it), and the escape stages are most of the self-check's
+    trials."""
+
+    def cost(scenario: str) -> int:
+        specs = _exhaustive(config.run_dir, scenario, scenario_seed(config.seed, scenario))
+        if specs is None:  # no golden run (a scenario the campaign left out): last
+            return sys.maxsize
+        return sum(1 for spec in specs if select is None or select(spec))
+
+    return tuple(sorted(scenarios, key=cost))
+
+
+@functools.lru_cache(maxsize=64)
+def _exhaustive(run_dir: Path, scenario: str, seed: int) -> tuple[TrialSpec, ...] | None:
+    golden = load_golden(golden_dir(run_dir, scenario, seed))
+    return None if golden is None else tuple(exhaustive_specs(scenario, seed, golden))
 
 
 def _has_threads(scenario: str, duplicates: bool) -> bool:

@@ -49,6 +49,7 @@ __all__ = [
     "TrialResult",
     "TrialSpec",
     "golden_dir",
+    "load_golden",
     "power_cuts",
     "prepare_golden",
     "reached_points",
@@ -257,6 +258,25 @@ def golden_dir(run_dir: Path, scenario: str, seed: int) -> Path:
     return run_dir / "golden" / f"{Path(scenario).stem}-{seed}"
 
 
+def load_golden(directory: Path) -> Golden | None:
+    """The crash-free run made in ``directory`` by ``prepare_golden``; None before it is."""
+    info = directory / "golden.json"
+    if not info.exists():
+        return None
+    data = json.loads(info.read_text("utf-8"))
+    calls = [Call.from_json(item) for item in data.get("calls", ())]
+    table = None if data.get("table") is None else Path(data["table"])
+    return Golden(
+        directory,
+        data["hits"],
+        data["working_ms"],
+        data.get("ops", {}),
+        calls,
+        table,
+        data.get("ms", {}),
+    )
+
+
 def prepare_golden(
     scenario: str,
     seed: int,
@@ -274,20 +294,10 @@ def prepare_golden(
     points are in the harness's servers, so its own crash-free run says where they are.
     """
     black_box = get_adapter(runtime).black_box
+    made = load_golden(directory)
+    if made is not None:
+        return made
     info = directory / "golden.json"
-    if info.exists():
-        data = json.loads(info.read_text("utf-8"))
-        calls = [Call.from_json(item) for item in data.get("calls", ())]
-        table = None if data.get("table") is None else Path(data["table"])
-        return Golden(
-            directory,
-            data["hits"],
-            data["working_ms"],
-            data.get("ops", {}),
-            calls,
-            table,
-            data.get("ms", {}),
-        )
     directory.mkdir(parents=True, exist_ok=True)
     write_plan_for(scenario, seed, directory)
     counts = directory / "failpoint-hits.json"

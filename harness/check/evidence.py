@@ -26,6 +26,7 @@ by what the runtime's journal says it matched.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import zlib
@@ -78,6 +79,14 @@ def read_jsonl(path: Path) -> tuple[dict[str, Any], ...]:
     if not path.exists():
         return ()
     return tuple(json.loads(line) for line in path.read_text("utf-8").splitlines() if line)
+
+
+@functools.lru_cache(maxsize=32)
+def _golden_effects(db: Path, inode: int, size: int, mtime_ns: int) -> tuple[EffectRow, ...]:
+    """A golden run's effect rows, read once per process: every trial of a campaign's
+    worker checks against the same few golden worlds, which nothing writes again (the
+    file's identity and size are in the key, so a folder made anew is read anew)."""
+    return tuple(effect_rows(db))
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,7 +533,12 @@ class TrialEvidence:
     def golden_world(self) -> tuple[EffectRow, ...] | None:
         if self.golden_dir is None:
             return None
-        return tuple(effect_rows(self.golden_dir / "world.db"))
+        db = self.golden_dir / "world.db"
+        try:
+            seen = db.stat()
+        except FileNotFoundError:
+            return tuple(effect_rows(db))  # says so as any reading of a world does
+        return _golden_effects(db, seen.st_ino, seen.st_size, seen.st_mtime_ns)
 
     # -- the journal, read and split by life ------------------------------------------
 
@@ -546,6 +560,8 @@ class TrialEvidence:
         when it was compacted."""
         if self._stitched is not None:
             return read_journal_bytes(self.journal_bytes or b"")
+        if not self.corrupted:
+            return self.reading  # the same file: read once
         return read_journal(self.trial_dir / "journal")
 
     @cached_property
