@@ -51,7 +51,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--upstream-url", metavar="URL", help="the real MCP server's streamable HTTP URL"
     )
     parser.add_argument(
-        "--journal", type=Path, required=True, help="the journal file (made when missing)"
+        "--journal",
+        type=_journal,
+        required=True,
+        metavar="PATH|URL",
+        help="the journal file (made when missing), or a PostgreSQL journal's URL "
+        "(postgresql://user@host/db?journal=NAME&lease=SECONDS)",
     )
     parser.add_argument(
         "--table",
@@ -118,6 +123,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _journal(text: str) -> Path | str:
+    """A journal's file, or a database's URL as it was given (a path would fold its //)."""
+    from harness.runtime.store import is_database_url
+
+    return text if is_database_url(text) else Path(text)
+
+
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     found: list[BaseException] = []
     for error in group.exceptions:
@@ -128,7 +140,7 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     return found
 
 
-async def _serve(upstream: Any, journal: Path, table: Any, port: int | None) -> None:
+async def _serve(upstream: Any, journal: Path | str, table: Any, port: int | None) -> None:
     from harness.integrations.wire import upstream_session
 
     try:
@@ -152,7 +164,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 async def _guard_session(
-    session: Any, upstream: Any, journal: Path, table: Any, port: int | None
+    session: Any, upstream: Any, journal: Path | str, table: Any, port: int | None
 ) -> None:
     from harness.integrations.wire import WireGuard, build_server, guard_table, list_upstream
 

@@ -33,6 +33,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 from mcp import ClientSession
@@ -55,7 +56,7 @@ from harness.integrations.guard import (
 )
 from harness.integrations.mcp_stdio import server_streams
 from harness.runtime.classes import ToolTable
-from harness.runtime.errors import ToolError
+from harness.runtime.errors import JournalLockedError, ToolError
 from harness.runtime.executor import CallContext
 from harness.runtime.identity import ContentRule
 
@@ -87,6 +88,11 @@ CALL_META_KEY = "agent-crash-harness/call"
 tool server reads it)."""
 LAST_LIFE_S = 1.0
 """How long a new session waits for the calls of the last one still in flight."""
+
+CLAIM_WAIT_S = 120.0
+"""How long a new life waits for a journal another guard still holds (a PostgreSQL
+journal's lease, 30 s by default, of a guard killed with its agent); then it fails."""
+CLAIM_POLL_S = 0.25
 
 VERIFY_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -214,7 +220,11 @@ class WireGuard:
     of the agent's current life (reopened at each ``initialize``)."""
 
     def __init__(
-        self, session: ClientSession, tools: list[Tool], table: ToolTable, journal: Path
+        self,
+        session: ClientSession,
+        tools: list[Tool],
+        table: ToolTable,
+        journal: Path | str,
     ) -> None:
         self.session = session
         self.tools = tools
@@ -236,15 +246,38 @@ class WireGuard:
                 # op RUNNING: recovery decides it, by its class, as after a kill.
                 await self._guard.runtime.aclose(timeout=LAST_LIFE_S)
                 self._guard = None
-            self._guard = await ToolGuard.open(
-                self.journal, self._execute, table=self.table, identity="content"
-            )
+            self._guard = await self._claim()
             self._calls = 0
             self.lives += 1
             hints = len(self._guard.recovered)
-            log.info(
-                "life %d: journal %s opened (%d ops in doubt)", self.lives, self.journal, hints
-            )
+            log.info("life %d: journal %s opened (%d ops in doubt)", self.lives, self.shown, hints)
+
+    @property
+    def shown(self) -> str:
+        """The journal as logs name it: a database URL without its password."""
+        if not isinstance(self.journal, str):
+            return str(self.journal)
+        where = urlsplit(self.journal)
+        host = where.hostname or ""
+        user = f"{where.username}@" if where.username else ""
+        port = f":{where.port}" if where.port else ""
+        return urlunsplit(where._replace(netloc=f"{user}{host}{port}"))
+
+    async def _claim(self) -> ToolGuard:
+        """Open the journal for this life. One still held by the last life's guard (a guard
+        killed with its agent, whose lease on a PostgreSQL journal has not ended) is waited
+        for, up to ``CLAIM_WAIT_S``: a takeover once the lease ends is what a lease is for."""
+        deadline = anyio.current_time() + CLAIM_WAIT_S
+        while True:
+            try:
+                return await ToolGuard.open(
+                    self.journal, self._execute, table=self.table, identity="content"
+                )
+            except JournalLockedError as exc:
+                if anyio.current_time() >= deadline:
+                    raise
+                log.info("%s; waiting", exc)
+                await anyio.sleep(CLAIM_POLL_S)
 
     async def current(self) -> ToolGuard:
         """The runtime of this life (a client that calls without ``initialize`` gets one)."""
