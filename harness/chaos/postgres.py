@@ -254,8 +254,8 @@ class PostgresServer:
             _end(self.process)
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
-            if self._watchdog is not None:  # its pipe closed: it finds nothing left to do
-                release(self._watchdog, forget=False)
+            if self._watchdog is not None:  # the group is gone: its id may be another's now
+                release(self._watchdog, forget=True)
 
     def __enter__(self) -> PostgresServer:
         return self

@@ -235,7 +235,7 @@ class RunningServices:
         files left for the cut; ``start`` brings it back on what the cut rebuilt."""
         for name in list(self._running):
             pid = self._running[name].process.pid
-            self._end(name, kill=True, forget=True)
+            self._end(name, kill=True)
             self._event("service", name=name, action="power-cut", pid=pid)
 
     def stop(self) -> None:
@@ -253,9 +253,10 @@ class RunningServices:
             if self in _ALL:
                 _ALL.remove(self)
 
-    def _end(self, name: str, *, kill: bool, forget: bool = False) -> int | None:
-        """End one service's process group; its watchdog let go (``forget``: it keeps the
-        files). The service's exit status."""
+    def _end(self, name: str, *, kill: bool) -> int | None:
+        """End one service's process group and let its watchdog go, leaving the files to
+        the caller (a power cut keeps them, ``stop`` removes them). The service's exit
+        status."""
         running = self._running.pop(name)
         process = running.process
         if not kill and process.poll() is None:
@@ -267,7 +268,9 @@ class RunningServices:
             os.killpg(process.pid, signal.SIGKILL)  # what it started, too
         process.wait()
         _wait_group_gone(process.pid)
-        release(running.dog, forget=forget)
+        # The group is gone, and its id free for a new group: a watchdog that ended "it" now
+        # could end another program's (a campaign's agent leads a group of its own).
+        release(running.dog, forget=True)
         return process.returncode
 
 

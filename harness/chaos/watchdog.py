@@ -3,13 +3,17 @@ harness's pipe to it closes, so that a harness killed outright (SIGKILL) leaves 
 
     dog = watch(server.pid, folder)   # the server leads a process group of its own
     ...
-    release(dog, forget=False)        # the harness stopped the server itself: nothing left
+    release(dog, forget=True)         # the harness ended the group itself
 
 The watchdog reads its pipe to the end. An end with no word (the harness closed it, or
 died) ends the group (SIGINT, then SIGKILL after 5 s) and removes the folder; the word
 ``forget`` first makes it exit and leave both alone (a server the harness brought down
-on purpose and keeps the files of, as a power cut does). A Ctrl-C at the terminal is the
-harness's to handle: the watchdog ignores SIGINT and leads a session of its own.
+on purpose and keeps the files of, as a power cut does). A harness that ended the group
+itself must say ``forget``: once a group is gone its id is free, and the next process to
+lead a group of its own may get it (pid_max is often 32,768, and a campaign forks thousands
+of lives a minute), so a watchdog that ended "it" then would end another
+program's group. A Ctrl-C at the terminal is the harness's to handle: the watchdog ignores
+SIGINT and leads a session of its own.
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ def watch(group: int, folder: Path) -> subprocess.Popen[bytes]:
 
 def release(dog: subprocess.Popen[bytes], *, forget: bool) -> None:
     """Close the pipe to ``dog`` and wait for it: with ``forget`` it leaves the group and
-    the folder alone, else it ends the group and removes the folder (nothing left to do
-    when the harness did both already)."""
+    the folder alone (say it whenever the harness ended the group itself), else it ends
+    the group and removes the folder."""
     assert dog.stdin is not None
     try:
         if forget:
