@@ -72,6 +72,7 @@ __all__ = [
     "hit_report",
     "invoked",
     "parse_failpoints",
+    "pause_left_at_exit",
     "report_hit_counts",
     "report_hit_counts_once",
     "set_agent_hook",
@@ -537,10 +538,28 @@ _paused_from: list[str] = []
 """Where a pause timer was started from (``AIM_PAUSE_ENV``), for its ``paused`` line."""
 
 
+_timer_paused: list[bool] = []
+"""Set once the pause timer fired (``pause_left_at_exit`` then has nothing to do)."""
+
+
 def _pause_by_timer(signum: int, frame: object) -> None:
     """The timer of a random-moment pause fired: tell the supervisor and stop the group."""
     del signum, frame
+    _timer_paused.append(True)
     if tell_supervisor(f"paused timer {_paused_from[-1] if _paused_from else ''}".rstrip()):
+        os.killpg(os.getpgrp(), signal.SIGSTOP)
+
+
+def pause_left_at_exit() -> None:
+    """A random-moment pause whose moment did not come before the work was done (its call
+    never came in this life, or came and went sooner than the golden run's) lands here, at
+    the agent's last point, as a random-time kill does (``EXIT_HOLD_POINT``)."""
+    if os.environ.get(AIM_PAUSE_ENV) != "1" or _timer_paused:
+        return
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    _timer_paused.append(True)
+    since = _paused_from[-1] if _paused_from else os.environ.get(AIM_ENV, "").rpartition("@")[0]
+    if tell_supervisor(f"paused timer {since or 'ready'} (at {EXIT_HOLD_POINT})"):
         os.killpg(os.getpgrp(), signal.SIGSTOP)
 
 

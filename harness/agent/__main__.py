@@ -34,6 +34,7 @@ from harness.failpoints import (
     arm_from_environ,
     failpoint,
     invoked,
+    pause_left_at_exit,
     report_hit_counts,
     tell_supervisor,
 )
@@ -138,7 +139,8 @@ def main(
         return AGENT_WRITE_FAILED
     finally:
         runtime.close()
-    failpoint(EXIT_HOLD_POINT)  # the work is done: a pending random-time kill lands here
+    pause_left_at_exit()  # the work is done: a pending random-time pause lands here,
+    failpoint(EXIT_HOLD_POINT)  # and a pending random-time kill
     report_hit_counts()
     return AGENT_DONE
 

@@ -747,6 +747,11 @@ LOST_REPLY_SHARE = 1 / 6
 """Random trials whose first life loses the reply of one call and is killed at a later
 call's reply (the effect done, the finish not yet written)."""
 
+PAUSE_SHARE = 1 / 10
+"""Of the random kills of this project's agent aimed inside a call and not followed by a
+power cut, this share are pauses instead (held ``PAUSE_HOLD_MS``, the next life run beside
+the stopped one; one whose moment never comes lands at the agent's last point)."""
+
 
 class Window(NamedTuple):
     """A window of the protocol inside a call, in the golden run (ms after ready)."""
@@ -840,7 +845,8 @@ def random_schedule(
     For a runtime that keeps its state in files (``power_loss``, by default
     ``journal``: our journal, or a framework's database), a third of the kills are
     followed by a power loss (drop or tear). For one that keeps a journal
-    (``journal``): ``DAMAGE_SHARE`` of the trials
+    (``journal``): ``PAUSE_SHARE`` of the other kills are pauses instead (the last kill
+    drawn: the next life runs beside the stopped one), ``DAMAGE_SHARE`` of the trials
     instead kill after a random finish and damage the journal at rest (a
     flipped byte, a changed digit only the CRC sees, a zeroed or stale sector,
     at a random record), and ``UNLISTED_SHARE`` run every life with the
@@ -887,14 +893,20 @@ def random_schedule(
             break
         moment, aim, done = drawn
         fault = _after_a_kill(rng) if cut else None
+        # A pause instead of a kill (this project's agent: it holds itself at the moment):
+        # the next life runs beside the stopped one to its end, so it is the last drawn.
+        paused = journal and fault is None and aim is not None and rng.random() < PAUSE_SHARE
         lives.append(
             Life(
                 kill_after_ms=round(moment, 3),
                 aim=aim,
                 table=table,
                 after_death=fault,
+                pause_ms=PAUSE_HOLD_MS if paused else None,
             )
         )
+        if paused:
+            break
     if table and lives:
         lives.append(Life(table=table))  # the life that finishes runs with it too
     return CrashSchedule(tuple(lives))

@@ -359,10 +359,18 @@ class TrialEvidence:
             at = _epoch_holding(epochs, at, *handed[n]) or at
             spawned = at
             left = _epoch_holding(epochs, at, life.end_size, life.end_crc)
-            if left is None and n + 1 < len(lives):
-                # A power cut after it changed the file it left: the next life was handed
-                # what remained of that same file.
-                left = _epoch_holding(epochs, at, *handed[n + 1])
+            # A fault after it changed the file it left: the next life was handed what
+            # remained of that same file; or a power cut after a later life that did not
+            # compact (a file it left unsynced, cut), and the first life handed what
+            # remained holds it.
+            for m in range(n + 1, len(lives)):
+                if left is not None:
+                    break
+                if m > n + 1 and not any(self._power_cut_after(x.life) for x in lives[n:m]):
+                    break
+                left = _epoch_holding(epochs, at, *handed[m])
+                if lives[m].compacted_from is not None:
+                    break  # it made a file of its own: what it was handed is the last clue
             at = left or at
             out[life.life] = (epochs[spawned], epochs[at])
         return out
