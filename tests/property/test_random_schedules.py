@@ -62,8 +62,11 @@ def _hit(spec: str, action: str) -> int:
 def test_every_drawn_fault_can_land(seed: int, journal: bool) -> None:
     schedule = _draw(seed, journal=journal)
     assert CrashSchedule.from_json(schedule.to_json()) == schedule
-    assert 1 <= schedule.kills <= 3
-    for life in schedule.lives:
+    assert 1 <= schedule.kills + len(schedule.pauses) <= 3
+    for n, life in enumerate(schedule.lives):
+        if life.pause_ms is not None:  # a pause instead of a kill: aimed, this project's, last
+            assert journal and life.aim is not None and life.after_death is None
+            assert not any(later.kill_after_ms for later in schedule.lives[n + 1 :])
         if "=lost-reply" in life.failpoints:
             lost, killed = _hit(life.failpoints, "=lost-reply"), _hit(life.failpoints, "=kill")
             assert 1 <= lost < killed <= HITS["op.reply"]
@@ -88,7 +91,15 @@ def test_every_drawn_fault_can_land(seed: int, journal: bool) -> None:
 def test_over_many_seeds_every_fault_kind_is_drawn() -> None:
     """Each fault a random trial can meet comes up, none of them rare."""
     kinds = Counter(kind for seed in range(2000) for kind in _draw(seed).fault_kinds)
-    for kind in ("sigkill", "power-loss", "lost-reply", "corrupt", "corrupt-crc", "sector"):
+    for kind in (
+        "sigkill",
+        "power-loss",
+        "lost-reply",
+        "corrupt",
+        "corrupt-crc",
+        "sector",
+        "pause",
+    ):
         assert kinds[kind] >= 20, kinds
     assert kinds["unlisted"] >= 200, kinds
     assert kinds["disk-full"] == 0  # exhaustive only: at chosen appends
