@@ -99,6 +99,43 @@ def run_agent(folder: Path, env: dict[str, str]) -> list[dict[str, Any]]:
     return told(done.stdout)
 
 
+def kill_between_effect_and_reply(folder: Path, command: str) -> None:
+    """Run the agent behind ``command`` until its payment's effect is made, then SIGKILL it
+    and its guard before the reply: one payment in the server's ledger, no result told."""
+    paused = folder / "paused"
+    first = subprocess.Popen(
+        [sys.executable, str(AGENT)],
+        env=environment(folder, AGENT_MCP_COMMAND=command, PAYMENTS_PAUSE_FILE=str(paused)),
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for(paused, first)
+        assert len(ledger(folder)) == 1  # the effect is there; its reply is not
+    finally:
+        kill_tree(first.pid)
+    output, _ = first.communicate(timeout=WAIT_S)
+    assert not [t for t in told(output) if t["event"] == "result"], "no reply came"
+
+
+def restart_gets_the_verify_result(folder: Path, command: str) -> dict[str, Any]:
+    """Start the agent again with a new session: its drifted re-issue of the payment gets
+    the VERIFY result, it checks and reports the payment present, and nothing more is paid.
+    The re-issued call's result."""
+    second = run_agent(folder, environment(folder, AGENT_MCP_COMMAND=command))
+    pay = next(t for t in second if t["event"] == "result" and t["tool"] == "pay")
+    assert pay["args"]["request_id"] != ledger(folder)[0][3]  # a drifted re-issue
+    assert pay["error"] and pay["data"]["verify"]  # the VERIFY result, not a payment
+    assert "may already have run" in pay["text"] and "report_verification" in pay["text"]
+    report = next(t for t in second if t.get("tool") == "report_verification")
+    assert report["args"]["found"] == "present" and not report["error"]
+    assert len(ledger(folder)) == 1
+    return pay
+
+
 @pytest.fixture
 def folder(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path
@@ -120,33 +157,9 @@ class TestStdioGuard:
         new session and a new request id, gets a VERIFY result; the payment runs once, and a
         later drifted re-issue is answered from the journal."""
         command = shlex.join(guard_command(folder))
-        paused = folder / "paused"
-        first = subprocess.Popen(
-            [sys.executable, str(AGENT)],
-            env=environment(folder, AGENT_MCP_COMMAND=command, PAYMENTS_PAUSE_FILE=str(paused)),
-            cwd=folder,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            wait_for(paused, first)
-            assert len(ledger(folder)) == 1  # the effect is there; its reply is not
-        finally:
-            kill_tree(first.pid)
-        output, _ = first.communicate(timeout=WAIT_S)
-        assert not [t for t in told(output) if t["event"] == "result"], "no reply came"
-
-        second = run_agent(folder, environment(folder, AGENT_MCP_COMMAND=command))
-        pay = next(t for t in second if t["event"] == "result" and t["tool"] == "pay")
+        kill_between_effect_and_reply(folder, command)
         paid_with = ledger(folder)[0][3]
-        assert pay["args"]["request_id"] != paid_with  # a drifted re-issue
-        assert pay["error"] and pay["data"]["verify"]  # the VERIFY result, not a payment
-        assert "may already have run" in pay["text"] and "report_verification" in pay["text"]
-        report = next(t for t in second if t.get("tool") == "report_verification")
-        assert report["args"]["found"] == "present" and not report["error"]
-        assert len(ledger(folder)) == 1
+        pay = restart_gets_the_verify_result(folder, command)
 
         third = run_agent(folder, environment(folder, AGENT_MCP_COMMAND=command))
         again = next(t for t in third if t["event"] == "result" and t["tool"] == "pay")
