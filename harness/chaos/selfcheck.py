@@ -354,13 +354,15 @@ def _by_cost(
     (ties in their order): a stage a broken runtime must escape runs the first alone. The
     proof is the same in any of them (every trial of a scenario that can expose the
     mistake, without what exposes it), and the escape stages are most of the self-check's
-    trials."""
+    trials. A scenario that runs a sample of its trials (``sample``) comes after those that
+    run every one: a sample is not every trial."""
 
-    def cost(scenario: str) -> int:
+    def cost(scenario: str) -> tuple[bool, int]:
+        sampled = not config.whole and load_scenario(scenario).sample is not None
         specs = _exhaustive(config.run_dir, scenario, scenario_seed(config.seed, scenario))
         if specs is None:  # no golden run (a scenario the campaign left out): last
-            return sys.maxsize
-        return sum(1 for spec in specs if select is None or select(spec))
+            return True, sys.maxsize
+        return sampled, sum(1 for spec in specs if select is None or select(spec))
 
     return tuple(sorted(scenarios, key=cost))
 
