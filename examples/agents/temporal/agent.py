@@ -141,7 +141,11 @@ async def connect() -> Client:
 
 
 async def main() -> None:
-    set_tracing_disabled(True)  # the SDK would otherwise export traces to OpenAI
+    # The SDK would otherwise export traces to OpenAI. The plugin installs a trace provider
+    # of its own in the worker, which reads this variable (set_tracing_disabled does not
+    # reach it).
+    os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+    set_tracing_disabled(True)
     client = await connect()
     async with Worker(client, task_queue=TASK_QUEUE, workflows=[PhoneTask]):
         handle = await start_or_attach(client)
