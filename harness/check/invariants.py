@@ -622,7 +622,8 @@ def unknown_excused(ev: TrialEvidence, step: str, life: int) -> str | None:
     or was cancelled, in that life or before; or it was in flight when an earlier life
     ended without finishing (killed, stopped by a full disk): the supervisor told the
     user it was in flight, the kill landed at one of its points, or the model was
-    verifying it then; or the world times the call out on its first attempts (the
+    verifying it then; or a life was paused inside it (SIGSTOP) and this life took the
+    task over; or the world times the call out on its first attempts (the
     plan's ``fail_attempts``), which for a class that must not run twice is no
     failure but an unknown outcome. An unsafe op's outcome stays unknown only once the
     model read its VERIFY hint after that (a retry-safe one is run again).
@@ -642,6 +643,13 @@ def unknown_excused(ev: TrialEvidence, step: str, life: int) -> str | None:
             # The cancel came once the outcome was journaled: the call made again was
             # answered from it, with no hint to read.
             return f"cancel of {op_id} in life {when}, its outcome told since"
+    for at, paused in enumerate(ev.events):
+        # A life stopped inside the call past the engine's timeout: the life that took the
+        # task over was told the call timed out, as a caller is after a kill.
+        if paused["event"] != "pause" or step_of(_fault_op(paused)) != step:
+            continue
+        if int(paused["life"]) != life and any(i > at and h == life for i, h in hints):
+            return f"paused in its flight in life {paused['life']}, taken over by life {life}"
     for seen in ev.lives:
         if seen.life >= life:
             break

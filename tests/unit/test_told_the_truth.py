@@ -157,6 +157,22 @@ class TestAnInfo:
         assert check_told_the_truth(ev).status == "pass"
         assert unknown_excused(ev, "s006", 2) is not None
 
+    def test_paused_inside_the_call_then_hinted_in_the_life_that_took_over(
+        self, tmp_path: Path
+    ) -> None:
+        """An engine tells the life that took over that the paused life's call timed out."""
+        lives = (LifeSeen(2, 102, 0, None, None, ""), LifeSeen(1, 101, 0, None, None, ""))
+        pause = {"event": "pause", "life": 1, "at": "tool.received 6 s006", "stopped": True}
+        ev = _evidence(
+            tmp_path, [pause, _hint("s006", life=2)], [_info("s006", life=2)], lives=lives
+        )
+        assert check_told_the_truth(ev).status == "pass"
+        assert (
+            unknown_excused(ev, "s006", 2) == "paused in its flight in life 1, taken over by life 2"
+        )
+        unhinted = _evidence(tmp_path, [_hint("s006", life=2), pause], [_info("s006", life=2)])
+        assert check_told_the_truth(unhinted).status == "fail"  # the hint came before it
+
     def test_a_life_that_ended_cleanly_left_nothing_in_flight(self, tmp_path: Path) -> None:
         lives = (LifeSeen(1, 101, 0, None, None, ""), LifeSeen(2, 102, 0, None, None, ""))
         history = [_info("s006", why="in flight when the life ended"), _info("s006", life=2)]
