@@ -12,6 +12,14 @@ beside the agent (``measured.json``, committed), so that ``--only NAME`` runs on
 again and the page keeps every other agent's last figures, each with its date and commit.
 An agent never run is listed as such, never left out. ``--render`` writes the page again
 from the last runs without running.
+
+An agent whose system has servers of its own (an engine's server) declares them in its
+agent.toml as ``[services.NAME]`` tables, with the keys of a scenario's
+``[agent.services.NAME]`` (``harness.chaos.services``), its relative paths found from the
+project's root as its ``command``'s are. Its campaign then runs on
+``examples/agents/NAME/phone_task.toml``, written here before each run: the scenario's own
+file with an ``[agent]`` table that declares those services. That file is committed, so the
+replay commands that name it run on a fresh checkout.
 """
 
 from __future__ import annotations
@@ -24,9 +32,14 @@ import sys
 import time
 import tomllib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
+
+from harness.chaos.scenario import AgentProgram, ServiceDeclaration
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "examples" / "agents"
@@ -41,6 +54,8 @@ WIRES = ("stdio", "http")
 WIRE_SUFFIX = "-wire"
 """The label of an agent's proxy-guarded run: ``NAME-wire``."""
 WIRED = ".venv/bin/python -m harness.blackbox.wired"
+SCENARIOS = ROOT / "scenarios"
+SERVICE_KEYS = tuple(ServiceDeclaration.model_fields)
 MEASURED = "measured.json"
 """Beside each agent's agent.toml: what its last runs found, by variant (see ``Outcome``)."""
 
@@ -61,6 +76,33 @@ class Agent:
     finding: str = ""
     """Why it does what it does, read from the framework's source (``finding`` in its
     agent.toml): written by hand, beside the figures the runs give."""
+    services: tuple[tuple[str, dict[str, Any]], ...] = ()
+    """Its ``[services.NAME]`` tables, in order (see the module docstring)."""
+
+    @property
+    def scenario(self) -> Path | None:
+        """The scenario file its campaign runs on when it has services (None: the shipped
+        one, with no ``[agent]`` table)."""
+        return AGENTS / self.name / f"{SCENARIO}.toml" if self.services else None
+
+    def scenario_text(self) -> str:
+        """Its campaign's scenario: the shipped scenario's text, then an ``[agent]`` table
+        naming its command and declaring its services."""
+        shipped = (SCENARIOS / f"{SCENARIO}.toml").read_text("utf-8")
+        lines = [
+            shipped.rstrip("\n"),
+            "",
+            f"# Written by harness.blackbox.scoreboard from examples/agents/{self.name}/"
+            "agent.toml:",
+            f"# the scenarios/{SCENARIO}.toml campaign, with the servers of this agent's system.",
+            "[agent]",
+            f"command = {_toml(self.command)}",
+            "folder = \"../../..\"  # the project's root, as agent.toml's paths are",
+        ]
+        for name, table in self.services:
+            lines += ["", f"[agent.services.{name}]"]
+            lines += [f"{key} = {_toml(table[key])}" for key in SERVICE_KEYS if key in table]
+        return "\n".join(lines) + "\n"
 
     @property
     def built(self) -> bool:
@@ -89,6 +131,58 @@ class Agent:
         return f"{launcher} {self.command}"
 
 
+def _toml(value: object) -> str:
+    """A TOML value for a string, a number or a table of strings (JSON's strings are TOML's)."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def read_services(path: Path, data: dict[str, Any]) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """An agent.toml's ``[services.NAME]`` tables, each checked as a scenario's
+    ``[agent.services.NAME]`` is; a bad one stops here in one line (exit 2)."""
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    tables = data.get("services", {})
+    if not isinstance(tables, dict):
+        raise SystemExit(f"{where}: services: a table of [services.NAME] tables")
+    found = []
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise SystemExit(f"{where}: services.{name}: a table (command, ready, port_env...)")
+        try:
+            ServiceDeclaration.model_validate(table)
+        except ValidationError as exc:
+            raise SystemExit(f"{where}: {_service_problem(name, exc)}") from None
+        found.append((str(name), dict(table)))
+    try:  # their names and port variables, checked as a scenario's are
+        AgentProgram.model_validate({"command": "agent", "services": dict(found)})
+    except ValidationError as exc:
+        raise SystemExit(f"{where}: {_service_problem(None, exc)}") from None
+    return tuple(found)
+
+
+def _service_problem(name: str | None, exc: ValidationError) -> str:
+    """The first problem of a service's table: its dotted field, then what is wrong."""
+    error = exc.errors(include_url=False)[0]
+    context = error.get("ctx") or {}
+    location = [str(part) for part in error["loc"]]
+    if name is not None:
+        location = ["services", name, *location]
+    if context.get("field"):
+        location.append(str(context["field"]))
+    if "problem" in context:
+        problem = str(context["problem"])
+    elif error["type"] == "extra_forbidden":
+        problem = f"unknown key; allowed: {', '.join(SERVICE_KEYS)}"
+    elif error["type"] == "missing":
+        problem = "required, but missing"
+    else:
+        problem = str(error["msg"])
+    return f"{'.'.join(location)}: {problem}"
+
+
 def load_agents() -> list[Agent]:
     """Every example agent, by name; an ``agent.toml`` missing a field stops here (exit 2)."""
     agents = []
@@ -107,13 +201,25 @@ def load_agents() -> list[Agent]:
                 guarded=data.get("guarded"),
                 wire=wire,
                 finding=" ".join(str(data.get("finding", "")).split()),
+                services=read_services(path, data),
                 **fields,
             )
         )
     return agents
 
 
-def run_campaign(label: str, command: str, args: argparse.Namespace) -> Path | None:
+def write_scenario(agent: Agent) -> list[str]:
+    """The scenario options of an agent's campaign: none for the shipped scenario, else
+    ``--scenario`` its own file, written again first (see ``Agent.scenario``)."""
+    if agent.scenario is None:
+        return []
+    agent.scenario.write_text(agent.scenario_text(), "utf-8")
+    return ["--scenario", str(agent.scenario.relative_to(ROOT))]
+
+
+def run_campaign(
+    label: str, command: str, args: argparse.Namespace, scenario: Sequence[str] = ()
+) -> Path | None:
     """Run one agent's campaign into its own reports folder; its run folder."""
     reports = args.reports / label
     reports.mkdir(parents=True, exist_ok=True)
@@ -124,6 +230,7 @@ def run_campaign(label: str, command: str, args: argparse.Namespace) -> Path | N
             "-m",
             "harness",
             "chaos",
+            *scenario,
             "--runtime",
             f"cmd:{command}",
             "--only",
@@ -459,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.render or not chosen or not agent.built:
                 run = latest_run(args.reports / label)
             else:
-                run = run_campaign(label, command, args)
+                run = run_campaign(label, command, args, write_scenario(agent))
             outcomes[label] = newest(run, kept.get(label))
         found = {label: o for label, _ in agent.variants() if (o := outcomes[label]) is not None}
         if found and found != kept:

@@ -7,6 +7,7 @@ import ast
 import json
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,82 @@ def test_run_times_name_each_run_the_longest_and_the_total() -> None:
     assert "  a: 60 s" in printed and "  a-guarded: 120 s" in printed
     assert printed.endswith("in all 3.0 min, the longest a-guarded 2.0 min")
     assert run_times({"b": None}) == "run times: none measured"
+
+
+class TestServices:
+    """An agent.toml's ``[services.NAME]`` tables: the servers of the agent's system."""
+
+    def demo(self, tmp_path: Path, services: str) -> Path:
+        path = tmp_path / "agent.toml"
+        path.write_text('command = "python demo.py"\n' + services, "utf-8")
+        return path
+
+    def test_services_reach_the_campaign_as_the_scenario_s_agent_table(
+        self, tmp_path: Path
+    ) -> None:
+        """Its campaign's scenario is the shipped one with an [agent] table declaring them,
+        each run from the project's root."""
+        from harness.blackbox.scoreboard import ROOT, read_services
+        from harness.chaos.scenario import load_scenario
+
+        path = self.demo(
+            tmp_path,
+            '[services.engine]\ncommand = "bin/engine --port {port} --data {data}"\n'
+            'port_env = "ENGINE_PORT"\nready = "http:/health"\nenv = { MODE = "dev" }\n',
+        )
+        services = read_services(path, tomllib.loads(path.read_text("utf-8")))
+        agent = Agent("demo", "Demo", "demo", "1.0", "x", "python demo.py", None, services=services)
+        assert agent.scenario == AGENTS / "demo" / "phone_task.toml"
+        # The same text, put as deep under tmp_path as examples/agents/NAME is under ROOT.
+        deep = tmp_path / "a" / "b" / "c"
+        deep.mkdir(parents=True)
+        (deep / "phone_task.toml").write_text(agent.scenario_text(), "utf-8")
+        loaded = load_scenario(str(deep / "phone_task.toml"))
+        shipped = load_scenario(str(ROOT / "scenarios" / "phone_task.toml"))
+        assert loaded.name == "phone_task" and loaded.calls == shipped.calls
+        (service,) = loaded.services
+        assert (service.name, service.port_env, service.ready) == (
+            "engine",
+            "ENGINE_PORT",
+            "http:/health",
+        )
+        assert service.home == str(tmp_path) and dict(service.env) == {"MODE": "dev"}
+
+    def test_an_agent_without_services_runs_the_shipped_scenario(self) -> None:
+        from harness.blackbox.scoreboard import write_scenario
+
+        plain = next(a for a in load_agents() if a.name == "plain_python")
+        assert plain.scenario is None and write_scenario(plain) == []
+
+    @pytest.mark.parametrize(
+        ("table", "said"),
+        [
+            ('[services.db]\ncommand = "db"\nready = "udp"\n', "services.db.ready: 'udp' is"),
+            ('[services.db]\ncommand = "db"\nport = 5\n', "services.db.port: unknown key"),
+            ('[services.db]\nready = "tcp"\n', "services.db.command: required, but missing"),
+            ('[services.db]\ncommand = "db --at {host}"\n', "unknown placeholder {host}"),
+            ('[services.Db]\ncommand = "db"\n', "services.Db: a service's name is lower-case"),
+            ('[services.db]\ncommand = "db"\nport_env = "HARNESS_X"\n', "the harness's to set"),
+            ('services = "db"\n', "services: a table of [services.NAME] tables"),
+        ],
+    )
+    def test_a_bad_service_is_refused_in_one_line(
+        self, tmp_path: Path, table: str, said: str
+    ) -> None:
+        """The file, the dotted field and the problem, exit 2, as a scenario's are."""
+        from harness.blackbox.scoreboard import read_services
+
+        path = self.demo(tmp_path, table)
+        with pytest.raises(SystemExit) as refused:
+            read_services(path, tomllib.loads(path.read_text("utf-8")))
+        message = str(refused.value.code)
+        assert message.startswith(f"{path}: ") and said in message, message
+        assert "\n" not in message
+
+    def test_the_committed_scenario_of_each_agent_with_services_is_current(self) -> None:
+        """Its replay commands name that file: it must say what the campaign ran."""
+        with_services = [a for a in load_agents() if a.services]
+        assert "temporal" in {a.name for a in with_services}
+        for agent in with_services:
+            assert agent.scenario is not None
+            assert agent.scenario.read_text("utf-8") == agent.scenario_text(), agent.name
