@@ -20,8 +20,10 @@ that had not (a tool call in flight at the kill) runs again. The same idempotenc
 attaches to that invocation. The final answer is printed, exit 0.
 
 Restate's own settings, for trying them (unset: Restate's defaults): ``AGENT_RUN_MAX_ATTEMPTS``
-(a ``ctx.run``'s attempts when its action raises) and ``AGENT_INVOCATION_MAX_ATTEMPTS`` (the
-handler's invocation retry policy, with ``AGENT_ON_MAX_ATTEMPTS`` ``pause`` or ``kill``).
+(a ``ctx.run``'s attempts when its action raises), ``AGENT_INVOCATION_MAX_ATTEMPTS`` (the
+handler's invocation retry policy, with ``AGENT_ON_MAX_ATTEMPTS`` ``pause`` or ``kill``), and
+``AGENT_INACTIVITY_TIMEOUT_MS`` and ``AGENT_ABORT_TIMEOUT_MS`` (how long the server waits on a
+silent handler before it asks it to suspend, then before it aborts the attempt and retries).
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ RETRY_POLICY = (
         initial_interval=timedelta(milliseconds=500),
     )
 )
+
+
+def _millis(name: str) -> timedelta | None:
+    value = os.environ.get(name)
+    return timedelta(milliseconds=int(value)) if value else None
+
 
 agent = restate.Service("PhoneAgent")
 
@@ -142,7 +150,11 @@ def call_tool(name: str, arguments: str) -> str:
     return "".join(part.get("text", "") for part in result.get("content", []))
 
 
-@agent.handler(invocation_retry_policy=RETRY_POLICY)
+@agent.handler(
+    invocation_retry_policy=RETRY_POLICY,
+    inactivity_timeout=_millis("AGENT_INACTIVITY_TIMEOUT_MS"),
+    abort_timeout=_millis("AGENT_ABORT_TIMEOUT_MS"),
+)
 async def run(ctx: restate.Context, task: str) -> str:
     tools = await ctx.run_typed("list_tools", list_tools, RUN_OPTIONS)
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
