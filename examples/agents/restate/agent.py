@@ -3,8 +3,9 @@
 Framework: Restate 1.7 (the server, ``@restatedev/restate-server`` from npm, run beside the
 agent) and its Python SDK 1.2 (``restate-sdk``, the handler served by ``hypercorn``). The loop
 asks the model at ``OPENAI_BASE_URL`` (Chat Completions, over ``urllib``) and calls its tools
-on the MCP server at ``HARNESS_MCP_URL`` (streamable HTTP, JSON-RPC by hand), as a user of
-Restate would write it without an agent framework.
+on the MCP server at ``HARNESS_MCP_URL`` (streamable HTTP, JSON-RPC by hand, in a session of
+its own per process when the server gives one), as a user of Restate would write it without
+an agent framework.
 
 State: Restate's server keeps the journal of the invocation (its RocksDB files in its own
 data folder). The run is the handler ``PhoneAgent/run``, invoked under the idempotency key
@@ -81,6 +82,13 @@ agent = restate.Service("PhoneAgent")
 def post(
     url: str, body: object, headers: dict[str, str] | None = None, timeout: float = 120
 ) -> Any:
+    return json.loads(_post(url, body, headers, timeout)[0] or b"null")
+
+
+def _post(
+    url: str, body: object, headers: dict[str, str] | None, timeout: float
+) -> tuple[bytes, dict[str, str]]:
+    """The body of the answer to a JSON POST, and its headers."""
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
@@ -93,30 +101,45 @@ def post(
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:
-        data = response.read()
-    return json.loads(data) if data else None
+        return response.read(), {k.lower(): v for k, v in response.headers.items()}
+
+
+SESSION: dict[str, str] = {}
+"""This process's MCP session (streamable HTTP): the ``mcp-session-id`` header the server
+gave at ``initialize``, sent with every later request; none when the server gives none."""
 
 
 def mcp(method: str, params: dict[str, Any]) -> Any:
-    """One JSON-RPC request to the MCP server (its answer's result)."""
-    answer = post(
-        os.environ["HARNESS_MCP_URL"],
-        {"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+    """One JSON-RPC request to the MCP server (its answer's result), in this process's
+    session (opened first when there is none)."""
+    url = os.environ["HARNESS_MCP_URL"]
+    if method != "initialize" and "opened" not in SESSION:
+        mcp(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "restate-agent", "version": "1"},
+            },
+        )
+    session = {"mcp-session-id": SESSION["id"]} if "id" in SESSION else {}
+    body, headers = _post(
+        url, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, session, 120
     )
+    if method == "initialize":
+        SESSION.clear()
+        SESSION["opened"] = "yes"
+        if "mcp-session-id" in headers:
+            SESSION["id"] = headers["mcp-session-id"]
+        notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        _post(url, notice, {"mcp-session-id": SESSION["id"]} if "id" in SESSION else {}, 120)
+    answer = json.loads(body)
     if "error" in answer:
         raise RuntimeError(answer["error"].get("message", "error"))
     return answer["result"]
 
 
 def list_tools() -> list[dict[str, Any]]:
-    mcp(
-        "initialize",
-        {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "restate-agent", "version": "1"},
-        },
-    )
     return [
         {
             "type": "function",
