@@ -4,7 +4,8 @@
 # NAME/requirements.txt (none: nothing to build) (every package pinned), and this project without its dependencies
 # when it has a guarded variant (guarded.py); a Node agent gets NAME/node_modules from
 # NAME/package-lock.json, then runs its package's build script when it has one (a TypeScript
-# agent compiled to NAME/dist, every time: it is quick). Nothing is reinstalled while the pins
+# agent compiled to NAME/dist, every time: it is quick). A folder with both gets both: a
+# Python agent beside a server from npm (its service). Nothing is reinstalled while the pins
 # are older than the environment.
 set -eu
 name="$1"
@@ -17,7 +18,6 @@ if [ -f "$dir/package-lock.json" ]; then
         touch "$stamp"
     fi
     npm run build --prefix "$dir" --if-present --silent
-    exit 0
 fi
 # An agent on the standard library alone (no requirements.txt) has nothing to build.
 [ -f "$dir/requirements.txt" ] || exit 0

@@ -106,12 +106,15 @@ class Agent:
 
     @property
     def built(self) -> bool:
-        """Whether its environment is built (an agent with no pins needs none)."""
+        """Whether its environment is built: each of its Python and Node pins installed (an
+        agent with no pins needs none; one with both, a server from npm beside a Python
+        agent, needs both)."""
         folder = AGENTS / self.name
-        if not (folder / "requirements.txt").exists() and not (folder / "package.json").exists():
-            return True
-        stamps = (folder / ".venv" / ".installed", folder / "node_modules" / ".installed")
-        return any(stamp.exists() for stamp in stamps)
+        stamps = {
+            "requirements.txt": folder / ".venv" / ".installed",
+            "package.json": folder / "node_modules" / ".installed",
+        }
+        return all(stamp.exists() for pins, stamp in stamps.items() if (folder / pins).exists())
 
     def variants(self) -> list[tuple[str, str]]:
         """(label, command) of each run: bare, then guarded where there is a guard, then
@@ -132,9 +135,12 @@ class Agent:
 
 
 def _toml(value: object) -> str:
-    """A TOML value for a string, a number or a table of strings (JSON's strings are TOML's)."""
+    """A TOML value for a string, a number, a list or a table of strings (JSON's strings
+    are TOML's)."""
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, bool | int | float):
         return json.dumps(value)
     return json.dumps(str(value), ensure_ascii=False)

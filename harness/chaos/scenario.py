@@ -64,7 +64,7 @@ from harness.chaos.declarations import (
     declared_tools,
     read_text_file,
 )
-from harness.chaos.services import ServiceSpec
+from harness.chaos.services import ServiceSpec, named_port_env
 from harness.errors import ScenarioError
 from harness.runtime.classes import IdempotencyClass, ToolTable, parse_window
 from harness.runtime.errors import ToolTableError
@@ -508,7 +508,7 @@ HARNESS_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY")
 
 
 _SERVICE_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}\Z")
-_PLACEHOLDERS = frozenset({"port", "data"})
+_PORT_NAME = re.compile(r"[a-z][a-z0-9_]{0,29}\Z")
 
 
 class ServiceDeclaration(BaseModel):
@@ -516,7 +516,9 @@ class ServiceDeclaration(BaseModel):
     (``harness.chaos.services``): its ``command`` (``{port}`` and ``{data}`` filled in),
     its readiness check ``ready`` (``tcp``, or ``http:/PATH`` answering 2xx within
     ``ready_seconds``), ``port_env``, the variable the agent finds its port in (default
-    ``NAME_PORT``), and ``env``, variables added to its own environment."""
+    ``NAME_PORT``), ``env``, variables added to its own environment (placeholders filled
+    in too), and ``ports``, the names of further ports (``{port.NAME}``, handed to the
+    agent in ``SERVICE_NAME_PORT``)."""
 
     model_config = _CONFIG
 
@@ -525,20 +527,39 @@ class ServiceDeclaration(BaseModel):
     port_env: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     ready_seconds: float = Field(default=30.0, gt=0, le=600)
+    ports: list[str] = Field(default_factory=list, max_length=8)
+
+    @field_validator("ports")
+    @classmethod
+    def _port_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _PORT_NAME.match(name):
+                raise _problem(None, f"{name!r}: a port's name is lower-case letters, digits, '_'")
+        if len(set(value)) != len(value):
+            twice = next(n for n in value if value.count(n) > 1)
+            raise _problem(None, f"{twice!r} is named twice")
+        return value
+
+    @model_validator(mode="after")
+    def _placeholders(self) -> Self:
+        known = {"port", "data", *(f"port.{name}" for name in self.ports)}
+        texts = [("command", w) for w in _command_words(self.command)]
+        texts += [(f"env.{k}", v) for k, v in self.env.items()]
+        for where, text in texts:
+            try:
+                names = {n for _, n, _, _ in string.Formatter().parse(text) if n is not None}
+            except ValueError as exc:
+                raise _problem(where, f"{text!r}: {exc} (write {{{{ and }}}} for braces)") from None
+            unknown = sorted(names - known)
+            if unknown:
+                listed = ", ".join(f"{{{k}}}" for k in sorted(known, key=len))
+                raise _problem(where, f"unknown placeholder {{{unknown[0]}}}; known: {listed}")
+        return self
 
     @field_validator("command")
     @classmethod
     def _a_command_line(cls, value: str) -> str:
-        for word in _command_words(value):
-            try:
-                names = {n for _, n, _, _ in string.Formatter().parse(word) if n is not None}
-            except ValueError as exc:
-                raise _problem(None, f"{word!r}: {exc} (write {{{{ and }}}} for braces)") from None
-            unknown = sorted(names - _PLACEHOLDERS)
-            if unknown:
-                raise _problem(
-                    None, f"unknown placeholder {{{unknown[0]}}}; known: {{port}}, {{data}}"
-                )
+        _command_words(value)
         return value
 
     @field_validator("ready")
@@ -590,20 +611,20 @@ class AgentProgram(BaseModel):
         for name, service in value.items():
             if not _SERVICE_NAME.match(name):
                 raise _problem(name, "a service's name is lower-case letters, digits, '_' and '-'")
-            variable = service_port_env(name, service)
-            if variable in taken:
-                raise _problem(
-                    f"{name}.port_env", f"{variable} is also the port of {taken[variable]}"
-                )
-            taken[variable] = name
+            for field, variable in _port_variables(name, service):
+                if variable in taken:
+                    raise _problem(
+                        f"{name}.{field}", f"{variable} is also the port of {taken[variable]}"
+                    )
+                taken[variable] = name
         return value
 
     @model_validator(mode="after")
     def _ports_not_in_env(self) -> Self:
         for name, service in self.services.items():
-            variable = service_port_env(name, service)
-            if variable in self.env:
-                raise _problem(f"services.{name}.port_env", f"{variable} is also set in env")
+            for field, variable in _port_variables(name, service):
+                if variable in self.env:
+                    raise _problem(f"services.{name}.{field}", f"{variable} is also set in env")
         return self
 
     @field_validator("command")
@@ -626,6 +647,12 @@ class AgentProgram(BaseModel):
 def service_port_env(name: str, service: ServiceDeclaration) -> str:
     """The variable a service's port is handed in: its ``port_env``, else ``NAME_PORT``."""
     return service.port_env or re.sub(r"[^A-Z0-9_]", "_", name.upper()) + "_PORT"
+
+
+def _port_variables(name: str, service: ServiceDeclaration) -> list[tuple[str, str]]:
+    """(field, variable) of each port a service hands the agent: its own, then its named."""
+    named = [("ports", named_port_env(name, port)) for port in service.ports]
+    return [("port_env", service_port_env(name, service)), *named]
 
 
 class WorldSeed(BaseModel):
@@ -785,6 +812,7 @@ class Scenario(BaseModel):
                 service_port_env(name, service),
                 dict(service.env),
                 service.ready_seconds,
+                tuple(service.ports),
             )
             for name, service in self.agent.services.items()
         )

@@ -4,8 +4,11 @@ A scenario's ``[agent.services.NAME]`` names a server the agent needs (an engine
 server, a database). For each trial (and each crash-free run) the harness starts it
 once, before the first life, and keeps it across the agent's lives:
 
-- its port on 127.0.0.1 is chosen free, put in its command (``{port}``) and handed to
-  every life in the variable ``port_env``;
+- its port on 127.0.0.1 is chosen free, put in its command and ``env`` (``{port}``) and
+  handed to every life in the variable ``port_env``; a server that needs more ports names
+  them (``ports``), each chosen free too, put in as ``{port.NAME}`` and handed in
+  ``SERVICE_NAME_PORT`` (``named_port_env``), a port no process holds included (the port of
+  the agent's own endpoint that an engine calls back, the same in every life);
 - its files live in the trial folder (``service-NAME/``, ``{data}`` in its command), so
   a power cut's observer sees them; its output goes to ``service-NAME.log``, kept with
   the trial;
@@ -27,6 +30,8 @@ import contextlib
 import http.client
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -47,6 +52,7 @@ __all__ = [
     "RunningServices",
     "ServiceError",
     "ServiceSpec",
+    "named_port_env",
     "read_services",
     "stop_all",
     "write_services",
@@ -84,14 +90,42 @@ class ServiceSpec:
     port_env: str = ""
     """The variable each life of the agent finds its port in."""
     env: Mapping[str, str] = field(default_factory=dict)
+    """Added to its environment; ``{port}``, ``{port.NAME}`` and ``{data}`` filled in."""
     ready_seconds: float = 30.0
+    ports: tuple[str, ...] = ()
+    """The names of its further ports (``{port.NAME}``), each handed to every life in
+    ``named_port_env(name, NAME)``; the readiness check asks ``{port}``."""
+
+    def variables(self) -> dict[str, str]:
+        """Port name (``""``: ``{port}``) -> the variable each life finds it in."""
+        named = {port: named_port_env(self.name, port) for port in self.ports}
+        return {"": self.port_env, **named}
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "env": dict(self.env)}
+        return {**asdict(self), "env": dict(self.env), "ports": list(self.ports)}
 
     @classmethod
     def from_json(cls, item: Mapping[str, Any]) -> ServiceSpec:
-        return cls(**{**item, "env": dict(item.get("env", {}))})
+        return cls(
+            **{**item, "env": dict(item.get("env", {})), "ports": tuple(item.get("ports", ()))}
+        )
+
+
+def named_port_env(service: str, port: str) -> str:
+    """The variable a service's named port is handed in: ``SERVICE_PORT_PORT`` in capitals,
+    every other character ``_`` (``restate``'s ``ingress``: ``RESTATE_INGRESS_PORT``)."""
+    return re.sub(r"[^A-Z0-9_]", "_", f"{service}_{port}_PORT".upper())
+
+
+class _Port(str):
+    """A service's main port as ``{port}`` fills it, its named ports as its attributes
+    (``{port.NAME}``)."""
+
+    def __new__(cls, port: int, named: Mapping[str, int]) -> _Port:
+        made = super().__new__(cls, str(port))
+        for name, number in named.items():
+            setattr(made, name, str(number))
+        return made
 
 
 def write_services(directory: Path, specs: Sequence[ServiceSpec]) -> None:
@@ -145,11 +179,17 @@ class RunningServices:
         self._observed = dict(observed or {})
         self._event = event or (lambda kind, **fields: None)
         self._running: dict[str, _Running] = {}
-        self._ports: dict[str, int] = {}
+        self._ports: dict[str, dict[str, int]] = {}
+        """Service -> port name (``""``: its main port) -> its port, kept across restarts."""
 
     def env(self) -> dict[str, str]:
-        """What each life is handed: every service's port in its variable."""
-        return {s.port_env: str(self._ports[s.name]) for s in self.specs if s.name in self._ports}
+        """What each life is handed: every port of every service in its variable."""
+        return {
+            variable: str(self._ports[s.name][port])
+            for s in self.specs
+            if s.name in self._ports
+            for port, variable in s.variables().items()
+        }
 
     def pids(self) -> dict[str, int]:
         return {name: running.process.pid for name, running in self._running.items()}
@@ -170,15 +210,19 @@ class RunningServices:
         data = self.trial_dir / SERVICE_FOLDER.format(name=spec.name)
         data.mkdir(parents=True, exist_ok=True)
         log_path = self.trial_dir / f"service-{spec.name}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-        env.update(spec.env)
-        env.update(self._observed)
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
         why = "no attempt"
         for attempt in range(3):
-            port = self._ports.get(spec.name) if attempt == 0 else None
-            port = port or _free_port()
-            fill = {"port": str(port), "data": os.path.realpath(data)}
+            ports = self._ports.get(spec.name) if attempt == 0 else None
+            ports = ports or _free_ports(["", *spec.ports])
+            port = ports[""]
+            fill = {
+                "port": _Port(port, {n: p for n, p in ports.items() if n}),
+                "data": os.path.realpath(data),
+            }
             words = [w.format(**fill) for w in resolve_command(spec.command, spec.home)]
+            env = {**inherited, **{k: v.format(**fill) for k, v in spec.env.items()}}
+            env.update(self._observed)
             started = time.monotonic()
             process: subprocess.Popen[bytes] | None = None
             try:
@@ -208,13 +252,14 @@ class RunningServices:
                 raise
             ready = _wait_ready(process, port, spec)
             if ready is None:
-                self._ports[spec.name] = port
+                self._ports[spec.name] = ports
                 self._event(
                     "service",
                     name=spec.name,
                     action="start",
                     pid=process.pid,
                     port=port,
+                    **({"ports": {n: p for n, p in ports.items() if n}} if spec.ports else {}),
                     ms=round((time.monotonic() - started) * 1000, 3),
                 )
                 return
@@ -285,11 +330,45 @@ def _wait_group_gone(group: int) -> None:
         time.sleep(_POLL_SECONDS)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _free_ports(names: Sequence[str]) -> dict[str, int]:
+    """A free port on 127.0.0.1 for each name, all different, below the kernel's range of
+    ephemeral ports: a port kept free between two lives (an agent's own endpoint) is then
+    never taken meanwhile as the source port of some outgoing connection."""
+    low = _ephemeral_low()
+    pick = random.SystemRandom()
+    with contextlib.ExitStack() as probes:
+        ports: dict[str, int] = {}
+        for name in names:
+            for _ in range(200):
+                probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    probe.bind(
+                        (
+                            "127.0.0.1",
+                            pick.randrange(_LOWEST_PORT, low) if low > _LOWEST_PORT else 0,
+                        )
+                    )
+                except OSError:
+                    probe.close()
+                    continue
+                probes.enter_context(probe)  # held until every name has its own
+                ports[name] = int(probe.getsockname()[1])
+                break
+            else:
+                raise ServiceError(f"no free port on 127.0.0.1 below {low}")
+        return ports
+
+
+_LOWEST_PORT = 10000
+"""Service ports are chosen at or above this and below the ephemeral range."""
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out as a source port (32768 when it cannot say)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _wait_ready(process: subprocess.Popen[bytes], port: int, spec: ServiceSpec) -> str | None:

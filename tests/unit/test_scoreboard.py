@@ -296,3 +296,39 @@ class TestServices:
         for agent in with_services:
             assert agent.scenario is not None
             assert agent.scenario.read_text("utf-8") == agent.scenario_text(), agent.name
+
+    def test_named_ports_reach_the_campaign(self, tmp_path: Path) -> None:
+        """A service's ``ports`` (a list) is written as TOML's list and read back."""
+        from harness.blackbox.scoreboard import read_services
+        from harness.chaos.scenario import load_scenario
+
+        path = self.demo(
+            tmp_path,
+            '[services.engine]\ncommand = "bin/engine {port} {port.ingress}"\n'
+            'ports = ["ingress", "endpoint"]\n',
+        )
+        services = read_services(path, tomllib.loads(path.read_text("utf-8")))
+        agent = Agent("demo", "Demo", "demo", "1.0", "x", "python demo.py", None, services=services)
+        deep = tmp_path / "a" / "b" / "c"
+        deep.mkdir(parents=True)
+        (deep / "phone_task.toml").write_text(agent.scenario_text(), "utf-8")
+        (service,) = load_scenario(str(deep / "phone_task.toml")).services
+        assert service.ports == ("ingress", "endpoint")
+
+    def test_an_agent_with_python_and_node_pins_is_built_only_with_both(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A Python agent beside a server from npm needs both environments built."""
+        import harness.blackbox.scoreboard as scoreboard
+
+        monkeypatch.setattr(scoreboard, "AGENTS", tmp_path)
+        folder = tmp_path / "engine"
+        (folder / ".venv").mkdir(parents=True)
+        (folder / "node_modules").mkdir()
+        (folder / "requirements.txt").write_text("x==1\n")
+        (folder / "package.json").write_text("{}\n")
+        agent = Agent("engine", "E", "e", "1", "x", "python agent.py", None)
+        (folder / ".venv" / ".installed").touch()
+        assert not agent.built
+        (folder / "node_modules" / ".installed").touch()
+        assert agent.built
