@@ -506,7 +506,8 @@ def run_time_table(agents: list[Agent], outcomes: dict[str, Outcome | None]) -> 
                 continue
             if not outcome.warm:
                 took = f"{outcome.seconds:.0f} s"
-                lines.append(f"| `{label}` | plain | {took} | {took} | warm not run yet |")
+                warm = "warm refused" if outcome.launch else "warm not run yet"
+                lines.append(f"| `{label}` | plain | {took} | {took} | {warm} |")
                 continue
             plain = outcome.plain_seconds
             ratio = f"{plain / outcome.seconds:.1f}x" if plain else ""

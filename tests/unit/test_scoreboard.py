@@ -263,4 +263,4 @@ def test_a_refused_warm_start_is_said_and_its_time_is_plain(tmp_path: Path) -> N
     bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "node demo.js", None)
     page = render([bare], {"demo": outcome}, argparse.Namespace(random=20, seed=7, launch="warm"))
     assert f"Its lives started plain: `{refused}`." in page
-    assert "| `demo` | plain | 12 s | 12 s | warm not run yet |" in page
+    assert "| `demo` | plain | 12 s | 12 s | warm refused |" in page
