@@ -16,9 +16,8 @@ the real server's tools (its listing, annotations and schemas as they are) and p
 - a durable result is answered from the journal; a call whose outcome is unknown gets a
   VERIFY result (``isError``, the hint and how to report); the listing gains
   ``report_verification`` (``harness.integrations.guard.VERIFY_TOOL``);
-- over HTTP, a client that sends no ``Mcp-Session-Id`` (a hand-written JSON-RPC client)
-  has its ``initialize`` open a session as any other's, and each later request served
-  alone, as MCP's stateless mode serves it, in the same life;
+- over HTTP, a client that never sends ``Mcp-Session-Id`` back is served each request
+  alone (stateless) in the life its ``initialize`` began;
 - a tool whose schema takes an idempotency key (``KEY_ARGUMENTS``) gets the op's stable
   key in it, whatever the model sent; the call's context goes in ``_meta`` too.
 
