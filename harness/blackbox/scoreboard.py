@@ -200,6 +200,8 @@ class Outcome:
     used the warm start (plain)."""
     plain_seconds: float | None = None
     """A warm run's: the time of the plain run whose figures it replaced (None: none kept)."""
+    plain_trials: int | None = None
+    """How many trials that plain run had (a campaign gains trials as faults are added)."""
 
     @property
     def warm(self) -> bool:
@@ -220,6 +222,7 @@ class Outcome:
             "power_loss": None if self.power_loss is None else self.power_loss.as_json(),
             "launch": self.launch,
             "plain_seconds": self.plain_seconds,
+            "plain_trials": self.plain_trials,
         }
 
     @classmethod
@@ -238,6 +241,7 @@ class Outcome:
             None if data.get("power_loss") is None else PowerLoss.from_json(data["power_loss"]),
             data.get("launch"),
             data.get("plain_seconds"),
+            data.get("plain_trials"),
         )
 
 
@@ -358,8 +362,11 @@ def with_plain_time(found: Outcome | None, kept: Outcome | None) -> Outcome | No
     kept) as its plain figure: the two times side by side on the page."""
     if found is None or kept is None or found is kept or not found.warm:
         return found
-    plain = kept.plain_seconds if kept.warm else kept.seconds
-    return dataclasses.replace(found, plain_seconds=plain)
+    if kept.warm:
+        return dataclasses.replace(
+            found, plain_seconds=kept.plain_seconds, plain_trials=kept.plain_trials
+        )
+    return dataclasses.replace(found, plain_seconds=kept.seconds, plain_trials=kept.trials)
 
 
 def verdict_line(outcome: Outcome) -> str:
@@ -493,26 +500,32 @@ def run_time_table(agents: list[Agent], outcomes: dict[str, Outcome | None]) -> 
         "time is that of the last run of the same campaign with every life started plain,",
         "whose figures it replaced. Random-time kills land at moments a shorter start-up",
         "moves, so the two runs' random trials are not the same trials; their exhaustive",
-        "trials are.",
+        "trials are. A campaign gains trials as faults are added, so the ratio is taken per",
+        "trial.",
         "",
-        "| run | started | time | plain time | plain / warm |",
-        "|---|---|---:|---:|---:|",
+        "| run | started | time | trials | plain time | plain trials | plain / warm, per trial |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for agent in agents:
         for label, _command in agent.variants():
             outcome = outcomes.get(label)
             if outcome is None or not outcome.seconds:
-                lines.append(f"| `{label}` | not run yet | | | |")
+                lines.append(f"| `{label}` | not run yet | | | | | |")
                 continue
             if not outcome.warm:
                 took = f"{outcome.seconds:.0f} s"
                 warm = "warm refused" if outcome.launch else "warm not run yet"
-                lines.append(f"| `{label}` | plain | {took} | {took} | {warm} |")
+                n = outcome.trials
+                lines.append(f"| `{label}` | plain | {took} | {n} | {took} | {n} | {warm} |")
                 continue
-            plain = outcome.plain_seconds
-            ratio = f"{plain / outcome.seconds:.1f}x" if plain else ""
+            plain, count = outcome.plain_seconds, outcome.plain_trials
+            per_warm = outcome.seconds / outcome.trials
+            ratio = f"{plain / count / per_warm:.1f}x" if plain and count else ""
             was = f"{plain:.0f} s" if plain else "none on record"
-            lines.append(f"| `{label}` | warm | {outcome.seconds:.0f} s | {was} | {ratio} |")
+            lines.append(
+                f"| `{label}` | warm | {outcome.seconds:.0f} s | {outcome.trials} | {was} | "
+                f"{count or ''} | {ratio} |"
+            )
     return lines
 
 

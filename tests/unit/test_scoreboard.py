@@ -239,15 +239,15 @@ def test_a_warm_run_keeps_the_plain_time_it_replaced(tmp_path: Path) -> None:
     warm = read_outcome(run)
     assert warm.warm and warm.launch == WARM
     found = with_plain_time(warm, plain)
-    assert found is not None and found.plain_seconds == 100.0
+    assert found is not None and (found.plain_seconds, found.plain_trials) == (100.0, 2)
     again = with_plain_time(warm, found)
-    assert again is not None and again.plain_seconds == 100.0
+    assert again is not None and (again.plain_seconds, again.plain_trials) == (100.0, 2)
     assert with_plain_time(plain, found) is plain  # a plain run is its own plain time
     kept = Outcome.from_json(json.loads(json.dumps(found.as_json())))
     assert kept == found
     bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", None)
     page = render([bare], {"demo": found}, argparse.Namespace(random=20, seed=7, launch="warm"))
-    assert "| `demo` | warm | 12 s | 100 s | 8.0x |" in page
+    assert "| `demo` | warm | 12 s | 2 | 100 s | 2 | 8.0x |" in page
     assert "in 12 s (warm start), 2026-12-06" in page
     assert "--launch warm`" in page
 
@@ -263,4 +263,4 @@ def test_a_refused_warm_start_is_said_and_its_time_is_plain(tmp_path: Path) -> N
     bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "node demo.js", None)
     page = render([bare], {"demo": outcome}, argparse.Namespace(random=20, seed=7, launch="warm"))
     assert f"Its lives started plain: `{refused}`." in page
-    assert "| `demo` | plain | 12 s | 12 s | warm refused |" in page
+    assert "| `demo` | plain | 12 s | 2 | 12 s | 2 | warm refused |" in page
