@@ -48,6 +48,7 @@ from harness.blackbox.handed import agent_env
 from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
 from harness.blackbox.warm import RECORD_ENV, WARM_FD_ENV, WarmAgent, recording_command, start_warm
+from harness.blackbox.wired import read_launcher, wire_env
 from harness.exits import AGENT_CANNOT_START
 from harness.failpoints import (
     AIMED_KILL_SIGNAL,
@@ -191,7 +192,13 @@ def _start_agent(
     words: list[str], trial: Path, env: dict[str, str], out: int
 ) -> WarmAgent | subprocess.Popen[bytes]:
     """The agent's process: forked by its zygote in a warm start (``WARM_FD_ENV``), else
-    started by its command (through ``zygote.py --record`` in a run that records imports)."""
+    started by its command (through ``zygote.py --record`` in a run that records imports).
+    A command of the wire guard's launcher (``harness.blackbox.wired``) has its guard wired
+    here, and the agent's own command started: a warm start forks the agent itself."""
+    wiring = read_launcher(words)
+    if wiring is not None:
+        env = wire_env(wiring, env, trial, out)
+        words = list(wiring.agent)
     if WARM_FD_ENV in os.environ:
         zygote = socket.socket(fileno=int(os.environ.pop(WARM_FD_ENV)))
         started = start_warm(zygote, words, trial, env, out)
@@ -224,7 +231,7 @@ def main(argv: list[str]) -> int:
         try:
             with open(trial / "agent.stdout", "ab") as out:
                 agent = _start_agent(words, trial, env, out.fileno())
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: its wire guard
             print(f"harness: the agent's command {command!r} cannot start: {exc}", file=sys.stderr)
             return AGENT_CANNOT_START
         code = agent.wait()

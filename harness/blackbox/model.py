@@ -175,6 +175,10 @@ def _classify(text: str) -> tuple[str, Any]:
         inner = value["error"]
         text = inner if isinstance(inner, str) else json.dumps(inner)
         status, detail = classify(text) if text.strip() else ("error", inner)
+        if status == "ok" and any(mark in text.lower() for mark in UNKNOWN_MARKS):
+            # Data that says its outcome is unknown (a wire guard's structured VERIFY result,
+            # which Pydantic AI prefers to its text): a model reads the hint in it.
+            return "unknown", None
         return (status, detail) if status in ("transient", "unknown") else ("error", inner)
     if value is not None and isinstance(value, dict | list):
         return "ok", value

@@ -3,13 +3,15 @@
 Each example agent (``examples/agents/NAME/agent.toml``: its framework, version, where it
 keeps its state, its command and, where it has one, its guarded command and how the wire
 guard stands in front of its tools) is run as a black box by ``harness chaos --runtime
-cmd:"..." --only phone_task --random 20`` on one seed, bare, guarded and proxy-guarded
-(``NAME-wire``), and ``docs/scoreboard.md`` is written from what those runs
+cmd:"..." --only phone_task --random 20 --launch warm`` on one seed, bare, guarded and
+proxy-guarded (``NAME-wire``), and ``docs/scoreboard.md`` is written from what those runs
 recorded (their ``summary.json`` and ``trials.jsonl``): per agent, the trials, the
 failures per invariant, the tools that ran twice, the trials with a power cut and how
-they ended, and every failing trial's replay command. What a run found is also kept
-beside the agent (``measured.json``, committed), so that ``--only NAME`` runs one agent
-again and the page keeps every other agent's last figures, each with its date and commit.
+they ended, every failing trial's replay command, and each run's time with the launcher
+it used (the warm start, or a plain start where it refused) against the last plain run's.
+What a run found is also kept beside the agent (``measured.json``, committed), so that
+``--only NAME`` runs one agent again and the page keeps every other agent's last figures,
+each with its date and commit.
 An agent never run is listed as such, never left out. ``--render`` writes the page again
 from the last runs without running.
 
@@ -25,6 +27,7 @@ replay commands that name it run on a fresh checkout.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import subprocess
@@ -58,6 +61,10 @@ SCENARIOS = ROOT / "scenarios"
 SERVICE_KEYS = tuple(ServiceDeclaration.model_fields)
 MEASURED = "measured.json"
 """Beside each agent's agent.toml: what its last runs found, by variant (see ``Outcome``)."""
+LAUNCH_NOTE = ".launch"
+"""Beside a run folder (``RUN.launch``): the line the campaign printed on how its lives
+started (``warm start: ...``, or ``warm start refused: WHY; plain start``)."""
+WARM_LINE = "warm start"
 
 
 @dataclass(frozen=True)
@@ -237,6 +244,8 @@ def run_campaign(
             "harness",
             "chaos",
             *scenario,
+            "--launch",
+            args.launch,
             "--runtime",
             f"cmd:{command}",
             "--only",
@@ -255,11 +264,21 @@ def run_campaign(
         text=True,
     )
     run = latest_run(reports)
+    if run is not None:
+        note = [w for line in ran.stderr.splitlines() if (w := _launch_line(line))]
+        note_file = run.parent / f"{run.name}{LAUNCH_NOTE}"
+        note_file.write_text((note[-1] if note else "plain start") + "\n", "utf-8")
     said = verdict_line(read_outcome(run)) if run is not None else "no run folder"
     print(f"{label}: {said} ({time.monotonic() - started:.0f} s)", flush=True)
     if ran.returncode == 2:
         print(ran.stderr.strip(), file=sys.stderr)
     return run
+
+
+def _launch_line(line: str) -> str | None:
+    """The campaign's line on its launcher (``harness: warm start...``), without its prefix."""
+    said = line.removeprefix("harness: ")
+    return said if said.startswith(WARM_LINE) else None
 
 
 def latest_run(reports: Path) -> Path | None:
@@ -288,6 +307,18 @@ class Outcome:
     power_loss: PowerLoss | None = None
     """Its trials with a power cut, as a tally; None for a run from before black boxes
     lost power (its figures are of kills and lost replies only)."""
+    launch: str | None = None
+    """How its lives started, as the campaign said it (``warm start: ...``, ``warm start
+    refused: WHY; plain start``, ``plain start``); None: a run from before the scoreboard
+    used the warm start (plain)."""
+    plain_seconds: float | None = None
+    """A warm run's: the time of the plain run whose figures it replaced (None: none kept)."""
+    plain_trials: int | None = None
+    """How many trials that plain run had (a campaign gains trials as faults are added)."""
+
+    @property
+    def warm(self) -> bool:
+        return (self.launch or "").startswith(f"{WARM_LINE}:")
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -302,6 +333,9 @@ class Outcome:
             "started": self.started,
             "commit": self.commit,
             "power_loss": None if self.power_loss is None else self.power_loss.as_json(),
+            "launch": self.launch,
+            "plain_seconds": self.plain_seconds,
+            "plain_trials": self.plain_trials,
         }
 
     @classmethod
@@ -318,6 +352,9 @@ class Outcome:
             data.get("started"),
             data.get("commit"),
             None if data.get("power_loss") is None else PowerLoss.from_json(data["power_loss"]),
+            data.get("launch"),
+            data.get("plain_seconds"),
+            data.get("plain_trials"),
         )
 
 
@@ -390,6 +427,8 @@ def read_outcome(run: Path) -> Outcome:
         (entry["trial"], entry["invariants"], entry["replay"])
         for entry in (*summary["failures"], *summary["unjudged"])
     ]
+    note = run.parent / f"{run.name}{LAUNCH_NOTE}"
+    launch = note.read_text("utf-8").strip() if note.exists() else None
     return Outcome(
         summary["trials"],
         summary["failed"],
@@ -402,6 +441,7 @@ def read_outcome(run: Path) -> Outcome:
         summary.get("started"),
         summary.get("commit"),
         PowerLoss(sum(cut.values()), cut["fail"], cut["unknown"], tuple(cut_ids)),
+        launch,
     )
 
 
@@ -428,6 +468,18 @@ def newest(run: Path | None, kept: Outcome | None) -> Outcome | None:
     if kept is not None and (kept.started or "") > (ran.started or ""):
         return kept
     return ran
+
+
+def with_plain_time(found: Outcome | None, kept: Outcome | None) -> Outcome | None:
+    """A warm run's figures, keeping the time of the plain run they replace (or that it had
+    kept) as its plain figure: the two times side by side on the page."""
+    if found is None or kept is None or found is kept or not found.warm:
+        return found
+    if kept.warm:
+        return dataclasses.replace(
+            found, plain_seconds=kept.plain_seconds, plain_trials=kept.plain_trials
+        )
+    return dataclasses.replace(found, plain_seconds=kept.seconds, plain_trials=kept.trials)
 
 
 def verdict_line(outcome: Outcome) -> str:
@@ -458,7 +510,8 @@ def render(
         "`ANTHROPIC_BASE_URL`) and to its tools over MCP, and keeps its state with its",
         "framework's own persistence in its working folder. Each ran as a black box under the",
         "same campaign: "
-        f'`chaos --runtime cmd:"..." --only {SCENARIO} --random {args.random} --seed {args.seed}`',
+        f'`chaos --runtime cmd:"..." --only {SCENARIO} --random {args.random} --seed {args.seed} '
+        f"--launch {args.launch}`",
         "(every harness failpoint at every hit of the agent's own crash-free run, every reply",
         "lost once, a kill then a power cut at each of its model requests and after its exit,",
         "each fault of the model's answer once, and random-time kills, a third of them followed",
@@ -476,6 +529,14 @@ def render(
         "one agent again, and every other agent keeps the figures of its last run (in its",
         "`measured.json`), with the day and commit it ran on. Each replay command below runs",
         "one trial again.",
+        "",
+        "With `--launch warm`, each life of a Python agent forks from a process of its own",
+        "interpreter that has already imported what the agent imports",
+        "([the warm start](guides/agents.md#the-warm-start-launch-warm)). Where the warm start",
+        "refuses (a Node agent, an import that reads a variable that differs in each life), the",
+        "run says why and its lives start plain. Runs from before the scoreboard used it started",
+        "every life plain, and say so. [Run times](#run-times-warm-against-plain) sets each",
+        "run's time beside the last plain run's.",
         "",
         "| agent | framework | state kept in | run | trials | failed | unknown | "
         "failures by invariant | tools run twice | power-loss trials | failed | unknown |",
@@ -516,9 +577,12 @@ def render(
                 )
                 continue
             seconds = f" in {outcome.seconds:.0f} s" if outcome.seconds else ""
+            how = " (warm start)" if outcome.warm else " (plain start)"
             when = f", {outcome.started[:10]}" if outcome.started else ""
             commit = f", commit {outcome.commit[:7]}" if outcome.commit else ""
-            lines.append(f"`{verdict_line(outcome)}`{seconds}{when}{commit}.")
+            lines.append(f"`{verdict_line(outcome)}`{seconds}{how}{when}{commit}.")
+            if outcome.launch and not outcome.warm:
+                lines += ["", f"Its lives started plain: `{outcome.launch}`."]
             if not outcome.failures:
                 continue
             lines += [
@@ -534,7 +598,48 @@ def render(
                 for trial, inv, replay in outcome.failures
             ]
             lines += ["```", "", "</details>"]
+    lines += run_time_table(agents, outcomes)
     return "\n".join(lines) + "\n"
+
+
+def run_time_table(agents: list[Agent], outcomes: dict[str, Outcome | None]) -> list[str]:
+    """Each run's time, the launcher it used, and the last plain run's time beside it."""
+    lines = [
+        "",
+        "## Run times, warm against plain",
+        "",
+        "Each run's whole campaign, from its first trial to its last, as `summary.json`",
+        "recorded it (2 workers, on whatever else the machine ran then). A warm run's plain",
+        "time is that of the last run of the same campaign with every life started plain,",
+        "whose figures it replaced. Random-time kills land at moments a shorter start-up",
+        "moves, so the two runs' random trials are not the same trials; their exhaustive",
+        "trials are. A campaign gains trials as faults are added, so the ratio is taken per",
+        "trial.",
+        "",
+        "| run | started | time | trials | plain time | plain trials | plain / warm, per trial |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for agent in agents:
+        for label, _command in agent.variants():
+            outcome = outcomes.get(label)
+            if outcome is None or not outcome.seconds:
+                lines.append(f"| `{label}` | not run yet | | | | | |")
+                continue
+            if not outcome.warm:
+                took = f"{outcome.seconds:.0f} s"
+                warm = "warm refused" if outcome.launch else "warm not run yet"
+                n = outcome.trials
+                lines.append(f"| `{label}` | plain | {took} | {n} | {took} | {n} | {warm} |")
+                continue
+            plain, count = outcome.plain_seconds, outcome.plain_trials
+            per_warm = outcome.seconds / outcome.trials
+            ratio = f"{plain / count / per_warm:.1f}x" if plain and count else ""
+            was = f"{plain:.0f} s" if plain else "none on record"
+            lines.append(
+                f"| `{label}` | warm | {outcome.seconds:.0f} s | {outcome.trials} | {was} | "
+                f"{count or ''} | {ratio} |"
+            )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -553,6 +658,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7, help="the campaign seed (default 7)")
     parser.add_argument("--random", type=int, default=20, help="random-time trials (20)")
     parser.add_argument("--workers", type=int, default=2, help="trials at once (2)")
+    parser.add_argument(
+        "--launch",
+        choices=("warm", "fork"),
+        default="warm",
+        help="how each life of an agent starts: the warm start where it is accepted (the "
+        "default), or plain (fork)",
+    )
     parser.add_argument("--reports", type=Path, default=ROOT / "reports" / "scoreboard")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "scoreboard.md")
     parser.add_argument(
@@ -573,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
                 run = latest_run(args.reports / label)
             else:
                 run = run_campaign(label, command, args, write_scenario(agent))
-            outcomes[label] = newest(run, kept.get(label))
+            outcomes[label] = with_plain_time(newest(run, kept.get(label)), kept.get(label))
         found = {label: o for label, _ in agent.variants() if (o := outcomes[label]) is not None}
         if found and found != kept:
             keep(agent.name, found)
@@ -589,7 +701,11 @@ def run_times(outcomes: dict[str, Outcome | None]) -> str:
     timed = {label: o.seconds for label, o in outcomes.items() if o is not None and o.seconds}
     if not timed:
         return "run times: none measured"
-    lines = [f"  {label}: {seconds:.0f} s" for label, seconds in sorted(timed.items())]
+    warm = {label for label, o in outcomes.items() if o is not None and o.warm}
+    lines = [
+        f"  {label}: {seconds:.0f} s{' (warm)' if label in warm else ''}"
+        for label, seconds in sorted(timed.items())
+    ]
     longest = max(timed, key=lambda label: timed[label])
     total = sum(timed.values())
     return "\n".join(

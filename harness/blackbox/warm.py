@@ -56,6 +56,8 @@ PLAN_ENV = "HARNESS_WARM_PLAN"
 WARM_FD_ENV = "HARNESS_WARM_FD"
 """In a host's environment: its connection to the zygote, a descriptor it inherited."""
 MAX_PACKET = 1 << 20
+IMPORTS_PER_PACKET = 500
+"""Module names a packet to the zygote carries (500 long names fit a default send buffer)."""
 _PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?$")
 
 
@@ -119,15 +121,20 @@ class WarmPlan:
         return cls(command, program[0], tuple(program[1]), tuple(imports), tuple(skip))
 
     def encode(self) -> dict[str, Any]:
-        return asdict(self)
+        """As JSON, its imports compressed: each life's spawn request to the fork server
+        carries it in one packet, which a socket's send buffer bounds."""
+        fields = asdict(self)
+        names = json.dumps(fields.pop("imports")).encode()
+        return {**fields, "imports_z": base64.b64encode(zlib.compress(names)).decode()}
 
     @classmethod
     def decode(cls, fields: dict[str, Any]) -> WarmPlan:
+        imports = json.loads(zlib.decompress(base64.b64decode(fields["imports_z"])))
         return cls(
             str(fields["command"]),
             str(fields["python"]),
             tuple(fields["program"]),
-            tuple(fields["imports"]),
+            tuple(imports),
             tuple(fields["skip_under"]),
         )
 
@@ -178,13 +185,22 @@ class ZygoteProcess:
         self.plan = plan
         self.preload = env.get("LD_PRELOAD")
         self._sock = ours
+        # The imports go in packets of their own: a socket's send buffer (212992 bytes by
+        # default) bounds one packet, and a framework may import thousands of modules.
+        names = list(plan.imports)
+        packets = [
+            names[at : at + IMPORTS_PER_PACKET] for at in range(0, len(names), IMPORTS_PER_PACKET)
+        ]
         spec = {
             "program": list(plan.program),
-            "imports": list(plan.imports),
+            "imports": [],
+            "packets": len(packets),
             "preload": self.preload,
         }
         try:
             ours.send(json.dumps(spec).encode())
+            for packet in packets:
+                ours.send(json.dumps(packet).encode())
             data = ours.recv(MAX_PACKET)
         except BaseException:  # an interrupt while it imports: it goes too
             self.process.kill()
@@ -327,8 +343,12 @@ class Adopted:
 def adopt(command: str, words: Sequence[str], record: Path) -> Adopted:
     """Try the crash-free run's imports in a zygote of the agent's interpreter, here, once:
     on success the plan goes into this process's environment for the campaign's workers;
-    on a refusal the line says why, and the lives start plain."""
-    plan = WarmPlan.from_record(command, words, record)
+    on a refusal the line says why, and the lives start plain. Behind the wire guard's
+    launcher, the plan is the agent's own command's (its host wires the guard)."""
+    from harness.blackbox.wired import read_launcher
+
+    wiring = read_launcher(words)
+    plan = WarmPlan.from_record(command, wiring.agent if wiring else words, record)
     if isinstance(plan, str):
         return Adopted(None, f"warm start refused: {plan}; plain start")
     life_env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}

@@ -14,7 +14,10 @@ as the trial's other files.
 - With ``--http``, the guard is a sidecar started first, on a free port of 127.0.0.1,
   and ``HARNESS_MCP_URL`` names it; it dies with the life's process group.
 
-Then it execs the command. A guard that does not come up is one line on stderr, exit 2.
+Run as a program, it then execs the command. A black box's host that is handed this
+command line (``read_launcher``) wires the guard itself and starts the agent's own
+command, so that a warm start forks the agent, not this launcher. A guard that does not
+come up is one line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.blackbox import MCP_COMMAND_ENV, MCP_URL_ENV
 from harness.exits import EXIT_BAD_INPUT
 
-__all__ = ["GUARD_JOURNAL", "main"]
+__all__ = ["GUARD_JOURNAL", "WIRED_MODULE", "Wiring", "main", "read_launcher", "wire_env"]
 
+WIRED_MODULE = "harness.blackbox.wired"
 GUARD_JOURNAL = "guard.journal"
 """The guard's journal, in the agent's working folder."""
 GUARD_LOG = "guard.log"
@@ -40,20 +46,55 @@ START_S = 60.0
 SERVING = "guard: serving "
 
 
-def guard_command(upstream: str, *, http: bool) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """How the guard stands in front of an agent's tools, and the agent's own command."""
+
+    python: str
+    """The interpreter the guard runs on (this project's, with the ``mcp`` extra)."""
+    http: bool
+    agent: tuple[str, ...]
+
+
+def _parse(python: str, argv: Sequence[str]) -> Wiring:
+    http = bool(argv) and argv[0] == "--http"
+    words = list(argv[1:] if http else argv)
+    if words[:1] == ["--"]:
+        words = words[1:]
+    return Wiring(python, http, tuple(words))
+
+
+def read_launcher(words: Sequence[str]) -> Wiring | None:
+    """The wiring a command line of this launcher asks for (``PYTHON -m
+    harness.blackbox.wired [--http] -- COMMAND...``), or None for any other command."""
+    if len(words) < 3 or list(words[1:3]) != ["-m", WIRED_MODULE]:
+        return None
+    wiring = _parse(words[0], words[3:])
+    return wiring if wiring.agent else None
+
+
+def guard_command(upstream: str, folder: Path, *, python: str, http: bool) -> list[str]:
     """The guard's command line in front of ``upstream`` (the real server's stdio command)."""
-    journal = str(Path(GUARD_JOURNAL).resolve())
-    words = [sys.executable, "-m", "harness", "guard", "--quiet", "--journal", journal]
+    journal = str((folder / GUARD_JOURNAL).resolve())
+    words = [python, "-m", "harness", "guard", "--quiet", "--journal", journal]
     return [*words, "--upstream-cmd", upstream, *(["--http", "0"] if http else [])]
 
 
-def start_sidecar(upstream: str) -> str:
-    """Start the guard over HTTP beside the agent; its URL once it serves."""
-    log = Path(GUARD_LOG)
+def start_sidecar(
+    upstream: str, folder: Path, *, python: str, env: Mapping[str, str], stdout: int | None
+) -> str:
+    """Start the guard over HTTP beside the agent, in ``folder`` and the caller's process
+    group; its URL once it serves."""
+    log = folder / GUARD_LOG
     with log.open("ab") as out:
         start = out.tell()
         guard = subprocess.Popen(
-            guard_command(upstream, http=True), stdin=subprocess.DEVNULL, stderr=out
+            guard_command(upstream, folder, python=python, http=True),
+            cwd=folder,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=out,
         )
     deadline = time.monotonic() + START_S
     while time.monotonic() < deadline:
@@ -68,29 +109,42 @@ def start_sidecar(upstream: str) -> str:
     raise RuntimeError(f"the guard did not serve within {START_S:.0f} s")
 
 
+def wire_env(
+    wiring: Wiring, env: Mapping[str, str], folder: Path, stdout: int | None = None
+) -> dict[str, str]:
+    """The agent's environment with its MCP address pointed at the guard: a sidecar started
+    now (``--http``), or the guard as its MCP server's command. RuntimeError: the guard
+    did not come up, or ``env`` names no real server (``HARNESS_MCP_COMMAND``)."""
+    upstream = env.get(MCP_COMMAND_ENV)
+    if not upstream:
+        raise RuntimeError(f"no {MCP_COMMAND_ENV}: the real MCP server is not known")
+    wired = dict(env)
+    if wiring.http:
+        wired[MCP_URL_ENV] = start_sidecar(
+            upstream, folder, python=wiring.python, env=env, stdout=stdout
+        )
+    else:
+        command = guard_command(upstream, folder, python=wiring.python, http=False)
+        wired[MCP_COMMAND_ENV] = shlex.join(command)
+    return wired
+
+
 def main(argv: list[str]) -> int:
-    http = bool(argv) and argv[0] == "--http"
-    words = argv[1:] if http else argv
-    if words[:1] == ["--"]:
-        words = words[1:]
-    upstream = os.environ.get(MCP_COMMAND_ENV)
-    if not words or not upstream:
+    wiring = _parse(sys.executable, argv)
+    if not wiring.agent or not os.environ.get(MCP_COMMAND_ENV):
         print(
             "harness.blackbox.wired: usage: wired [--http] -- COMMAND..., "
             f"run as a black box's agent (with {MCP_COMMAND_ENV})",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    if http:
-        try:
-            os.environ[MCP_URL_ENV] = start_sidecar(upstream)
-        except (OSError, RuntimeError) as exc:
-            print(f"harness.blackbox.wired: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    else:
-        os.environ[MCP_COMMAND_ENV] = shlex.join(guard_command(upstream, http=False))
+    try:
+        os.environ.update(wire_env(wiring, os.environ, Path.cwd()))
+    except (OSError, RuntimeError) as exc:
+        print(f"harness.blackbox.wired: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     sys.stdout.flush()
-    os.execvp(words[0], words)
+    os.execvp(wiring.agent[0], wiring.agent)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ hold the harness), in one of two ways:
 - ``python zygote.py --record OUT -- PROGRAM...``: run the program as ``python PROGRAM...``
   would, and at its exit write to ``OUT`` the modules it imported (the crash-free run).
 - ``python zygote.py FD MARKER OWNER PARENT``: a zygote serving on the ``SOCK_SEQPACKET``
-  socket ``FD``. Its first packet names the program and the modules to import; it imports
+  socket ``FD``. Its first packets name the program and the modules to import; it imports
   them, checks that nothing would make a fork unlike a fresh start (a thread, an open file,
   an environment variable read that a life sets otherwise, the observer not loaded) and
   answers ``ready``. Then each connection it is handed (one per life, from the harness's
@@ -428,8 +428,11 @@ def zygote_main(argv: list[str]) -> int:
     sys.path[0] = program.path0(os.getcwd())  # not this file's folder: the program's
     zygote = Zygote(control, program)
     zygote.at_start = {k: v for k, v in os.environ.items() if _read_at_start(k)}
+    imports = list(spec["imports"])
+    for _ in range(int(spec.get("packets", 0))):  # the rest of the names, a packet each
+        imports += json.loads(control.recv(MAX_PACKET))
     try:
-        stats = _import_all(zygote, spec["imports"])
+        stats = _import_all(zygote, imports)
         refused = _refusal(zygote, spec.get("preload"))
     except BaseException as exc:
         stats, refused = {}, f"the imports failed: {type(exc).__name__}: {exc}"

@@ -656,6 +656,9 @@ def _crash_state(
                 nodes[id(node)] = (path, node)
     weak = args[2:] == ["weak"]  # "ordered" (the default) is named only here
     units: list[tuple[str, list[str]]] = []  # (what, its options' labels)
+    # Each unit's own key: a file replaced by a rename has two nodes at one path, each with
+    # options of its own (keyed by path, one's choice indexed the other's options).
+    unit_keys: list[tuple[str, object]] = []
     options: dict[int, list[tuple[str, bytes]]] = {}
     durables: dict[int, bytes] = {}
     tears: dict[int, tuple[list[int], list[frozenset[int]]]] = {}  # sectors, ways to tear
@@ -672,6 +675,7 @@ def _crash_state(
             options[key] = crashstates.file_options(durable, now, node.pending, node.cut_to)
         if len(options[key]) > 1:
             units.append((rel, [label for label, _ in options[key]]))
+            unit_keys.append(("file", key))
         if weak and now is not None and not node.mapped:
             sectors = crashstates.changed_sectors(durable, now)
             masks = crashstates.tear_masks(len(sectors), f"{spec}:{rel}")
@@ -679,15 +683,17 @@ def _crash_state(
                 tears[key] = (sectors, masks)
                 labels = [_torn_label([sectors[i] for i in sorted(m)], len(sectors)) for m in masks]
                 units.append((f"sectors of {rel}", ["as written", *labels]))
+                unit_keys.append(("sectors", key))
     groups = _name_groups(model, paths)
     for group in groups:
         units.append((f"names of {os.path.relpath(group[0], root)}", ["undone", "kept"]))
+        unit_keys.append(("names", group[0]))
     number = int(args[1])
     choices, total, enumerated = crashstates.pick([len(u[1]) for u in units], number, spec)
-    chosen = dict(zip((u[0] for u in units), choices, strict=True))
+    chosen = dict(zip(unit_keys, choices, strict=True))
     final = dict(model.durable)
     for group in groups:
-        if chosen[f"names of {os.path.relpath(group[0], root)}"]:
+        if chosen[("names", group[0])]:
             for path in group:
                 if path in model.volatile:
                     final[path] = model.volatile[path]
@@ -699,8 +705,8 @@ def _crash_state(
         if node.directory:
             continue
         rel = os.path.relpath(path, root)
-        data = options[key][chosen.get(rel, 0)][1]
-        torn = chosen.get(f"sectors of {rel}", 0)
+        data = options[key][chosen.get(("file", key), 0)][1]
+        torn = chosen.get(("sectors", key), 0)
         lost_sectors: list[int] = []
         if torn:
             sectors, masks = tears[key]

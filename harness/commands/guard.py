@@ -192,11 +192,14 @@ async def _guard_session(
 async def _serve_http(server: Any, port: int) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(host="127.0.0.1", json_response=True)
+    from harness.integrations.wire import http_app
+
+    app = http_app(server)
     listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listening.bind(("127.0.0.1", port))
     bound = listening.getsockname()[1]
+    listening.listen(128)  # before the address is told: a client may connect at once
     # A request stuck on the real server (its agent gone) must not hold the exit.
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
     print(f"guard: serving http://127.0.0.1:{bound}/mcp", file=sys.stderr, flush=True)

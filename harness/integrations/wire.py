@@ -16,6 +16,8 @@ the real server's tools (its listing, annotations and schemas as they are) and p
 - a durable result is answered from the journal; a call whose outcome is unknown gets a
   VERIFY result (``isError``, the hint and how to report); the listing gains
   ``report_verification`` (``harness.integrations.guard.VERIFY_TOOL``);
+- over HTTP, a client that never sends ``Mcp-Session-Id`` back is served each request
+  alone (stateless) in the life its ``initialize`` began;
 - a tool whose schema takes an idempotency key (``KEY_ARGUMENTS``) gets the op's stable
   key in it, whatever the model sent; the call's context goes in ``_meta`` too.
 
@@ -72,6 +74,7 @@ __all__ = [
     "build_server",
     "call_meta",
     "guard_table",
+    "http_app",
     "list_upstream",
     "upstream_session",
 ]
@@ -386,6 +389,76 @@ def build_server(guard: WireGuard) -> Server[Any]:
 
     server.middleware.append(new_life)
     return server
+
+
+SESSION_HEADER = b"mcp-session-id"
+
+
+def http_app(server: Server[Any], *, host: str = "127.0.0.1") -> Any:
+    """The guard's app over streamable HTTP (JSON answers): a request with a session id, a
+    GET or DELETE, and every ``initialize`` go to a session as MCP's server keeps them;
+    any other request without a session id is served alone (stateless), where the SDK's
+    server would answer 400 to a client that never sends the id it was given."""
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    server.streamable_http_app(host=host, json_response=True)  # its host checks, as kept
+    security = server.session_manager.security_settings
+    kept, alone = (
+        StreamableHTTPSessionManager(
+            app=server, json_response=True, stateless=stateless, security_settings=security
+        )
+        for stateless in (False, True)
+    )
+
+    async def route(scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] != "POST" or any(k == SESSION_HEADER for k, _ in scope["headers"]):
+            await kept.handle_request(scope, receive, send)
+            return
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        sent = False
+
+        async def again() -> Any:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        manager = kept if _opens_session(body) else alone
+        await manager.handle_request(scope, again, send)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with kept.run(), alone.run():
+            yield
+
+    class Endpoint:  # an ASGI app as a route's endpoint (a plain function is a view)
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            await route(scope, receive, send)
+
+    return Starlette(routes=[Route("/mcp", endpoint=Endpoint())], lifespan=lifespan)
+
+
+def _opens_session(body: bytes) -> bool:
+    """Whether a POST's body is (or holds) an ``initialize``; unreadable: the kept path
+    answers it as the SDK does."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return True
+    messages = message if isinstance(message, list) else [message]
+    if not all(isinstance(m, dict) for m in messages):
+        return True
+    return any(m.get("method") == "initialize" for m in messages)
 
 
 def describe(result: CallToolResult) -> str:

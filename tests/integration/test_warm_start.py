@@ -132,6 +132,29 @@ class TestFaithful:
         assert view["marker"] == "life" and view["cwd"] == str(cwd)
         assert view["fds"] == [0, 1, 2, 3]  # and the listing's own: nothing of the zygote's
 
+    def test_a_framework_s_thousands_of_imports_reach_the_zygote(
+        self, tmp_path: Path, group: int
+    ) -> None:
+        """A plan longer than a socket's send buffer (the Anthropic SDK's agent imports some
+        4000 modules) reaches the zygote whole, in its own packets and, in a spawn request,
+        compressed: it once failed with 'Message too long'."""
+        names = ["xml.etree.ElementTree", "json"] * 10000
+        assert len(json.dumps(names)) > 212992
+        long = plan([PROBE, "0"], names)
+        assert WarmPlan.decode(json.loads(json.dumps(long.encode()))) == long
+        assert len(json.dumps(long.encode())) < 212992 // 10
+        zygote = ZygoteProcess(long, life_env(tmp_path, WARM_PROBE="zygote"))
+        try:
+            assert zygote.refused is None, zygote.ready
+            cwd = tmp_path / "trial"
+            cwd.mkdir()
+            env = life_env(tmp_path, WARM_PROBE="life")
+            status, _ = run_warm(zygote, [PROBE, "0"], cwd, env, tmp_path / "warm.out", group)
+        finally:
+            zygote.close()
+        assert status == 0
+        assert seen(tmp_path / "warm.out")["marker"] == "life"
+
     def test_an_uncaught_exception_exits_1_with_the_program_s_traceback(
         self, tmp_path: Path, group: int
     ) -> None:

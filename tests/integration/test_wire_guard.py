@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,69 @@ class TestHttpSidecar:
                 guard.wait(timeout=WAIT_S)
             finally:
                 kill_tree(guard.pid)
+
+    def test_a_client_that_sends_no_session_id(self, folder: Path) -> None:
+        """A hand-written JSON-RPC client that never sends the session id it was given is
+        served (the SDK's server alone answers it 400), and its calls keep their lives: after
+        its second ``initialize`` the same payment, with a new ``request_id``, is answered
+        from the journal."""
+        guard = subprocess.Popen(
+            guard_command(folder, "--http", "0"),
+            env=environment(folder),
+            cwd=folder,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            assert guard.stderr is not None
+            url = next(
+                (line.split()[-1] for line in guard.stderr if line.startswith("guard: serving ")),
+                "",
+            )
+            assert url, "the guard never said where it serves"
+            paid = []
+            for request_id in ("r1", "r2"):
+                post(url, "initialize", INITIALIZE)
+                names = [t["name"] for t in post(url, "tools/list", {})["tools"]]
+                assert "pay" in names
+                bill = {"to": "acme", "amount": 5, "invoice": "INV-1", "request_id": request_id}
+                paid.append(post(url, "tools/call", {"name": "pay", "arguments": bill}))
+            assert not paid[0].get("isError") and paid[1] == paid[0]
+            assert len(ledger(folder)) == 1
+        finally:
+            guard.send_signal(signal.SIGINT)
+            try:
+                guard.wait(timeout=WAIT_S)
+            finally:
+                kill_tree(guard.pid)
+
+
+INITIALIZE = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "by-hand", "version": "1"},
+}
+
+
+def post(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One JSON-RPC request, as a hand-written client sends it: no session id, ever."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=WAIT_S) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+    assert "result" in answer, answer
+    result: dict[str, Any] = answer["result"]
+    return result
 
 
 class TestBadInput:

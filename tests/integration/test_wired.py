@@ -26,16 +26,16 @@ TAP_TWICE = "s003 (ui_tap, non_idempotent) ran 2 times in 2 lives (ledger #3, #6
 
 
 def trial(
-    reports: Path, runtime: str, schedule: str = KILL
+    reports: Path, runtime: str, schedule: str = KILL, *extra: str
 ) -> tuple[int, dict[str, dict[str, object]], Path]:
     """phone_task, seed 7, killed after s003's effect (or ``schedule``): exit status,
-    verdicts, trial folder."""
+    verdicts, trial folder (``extra``: more of the command's options)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_", "AGENT_"))}
     ran = subprocess.run(
         [
             *(sys.executable, "-m", "harness", "trial", "scenarios/phone_task.toml"),
             *("--seed", "7", "--runtime", runtime, "--schedule", schedule),
-            *("--reports", str(reports)),
+            *("--reports", str(reports), *extra),
         ],
         cwd=ROOT,
         env=environ,
@@ -44,6 +44,7 @@ def trial(
         timeout=300,
     )
     (folder,) = reports.glob("*-trial/trial")
+    (folder / "harness.stderr").write_text(ran.stderr)
     verdicts = json.loads((folder / "verdicts.json").read_text())
     return ran.returncode, {v["invariant"]: v for v in verdicts}, folder
 
@@ -94,6 +95,21 @@ def test_behind_an_http_sidecar_a_stateless_agent_runs_nothing_twice(tmp_path: P
     for key in ("I1", "I2", "I7", "I8", "I11"):
         assert verdicts[key]["status"] == "pass", verdicts[key]
     assert "guard: serving http://127.0.0.1:" in (folder / "guard.log").read_text()
+
+
+def test_behind_the_guard_the_agent_itself_starts_warm(tmp_path: Path) -> None:
+    """With ``--launch warm`` the host wires the guard and forks the agent's own program
+    from its zygote (the launcher would exec it, and a warm start could not record it):
+    every life is warm, and the guard holds as with a plain start."""
+    status, verdicts, folder = trial(tmp_path, f"cmd:{WIRED} -- {PLAIN}", KILL, "--launch", "warm")
+    assert "warm start: each life forks from a zygote" in (folder / "harness.stderr").read_text()
+    assert status == 0, verdicts
+    for key in ("I1", "I2", "I7", "I8", "I11"):
+        assert verdicts[key]["status"] == "pass", verdicts[key]
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    starts = [e["start"] for e in events if e["event"] == "agent"]
+    assert starts == ["warm", "warm"], starts
+    assert (folder / "guard.journal").stat().st_size > 0
 
 
 def test_without_a_command_or_an_mcp_address_it_says_so_and_runs_nothing() -> None:

@@ -550,6 +550,10 @@ def test_an_error_wrapped_alone_is_read_by_what_it_wraps() -> None:
     assert classify(json.dumps({"error": "the tool call was interrupted"}))[0] == "unknown"
     assert classify(json.dumps({"error": '{"error": "ToolError", "message": "no"}'}))[0] == "error"
     assert classify(json.dumps({"error": '{"taps": []}'}))[0] == "error"
+    # A wire guard's structured VERIFY result, which Pydantic AI sends in place of its text.
+    verify = {"verify": "w2.3", "tool": "ui_tap", "hint": GUARD_HINT}
+    assert classify(json.dumps({"error": verify}))[0] == "unknown"
+    assert classify(json.dumps({"error": json.dumps(verify)}))[0] == "unknown"
     assert classify(json.dumps({"error": ""}))[0] == "error"
     assert classify('{"error": "x", "message": "y"}')[0] == "error"
 

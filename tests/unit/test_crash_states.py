@@ -146,6 +146,35 @@ class TestStateCut:
             assert done["states"] == 2
         assert names == [["old"], ["new"]]
 
+    def test_a_file_replaced_by_a_rename_has_its_own_options(self, tmp_path: Path) -> None:
+        """A file written whole to a temporary name and renamed over the old one (not yet
+        durable): two files at one path, the old one's options apart from the new one's
+        (one's choice once indexed the other's: IndexError in a campaign)."""
+        seen = set()
+        for state in range(4):
+            root = tmp_path / str(state)
+            root.mkdir()
+            (root / "conv").write_bytes(b"v2xx")
+            _trace(
+                root,
+                [
+                    "create 1\t{root}/conv",
+                    "write 1 0 6\t{root}/conv",
+                    "fsync 1 img-1-1\t{root}/conv",
+                    "dirfsync 1\t{root}",
+                    "create 1\t{root}/conv.tmp",
+                    "write 1 0 2\t{root}/conv.tmp",
+                    "fsync 1 img-1-2\t{root}/conv.tmp",
+                    "write 1 2 2\t{root}/conv.tmp",
+                    "rename 1\t{root}/conv.tmp\t{root}/conv",
+                ],
+                {"img-1-1": b"synced", "img-1-2": b"v2"},
+            )
+            done = power_cut(root, ["state", str(state)], f"power-loss:state:{state}", 7)
+            assert done["states"] == 4
+            seen.add((root / "conv").read_bytes())
+        assert seen == {b"synced", b"v2", b"v2xx"}
+
     def test_a_bad_state_is_refused(self) -> None:
         with pytest.raises(ValueError, match="whole number"):
             parse_after_death("power-loss:state:x")

@@ -22,6 +22,7 @@ from harness.blackbox.scoreboard import (
     newest,
     read_outcome,
     render,
+    with_plain_time,
 )
 
 SCRIPT_IMPORT = re.compile(r"""(?:\bfrom|\brequire\(|\bimport\(?)\s*['"]([^'"]+)['"]""")
@@ -71,6 +72,11 @@ def fake_run(folder: Path) -> Path:
     return folder
 
 
+def main_table(page: str) -> list[str]:
+    """The lines of the page above its run times' table."""
+    return page.split("## Run times", 1)[0].splitlines()
+
+
 def test_a_run_is_read_from_its_own_files(tmp_path: Path) -> None:
     outcome = read_outcome(fake_run(tmp_path / "run"))
     assert (outcome.trials, outcome.failed, outcome.kills) == (2, 1, 3)
@@ -82,16 +88,17 @@ def test_a_run_is_read_from_its_own_files(tmp_path: Path) -> None:
 
 def test_the_page_lists_each_variant_and_every_replay(tmp_path: Path) -> None:
     bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", "python g.py")
-    args = argparse.Namespace(random=20, seed=7)
+    args = argparse.Namespace(random=20, seed=7, launch="warm")
     outcomes = {"demo": read_outcome(fake_run(tmp_path / "run")), "demo-guarded": None}
     page = render([bare], outcomes, args)
-    rows = [line for line in page.splitlines() if line.startswith("| `demo`")]
+    rows = [line for line in main_table(page) if line.startswith("| `demo`")]
     assert rows[0].endswith("| bare | 2 | 1 | 0 | I2 1, I8 1 | `ui_tap` | 1 | 1 | 0 |")
     assert "| guarded | not run yet |" in rows[1]
     assert "# t-kill: I2 I8 (power loss)\nreplay t-kill" in page
     assert (
         "`FAIL: 2 trials, 1 failed, 0 could not be judged, 3 kills; power loss: 1 trials, "
-        "1 failed, 0 could not be judged` in 12 s, 2026-12-06, commit 1158e5b." in page
+        "1 failed, 0 could not be judged` in 12 s (plain start), 2026-12-06, commit 1158e5b."
+        in page
     )
 
 
@@ -103,8 +110,8 @@ def test_a_record_from_before_black_boxes_lost_power_says_so(tmp_path: Path) -> 
     older = Outcome.from_json(recorded)
     assert older.power_loss is None
     bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", None)
-    page = render([bare], {"demo": older}, argparse.Namespace(random=20, seed=7))
-    (row,) = [line for line in page.splitlines() if line.startswith("| `demo`")]
+    page = render([bare], {"demo": older}, argparse.Namespace(random=20, seed=7, launch="warm"))
+    (row,) = [line for line in main_table(page) if line.startswith("| `demo`")]
     assert row.endswith("| `ui_tap` | not run yet | | |")
     assert "power loss:" not in page.split("**demo**", 1)[1]
 
@@ -193,8 +200,8 @@ def test_an_agent_with_a_wire_has_a_proxy_guarded_run(tmp_path: Path) -> None:
         ".venv/bin/python -m harness.blackbox.wired --http -- python demo.py"
     )
     outcomes = {"demo": None, "demo-wire": read_outcome(fake_run(tmp_path / "run"))}
-    page = render([stdio], outcomes, argparse.Namespace(random=20, seed=7))
-    rows = [line for line in page.splitlines() if line.startswith("| `demo`")]
+    page = render([stdio], outcomes, argparse.Namespace(random=20, seed=7, launch="warm"))
+    rows = [line for line in main_table(page) if line.startswith("| `demo`")]
     assert "| bare | not run yet |" in rows[0]
     assert "| proxy-guarded | 2 | 1 | 0 | I2 1, I8 1 |" in rows[1]
     assert "**demo-wire**" in page
@@ -332,3 +339,44 @@ class TestServices:
         assert not agent.built
         (folder / "node_modules" / ".installed").touch()
         assert agent.built
+
+
+WARM = (
+    "warm start: each life forks from a zygote that imported 1985 modules (1.78 s, once per worker)"
+)
+
+
+def test_a_warm_run_keeps_the_plain_time_it_replaced(tmp_path: Path) -> None:
+    """A warm run's figures replace a plain run's and keep its time as the plain figure
+    (and a later warm run keeps it again); the page sets the two side by side."""
+    run = fake_run(tmp_path / "run")
+    plain = Outcome.from_json({**read_outcome(run).as_json(), "seconds": 100.0})
+    (tmp_path / "run.launch").write_text(WARM + "\n")
+    warm = read_outcome(run)
+    assert warm.warm and warm.launch == WARM
+    found = with_plain_time(warm, plain)
+    assert found is not None and (found.plain_seconds, found.plain_trials) == (100.0, 2)
+    again = with_plain_time(warm, found)
+    assert again is not None and (again.plain_seconds, again.plain_trials) == (100.0, 2)
+    assert with_plain_time(plain, found) is plain  # a plain run is its own plain time
+    kept = Outcome.from_json(json.loads(json.dumps(found.as_json())))
+    assert kept == found
+    bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", None)
+    page = render([bare], {"demo": found}, argparse.Namespace(random=20, seed=7, launch="warm"))
+    assert "| `demo` | warm | 12 s | 2 | 100 s | 2 | 8.0x |" in page
+    assert "in 12 s (warm start), 2026-12-06" in page
+    assert "--launch warm`" in page
+
+
+def test_a_refused_warm_start_is_said_and_its_time_is_plain(tmp_path: Path) -> None:
+    """Where the warm start refused, the run's lives started plain: the page says why, and
+    its time is a plain time."""
+    run = fake_run(tmp_path / "run")
+    refused = "warm start refused: node is not a Python interpreter; plain start"
+    (tmp_path / "run.launch").write_text(refused + "\n")
+    outcome = read_outcome(run)
+    assert not outcome.warm
+    bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "node demo.js", None)
+    page = render([bare], {"demo": outcome}, argparse.Namespace(random=20, seed=7, launch="warm"))
+    assert f"Its lives started plain: `{refused}`." in page
+    assert "| `demo` | plain | 12 s | 2 | 12 s | 2 | warm refused |" in page
