@@ -35,7 +35,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 from mcp import ClientSession
@@ -61,6 +60,7 @@ from harness.runtime.classes import ToolTable
 from harness.runtime.errors import JournalLockedError, ToolError
 from harness.runtime.executor import CallContext
 from harness.runtime.identity import ContentRule
+from harness.runtime.postgres import without_password
 
 if TYPE_CHECKING:
     from mcp.types import RequestParamsMeta
@@ -258,13 +258,8 @@ class WireGuard:
     @property
     def shown(self) -> str:
         """The journal as logs name it: a database URL without its password."""
-        if not isinstance(self.journal, str):
-            return str(self.journal)
-        where = urlsplit(self.journal)
-        host = where.hostname or ""
-        user = f"{where.username}@" if where.username else ""
-        port = f":{where.port}" if where.port else ""
-        return urlunsplit(where._replace(netloc=f"{user}{host}{port}"))
+        journal = self.journal
+        return without_password(journal) if isinstance(journal, str) else str(journal)
 
     async def _claim(self) -> ToolGuard:
         """Open the journal for this life. One still held by the last life's guard (a guard

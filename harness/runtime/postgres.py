@@ -71,6 +71,7 @@ __all__ = [
     "RECONNECT_SECONDS",
     "PostgresJournal",
     "PostgresOptions",
+    "without_password",
 ]
 
 T = TypeVar("T")
@@ -132,7 +133,7 @@ class PostgresOptions:
         ours = {k: v for k, v in query if k in _OPTIONS}
         rest = [(k, v) for k, v in query if k not in _OPTIONS]
         conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
-        shown = _without_password(url)
+        shown = without_password(url)
         if not ours.get("journal"):
             raise ValueError(f"{shown}: no journal named: add ?journal=<task> to the URL")
         lease = _seconds(shown, "lease", ours.get("lease"), LEASE_SECONDS)
@@ -155,7 +156,8 @@ def _seconds(shown: str, name: str, value: str | None, default: float | None) ->
     return seconds
 
 
-def _without_password(url: str) -> str:
+def without_password(url: str) -> str:
+    """The URL as messages and logs name it: its password, if any, as ``***``."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
