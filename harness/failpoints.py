@@ -546,8 +546,7 @@ def _pause_by_timer(signum: int, frame: object) -> None:
     """The timer of a random-moment pause fired: tell the supervisor and stop the group."""
     del signum, frame
     _timer_paused.append(True)
-    if tell_supervisor(f"paused timer {_paused_from[-1] if _paused_from else ''}".rstrip()):
-        os.killpg(os.getpgrp(), signal.SIGSTOP)
+    _stop_group(f"paused timer {_paused_from[-1] if _paused_from else ''}".rstrip())
 
 
 def pause_left_at_exit() -> None:
@@ -559,15 +558,20 @@ def pause_left_at_exit() -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)
     _timer_paused.append(True)
     since = _paused_from[-1] if _paused_from else os.environ.get(AIM_ENV, "").rpartition("@")[0]
-    if tell_supervisor(f"paused timer {since or 'ready'} (at {EXIT_HOLD_POINT})"):
-        os.killpg(os.getpgrp(), signal.SIGSTOP)
+    _stop_group(f"paused timer {since or 'ready'} (at {EXIT_HOLD_POINT})")
 
 
 def _pause_here(name: str, hit: int, detail: str) -> None:
     """Stop the whole process group here (SIGSTOP, which no process can catch or delay):
     the supervisor, told first, holds it stopped, starts the next life beside it, then
     sends SIGCONT, and the call goes on from this point. Nobody listening: no pause."""
-    if tell_supervisor(f"paused {name} {hit} {detail}".rstrip()):
+    _stop_group(f"paused {name} {hit} {detail}".rstrip())
+
+
+def _stop_group(told: str) -> None:
+    """Tell the supervisor ``told`` (a ``paused`` line), then stop the whole process group;
+    nobody listening: no pause."""
+    if tell_supervisor(told):
         os.killpg(os.getpgrp(), signal.SIGSTOP)
 
 
