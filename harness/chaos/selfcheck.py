@@ -358,19 +358,27 @@ def _by_cost(
     run every one: a sample is not every trial."""
 
     def cost(scenario: str) -> tuple[bool, int]:
-        sampled = not config.whole and load_scenario(scenario).sample is not None
-        specs = _exhaustive(config.run_dir, scenario, scenario_seed(config.seed, scenario))
-        if specs is None:  # no golden run (a scenario the campaign left out): last
+        found = _exhaustive(config.run_dir, scenario, scenario_seed(config.seed, scenario))
+        if found is None:  # no golden run (a scenario the campaign left out): last
             return True, sys.maxsize
-        return sampled, sum(1 for spec in specs if select is None or select(spec))
+        capped, specs = found
+        kept = sum(1 for spec in specs if select is None or select(spec))
+        return capped and not config.whole, kept
 
     return tuple(sorted(scenarios, key=cost))
 
 
 @functools.lru_cache(maxsize=64)
-def _exhaustive(run_dir: Path, scenario: str, seed: int) -> tuple[TrialSpec, ...] | None:
+def _exhaustive(
+    run_dir: Path, scenario: str, seed: int
+) -> tuple[bool, tuple[TrialSpec, ...]] | None:
+    """Whether the scenario caps its exhaustive trials (``sample``), and all of them; None
+    before its golden run is made. Read once: every check's stages ask."""
     golden = load_golden(golden_dir(run_dir, scenario, seed))
-    return None if golden is None else tuple(exhaustive_specs(scenario, seed, golden))
+    if golden is None:
+        return None
+    capped = load_scenario(scenario).sample is not None
+    return capped, tuple(exhaustive_specs(scenario, seed, golden))
 
 
 def _has_threads(scenario: str, duplicates: bool) -> bool:
