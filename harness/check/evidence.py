@@ -224,7 +224,10 @@ class TrialEvidence:
     @cached_property
     def life_journals(self) -> tuple[LifeJournal, ...]:
         """Each life's journal as the supervisor saw it at its spawn and its end, and what an
-        after-death fault did after it: for I9's judgment of whole lives."""
+        after-death fault did after it: for I9's judgment of whole lives. In the order of
+        their spawns, with where each spawn and end stands among the events (a paused life
+        may end after the next)."""
+        at = {(e["event"], int(e["life"])): n for n, e in enumerate(self.events) if "life" in e}
         return tuple(
             LifeJournal(
                 life.life,
@@ -235,8 +238,10 @@ class TrialEvidence:
                 life.valid_crc,
                 self.fault_after(life.life) is not None,
                 self._changed_from(life.life),
+                at.get(("spawn", life.life)),
+                at.get(("exit", life.life)),
             )
-            for life in self.lives
+            for life in sorted(self.lives, key=lambda life: life.life)
         )
 
     def _changed_from(self, life: int) -> int | None:

@@ -56,6 +56,11 @@ class LifeJournal:
     """An after-death fault was applied after this life (it may change the journal)."""
     changed_from: int | None = None
     """The first byte that fault changed or cut (None: it left every byte in place)."""
+    spawned: int | None = None
+    """Where its spawn stands in the supervisor's events (None: not known)."""
+    ended: int | None = None
+    """Where its end stands in the supervisor's events (None: not known). A life paused
+    while the next one runs may end after it: lives are not always one after another."""
 
 
 def is_prefix(data: bytes, seen: JournalSeen) -> bool:
@@ -95,11 +100,14 @@ def lives_changed(lives: Sequence[LifeJournal], final: bytes | None) -> list[str
         why = _cut_too_much(life)
         if why is not None:
             culprits.append((life.life, why, []))
-        after = lives[n + 1].start if n + 1 < len(lives) else _seen(final)
-        if life.faulted or life.end is None or after == life.end:
+        if life.faulted or life.end is None or _beside(life, lives):
+            continue  # another life ran when it ended: what follows is that life's too
+        nxt = _next(life, n, lives)
+        after = _seen(final) if nxt is None else nxt.start
+        if after == life.end:
             continue
-        if n + 1 < len(lives):
-            where = f"the spawn of life {lives[n + 1].life} ({_said(after)})"
+        if nxt is not None:
+            where = f"the spawn of life {nxt.life} ({_said(after)})"
         else:
             where = f"the end of the trial ({_said(after)})"
         culprits.append(
@@ -131,6 +139,24 @@ def lives_changed(lives: Sequence[LifeJournal], final: bytes | None) -> list[str
             f"changed in life {last} or after it (the last whose starting journal is not)"
         )
     return problems
+
+
+def _beside(life: LifeJournal, lives: Sequence[LifeJournal]) -> bool:
+    """Whether another life was running when ``life`` ended (one paused beside it)."""
+    end = life.ended
+    return end is not None and any(
+        other.spawned is not None and other.ended is not None and other.spawned < end < other.ended
+        for other in lives
+        if other is not life
+    )
+
+
+def _next(life: LifeJournal, n: int, lives: Sequence[LifeJournal]) -> LifeJournal | None:
+    """The life spawned first after ``life`` ended (by position where times are not known)."""
+    if life.ended is None:
+        return lives[n + 1] if n + 1 < len(lives) else None
+    later = [o for o in lives if o.spawned is not None and o.spawned > life.ended]
+    return min(later, key=lambda o: o.spawned or 0, default=None)
 
 
 def _kept_in(life: LifeJournal, final: bytes | None) -> bool:
