@@ -1047,7 +1047,14 @@ def _declared_check(
 def load_scenario(path: Path | str) -> Scenario:
     """Read and validate one scenario file; refuse it whole with a ``ScenarioError``."""
     text = read_text_file(path, MAX_SCENARIO_BYTES)
-    return parse_scenario(text, source=str(path))
+    return _parsed(text, str(path))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str, source: str) -> Scenario:
+    """A scenario file's text parsed, once a process: trials and golden runs load the same
+    files again and again (a scenario is frozen, so one parse is shared)."""
+    return parse_scenario(text, source=source)
 
 
 def load_scenarios(directory: Path | str) -> list[Scenario]:
@@ -1077,8 +1084,8 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
         raise TypeError(f"seed must be an int, got {seed!r}")
     if scenario.generate is not None:
         scenario = generated_scenario(scenario, seed)
-    fake = Faker(_FAKER_LOCALE)
-    fake.seed_instance(seed)
+    fake = _faker()
+    fake.seed_instance(seed)  # a new random state: the plan depends on the seed alone
     table = _TABLE if scenario.table_path is None else ToolTable.load(scenario.table_path)
     steps = []
     for call in scenario.calls:
@@ -1241,6 +1248,12 @@ def _check_recipe(recipe: FakerRecipe, field: str) -> None:
         wanted = _TOML_NAMES[recipe.produces]
         problem = f"Faker {provider!r} with these keywords produced {_describe(sample)}"
         raise _problem(field, f"{problem}, not {wanted}")
+
+
+@functools.cache
+def _faker() -> Faker:
+    """One Faker a process, seeded again for each plan (making one loads every provider)."""
+    return Faker(_FAKER_LOCALE)
 
 
 @functools.cache

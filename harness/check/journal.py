@@ -29,6 +29,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -192,8 +193,13 @@ def read_journal(path: Path) -> JournalReading:
     return read_journal_bytes(data)
 
 
+@lru_cache(maxsize=64)
 def read_journal_bytes(data: bytes) -> JournalReading:
-    """Every provable record of a journal's bytes, and what damage follows them."""
+    """Every provable record of a journal's bytes, and what damage follows them.
+
+    Kept for the last few journals read: a trial's checkers, its stitching and its faults
+    read the same bytes many times over. A reading is shared, so never change one.
+    """
     if not data:
         return JournalReading((), 0)
     if not data.startswith(FILE_HEADER):

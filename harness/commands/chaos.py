@@ -238,6 +238,7 @@ def run_with_progress(
     results = [] if results is None else results
     with progress_bar(title, catching=catching) as bar:
         planned = 0
+        failed = sum(r.status == "fail" for r in results)  # counted as they come, not again
 
         def on_plan(trials: int) -> None:
             nonlocal planned
@@ -245,14 +246,15 @@ def run_with_progress(
             bar.planned(planned)
 
         def on_result(result: TrialResult) -> None:
-            nonlocal planned
+            nonlocal planned, failed
             results.append(result)
+            failed += result.status == "fail"
             if completed is not None:
                 completed.append(result)
             if result.spec.crash_state is not None:  # a sub-trial, listed once its cut ran
                 planned += 1
                 bar.planned(planned)
-            bar.advanced(failed=sum(r.status == "fail" for r in results))
+            bar.advanced(failed=failed)
 
         run_trials(
             config,
