@@ -29,7 +29,6 @@ import struct
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -193,13 +192,29 @@ def read_journal(path: Path) -> JournalReading:
     return read_journal_bytes(data)
 
 
-@lru_cache(maxsize=64)
 def read_journal_bytes(data: bytes) -> JournalReading:
     """Every provable record of a journal's bytes, and what damage follows them.
 
-    Kept for the last few journals read: a trial's checkers, its stitching and its faults
-    read the same bytes many times over. A reading is shared, so never change one.
+    The last journals read are kept, up to ``_KEPT_BYTES`` of them: a trial's checkers,
+    its stitching and its faults read the same bytes many times over. A reading is
+    shared, so never change one.
     """
+    kept = _readings.pop(data, None)
+    if kept is None:
+        kept = _read(data)
+    _readings[data] = kept  # the most recent last
+    while sum(map(len, _readings)) > _KEPT_BYTES and len(_readings) > 1:
+        del _readings[next(iter(_readings))]
+    return kept
+
+
+_KEPT_BYTES = 1 << 20
+"""How many bytes of journals ``read_journal_bytes`` keeps parsed (their records take
+about ten times as much)."""
+_readings: dict[bytes, JournalReading] = {}
+
+
+def _read(data: bytes) -> JournalReading:
     if not data:
         return JournalReading((), 0)
     if not data.startswith(FILE_HEADER):
