@@ -10,10 +10,19 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.chaos import observer
 from harness.chaos.faults import apply_after_death
-from harness.chaos.observer import SECTOR, TRACE_FOLDER, power_cut, read_trace, start_trace
+from harness.chaos.observer import (
+    SECTOR,
+    TRACE_FOLDER,
+    common_prefix,
+    power_cut,
+    read_trace,
+    start_trace,
+)
 
 
 def _trace(root: Path, lines: list[str], images: dict[str, bytes] | None = None) -> None:
@@ -393,3 +402,13 @@ class TestFailsClosed:
         _trace(tmp_path, ["write 1 0 10 10 1\t{root}/agent-1.stderr"])
         power_cut(tmp_path, ["drop"], "power-loss:drop")
         assert (tmp_path / "agent-1.stderr").read_text() == "a warning\n"
+
+
+@given(st.binary(max_size=64), st.binary(max_size=64), st.binary(max_size=64))
+def test_common_prefix_is_where_two_contents_first_differ(
+    shared: bytes, tail_a: bytes, tail_b: bytes
+) -> None:
+    a, b = shared + tail_a, shared + tail_b
+    kept = common_prefix(a, b)
+    assert a[:kept] == b[:kept]
+    assert kept == min(len(a), len(b)) or a[kept] != b[kept]
