@@ -417,8 +417,15 @@ def random_picks(
     config: CampaignConfig, drawn: frozenset[str] = frozenset()
 ) -> list[tuple[str, int, random.Random]]:
     """(scenario, seed, its own rng) for each random trial; a scenario of ``drawn`` (whose
-    task is generated) is picked ``GENERATED_WEIGHT`` times as often as another."""
+    task is generated) is picked ``GENERATED_WEIGHT`` times as often as another.
+
+    Each trial's task is drawn from a seed of its own, but for a scenario that runs a
+    sample of its exhaustive trials (``sample``: a run too long to try at every point):
+    its random trials keep its exhaustive trials' seed and so their golden run, which a
+    fresh seed would make again, with the run proving its checks (seconds each for
+    ``long_lived``). Their schedules are still their own."""
     rng = random.Random(config.seed)
+    long_runs = {s for s in config.scenarios if load_scenario(s).sample is not None}
     weights = [GENERATED_WEIGHT if s in drawn else 1 for s in config.scenarios]
     picks = []
     for _ in range(config.random_trials):
@@ -427,7 +434,8 @@ def random_picks(
         else:  # the picks campaigns made before any scenario was generated
             scenario = rng.choice(config.scenarios)
         trial_seed = rng.randrange(2**31)
-        picks.append((scenario, trial_seed, random.Random(trial_seed)))
+        seed = scenario_seed(config.seed, scenario) if scenario in long_runs else trial_seed
+        picks.append((scenario, seed, random.Random(trial_seed)))
     return picks
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from harness import cli
 from harness.agent.broken import BROKEN_RUNTIMES
-from harness.chaos.campaign import CampaignConfig, random_picks, run_trials
+from harness.chaos.campaign import CampaignConfig, random_picks, run_trials, scenario_seed
 from harness.chaos.mutations import MUTATIONS
 from harness.chaos.schedule import COMPACTION_FAILPOINTS, OP_FAILPOINTS, RECOVERY_FAILPOINTS
 from harness.chaos.trial import Golden, TrialResult
@@ -344,6 +344,13 @@ class TestBadInput:
         assert not (tmp_path / "r").exists()
 
 
+SOME_SCENARIOS = (
+    "scenarios/phone_task.toml",
+    "scenarios/long_lived.toml",
+    "scenarios/repo_edit.toml",
+)
+
+
 class TestCampaign:
     def test_small_campaign_in_a_pool_passes(self, tmp_path: Path) -> None:
         """A campaign over a pool of workers runs exhaustive and random trials, all passing."""
@@ -358,11 +365,24 @@ class TestCampaign:
         """The campaign seed alone fixes each random trial's scenario, seed and kill draws."""
 
         def picks(seed: int) -> list[tuple[str, int, float]]:
-            config = CampaignConfig(tmp_path, ("a.toml", "b.toml", "c.toml"), seed, 20)
+            config = CampaignConfig(tmp_path, SOME_SCENARIOS, seed, 20)
             return [(s, n, rng.random()) for s, n, rng in random_picks(config)]
 
         assert picks(5) == picks(5)
         assert picks(5) != picks(6)
+
+    def test_a_sampled_scenario_keeps_its_seed_in_random_trials(self, tmp_path: Path) -> None:
+        """A random trial draws its task from a seed of its own, but on a scenario that
+        samples its exhaustive trials (a long run): there it shares their seed, so their
+        golden run, and only its schedule is its own."""
+        config = CampaignConfig(tmp_path, SOME_SCENARIOS, 5, 40)
+        picks = random_picks(config)
+        long_lived = [(n, rng.random()) for s, n, rng in picks if s.endswith("long_lived.toml")]
+        others = [n for s, n, _ in picks if not s.endswith("long_lived.toml")]
+        assert len(long_lived) > 1 and len(others) > 1
+        assert {n for n, _ in long_lived} == {scenario_seed(5, "scenarios/long_lived.toml")}
+        assert len({draw for _, draw in long_lived}) == len(long_lived)
+        assert len(set(others)) == len(others)
 
 
 class TestMutations:
