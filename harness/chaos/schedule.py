@@ -13,6 +13,7 @@ draws time-based kills from a seed. Both are pure functions.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -330,21 +331,7 @@ class CrashSchedule:
     @property
     def fault_kinds(self) -> frozenset[str]:
         """The kinds of fault this schedule injects (sigkill, power-loss, ...)."""
-        kinds = set()
-        for life in self.lives:
-            if "=kill" in life.failpoints or (
-                life.kill_after_ms is not None and life.pause_ms is None
-            ):
-                kinds.add("sigkill")
-            if life.pause_ms is not None:
-                kinds.add("pause")
-            actions = {f"={spec.action}" for spec in parse_failpoints(life.failpoints)}
-            kinds.update(kind for action, kind in _ACTION_FAULTS if action in actions)
-            if life.after_death:
-                kinds.add(life.after_death.split(":", 1)[0])
-            if life.table == "unlisted":
-                kinds.add("unlisted")
-        return frozenset(kinds)
+        return frozenset().union(*map(_life_faults, self.lives))
 
     @property
     def failpoint_names(self) -> frozenset[str]:
@@ -424,6 +411,24 @@ class CrashSchedule:
             except ValueError as exc:
                 raise ValueError(f"life {number}: {exc}") from None
         return cls(tuple(lives))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _life_faults(life: Life) -> frozenset[str]:
+    """The kinds of fault one life's schedule injects: read once a life, since the
+    self-check's plan sorts thousands of trials by them, many times over."""
+    kinds = set()
+    if "=kill" in life.failpoints or (life.kill_after_ms is not None and life.pause_ms is None):
+        kinds.add("sigkill")
+    if life.pause_ms is not None:
+        kinds.add("pause")
+    actions = {f"={spec.action}" for spec in parse_failpoints(life.failpoints)}
+    kinds.update(kind for action, kind in _ACTION_FAULTS if action in actions)
+    if life.after_death:
+        kinds.add(life.after_death.split(":", 1)[0])
+    if life.table == "unlisted":
+        kinds.add("unlisted")
+    return frozenset(kinds)
 
 
 InFlightSafe = Callable[[str, int], "bool | None"]

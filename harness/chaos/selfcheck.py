@@ -188,23 +188,34 @@ def _golden_finishes(config: CampaignConfig) -> list[tuple[str, bool]]:
     ``("reconciled", True)`` for each with a tool whose effect can be looked up by key,
     and ``(shape, True)`` for each shape of equal calls its plan has
     (``harness.chaos.shapes.plan_shapes``)."""
+    return [
+        found
+        for scenario in config.scenarios
+        for found in _finishes_of(
+            golden_dir(config.run_dir, scenario, scenario_seed(config.seed, scenario)), scenario
+        )
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def _finishes_of(golden: Path, scenario: str) -> tuple[tuple[str, bool], ...]:
+    """``_golden_finishes`` of one scenario's golden run, read once: every broken runtime
+    that needs a step asks it of every scenario."""
     found = []
-    for scenario in config.scenarios:
-        journal = golden_dir(config.run_dir, scenario, scenario_seed(config.seed, scenario))
-        for entry in read_journal(journal / "journal").entries:
-            if entry.kind == "finish" and settles(entry):
-                found.append(("finish", bool(entry.payload["succeeded"])))
-        plan = load_plan(journal / "plan.json")
-        table_path = load_scenario(scenario).table_path
-        table = ToolTable.shipped() if table_path is None else ToolTable.load(table_path)
-        found += [(shape, True) for shape in plan_shapes(plan, table)]
-        if plan.compact_at is not None:
-            found.append(("compacts", True))
-        if any(tool.dedupe == "key" for tool in plan.tools.values()):
-            found.append(("keyed", True))
-        if any(tool.by_key for tool in plan.tools.values()):
-            found.append(("reconciled", True))
-    return found
+    for entry in read_journal(golden / "journal").entries:
+        if entry.kind == "finish" and settles(entry):
+            found.append(("finish", bool(entry.payload["succeeded"])))
+    plan = load_plan(golden / "plan.json")
+    table_path = load_scenario(scenario).table_path
+    table = ToolTable.shipped() if table_path is None else ToolTable.load(table_path)
+    found += [(shape, True) for shape in plan_shapes(plan, table)]
+    if plan.compact_at is not None:
+        found.append(("compacts", True))
+    if any(tool.dedupe == "key" for tool in plan.tools.values()):
+        found.append(("keyed", True))
+    if any(tool.by_key for tool in plan.tools.values()):
+        found.append(("reconciled", True))
+    return tuple(found)
 
 
 def _plain_check(
@@ -231,7 +242,7 @@ def _plain_check(
         plain = tuple(s for s in config.scenarios if s not in batched)
         escape = [Stage(f"self-check {name} (without batches)", _by_cost(config, plain)[:1])]
         if batch_fault:
-            batched = _by_cost(config, batched, _without(fault))
+            batched = _by_cost(config, batched, without=fault)
             escape.append(
                 Stage(
                     f"self-check {name} (batches, without {fault})",
@@ -256,7 +267,7 @@ def _plain_check(
     if fault != "sigkill":
         # Without the fault, in the one of those scenarios with the fewest such trials, then
         # with it, that scenario first: the fault alone must make the difference.
-        exposing = _by_cost(config, exposing, _without(fault))
+        exposing = _by_cost(config, exposing, without=fault)
         escape.append(Stage(f"self-check {name} (without {fault})", exposing[:1], _without(fault)))
     # Those scenarios first: the verdict is the same, it only comes sooner.
     rest = tuple(s for s in config.scenarios if s not in exposing)
@@ -283,7 +294,7 @@ def _threads_check(config: CampaignConfig, name: str, runtime: type[BrokenRuntim
     plain = tuple(s for s in scenarios if s not in threaded)
     escape = [Stage(f"self-check {name} (without threads)", _by_cost(config, plain)[:1])]
     if fault != "sigkill":
-        threaded = _by_cost(config, threaded, _without(fault))
+        threaded = _by_cost(config, threaded, without=fault)
         escape.append(
             Stage(f"self-check {name} (threads without {fault})", threaded[:1], _without(fault))
         )
@@ -346,24 +357,22 @@ def _ran_row(
 
 
 def _by_cost(
-    config: CampaignConfig,
-    scenarios: tuple[str, ...],
-    select: Callable[[TrialSpec], bool] | None = None,
+    config: CampaignConfig, scenarios: tuple[str, ...], *, without: str | None = None
 ) -> tuple[str, ...]:
-    """``scenarios`` by how many of their exhaustive trials ``select`` keeps, fewest first
-    (ties in their order): a stage a broken runtime must escape runs the first alone. The
-    proof is the same in any of them (every trial of a scenario that can expose the
-    mistake, without what exposes it), and the escape stages are most of the self-check's
-    trials. A scenario that runs a sample of its trials (``sample``) comes after those that
-    run every one: a sample is not every trial."""
+    """``scenarios`` by how many of their exhaustive trials there are (those ``without``
+    the fault, when named), fewest first (ties in their order): a stage a broken runtime
+    must escape runs the first alone. The proof is the same in any of them (every trial of
+    a scenario that can expose the mistake, without what exposes it), and the escape
+    stages are most of the self-check's trials. A scenario that runs a sample of its
+    trials (``sample``) comes after those that run every one: a sample is not every trial."""
+    left_out = frozenset() if without is None else _kinds(without)
 
     def cost(scenario: str) -> tuple[bool, int]:
         found = _exhaustive(config.run_dir, scenario, scenario_seed(config.seed, scenario))
         if found is None:  # no golden run (a scenario the campaign left out): last
             return True, sys.maxsize
-        capped, specs = found
-        kept = sum(1 for spec in specs if select is None or select(spec))
-        return capped and not config.whole, kept
+        capped, _, kinds = found
+        return capped and not config.whole, sum(not left_out & k for k in kinds)
 
     return tuple(sorted(scenarios, key=cost))
 
@@ -371,14 +380,16 @@ def _by_cost(
 @functools.lru_cache(maxsize=64)
 def _exhaustive(
     run_dir: Path, scenario: str, seed: int
-) -> tuple[bool, tuple[TrialSpec, ...]] | None:
-    """Whether the scenario caps its exhaustive trials (``sample``), and all of them; None
-    before its golden run is made. Read once: every check's stages ask."""
+) -> tuple[bool, tuple[TrialSpec, ...], tuple[frozenset[str], ...]] | None:
+    """Whether the scenario caps its exhaustive trials (``sample``), all of them and the
+    faults of each; None before its golden run is made. Read once: every check's stages
+    ask."""
     golden = load_golden(golden_dir(run_dir, scenario, seed))
     if golden is None:
         return None
     capped = load_scenario(scenario).sample is not None
-    return capped, tuple(exhaustive_specs(scenario, seed, golden))
+    specs = tuple(exhaustive_specs(scenario, seed, golden))
+    return capped, specs, tuple(spec.schedule.fault_kinds for spec in specs)
 
 
 def _has_threads(scenario: str, duplicates: bool) -> bool:
