@@ -31,8 +31,8 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import dill
 import multiprocess
+from multiprocess.reduction import ForkingPickler
 
 from harness.chaos.supervisor import kill_all
 from harness.exits import EXIT_INTERRUPTED
@@ -70,7 +70,7 @@ def _pack(value: Any) -> bytes:
     try:
         return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, AttributeError, TypeError):
-        return bytes(dill.dumps(value, pickle.HIGHEST_PROTOCOL))
+        return bytes(ForkingPickler.dumps(value, pickle.HIGHEST_PROTOCOL))  # dill's
 
 
 def _die_with_agents(signum: int, frame: object) -> None:
