@@ -927,7 +927,7 @@ def _run_trials(
             return stop is not None and any([stop(result) for result in ran])
 
         results = []
-        for ran in pool.map(_trial_states_task, tasks, stop=stops):
+        for ran in pool.map(_trial_states_task, tasks, stop=None if stop is None else stops):
             for result in ran:
                 results.append(result)
                 on_result(result)

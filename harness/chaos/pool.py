@@ -147,24 +147,36 @@ class WorkerPool:
         *,
         stop: Callable[[Any], bool] | None = None,
     ) -> Iterator[Any]:
-        """``function(argument)`` for each argument, in order; ``stop`` ends the submitting."""
+        """``function(argument)`` for each argument, in order; ``stop`` ends the submitting.
+
+        Without ``stop``, ``window`` tasks are in flight at all times: one slow task (a
+        long scenario's trial, seconds where others take milliseconds) holds back only its
+        own result, which the later ones wait behind, not the workers. With ``stop``, at
+        most ``window`` tasks run past the oldest result not yet handed over, so a stop
+        ends after the same tasks however long each took."""
         pending = iter(arguments)
         order: list[int] = []  # the pool's number of each submitted argument
         next_out = 0
         done: dict[int, Any] = {}
         stopping = False
+        in_flight = 0
         while True:
-            while not stopping and len(order) - next_out < self.window:
+            ahead = in_flight if stop is None else len(order) - next_out
+            while not stopping and ahead < self.window:
                 argument = next(pending, _END)
                 if argument is _END:
                     stopping = True
                     break
                 order.append(self.submit(function, argument))
+                in_flight += 1
+                ahead += 1
             if next_out == len(order):
                 return
-            while order[next_out] not in done:
+            if order[next_out] not in done:
                 index, value = self.next_result()
                 done[index] = value
+                in_flight -= 1
+                continue
             result = done.pop(order[next_out])
             next_out += 1
             if stop is not None and stop(result):
