@@ -168,7 +168,24 @@ def exhaustive_specs(
 
 def listed_schedules(golden: Golden, *, black_box: bool) -> list[tuple[str, CrashSchedule]]:
     """Every exhaustive schedule of a golden run, labelled, before any runtime's
-    ``applicable`` keeps its own: a black box's (``black_box_schedules``) or the others'."""
+    ``applicable`` keeps its own: a black box's (``black_box_schedules``) or the others'.
+
+    Listed once a process for each golden run (its folder): the campaign, the self-check's
+    plan and its stages all list them, and a long run's are tens of thousands."""
+    key = (golden.directory.resolve(), black_box)
+    listed = _listed.get(key)
+    if listed is None:
+        listed = _listed[key] = _list_schedules(golden, black_box=black_box)
+        while len(_listed) > _LISTED_KEPT:
+            del _listed[next(iter(_listed))]
+    return list(listed)
+
+
+_listed: dict[tuple[Path, bool], list[tuple[str, CrashSchedule]]] = {}
+_LISTED_KEPT = 64
+
+
+def _list_schedules(golden: Golden, *, black_box: bool) -> list[tuple[str, CrashSchedule]]:
     if black_box:
         return list(black_box_schedules(golden.hits, golden.op_at))
     plan = load_plan(golden.directory / "plan.json")
