@@ -22,6 +22,10 @@ project's root as its ``command``'s are. Its campaign then runs on
 ``examples/agents/NAME/phone_task.toml``, written here before each run: the scenario's own
 file with an ``[agent]`` table that declares those services. That file is committed, so the
 replay commands that name it run on a fresh checkout.
+
+An agent.toml's ``pause_ms`` says how long its campaign's pauses hold the agent stopped
+(``chaos --pause-ms``; ``PAUSE_HOLD_MS`` without it): past its engine's timeout, whose
+take-over of a stopped worker is what a pause is for.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.chaos.scenario import AgentProgram, ServiceDeclaration
+from harness.chaos.schedule import PAUSE_HOLD_MS
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "examples" / "agents"
@@ -85,6 +90,8 @@ class Agent:
     agent.toml): written by hand, beside the figures the runs give."""
     services: tuple[tuple[str, dict[str, Any]], ...] = ()
     """Its ``[services.NAME]`` tables, in order (see the module docstring)."""
+    pause_ms: int = PAUSE_HOLD_MS
+    """How long its campaign's pauses hold it stopped (``pause_ms`` in its agent.toml)."""
 
     @property
     def scenario(self) -> Path | None:
@@ -208,6 +215,12 @@ def load_agents() -> list[Agent]:
         wire = data.get("wire")
         if wire is not None and wire not in WIRES:
             raise SystemExit(f"{path.relative_to(ROOT)}: wire {wire!r} is not one of {WIRES}")
+        pause = data.get("pause_ms", PAUSE_HOLD_MS)
+        if isinstance(pause, bool) or not isinstance(pause, int) or pause < 1:
+            where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            raise SystemExit(
+                f"{where}: pause_ms: {pause!r} is not a whole number of milliseconds of at least 1"
+            )
         agents.append(
             Agent(
                 name=path.parent.name,
@@ -215,6 +228,7 @@ def load_agents() -> list[Agent]:
                 wire=wire,
                 finding=" ".join(str(data.get("finding", "")).split()),
                 services=read_services(path, data),
+                pause_ms=pause,
                 **fields,
             )
         )
@@ -231,7 +245,11 @@ def write_scenario(agent: Agent) -> list[str]:
 
 
 def run_campaign(
-    label: str, command: str, args: argparse.Namespace, scenario: Sequence[str] = ()
+    label: str,
+    command: str,
+    args: argparse.Namespace,
+    scenario: Sequence[str] = (),
+    pause_ms: int = PAUSE_HOLD_MS,
 ) -> Path | None:
     """Run one agent's campaign into its own reports folder; its run folder."""
     reports = args.reports / label
@@ -256,6 +274,8 @@ def run_campaign(
             str(args.seed),
             "--workers",
             str(args.workers),
+            "--pause-ms",
+            str(pause_ms),
             "--reports",
             str(reports),
         ],
@@ -368,8 +388,13 @@ class PowerLoss:
     unknown: int
     cut: tuple[str, ...]
     """The failing or unjudged trials that had a power cut (their ids)."""
+    not_applicable: str | None = None
+    """Why its campaign planned no power cut (a program the observer cannot load into,
+    as ``summary.json`` recorded it), or None."""
 
     def line(self) -> str:
+        if self.not_applicable is not None:
+            return f"power loss: not applicable: {self.not_applicable}"
         return (
             f"power loss: {self.trials} trials, {self.failed} failed, "
             f"{self.unknown} could not be judged"
@@ -381,11 +406,18 @@ class PowerLoss:
             "failed": self.failed,
             "unknown": self.unknown,
             "cut": list(self.cut),
+            "not_applicable": self.not_applicable,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PowerLoss:
-        return cls(data["trials"], data["failed"], data["unknown"], tuple(data["cut"]))
+        return cls(
+            data["trials"],
+            data["failed"],
+            data["unknown"],
+            tuple(data["cut"]),
+            data.get("not_applicable"),
+        )
 
 
 def _cuts_power(record: dict[str, Any]) -> bool:
@@ -440,7 +472,13 @@ def read_outcome(run: Path) -> Outcome:
         summary.get("duration_s"),
         summary.get("started"),
         summary.get("commit"),
-        PowerLoss(sum(cut.values()), cut["fail"], cut["unknown"], tuple(cut_ids)),
+        PowerLoss(
+            sum(cut.values()),
+            cut["fail"],
+            cut["unknown"],
+            tuple(cut_ids),
+            summary.get("not_applicable", {}).get("power-loss"),
+        ),
         launch,
     )
 
@@ -520,10 +558,21 @@ def render(
         "proxy-guarded run is the same agent, unchanged but for its MCP address or command,",
         "behind the [wire guard](guides/wire-guard.md). What holds is a finding too.",
         "",
+        "One trial pauses the agent: it is stopped inside its first tool call, the effect made,",
+        "and held while the next life starts beside it, then resumed",
+        "([pause](reference/faults.md#pause)). The hold is "
+        f"{PAUSE_HOLD_MS} ms unless the agent's `agent.toml`",
+        "says otherwise (`pause_ms`, passed as `--pause-ms`): an agent run by a durable engine",
+        "is held past the engine's timeout, since the engine's take-over of a worker that",
+        "stopped answering is what a pause is for. Its section says how long.",
+        "",
         "A power cut is rebuilt from what the agent's processes asked the kernel",
         "([power loss](guides/power-loss.md)): what they wrote in the trial folder and did not",
         "fsync is lost. The power-loss columns count those trials; for a run from before black",
         "boxes lost power they say `not run yet` (its figures are of kills and lost replies).",
+        "Where one of the system's programs is one the observer cannot load into (a statically",
+        "linked server), no cut could be judged: its campaign plans none, and the columns say",
+        "`not applicable` with the reason.",
         "",
         "Made by `make scoreboard` (after `make agents`); `SCOREBOARD_ARGS='--only NAME'` runs",
         "one agent again, and every other agent keeps the figures of its last run (in its",
@@ -553,11 +602,12 @@ def render(
             invariants = ", ".join(f"{k} {n}" for k, n in outcome.by_invariant.items()) or "none"
             tools = ", ".join(f"`{t}`" for t in sorted(outcome.replayed)) or "none"
             cut = outcome.power_loss
-            power = (
-                "not run yet | | |"
-                if cut is None
-                else f"{cut.trials} | {cut.failed} | {cut.unknown} |"
-            )
+            if cut is None:
+                power = "not run yet | | |"
+            elif cut.not_applicable is not None:
+                power = f"not applicable: {cut.not_applicable} | | |"
+            else:
+                power = f"{cut.trials} | {cut.failed} | {cut.unknown} |"
             lines.append(
                 f"{head} {outcome.trials} | {outcome.failed} | {outcome.unknown} | "
                 f"{invariants} | {tools} | {power}"
@@ -565,6 +615,8 @@ def render(
     for agent in agents:
         lines += ["", f"## {agent.framework} (`examples/agents/{agent.name}`)", ""]
         lines.append(f"`{agent.package}` {agent.version}; state: {agent.state}.")
+        if agent.pause_ms != PAUSE_HOLD_MS:
+            lines += ["", f"Its pauses hold {agent.pause_ms} ms (`--pause-ms {agent.pause_ms}`)."]
         if agent.finding:
             lines += ["", agent.finding]
         for label, command in agent.variants():
@@ -684,7 +736,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.render or not chosen or not agent.built:
                 run = latest_run(args.reports / label)
             else:
-                run = run_campaign(label, command, args, write_scenario(agent))
+                run = run_campaign(label, command, args, write_scenario(agent), agent.pause_ms)
             outcomes[label] = with_plain_time(newest(run, kept.get(label)), kept.get(label))
         found = {label: o for label, _ in agent.variants() if (o := outcomes[label]) is not None}
         if found and found != kept:

@@ -42,6 +42,7 @@ from harness.chaos.keep import keeps_folder
 from harness.chaos.pool import WorkerPool
 from harness.chaos.scenario import load_scenario
 from harness.chaos.schedule import (
+    PAUSE_HOLD_MS,
     CrashSchedule,
     answer_hits,
     appends_in_batches,
@@ -49,7 +50,10 @@ from harness.chaos.schedule import (
     exhaustive_schedules,
     not_applicable,
     random_schedule,
+    unobserved,
+    unobserved_services,
 )
+from harness.chaos.services import ServiceSpec
 from harness.chaos.shard import Shard
 from harness.chaos.supervisor import Supervisor, sweep_agents
 from harness.chaos.tables import scenario_tables
@@ -120,6 +124,9 @@ class CampaignConfig:
     (``crash_state_specs``)."""
     fs_model: str = "ordered"
     """The file-system model those crash states follow (``harness.chaos.crashstates``)."""
+    pause_ms: int = PAUSE_HOLD_MS
+    """How long each pause holds a life stopped (``--pause-ms``): past the timeout of the
+    engine under test, whose take-over is what a pause is for."""
 
 
 T = TypeVar("T")
@@ -140,22 +147,26 @@ def exhaustive_specs(
     reached: Mapping[str, int] | None = None,
     left_out: list[TrialSpec] | None = None,
     listed: Sequence[tuple[str, CrashSchedule]] | None = None,
+    pause_ms: int = PAUSE_HOLD_MS,
 ) -> list[TrialSpec]:
     """Every exhaustive trial the runtime can host: its failpoints, journal faults only for
-    a runtime that keeps the journal, power loss for one that keeps files (the others are
+    a runtime that keeps the journal, power loss for one that keeps files and whose
+    programs and the scenario's services the observer can load into (the others are
     not applicable); ``sample`` of them, drawn from ``seed``, when given.
 
     ``reached``: how many times the runtime's own crash-free run reached each failpoint
     (``reach_limited``); a trial that arms a point past that is left out (it would
     never fire), into ``left_out`` when given. ``listed``: the golden run's
-    ``listed_schedules``, when already listed (they do not depend on the runtime)."""
+    ``listed_schedules``, when already listed (they do not depend on the runtime);
+    ``pause_ms``: how long their pauses hold, when not listed yet."""
     adapter = get_adapter(runtime)
     if listed is None:
-        listed = listed_schedules(golden, black_box=adapter.black_box)
+        listed = listed_schedules(golden, black_box=adapter.black_box, pause_ms=pause_ms)
+    services = load_scenario(scenario).services
     specs = [
         TrialSpec(scenario, seed, schedule, runtime, label, "exhaustive", model)
         for label, schedule in listed
-        if applicable(schedule, adapter)
+        if applicable(schedule, adapter, services)
     ]
     if adapter.black_box:
         return specs
@@ -166,28 +177,33 @@ def exhaustive_specs(
     return sampled(specs, sample, seed)
 
 
-def listed_schedules(golden: Golden, *, black_box: bool) -> list[tuple[str, CrashSchedule]]:
+def listed_schedules(
+    golden: Golden, *, black_box: bool, pause_ms: int = PAUSE_HOLD_MS
+) -> list[tuple[str, CrashSchedule]]:
     """Every exhaustive schedule of a golden run, labelled, before any runtime's
-    ``applicable`` keeps its own: a black box's (``black_box_schedules``) or the others'.
+    ``applicable`` keeps its own: a black box's (``black_box_schedules``) or the others';
+    their pauses held ``pause_ms``.
 
     Listed once a process for each golden run (its folder): the campaign, the self-check's
     plan and its stages all list them, and a long run's are tens of thousands."""
-    key = (golden.directory.resolve(), black_box)
+    key = (golden.directory.resolve(), black_box, pause_ms)
     listed = _listed.get(key)
     if listed is None:
-        listed = _listed[key] = _list_schedules(golden, black_box=black_box)
+        listed = _listed[key] = _list_schedules(golden, black_box=black_box, pause_ms=pause_ms)
         while len(_listed) > _LISTED_KEPT:
             del _listed[next(iter(_listed))]
     return list(listed)
 
 
-_listed: dict[tuple[Path, bool], list[tuple[str, CrashSchedule]]] = {}
+_listed: dict[tuple[Path, bool, int], list[tuple[str, CrashSchedule]]] = {}
 _LISTED_KEPT = 64
 
 
-def _list_schedules(golden: Golden, *, black_box: bool) -> list[tuple[str, CrashSchedule]]:
+def _list_schedules(
+    golden: Golden, *, black_box: bool, pause_ms: int
+) -> list[tuple[str, CrashSchedule]]:
     if black_box:
-        return list(black_box_schedules(golden.hits, golden.op_at))
+        return list(black_box_schedules(golden.hits, golden.op_at, pause_ms))
     plan = load_plan(golden.directory / "plan.json")
     threads = plan.batch_driver == "threads"
     in_flight_at = _in_flight(golden)
@@ -204,6 +220,7 @@ def _list_schedules(golden: Golden, *, black_box: bool) -> list[tuple[str, Crash
             reconciled=_reconciled(golden, in_flight_at),
             reconciled_in_life=_reconciled_in_life(golden),
             reusable=_reusable(golden, plan),
+            pause_ms=pause_ms,
         )
     )
 
@@ -259,10 +276,13 @@ def sampled(specs: list[T], sample: int | None, seed: int) -> list[T]:
     return [specs[n] for n in kept]
 
 
-def applicable(schedule: CrashSchedule, adapter: Adapter) -> bool:
+def applicable(
+    schedule: CrashSchedule, adapter: Adapter, services: Sequence[ServiceSpec] = ()
+) -> bool:
     """Whether every fault of ``schedule`` has something to act on in ``adapter``'s runtime
-    (and, for a power loss, whether the file-system observer it is rebuilt from is here)."""
-    if any(not_applicable(kind, adapter) is not None for kind in schedule.fault_kinds):
+    (and, for a power loss, whether the file-system observer it is rebuilt from is here
+    and can load into the agent and its scenario's ``services``)."""
+    if any(not_applicable(kind, adapter, services) is not None for kind in schedule.fault_kinds):
         return False
     if schedule.needs_journal and not adapter.journal:
         return False
@@ -461,14 +481,22 @@ def random_specs(
     goldens: dict[tuple[str, int], Golden],
     runtime: str = "real",
     model: str | None = None,
+    pause_ms: int = PAUSE_HOLD_MS,
 ) -> list[TrialSpec]:
     specs = []
     adapter = get_adapter(runtime)
     journal = adapter.journal
     # Kills followed by a power cut for any runtime that keeps files, drawn the same on
-    # every machine: where the observer cannot be had, F says so (it did not land).
-    power_loss = adapter.keeps_files
+    # every machine: where the observer cannot be had, F says so (it did not land). A
+    # program the observer can never load into (the agent's, a service's) is the system's
+    # own, not the machine's: no cut is drawn for it.
+    keeps_files = adapter.keeps_files and unobserved(adapter) is None
+    seen: dict[str, bool] = {}
     for n, (scenario, seed, rng) in enumerate(picks, 1):
+        if scenario not in seen:
+            services = load_scenario(scenario).services
+            seen[scenario] = keeps_files and unobserved_services(services) is None
+        power_loss = seen[scenario]
         golden = goldens[scenario, seed]
         schedule = random_schedule(
             rng,
@@ -478,6 +506,7 @@ def random_specs(
             calls=golden.calls,
             power_loss=power_loss,
             answers=answer_hits(golden.hits, golden.op_at) if adapter.black_box else (),
+            pause_ms=pause_ms,
         )
         label = f"random{n:04d}"
         specs.append(TrialSpec(scenario, seed, schedule, runtime, label, "random", model))
@@ -729,7 +758,9 @@ class _BatchRunner:
             seed = scenario_seed(made.seed, s)
             golden = self.goldens[s, seed]
             if (s, seed) not in self._listed:  # the same for every runtime: listed once
-                self._listed[s, seed] = listed_schedules(golden, black_box=False)
+                self._listed[s, seed] = listed_schedules(
+                    golden, black_box=False, pause_ms=made.pause_ms
+                )
             if s not in self._samples:
                 self._samples[s] = load_scenario(s).sample
             sample = None if made.whole else self._samples[s]
@@ -906,14 +937,22 @@ def _run_trials(
             sample = None if config.whole else load_scenario(s).sample
             golden = goldens[s, seed]
             specs += exhaustive_specs(
-                s, seed, golden, config.runtime, config.model, sample, reached.get(s), left_out
+                s,
+                seed,
+                golden,
+                config.runtime,
+                config.model,
+                sample,
+                reached.get(s),
+                left_out,
+                pause_ms=config.pause_ms,
             )
         if on_unreached is not None and reach_limited(config.runtime):
             points = frozenset().union(
                 *(unreached_points(spec.schedule, reached[spec.scenario]) for spec in left_out)
             )
             on_unreached(Unreached(config.runtime, len(left_out), points))
-        specs += random_specs(picks, goldens, config.runtime, config.model)
+        specs += random_specs(picks, goldens, config.runtime, config.model, config.pause_ms)
         specs = [replace(spec, generated=spec.scenario in drawn) for spec in specs]
         if config.shard is not None:
             specs = [spec for spec in specs if config.shard.keeps(spec)]

@@ -17,6 +17,7 @@ import functools
 import json
 import math
 import random
+import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -36,6 +37,7 @@ from harness.failpoints import FAILPOINTS, parse_failpoints
 
 if TYPE_CHECKING:
     from harness.adapters import Adapter
+    from harness.chaos.services import ServiceSpec
 
 __all__ = [
     "BLACK_BOX_CUTS",
@@ -61,6 +63,7 @@ __all__ = [
     "pause_schedules",
     "random_schedule",
     "unobserved",
+    "unobserved_services",
 ]
 
 OP_FAILPOINTS = (
@@ -80,6 +83,13 @@ COMPACTION_FAILPOINTS = (
     "compact.before_dir_fsync",
     "compact.after_dir_fsync",
 )
+
+PAUSE_HOLD_MS = 200
+"""How long a pause holds a life stopped before the next one starts beside it, unless the
+campaign is told otherwise (``chaos --pause-ms``): past nothing in particular for this
+project's runtime (it has no timeout); an engine's activity or step timeout is what a
+campaign of it holds past."""
+
 
 DISK_FULL_HITS = (1, 2, 3, 5, 8, 13, 21, 34)
 """Which appends of a crash-free run meet a full disk: spread over the run."""
@@ -123,15 +133,16 @@ FILE_FAULTS = frozenset({"power-loss"})
 journal, a framework's database): rebuilt from what the agent asked the kernel."""
 
 
-def not_applicable(kind: str, adapter: Adapter) -> str | None:
+def not_applicable(kind: str, adapter: Adapter, services: Sequence[ServiceSpec] = ()) -> str | None:
     """Why a fault of ``kind`` has nothing to act on in ``adapter``'s runtime, or None.
 
     Damage at rest, a full disk and a changed table act on this project's journal and
     table; a power loss on any files the runtime keeps in the trial folder (our
     journal, a framework's database), and only where the observer it is rebuilt
-    from can be had; the agent loop's own misuse only where that loop runs; a fault of
-    the model's answer only where a black box asks the model over HTTP; a fault of a
-    fleet only in ``make chaos-fleet``."""
+    from can be had and can load into the agent's program and every one of its
+    ``services`` (a scenario's servers); the agent loop's own misuse only where that loop
+    runs; a fault of the model's answer only where a black box asks the model over HTTP; a
+    fault of a fleet only in ``make chaos-fleet``."""
     if kind in FLEET_KINDS:
         return "a fault of a fleet on the PostgreSQL journal: make chaos-fleet injects it"
     if kind in JOURNAL_FAULTS and not adapter.journal:
@@ -143,7 +154,7 @@ def not_applicable(kind: str, adapter: Adapter) -> str | None:
     if kind in FILE_FAULTS:
         if not adapter.keeps_files:
             return f"{adapter.name} keeps no files in the trial folder"
-        return observer.unavailable() or unobserved(adapter)
+        return observer.unavailable() or unobserved(adapter) or unobserved_services(services)
     return None
 
 
@@ -157,6 +168,28 @@ def unobserved(adapter: Adapter) -> str | None:
         return None  # a command that cannot be read is refused before any trial
     why = observer.unobservable(words)
     return None if why is None else f"{adapter.name} cannot be observed: {why}"
+
+
+def unobserved_services(services: Sequence[ServiceSpec]) -> str | None:
+    """Why a service of the system under test cannot be observed (its command starts a
+    static binary), or None. A power cut takes the services down with the agent and
+    rebuilds their files too, so one service the observer cannot see leaves every cut
+    unjudgeable: better said once, before any trial. A command that starts such a program
+    through a launcher of its own (a script that spawns it) is not seen here; the cut then
+    finds the changes it made unseen and refuses (the trial is unjudged, never a pass)."""
+    for service in services:
+        try:
+            words = resolve_command(service.command, service.home)
+        except ValueError:
+            continue  # a command that cannot be read fails at its start, with its log
+        why = observer.unobservable(words)
+        if why is not None:
+            # Its program as the service names it, not as found on this machine.
+            named = shlex.split(service.command)[0]
+            return f"its service {service.name} cannot be observed: " + why.replace(
+                words[0], named, 1
+            )
+    return None
 
 
 TABLE_VARIANTS = ("reclassified", "unlisted")
@@ -475,6 +508,7 @@ def exhaustive_schedules(
     reconciled: Reconciled | None = None,
     reconciled_in_life: Reconciled | None = None,
     reusable: Callable[[int], bool] | None = None,
+    pause_ms: int = PAUSE_HOLD_MS,
 ) -> Iterator[tuple[str, CrashSchedule]]:
     """Every op failpoint at every hit the crash-free run made, then recovery kills.
 
@@ -619,7 +653,7 @@ def exhaustive_schedules(
         if hit <= hits.get(name, 0):
             full = Life(f"{name}@{hit}=enospc-mid")
             yield f"{name}@{hit}+disk-full-mid-write", CrashSchedule((full,))
-    yield from pause_schedules(hits, ("op.after_intent", "op.reply"))
+    yield from pause_schedules(hits, ("op.after_intent", "op.reply"), pause_ms)
     for hit in range(1, hits.get("journal.before_fsync", 0) + 1):
         how = ("drop", "tear", "tear-sector")[hit % 3]
         fault = {
@@ -631,12 +665,6 @@ def exhaustive_schedules(
         yield f"journal.before_fsync@{hit}+{how}", CrashSchedule((lost,))
     if batch_call is not None:
         yield from _cancel_schedules(hits, batch_call)
-
-
-PAUSE_HOLD_MS = 200
-"""How long a pause of the exhaustive trials holds a life stopped before the next one
-starts beside it: past nothing in particular for this project's runtime (it has no
-timeout); an engine's activity or step timeout is what a trial of it would hold past."""
 
 
 def pause_schedules(
@@ -754,7 +782,7 @@ call's reply (the effect done, the finish not yet written)."""
 
 PAUSE_SHARE = 1 / 10
 """Of the random kills of this project's agent aimed inside a call and not followed by a
-power cut, this share are pauses instead (held ``PAUSE_HOLD_MS``, the next life run beside
+power cut, this share are pauses instead (held the campaign's pause, the next life run beside
 the stopped one; one whose moment never comes lands at the agent's last point)."""
 
 
@@ -834,6 +862,7 @@ def random_schedule(
     calls: Sequence[Call] = (),
     power_loss: bool | None = None,
     answers: Sequence[int] = (),
+    pause_ms: int = PAUSE_HOLD_MS,
 ) -> CrashSchedule:
     """One to three kills at random moments of a crash-free run's working time.
 
@@ -850,8 +879,8 @@ def random_schedule(
     For a runtime that keeps its state in files (``power_loss``, by default
     ``journal``: our journal, or a framework's database), a third of the kills are
     followed by a power loss (drop or tear). For one that keeps a journal
-    (``journal``): ``PAUSE_SHARE`` of the other kills are pauses instead (the last kill
-    drawn: the next life runs beside the stopped one), ``DAMAGE_SHARE`` of the trials
+    (``journal``): ``PAUSE_SHARE`` of the other kills are pauses instead, held ``pause_ms``
+    (the last kill drawn: the next life runs beside the stopped one), ``DAMAGE_SHARE`` of the trials
     instead kill after a random finish and damage the journal at rest (a
     flipped byte, a changed digit only the CRC sees, a zeroed or stale sector,
     at a random record), and ``UNLISTED_SHARE`` run every life with the
@@ -907,7 +936,7 @@ def random_schedule(
                 aim=aim,
                 table=table,
                 after_death=fault,
-                pause_ms=PAUSE_HOLD_MS if paused else None,
+                pause_ms=pause_ms if paused else None,
             )
         )
         if paused:
@@ -957,17 +986,19 @@ def answer_hits(hits: Mapping[str, int], op_at: Callable[[str, int], str | None]
 
 
 def black_box_schedules(
-    hits: Mapping[str, int], op_at: Callable[[str, int], str | None] | None = None
+    hits: Mapping[str, int],
+    op_at: Callable[[str, int], str | None] | None = None,
+    pause_ms: int = PAUSE_HOLD_MS,
 ) -> Iterator[tuple[str, CrashSchedule]]:
     """A black box's exhaustive trials: a kill at every point of the harness's servers at
     every hit its crash-free run made (``harness.blackbox.BLACKBOX_POINTS``, in protocol
     order), then every reply lost once after its effect (``lost-reply``: the response is
     dropped), then a kill at every hit of ``BLACK_BOX_CUTS`` followed by a power cut that
     drops what it did not fsync (``power-loss``; applicable where it can be observed), a
-    pause inside its first call, its effect made (``pause``), then each fault of the
-    model's answer once (``MODEL_ANSWER_FAULTS``), at the middle one of the answers that
-    asked for a call after an earlier call's result (``op_at``: the golden run's op at each
-    hit; none, no such trials)."""
+    pause inside its first call, its effect made (``pause``, held ``pause_ms``), then each
+    fault of the model's answer once (``MODEL_ANSWER_FAULTS``), at the middle one of the
+    answers that asked for a call after an earlier call's result (``op_at``: the golden
+    run's op at each hit; none, no such trials)."""
     for name in (point for point in FAILPOINTS if point in BLACKBOX_POINTS):
         for hit in range(1, hits.get(name, 0) + 1):
             yield f"{name}@{hit}", CrashSchedule((Life(f"{name}@{hit}=kill"),))
@@ -979,7 +1010,7 @@ def black_box_schedules(
             yield f"{name}@{hit}+power-loss", CrashSchedule((cut,))
     # Stopped inside its first call, its effect made, as a worker that stops answering while
     # it runs: the next life starts beside it.
-    yield from pause_schedules(hits, ("op.reply",))
+    yield from pause_schedules(hits, ("op.reply",), pause_ms)
     later = answer_hits(hits, op_at)[1:] if op_at is not None else []
     if later:
         hit = later[len(later) // 2]

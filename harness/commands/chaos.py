@@ -36,6 +36,7 @@ from harness.commands.options import (
     add_maxfail_options,
     add_model_option,
     add_only_option,
+    add_pause_option,
     add_reports_option,
     add_scenario_options,
     add_shard_option,
@@ -115,6 +116,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_keep_option(chaos)
     add_model_option(chaos)
     add_crash_states_options(chaos, CHAOS_CRASH_STATES)
+    add_pause_option(chaos)
     return chaos
 
 

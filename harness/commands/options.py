@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.chaos.campaign import CampaignConfig
+from harness.chaos.schedule import PAUSE_HOLD_MS
 from harness.chaos.shard import Shard
 from harness.chaos.trial import TrialResult
 from harness.report.model import RunInfo
@@ -322,6 +323,18 @@ def add_crash_states_options(parser: argparse.ArgumentParser, default: int) -> N
     add_fs_model_option(parser, MODELS)
 
 
+def add_pause_option(parser: argparse.ArgumentParser) -> None:
+    """``--pause-ms MS``: how long a campaign's pauses hold a life stopped."""
+    parser.add_argument(
+        "--pause-ms",
+        type=positive_int,
+        default=PAUSE_HOLD_MS,
+        metavar="MS",
+        help="how long each pause holds the agent stopped before the next life starts beside "
+        f"it (default {PAUSE_HOLD_MS}); for an engine, past its activity or step timeout",
+    )
+
+
 def add_fs_model_option(parser: argparse.ArgumentParser, models: tuple[str, ...]) -> None:
     parser.add_argument(
         "--fs-model",
@@ -549,6 +562,7 @@ def campaign_config(args: argparse.Namespace) -> CampaignConfig:
         timeout_s=timeout,
         crash_states=getattr(args, "crash_states", 1),
         fs_model=getattr(args, "fs_model", "ordered"),
+        pause_ms=getattr(args, "pause_ms", PAUSE_HOLD_MS),
     )
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.adapters import get_adapter
 from harness.chaos.crashstates import MODELS
-from harness.chaos.schedule import CrashSchedule, unobserved
+from harness.chaos.schedule import CrashSchedule, unobserved, unobserved_services
 from harness.commands.options import (
     RUNTIME_HELP,
     add_fs_model_option,
@@ -142,7 +142,7 @@ def run_one_trial(
     from harness.chaos.trial import TrialSpec, prepare_golden, run_trial
     from harness.report.console import print_trial
 
-    load_scenario(scenario)
+    services = load_scenario(scenario).services
     runtime = scenario_runtime(runtime, [scenario])
     check_runtime(runtime)
     check_model(runtime, model)
@@ -155,7 +155,7 @@ def run_one_trial(
     if fs_model != "ordered" and crash_states is None:
         raise HarnessError("--fs-model: the model of crash states, given with --crash-states")
     if "power-loss" in schedule.fault_kinds:
-        why = unobserved(get_adapter(runtime))
+        why = unobserved(get_adapter(runtime)) or unobserved_services(services)
         if why is not None:
             raise HarnessError(f"--schedule: no power loss for it: {why}")
     check_reports(reports)

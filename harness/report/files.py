@@ -34,6 +34,7 @@ from harness.report.model import (
     never_applied,
     trials_with_verdict,
 )
+from harness.report.tables import fault_rows
 
 __all__ = ["INTERRUPTED_CASE", "discard_incomplete", "folder_bytes", "write_run_reports"]
 
@@ -115,6 +116,11 @@ def _summary(
         "never_applied": never_applied(invariants),
         "windows": dict(Counter(w for r in results for w in r.windows)),
         "faults": dict(Counter(k for r in results for k in r.spec.schedule.fault_kinds)),
+        "not_applicable": {
+            row.kind: row.not_applicable
+            for row in fault_rows(results, config.runtime)
+            if row.not_applicable is not None
+        },
         "failures": [_trial_entry(r, r.failed_invariants) for r in failures],
         "unjudged": [_trial_entry(r, r.unknown_invariants) for r in unjudged],
         "self_check": [c.to_json() for c in checks],

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from harness.adapters import get_adapter
 from harness.blackbox.windows import BLACK_BOX_WINDOWS
 from harness.chaos.faults import FAULT_KINDS
+from harness.chaos.scenario import load_scenario
 from harness.chaos.schedule import not_applicable
+from harness.chaos.services import ServiceSpec
 from harness.chaos.trial import TrialResult
 from harness.check.invariants import TITLES
 from harness.check.windows import WINDOWS
+from harness.errors import ScenarioError
 from harness.report.model import SelfCheckRow
 
 __all__ = ["FaultRow", "InvariantCatch", "fault_rows", "invariant_catches", "window_counts"]
@@ -47,11 +50,14 @@ class FaultRow:
 
 
 def fault_rows(results: list[TrialResult], runtime: str) -> list[FaultRow]:
-    """A row per fault kind of ``FAULT_KINDS``, in its order."""
+    """A row per fault kind of ``FAULT_KINDS``, in its order. A kind is not applicable
+    when it is not to the runtime with the services of any scenario the trials ran on."""
     adapter = get_adapter(runtime)
+    services = [_services(s) for s in sorted({r.spec.scenario for r in results})] or [()]
     rows = []
     for kind, description in FAULT_KINDS.items():
-        if (why := not_applicable(kind, adapter)) is not None:
+        reasons = [not_applicable(kind, adapter, each) for each in services]
+        if all(reasons) and (why := reasons[0]) is not None:
             rows.append(FaultRow(kind, description, not_applicable=why))
             continue
         hit = [r for r in results if kind in r.spec.schedule.fault_kinds]
@@ -59,6 +65,14 @@ def fault_rows(results: list[TrialResult], runtime: str) -> list[FaultRow]:
         failed = sum(r.status == "fail" for r in hit)
         rows.append(FaultRow(kind, description, by_kind["exhaustive"], by_kind["random"], failed))
     return rows
+
+
+def _services(scenario: str) -> tuple[ServiceSpec, ...]:
+    """The services a scenario declares (none when it cannot be read any more)."""
+    try:
+        return load_scenario(scenario).services
+    except ScenarioError:
+        return ()
 
 
 @dataclass(frozen=True, slots=True)

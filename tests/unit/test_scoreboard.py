@@ -24,6 +24,7 @@ from harness.blackbox.scoreboard import (
     render,
     with_plain_time,
 )
+from harness.chaos.schedule import PAUSE_HOLD_MS
 
 SCRIPT_IMPORT = re.compile(r"""(?:\bfrom|\brequire\(|\bimport\(?)\s*['"]([^'"]+)['"]""")
 """What a TypeScript or JavaScript file imports: ``from "x"``, ``require("x")``, ``import("x")``."""
@@ -380,3 +381,91 @@ def test_a_refused_warm_start_is_said_and_its_time_is_plain(tmp_path: Path) -> N
     page = render([bare], {"demo": outcome}, argparse.Namespace(random=20, seed=7, launch="warm"))
     assert f"Its lives started plain: `{refused}`." in page
     assert "| `demo` | plain | 12 s | 2 | 12 s | 2 | warm refused |" in page
+
+
+UNSEEN = (
+    "its service engine cannot be observed: bin/engine is statically linked: no loader "
+    "preloads the observer's library into it"
+)
+
+
+def test_a_power_loss_not_applicable_is_said_where_its_figures_would_be(tmp_path: Path) -> None:
+    """A campaign that planned no cut (``not_applicable`` in its summary) gives its reason in
+    the power-loss columns and its verdict line, kept as read, never 0 trials."""
+    run = fake_run(tmp_path / "run")
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(
+        json.dumps({**summary, "not_applicable": {"power-loss": UNSEEN}})
+    )
+    (run / "trials.jsonl").write_text(
+        (run / "trials.jsonl").read_text().replace('"after_death": "power-loss:drop"', '"x": 1')
+    )
+    outcome = read_outcome(run)
+    assert outcome.power_loss == PowerLoss(0, 0, 0, (), UNSEEN)
+    assert Outcome.from_json(json.loads(json.dumps(outcome.as_json()))) == outcome
+    bare = Agent("demo", "Demo", "demo", "1.0", "demo.db", "python demo.py", None)
+    page = render([bare], {"demo": outcome}, argparse.Namespace(random=20, seed=7, launch="warm"))
+    (row,) = [line for line in main_table(page) if line.startswith("| `demo`")]
+    assert row.endswith(f"| `ui_tap` | not applicable: {UNSEEN} | | |")
+    assert f"3 kills; power loss: not applicable: {UNSEEN}`" in page
+
+
+class TestPause:
+    """An agent.toml's ``pause_ms``: how long its campaign's pauses hold it stopped."""
+
+    def agents(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str) -> list[Agent]:
+        import harness.blackbox.scoreboard as scoreboard
+
+        monkeypatch.setattr(scoreboard, "AGENTS", tmp_path)
+        folder = tmp_path / "engine"
+        folder.mkdir(parents=True)
+        fields = "".join(f'{name} = "x"\n' for name in scoreboard.FIELDS)
+        (folder / "agent.toml").write_text(fields + extra, "utf-8")
+        return load_agents()
+
+    def test_it_reaches_the_campaign_and_the_page(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Given as ``--pause-ms``; the agent's section says how long; without it, the default."""
+        import subprocess
+
+        import harness.blackbox.scoreboard as scoreboard
+
+        (agent,) = self.agents(tmp_path, monkeypatch, "pause_ms = 15000\n")
+        assert agent.pause_ms == 15000
+        ran: list[list[str]] = []
+
+        def run(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+            ran.append(argv)
+            return subprocess.CompletedProcess(argv, 1, "", "")
+
+        monkeypatch.setattr(subprocess, "run", run)
+        args = argparse.Namespace(
+            reports=tmp_path / "reports", launch="warm", random=20, seed=7, workers=2
+        )
+        scoreboard.run_campaign("engine", "x", args, pause_ms=agent.pause_ms)
+        (argv,) = ran
+        assert argv[argv.index("--pause-ms") + 1] == "15000"
+        page = render([agent], {}, args)
+        assert "Its pauses hold 15000 ms (`--pause-ms 15000`)." in page
+        (plain,) = self.agents(tmp_path / "other", monkeypatch, "")
+        assert plain.pause_ms == PAUSE_HOLD_MS
+        assert "Its pauses hold" not in render([plain], {}, args)
+
+    @pytest.mark.parametrize("value", ['"15s"', "0", "-5", "true", "1.5"])
+    def test_a_bad_one_is_refused_in_one_line(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+    ) -> None:
+        with pytest.raises(SystemExit) as refused:
+            self.agents(tmp_path, monkeypatch, f"pause_ms = {value}\n")
+        message = str(refused.value.code)
+        where = tmp_path / "engine" / "agent.toml"
+        assert message.startswith(f"{where}: pause_ms: "), message
+        assert "is not a whole number of milliseconds" in message and "\n" not in message
+
+    def test_the_engines_hold_past_their_timeouts(self) -> None:
+        """Temporal's activities time out after 10 s (start to close); Restate's server asks
+        a silent handler to suspend after its inactivity timeout, 1 min by default."""
+        holds = {a.name: a.pause_ms for a in load_agents()}
+        assert holds["temporal"] > 10_000
+        assert holds["restate"] > 60_000
