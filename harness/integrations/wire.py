@@ -16,6 +16,9 @@ the real server's tools (its listing, annotations and schemas as they are) and p
 - a durable result is answered from the journal; a call whose outcome is unknown gets a
   VERIFY result (``isError``, the hint and how to report); the listing gains
   ``report_verification`` (``harness.integrations.guard.VERIFY_TOOL``);
+- a file journal another live process holds (the guard of an earlier life, stopped or
+  still running) is not waited for: each call gets a ``not run`` result at once, until
+  that process lets the journal go (``WireGuard.not_run``); listing needs no journal;
 - over HTTP, a client that never sends ``Mcp-Session-Id`` back is served each request
   alone (stateless) in the life its ``initialize`` began;
 - a tool whose schema takes an idempotency key (``KEY_ARGUMENTS``) gets the op's stable
@@ -61,6 +64,7 @@ from harness.runtime.errors import JournalLockedError, ToolError
 from harness.runtime.executor import CallContext
 from harness.runtime.identity import ContentRule
 from harness.runtime.postgres import without_password
+from harness.runtime.store import is_database_url
 
 if TYPE_CHECKING:
     from mcp.types import RequestParamsMeta
@@ -93,8 +97,13 @@ LAST_LIFE_S = 1.0
 """How long a new session waits for the calls of the last one still in flight."""
 
 CLAIM_WAIT_S = 120.0
-"""How long a new life waits for a journal another guard still holds (a PostgreSQL
-journal's lease, 30 s by default, of a guard killed with its agent); then it fails."""
+"""How long a new life waits for a PostgreSQL journal another guard still holds: the lease
+of a guard killed with its agent (30 s by default) ends by itself, and the new life then
+takes the journal over. Past it, calls get the ``not run`` result."""
+CLAIM_FILE_WAIT_S = 1.0
+"""How long a new life waits for a file journal another process holds. Its lock is held by
+a live process only (the kernel lets it go when the holder dies), so a longer wait helps
+only a guard still closing; one stopped with its paused agent may hold it for any time."""
 CLAIM_POLL_S = 0.25
 
 VERIFY_SCHEMA: Mapping[str, Any] = {
@@ -236,24 +245,25 @@ class WireGuard:
         self._keys = {t.name: k for t in tools if (k := _key_argument(t)) is not None}
         self._names = {t.name for t in tools}
         self._guard: ToolGuard | None = None
+        self._held: JournalLockedError | None = None
         self._life = anyio.Lock()
         self._calls = 0
         self.lives = 0
 
     async def begin_life(self) -> None:
         """A new MCP session: a new life of the agent. The runtime of the last one is closed
-        (a call still in flight keeps its op RUNNING) and the journal opened again."""
+        (a call still in flight keeps its op RUNNING) and the journal opened again. A
+        journal another process holds leaves the life without one: its calls try again."""
         async with self._life:
             if self._guard is not None:
                 # A call of the last life still in flight (its session is gone) keeps its
                 # op RUNNING: recovery decides it, by its class, as after a kill.
                 await self._guard.runtime.aclose(timeout=LAST_LIFE_S)
                 self._guard = None
-            self._guard = await self._claim()
             self._calls = 0
             self.lives += 1
-            hints = len(self._guard.recovered)
-            log.info("life %d: journal %s opened (%d ops in doubt)", self.lives, self.shown, hints)
+            leased = is_database_url(self.journal)
+            await self._claim(CLAIM_WAIT_S if leased else CLAIM_FILE_WAIT_S)
 
     @property
     def shown(self) -> str:
@@ -261,27 +271,40 @@ class WireGuard:
         journal = self.journal
         return without_password(journal) if isinstance(journal, str) else str(journal)
 
-    async def _claim(self) -> ToolGuard:
-        """Open the journal for this life. One still held by the last life's guard (a guard
-        killed with its agent, whose lease on a PostgreSQL journal has not ended) is waited
-        for, up to ``CLAIM_WAIT_S``: a takeover once the lease ends is what a lease is for."""
-        deadline = anyio.current_time() + CLAIM_WAIT_S
+    async def _claim(self, wait_s: float) -> None:
+        """Open the journal for this life, waiting up to ``wait_s`` for one another process
+        holds (a takeover once a lease ends is what a lease is for). Still held: the life
+        has no runtime yet, and ``_held`` says who holds the journal."""
+        deadline = anyio.current_time() + wait_s
         while True:
             try:
-                return await ToolGuard.open(
+                self._guard = await ToolGuard.open(
                     self.journal, self._execute, table=self.table, identity="content"
                 )
             except JournalLockedError as exc:
+                self._held = exc
                 if anyio.current_time() >= deadline:
-                    raise
+                    # Said once a life; a call that finds it still held says nothing more.
+                    if wait_s > 0:
+                        log.warning("life %d: %s; its calls are not run", self.lives, exc)
+                    return
                 log.info("%s; waiting", exc)
                 await anyio.sleep(CLAIM_POLL_S)
+                continue
+            self._held = None
+            hints = len(self._guard.recovered)
+            log.info("life %d: journal %s opened (%d ops in doubt)", self.lives, self.shown, hints)
+            return
 
-    async def current(self) -> ToolGuard:
-        """The runtime of this life (a client that calls without ``initialize`` gets one)."""
-        if self._guard is None:
+    async def current(self) -> ToolGuard | None:
+        """The runtime of this life (a client that calls without ``initialize`` gets one), or
+        None while another process holds the journal (tried again at each call)."""
+        if self.lives == 0:
             await self.begin_life()
-        assert self._guard is not None
+        elif self._guard is None:
+            async with self._life:
+                if self._guard is None:
+                    await self._claim(0.0)
         return self._guard
 
     async def aclose(self) -> None:
@@ -300,6 +323,8 @@ class WireGuard:
     async def call(self, name: str, arguments: Mapping[str, Any]) -> CallToolResult:
         """One ``tools/call`` of the agent, through the runtime."""
         guard = await self.current()
+        if guard is None:
+            return self.not_run(name)
         if name == VERIFY_TOOL:
             try:
                 reply = await guard.verified(str(arguments.get("op_id")), arguments.get("found"))  # type: ignore[arg-type]
@@ -315,6 +340,25 @@ class WireGuard:
         except ToolError as exc:
             return _error(str(exc))
         return _result(reply)
+
+    def not_run(self, name: str) -> CallToolResult:
+        """The answer to a call made while another process holds the journal: it was not run
+        (nothing was forwarded, nothing journaled), and what the holder, another life of
+        this agent, did with the same action is not known here."""
+        held = self._held
+        who = "another process" if held is None else (held.holder or str(held))
+        text = (
+            f"{name}: not run. The guard cannot open its journal ({self.shown}): the guard of "
+            f"another life of this agent still holds it ({who}), a process that is stopped "
+            "or still running. This call was not sent to the tool, and what that life did "
+            "with it is not known here. Call it again once that life has ended: the guard "
+            "then answers it from the journal, or runs it. Until then, do not take it as done "
+            "or as failed."
+        )
+        held_by = {"not_run": name, "journal_held_by": who, "hint": text}
+        return CallToolResult(
+            content=[TextContent(text=text)], structured_content=held_by, is_error=True
+        )
 
     async def _execute(self, tool: str, args: Mapping[str, Any], ctx: CallContext) -> Any:
         """Forward one execution to the real server: its result, as JSON, is what the journal

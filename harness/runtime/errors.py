@@ -108,6 +108,11 @@ class JournalLockedError(JournalError):
     the kernel frees when its holder dies, so a killed agent never blocks.
     """
 
+    def __init__(self, message: str, *, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+        """Who holds the journal as its lock says (``pid N``), where that is known."""
+
 
 class JournalFencedError(JournalError):
     """Another worker claimed this journal (a task) with a newer fencing token.

@@ -706,7 +706,8 @@ class JournalWriter:
             os.close(fd)
             raise JournalLockedError(
                 f"{self.path}: journal is held by another live process "
-                f"({holder}); run one agent per journal"
+                f"({holder}); run one agent per journal",
+                holder=holder,
             ) from None
         if _replaced(fd, self.path):
             # A compaction renamed its new file over the one opened here, then let

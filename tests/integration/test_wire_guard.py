@@ -265,6 +265,91 @@ class TestHttpSidecar:
                 kill_tree(guard.pid)
 
 
+def serve(folder: Path) -> tuple[subprocess.Popen[str], str]:
+    """A guard over HTTP on the folder's journal, in a process group of its own, and its URL."""
+    guard = subprocess.Popen(
+        guard_command(folder, "--http", "0"),
+        env=environment(folder),
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert guard.stderr is not None
+    url = next(
+        (line.split()[-1] for line in guard.stderr if line.startswith("guard: serving ")), ""
+    )
+    assert url, "the guard never said where it serves"
+    return guard, url
+
+
+def stop(guard: subprocess.Popen[str]) -> None:
+    """End a guard as Ctrl-C does (woken first, were it stopped), then make sure of it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(guard.pid, signal.SIGCONT)
+        guard.send_signal(signal.SIGINT)
+    try:
+        guard.wait(timeout=WAIT_S)
+    finally:
+        kill_tree(guard.pid)
+
+
+def bill(invoice: str, request_id: str) -> dict[str, Any]:
+    args = {"to": "acme", "amount": 5, "invoice": invoice, "request_id": request_id}
+    return {"name": "pay", "arguments": args}
+
+
+class TestHeldJournal:
+    def test_a_paused_guard_holds_the_journal(self, folder: Path) -> None:
+        """A guard stopped with SIGSTOP keeps its journal's lock. A second guard on that
+        journal serves ``initialize`` and the listing, answers a call at once with an error
+        result that says it was not run and names the holder's pid, and forwards nothing;
+        once the first guard has ended, the same session's next call runs."""
+        first, first_url = serve(folder)
+        try:
+            post(first_url, "initialize", INITIALIZE)
+            assert not post(first_url, "tools/call", bill("INV-1", "r1")).get("isError")
+            os.killpg(first.pid, signal.SIGSTOP)  # the guard and its server, as a pause does
+            second, url = serve(folder)
+            try:
+                post(url, "initialize", INITIALIZE)
+                assert "pay" in [t["name"] for t in post(url, "tools/list", {})["tools"]]
+                refused = post(url, "tools/call", bill("INV-2", "r2"))
+                assert refused.get("isError")
+                text = refused["content"][0]["text"]
+                assert text.startswith("pay: not run.") and f"(pid {first.pid})" in text
+                assert refused["structuredContent"]["journal_held_by"] == f"pid {first.pid}"
+                assert [row[2] for row in ledger(folder)] == ["INV-1"]
+
+                stop(first)
+                paid = post(url, "tools/call", bill("INV-2", "r3"))
+                assert not paid.get("isError"), paid
+                assert sorted(row[2] for row in ledger(folder)) == ["INV-1", "INV-2"]
+            finally:
+                stop(second)
+        finally:
+            stop(first)
+
+    def test_a_plain_agent_beside_a_live_guard(self, folder: Path) -> None:
+        """A plain agent whose stdio guard finds the journal held by another live guard is
+        served: it lists the tools, its payment is answered "not run" (nothing is paid), and
+        it ends on its own."""
+        holder, url = serve(folder)
+        try:
+            post(url, "initialize", INITIALIZE)
+            assert not post(url, "tools/call", bill("INV-1", "r1")).get("isError")
+            command = shlex.join(guard_command(folder))
+            said = run_agent(folder, environment(folder, AGENT_MCP_COMMAND=command))
+            assert "pay" in next(t for t in said if t["event"] == "tools")["names"]
+            pay = next(t for t in said if t["event"] == "result" and t["tool"] == "pay")
+            assert pay["error"] and pay["text"].startswith("pay: not run.")
+            assert f"(pid {holder.pid})" in pay["text"]
+            assert [row[2] for row in ledger(folder)] == ["INV-1"]
+        finally:
+            stop(holder)
+
+
 INITIALIZE = {
     "protocolVersion": "2025-06-18",
     "capabilities": {},
