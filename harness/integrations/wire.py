@@ -9,7 +9,8 @@ the real server's tools (its listing, annotations and schemas as they are) and p
   what makes two calls the same action from the table's ``[content.TOOL]`` or the tool's
   ``_meta`` (``harness.runtime.classes.MCP_CONTENT_META``);
 - every call gets an op id of its own (``w<life>.<n>``) and the runtime knows it by
-  content: a re-issued call is answered from the op it stands for;
+  content: a re-issued call is answered from the op it stands for; a read (a read-only
+  tool) always looks at the world now (``fresh``), never at another life's answer;
 - each MCP ``initialize`` begins a new life of the agent: the runtime is closed and
   opened again (a new incarnation; recovery decides what the last one left open), so
   the claims of content identity start afresh;
@@ -59,7 +60,7 @@ from harness.integrations.guard import (
     tool_failure,
 )
 from harness.integrations.mcp_stdio import server_streams
-from harness.runtime.classes import ToolTable
+from harness.runtime.classes import IdempotencyClass, ToolTable
 from harness.runtime.errors import JournalLockedError, ToolError
 from harness.runtime.executor import CallContext
 from harness.runtime.identity import ContentRule
@@ -335,8 +336,12 @@ class WireGuard:
             return _error(f"unknown tool: {name!r}")
         self._calls += 1
         op_id = f"w{guard.runtime.incarnation}.{self._calls}"
+        # A read is never answered by content from another life's: matched by its place
+        # among the reads of the same content, it would hand the model what the world
+        # held then (a check made before an effect, read after it). Run again, it is safe.
+        fresh = self.table.classify(name).idempotency is IdempotencyClass.READ_ONLY
         try:
-            reply = await guard.call(op_id, name, dict(arguments))
+            reply = await guard.call(op_id, name, dict(arguments), fresh=fresh)
         except ToolError as exc:
             return _error(str(exc))
         return _result(reply)
