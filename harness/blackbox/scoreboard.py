@@ -5,15 +5,12 @@ keeps its state, its command and, where it has one, its guarded command and how 
 guard stands in front of its tools) is run as a black box by ``harness chaos --runtime
 cmd:"..." --only phone_task --random 20 --launch warm`` on one seed, bare, guarded and
 proxy-guarded (``NAME-wire``), and ``docs/scoreboard.md`` is written from what those runs
-recorded (their ``summary.json`` and ``trials.jsonl``): per agent, the trials, the
-failures per invariant, the tools that ran twice, the trials with a power cut and how
-they ended, every failing trial's replay command, and each run's time with the launcher
-it used (the warm start, or a plain start where it refused) against the last plain run's.
-What a run found is also kept beside the agent (``measured.json``, committed), so that
-``--only NAME`` runs one agent again and the page keeps every other agent's last figures,
-each with its date and commit.
-An agent never run is listed as such, never left out. ``--render`` writes the page again
-from the last runs without running.
+recorded (``summary.json``, ``trials.jsonl``): per agent, the failures per invariant, the
+tools that ran twice, the power cuts and how they ended, each failing trial's replay
+command, and each run's time and launcher against the last plain run's. What a run found
+is kept beside the agent (``measured.json``, committed): ``--only NAME`` runs one agent
+again, the page keeps every other's last figures; ``--render`` writes it again without
+running. An agent never run is listed as such, never left out.
 
 An agent whose system has servers of its own (an engine's server) declares them in its
 agent.toml as ``[services.NAME]`` tables, with the keys of a scenario's
@@ -23,9 +20,8 @@ project's root as its ``command``'s are. Its campaign then runs on
 file with an ``[agent]`` table that declares those services. That file is committed, so the
 replay commands that name it run on a fresh checkout.
 
-An agent.toml's ``pause_ms`` says how long its campaign's pauses hold the agent stopped
-(``chaos --pause-ms``; ``PAUSE_HOLD_MS`` without it): past its engine's timeout, whose
-take-over of a stopped worker is what a pause is for.
+An agent.toml's ``pause_ms`` says how long its pauses hold it stopped (``chaos
+--pause-ms``): past its engine's timeout, whose take-over is what a pause is for.
 """
 
 from __future__ import annotations

@@ -1085,7 +1085,7 @@ def compile_plan(scenario: Scenario, *, seed: int, source: str) -> Plan:
     if scenario.generate is not None:
         scenario = generated_scenario(scenario, seed)
     fake = _faker()
-    fake.seed_instance(seed)  # a new random state: the plan depends on the seed alone
+    fake.seed_instance(seed)  # a new random state: a plan depends on its seed alone
     table = _TABLE if scenario.table_path is None else ToolTable.load(scenario.table_path)
     steps = []
     for call in scenario.calls:

@@ -1,8 +1,5 @@
-"""The guard at the wire: an MCP server in front of the real one that runs every call through
-the runtime.
-
-An agent of any framework or language reaches its tools over MCP. ``WireGuard`` serves
-the real server's tools (its listing, annotations and schemas as they are) and puts each
+"""The guard at the wire: an MCP server in front of the real one. ``WireGuard`` serves the
+real server's tools (listing, annotations and schemas as they are) and puts each
 ``tools/call`` through a ``ToolGuard`` (write-ahead journal, class snapshot, recovery):
 
 - classes from the server's annotations, a table file, or both (the file wins per tool);
@@ -11,12 +8,10 @@ the real server's tools (its listing, annotations and schemas as they are) and p
 - every call gets an op id of its own (``w<life>.<n>``) and the runtime knows it by
   content: a re-issued call is answered from the op it stands for; a read (a read-only
   tool) always looks at the world now (``fresh``), never at another life's answer;
-- each MCP ``initialize`` begins a new life of the agent: the runtime is closed and
-  opened again (a new incarnation; recovery decides what the last one left open), so
-  the claims of content identity start afresh;
-- a durable result is answered from the journal; a call whose outcome is unknown gets a
-  VERIFY result (``isError``, the hint and how to report); the listing gains
-  ``report_verification`` (``harness.integrations.guard.VERIFY_TOOL``);
+- each MCP ``initialize`` begins a new life (a new incarnation of the runtime: recovery
+  decides what the last one left open; content identity's claims start afresh);
+- a durable result is answered from the journal; a call in doubt gets a VERIFY result
+  (``isError``, the hint, how to report: the listing gains ``report_verification``);
 - a file journal another live process holds (the guard of an earlier life, stopped or
   still running) is not waited for: each call gets a ``not run`` result at once, until
   that process lets the journal go (``WireGuard.not_run``); listing needs no journal;
