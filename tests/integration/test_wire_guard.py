@@ -232,22 +232,8 @@ class TestHttpSidecar:
         served (the SDK's server alone answers it 400), and its calls keep their lives: after
         its second ``initialize`` the same payment, with a new ``request_id``, is answered
         from the journal."""
-        guard = subprocess.Popen(
-            guard_command(folder, "--http", "0"),
-            env=environment(folder),
-            cwd=folder,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        guard, url = serve(folder)
         try:
-            assert guard.stderr is not None
-            url = next(
-                (line.split()[-1] for line in guard.stderr if line.startswith("guard: serving ")),
-                "",
-            )
-            assert url, "the guard never said where it serves"
             paid = []
             for request_id in ("r1", "r2"):
                 post(url, "initialize", INITIALIZE)
