@@ -178,13 +178,9 @@ class ToolGuard:
         guard.recovered = report.hints
         return guard
 
-    async def call(
-        self, op_id: str, tool: str, args: Mapping[str, Any], *, fresh: bool = False
-    ) -> GuardReply:
-        """Run a tool call write-ahead under ``op_id`` (the framework's tool-call id).
-        ``fresh``: a call that must look at the world now, never answered by content from
-        another op (``AsyncRuntime.call``)."""
-        outcome = await self.runtime.call(op_id, tool, args, self._execute, fresh=fresh)
+    async def call(self, op_id: str, tool: str, args: Mapping[str, Any]) -> GuardReply:
+        """Run a tool call write-ahead under ``op_id`` (the framework's tool-call id)."""
+        outcome = await self.runtime.call(op_id, tool, args, self._execute)
         return self._reply(outcome, tool, args)
 
     async def verified(self, op_id: str, found: Found) -> GuardReply:

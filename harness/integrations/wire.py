@@ -6,8 +6,7 @@ real server's tools (listing, annotations and schemas as they are) and puts each
   what makes two calls the same action from the table's ``[content.TOOL]`` or the tool's
   ``_meta`` (``harness.runtime.classes.MCP_CONTENT_META``);
 - every call gets an op id of its own (``w<life>.<n>``) and the runtime knows it by
-  content: a re-issued call is answered from the op it stands for; a read (a read-only
-  tool) always looks at the world now (``fresh``), never at another life's answer;
+  content: a re-issued call is answered from the op it stands for;
 - each MCP ``initialize`` begins a new life (a new incarnation of the runtime: recovery
   decides what the last one left open; content identity's claims start afresh);
 - a durable result is answered from the journal; a call in doubt gets a VERIFY result
@@ -55,7 +54,7 @@ from harness.integrations.guard import (
     tool_failure,
 )
 from harness.integrations.mcp_stdio import server_streams
-from harness.runtime.classes import IdempotencyClass, ToolTable
+from harness.runtime.classes import ToolTable
 from harness.runtime.errors import JournalLockedError, ToolError
 from harness.runtime.executor import CallContext
 from harness.runtime.identity import ContentRule
@@ -331,12 +330,8 @@ class WireGuard:
             return _error(f"unknown tool: {name!r}")
         self._calls += 1
         op_id = f"w{guard.runtime.incarnation}.{self._calls}"
-        # A read is never answered by content from another life's: matched by its place
-        # among the reads of the same content, it would hand the model what the world
-        # held then (a check made before an effect, read after it). Run again, it is safe.
-        fresh = self.table.classify(name).idempotency is IdempotencyClass.READ_ONLY
         try:
-            reply = await guard.call(op_id, name, dict(arguments), fresh=fresh)
+            reply = await guard.call(op_id, name, dict(arguments))
         except ToolError as exc:
             return _error(str(exc))
         return _result(reply)
