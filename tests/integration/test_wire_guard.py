@@ -185,23 +185,8 @@ class TestHttpSidecar:
     def test_sidecar_outlives_the_agent(self, folder: Path) -> None:
         """The guard as a sidecar over HTTP: the agent killed mid-payment and started again
         (a new MCP session, a new life) gets the VERIFY result; the payment ran once."""
-        guard = subprocess.Popen(
-            guard_command(folder, "--http", "0"),
-            env=environment(folder, PAYMENTS_PAUSE_FILE=str(folder / "paused")),
-            cwd=folder,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        guard, url = serve(folder, PAYMENTS_PAUSE_FILE=str(folder / "paused"))
         try:
-            assert guard.stderr is not None
-            url = ""
-            for line in guard.stderr:
-                if line.startswith("guard: serving "):
-                    url = line.split()[-1]
-                    break
-            assert url, "the guard never said where it serves"
             first = subprocess.Popen(
                 [sys.executable, str(AGENT)],
                 env=environment(folder, AGENT_MCP_URL=url),
@@ -221,11 +206,7 @@ class TestHttpSidecar:
             assert pay["error"] and pay["data"]["verify"]
             assert len(ledger(folder)) == 1
         finally:
-            guard.send_signal(signal.SIGINT)
-            try:
-                guard.wait(timeout=WAIT_S)
-            finally:
-                kill_tree(guard.pid)
+            stop(guard)
 
     def test_a_client_that_sends_no_session_id(self, folder: Path) -> None:
         """A hand-written JSON-RPC client that never sends the session id it was given is
@@ -244,18 +225,15 @@ class TestHttpSidecar:
             assert not paid[0].get("isError") and paid[1] == paid[0]
             assert len(ledger(folder)) == 1
         finally:
-            guard.send_signal(signal.SIGINT)
-            try:
-                guard.wait(timeout=WAIT_S)
-            finally:
-                kill_tree(guard.pid)
+            stop(guard)
 
 
-def serve(folder: Path) -> tuple[subprocess.Popen[str], str]:
-    """A guard over HTTP on the folder's journal, in a process group of its own, and its URL."""
+def serve(folder: Path, **env: str) -> tuple[subprocess.Popen[str], str]:
+    """A guard over HTTP on the folder's journal, in a process group of its own, and its URL
+    (``env``: more of the payments server's environment)."""
     guard = subprocess.Popen(
         guard_command(folder, "--http", "0"),
-        env=environment(folder),
+        env=environment(folder, **env),
         cwd=folder,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
