@@ -9,6 +9,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,6 +26,9 @@ from harness.blackbox.scoreboard import (
     with_plain_time,
 )
 from harness.chaos.schedule import PAUSE_HOLD_MS
+
+if TYPE_CHECKING:
+    from harness.chaos.scenario import Scenario
 
 SCRIPT_IMPORT = re.compile(r"""(?:\bfrom|\brequire\(|\bimport\(?)\s*['"]([^'"]+)['"]""")
 """What a TypeScript or JavaScript file imports: ``from "x"``, ``require("x")``, ``import("x")``."""
@@ -235,27 +239,34 @@ class TestServices:
         path.write_text('command = "python demo.py"\n' + services, "utf-8")
         return path
 
+    def campaign(self, tmp_path: Path, services: str) -> tuple[Agent, Scenario]:
+        """The demo agent of these services, and its campaign's scenario as read back from
+        its text, put as deep under tmp_path as examples/agents/NAME is under ROOT."""
+        from harness.blackbox.scoreboard import read_services
+        from harness.chaos.scenario import load_scenario
+
+        path = self.demo(tmp_path, services)
+        declared = read_services(path, tomllib.loads(path.read_text("utf-8")))
+        agent = Agent("demo", "Demo", "demo", "1.0", "x", "python demo.py", None, services=declared)
+        deep = tmp_path / "a" / "b" / "c"
+        deep.mkdir(parents=True)
+        (deep / "phone_task.toml").write_text(agent.scenario_text(), "utf-8")
+        return agent, load_scenario(str(deep / "phone_task.toml"))
+
     def test_services_reach_the_campaign_as_the_scenario_s_agent_table(
         self, tmp_path: Path
     ) -> None:
         """Its campaign's scenario is the shipped one with an [agent] table declaring them,
         each run from the project's root."""
-        from harness.blackbox.scoreboard import ROOT, read_services
+        from harness.blackbox.scoreboard import ROOT
         from harness.chaos.scenario import load_scenario
 
-        path = self.demo(
+        agent, loaded = self.campaign(
             tmp_path,
             '[services.engine]\ncommand = "bin/engine --port {port} --data {data}"\n'
             'port_env = "ENGINE_PORT"\nready = "http:/health"\nenv = { MODE = "dev" }\n',
         )
-        services = read_services(path, tomllib.loads(path.read_text("utf-8")))
-        agent = Agent("demo", "Demo", "demo", "1.0", "x", "python demo.py", None, services=services)
         assert agent.scenario == AGENTS / "demo" / "phone_task.toml"
-        # The same text, put as deep under tmp_path as examples/agents/NAME is under ROOT.
-        deep = tmp_path / "a" / "b" / "c"
-        deep.mkdir(parents=True)
-        (deep / "phone_task.toml").write_text(agent.scenario_text(), "utf-8")
-        loaded = load_scenario(str(deep / "phone_task.toml"))
         shipped = load_scenario(str(ROOT / "scenarios" / "phone_task.toml"))
         assert loaded.name == "phone_task" and loaded.calls == shipped.calls
         (service,) = loaded.services
@@ -307,20 +318,12 @@ class TestServices:
 
     def test_named_ports_reach_the_campaign(self, tmp_path: Path) -> None:
         """A service's ``ports`` (a list) is written as TOML's list and read back."""
-        from harness.blackbox.scoreboard import read_services
-        from harness.chaos.scenario import load_scenario
-
-        path = self.demo(
+        _, loaded = self.campaign(
             tmp_path,
             '[services.engine]\ncommand = "bin/engine {port} {port.ingress}"\n'
             'ports = ["ingress", "endpoint"]\n',
         )
-        services = read_services(path, tomllib.loads(path.read_text("utf-8")))
-        agent = Agent("demo", "Demo", "demo", "1.0", "x", "python demo.py", None, services=services)
-        deep = tmp_path / "a" / "b" / "c"
-        deep.mkdir(parents=True)
-        (deep / "phone_task.toml").write_text(agent.scenario_text(), "utf-8")
-        (service,) = load_scenario(str(deep / "phone_task.toml")).services
+        (service,) = loaded.services
         assert service.ports == ("ingress", "endpoint")
 
     def test_an_agent_with_python_and_node_pins_is_built_only_with_both(
