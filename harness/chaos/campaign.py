@@ -980,7 +980,8 @@ def _run_trials(
 
         def stops(ran: list[TrialResult]) -> bool:
             # Told every result, a trial's crash states included: a stop may count them.
-            return stop is not None and any([stop(result) for result in ran])
+            assert stop is not None
+            return any([stop(result) for result in ran])
 
         results = []
         for ran in pool.map(_trial_states_task, tasks, stop=None if stop is None else stops):
