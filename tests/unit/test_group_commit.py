@@ -8,6 +8,7 @@ and a slow fsync (a stand-in that sleeps) makes threads' appends overlap for cer
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -230,3 +231,120 @@ class TestAnFsyncWaitsForItsGroup:
             writer.write([IncarnationRecord(9, 1)])
             writer.sync()
             assert writer._last_batch == 4
+
+
+class TestQueuedWrites:
+    """A thread's ``write`` queues its frames; the first thread to make them durable puts
+    every queued write in the file with one ``os.write``, outside the writer's lock."""
+
+    def test_writes_queued_together_go_in_with_one_write_and_one_fsync(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        events: list[JournalEvent] = []
+        with JournalWriter(tmp_path / "journal", listener=events.append) as writer:
+            size = writer.size
+            first = writer.write([IncarnationRecord(1, 1)])
+            second = writer.write([IncarnationRecord(2, 1)])
+            assert writer.size == size  # queued, not yet in the file
+            writes: list[int] = []
+            real = os.write
+
+            def counting(fd: int, data: bytes) -> int:
+                writes.append(len(data))
+                return real(fd, data)
+
+            monkeypatch.setattr(os, "write", counting)
+            writer.settle(first)
+            writer.settle(second)
+            monkeypatch.undo()
+            assert writes == [second.end - first.offset]
+            assert writer.synced_size == second.end
+        appended = [e for e in events if isinstance(e, Appended)]
+        assert [(e.offset, e.end) for e in appended] == [
+            (first.offset, first.end),
+            (second.offset, second.end),
+        ]
+        assert len([e for e in events if isinstance(e, Synced)]) == 1
+        kept = [s.record for s in scan_journal(tmp_path / "journal").records]
+        assert kept[-2:] == [IncarnationRecord(1, 1), IncarnationRecord(2, 1)]
+
+    def test_a_write_never_waits_for_another_threads_system_call(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """While one thread's records are being put in the file (its ``os.write`` held
+        up), another thread queues its own and goes on: what it does under the runtime's
+        lock never waits for a system call."""
+        with JournalWriter(tmp_path / "journal") as writer:
+            held, release = threading.Event(), threading.Event()
+            real = os.write
+
+            def slow(fd: int, data: bytes) -> int:
+                if threading.current_thread().name == "first":
+                    held.set()
+                    release.wait(30)
+                return real(fd, data)
+
+            monkeypatch.setattr(os, "write", slow)
+
+            def first_call() -> None:
+                writer.settle(writer.write([IncarnationRecord(1, 1)]))
+
+            first = threading.Thread(target=first_call, name="first")
+            first.start()
+            assert held.wait(30)
+            queued: list[object] = []
+            other = threading.Thread(
+                target=lambda: queued.append(writer.write([IncarnationRecord(2, 1)]))
+            )
+            other.start()
+            other.join(10)  # a guard against a hang, not a measure
+            went_on = bool(queued) and not release.is_set()
+            release.set()
+            first.join(30)
+            writer.settle(queued[0])  # type: ignore[arg-type]
+        assert went_on
+        kept = [s.record for s in scan_journal(tmp_path / "journal").records]
+        assert kept[-2:] == [IncarnationRecord(1, 1), IncarnationRecord(2, 1)]
+
+    def test_a_write_that_asks_no_fsync_is_in_the_file_when_it_returns(
+        self, tmp_path: Path
+    ) -> None:
+        with JournalWriter(tmp_path / "journal") as writer:
+            written = writer.write([IncarnationRecord(1, 1)], sync=False)
+            assert writer.size == written.end > writer.synced_size
+
+    def test_a_failed_group_write_fails_every_write_in_it(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A full disk under a write that carries two threads' records poisons the writer:
+        both are told it failed, and the intent that was in the part written is named as
+        maybe on disk."""
+        with JournalWriter(tmp_path / "journal") as writer:
+            intent = IntentRecord("a", "write_file", TABLE.classify("write_file"), {}, "", 1, 1)
+            first = writer.write([intent])
+            second = writer.write([IncarnationRecord(2, 1)])
+            real = os.write
+
+            def short(fd: int, data: bytes) -> int:
+                return real(fd, data[: first.end - first.offset])
+
+            monkeypatch.setattr(os, "write", short)
+            with pytest.raises(JournalWriteError) as failed:
+                writer.settle(first)
+            monkeypatch.undo()
+            assert failed.value.maybe_durable == {"a"}
+            with pytest.raises(JournalWriteError):
+                writer.settle(second)
+            assert writer.poisoned
+
+    def test_a_compaction_keeps_what_threads_queued(self, tmp_path: Path) -> None:
+        """Records queued when a compaction begins go in the old file first, so the new one
+        holds them, durably: their writer's ``settle`` returns at once."""
+        with JournalWriter(tmp_path / "journal") as writer:
+            queued = writer.write([IncarnationRecord(7, 1)])
+            writer.compact(lambda records, size, crc: records)
+            synced = writer.synced_size
+            writer.settle(queued)
+            assert writer.synced_size == synced  # no fsync more: the new file is durable
+        kept = [s.record for s in scan_journal(tmp_path / "journal").records]
+        assert IncarnationRecord(7, 1) in kept
