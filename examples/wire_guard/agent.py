@@ -5,7 +5,9 @@ answer: it pays the invoice with a fresh request id (a new one every time it run
 model that re-synthesizes the call makes), and when a tool answers with a VERIFY hint
 (the guard's result for a call that may have run) it lists the payments, reports what it
 found with ``report_verification``, and pays only if the payment is absent. It keeps no
-state: started again, it starts the task over.
+state: started again, it starts the task over. With ``AGENT_STATE`` (a file) it first
+checks whether the invoice is paid, and keeps each finished step in that file, as a
+framework that checkpoints tool results does: started again, it goes on from there.
 
 The MCP server is the command in ``AGENT_MCP_COMMAND`` (stdio) or the URL in
 ``AGENT_MCP_URL`` (streamable HTTP). What it was told goes to stdout, one JSON line each.
@@ -52,6 +54,15 @@ async def run(session: ClientSession) -> None:
     await session.initialize()
     tools = [tool.name for tool in (await session.list_tools()).tools]
     say("tools", names=tools)
+    state = os.environ.get("AGENT_STATE")
+    if state is not None and not os.path.exists(state):
+        if await paid(session):
+            say("done")
+            return
+        with open(state, "w", encoding="utf-8") as kept:  # checked: not asked again
+            kept.write("checked\n")
+            kept.flush()
+            os.fsync(kept.fileno())
     result = await call(session, "pay", {**INVOICE, "request_id": str(uuid.uuid4())})
     verify = (result.structured_content or {}).get("verify") if result.is_error else None
     if verify is not None:

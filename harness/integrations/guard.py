@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.runtime import CallOutcome, Resolution, Runtime, ToolError, VerifyHint
+from harness.runtime import (
+    CallOutcome,
+    IdempotencyClass,
+    Resolution,
+    Runtime,
+    ToolError,
+    VerifyHint,
+)
 from harness.runtime.aio import AsyncRuntime, AsyncToolFunction
 from harness.runtime.errors import TransientToolError
 from harness.runtime.matrix import verify_hint
@@ -161,6 +168,9 @@ class ToolGuard:
         self.recovered: tuple[VerifyHint, ...] = ()
         """The VERIFY hints of this start's recovery: ops the framework may run again
         (each then answers with its hint) or not (deliver these to its model)."""
+        self.hinted = False
+        """Whether a VERIFY hint was answered in this life: from then on a read-only call
+        is a check of the world now (``fresh``), never answered from an older read."""
 
     @classmethod
     async def open(
@@ -179,8 +189,16 @@ class ToolGuard:
         return guard
 
     async def call(self, op_id: str, tool: str, args: Mapping[str, Any]) -> GuardReply:
-        """Run a tool call write-ahead under ``op_id`` (the framework's tool-call id)."""
-        outcome = await self.runtime.call(op_id, tool, args, self._execute)
+        """Run a tool call write-ahead under ``op_id`` (the framework's tool-call id).
+
+        Once this life was answered a VERIFY hint, a read-only call runs ``fresh``: a model
+        that was told an op may have run checks the world, and a read journaled before
+        that op (an earlier life's, of the same content: the framework kept its reply and
+        did not ask again) would show the world from before it."""
+        fresh = self.hinted and self.runtime.runtime.table.classify(tool).idempotency is (
+            IdempotencyClass.READ_ONLY
+        )
+        outcome = await self.runtime.call(op_id, tool, args, self._execute, fresh=fresh)
         return self._reply(outcome, tool, args)
 
     async def verified(self, op_id: str, found: Found) -> GuardReply:
@@ -233,6 +251,7 @@ class ToolGuard:
             op_id = outcome.matched or outcome.op_id
             text = outcome.hint or verify_hint(op_id, tool, args)
             hint = VerifyHint(op_id, tool, args, text)
+            self.hinted = True
             return GuardReply(outcome, hint_message(hint), hint)
         if outcome.status == "fail":
             return GuardReply(outcome, f"error: {outcome.error}")

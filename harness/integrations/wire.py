@@ -244,6 +244,10 @@ class WireGuard:
         self._life = anyio.Lock()
         self._calls = 0
         self.lives = 0
+        self.hinted = False
+        """Whether a VERIFY hint was answered by this guard process: a framework that opens a
+        session per call (a life per call here) checks in a session of its own, and that
+        check must still see the world now (``ToolGuard.hinted``)."""
 
     async def begin_life(self) -> None:
         """A new MCP session: a new life of the agent. The runtime of the last one is closed
@@ -320,21 +324,26 @@ class WireGuard:
         guard = await self.current()
         if guard is None:
             return self.not_run(name)
-        if name == VERIFY_TOOL:
+        guard.hinted |= self.hinted
+        try:
+            if name == VERIFY_TOOL:
+                found = arguments.get("found")
+                try:
+                    reply = await guard.verified(str(arguments.get("op_id")), found)  # type: ignore[arg-type]
+                except ValueError as exc:
+                    return _error(str(exc))
+                return _result(reply)
+            if name not in self._names:
+                return _error(f"unknown tool: {name!r}")
+            self._calls += 1
+            op_id = f"w{guard.runtime.incarnation}.{self._calls}"
             try:
-                reply = await guard.verified(str(arguments.get("op_id")), arguments.get("found"))  # type: ignore[arg-type]
-            except ValueError as exc:
+                reply = await guard.call(op_id, name, dict(arguments))
+            except ToolError as exc:
                 return _error(str(exc))
             return _result(reply)
-        if name not in self._names:
-            return _error(f"unknown tool: {name!r}")
-        self._calls += 1
-        op_id = f"w{guard.runtime.incarnation}.{self._calls}"
-        try:
-            reply = await guard.call(op_id, name, dict(arguments))
-        except ToolError as exc:
-            return _error(str(exc))
-        return _result(reply)
+        finally:
+            self.hinted |= guard.hinted
 
     def not_run(self, name: str) -> CallToolResult:
         """The answer to a call made while another process holds the journal: it was not run

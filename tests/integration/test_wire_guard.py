@@ -100,13 +100,15 @@ def run_agent(folder: Path, env: dict[str, str]) -> list[dict[str, Any]]:
     return told(done.stdout)
 
 
-def kill_between_effect_and_reply(folder: Path, command: str) -> None:
+def kill_between_effect_and_reply(folder: Path, command: str, **more: str) -> None:
     """Run the agent behind ``command`` until its payment's effect is made, then SIGKILL it
     and its guard before the reply: one payment in the server's ledger, no result told."""
     paused = folder / "paused"
     first = subprocess.Popen(
         [sys.executable, str(AGENT)],
-        env=environment(folder, AGENT_MCP_COMMAND=command, PAYMENTS_PAUSE_FILE=str(paused)),
+        env=environment(
+            folder, AGENT_MCP_COMMAND=command, PAYMENTS_PAUSE_FILE=str(paused), **more
+        ),
         cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -119,14 +121,14 @@ def kill_between_effect_and_reply(folder: Path, command: str) -> None:
     finally:
         kill_tree(first.pid)
     output, _ = first.communicate(timeout=WAIT_S)
-    assert not [t for t in told(output) if t["event"] == "result"], "no reply came"
+    assert not [t for t in told(output) if t.get("tool") == "pay"], "no reply came"
 
 
-def restart_gets_the_verify_result(folder: Path, command: str) -> dict[str, Any]:
+def restart_gets_the_verify_result(folder: Path, command: str, **more: str) -> dict[str, Any]:
     """Start the agent again with a new session: its drifted re-issue of the payment gets
     the VERIFY result, it checks and reports the payment present, and nothing more is paid.
     The re-issued call's result."""
-    second = run_agent(folder, environment(folder, AGENT_MCP_COMMAND=command))
+    second = run_agent(folder, environment(folder, AGENT_MCP_COMMAND=command, **more))
     pay = next(t for t in second if t["event"] == "result" and t["tool"] == "pay")
     assert pay["args"]["request_id"] != ledger(folder)[0][3]  # a drifted re-issue
     assert pay["error"] and pay["data"]["verify"]  # the VERIFY result, not a payment
@@ -167,6 +169,18 @@ class TestStdioGuard:
         assert again["args"]["request_id"] not in (paid_with, pay["args"]["request_id"])
         assert not again["error"] and not any(t["event"] == "verify" for t in third)
         assert len(ledger(folder)) == 1
+
+    @pytest.mark.long
+    def test_a_check_after_a_verify_hint_sees_the_world_now(self, folder: Path) -> None:
+        """An agent that checked the ledger before paying, and kept that it did, is killed
+        between the payment's effect and its reply. Started again, it does not check
+        first; its payment gets the VERIFY result and it checks again, with the same
+        arguments as its first check: that check runs (answered from the first, from
+        before the payment, the payment would read absent and be made twice)."""
+        command = shlex.join(guard_command(folder))
+        state = str(folder / "agent.state")
+        kill_between_effect_and_reply(folder, command, AGENT_STATE=state)
+        restart_gets_the_verify_result(folder, command, AGENT_STATE=state)
 
     @pytest.mark.long
     def test_another_invoice_is_another_payment(self, folder: Path) -> None:
