@@ -1,0 +1,255 @@
+"""The tracer for statically linked programs against the library, on one C program.
+
+The same program (it creates, writes, fsyncs a file and its folder, renames, truncates,
+unlinks and makes a folder, then does it all again in a forked child) is built
+dynamically linked and ``-static``. The dynamic build runs with the library preloaded,
+the static one under the tracer: their traces must be equal line for line, but for what
+differs between any two runs (pids, modification times, the trial folder's path), their
+images must hold the same bytes, and a power cut must rebuild the same files from each. A
+tracer built from a copy of its source that drops its fsync lines is caught by the same
+comparison. Without a C compiler (or a static C library) nothing here can be built: skipped,
+saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.adapters import black_box
+from harness.chaos import observer
+from harness.chaos.observer import TRACE_FOLDER, power_cut, read_trace, start_trace
+from harness.chaos.schedule import not_applicable
+from tests.conftest import subprocess_env
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the tracer is Linux's ptrace and seccomp"
+)
+
+PROGRAM = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int files(const char *root, const char *tag) {
+    char tmp[512], name[512], gone[512], folder[512];
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", root, tag);
+    snprintf(name, sizeof name, "%s/%s", root, tag);
+    snprintf(gone, sizeof gone, "%s/%s-gone", root, tag);
+    snprintf(folder, sizeof folder, "%s/sub-%s", root, tag);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || write(fd, "durable", 7) != 7 || fsync(fd) != 0) return 1;
+    if (write(fd, " appended", 9) != 9 || fdatasync(fd) != 0) return 1;
+    if (pwrite(fd, "D", 1, 0) != 1 || close(fd) != 0) return 1;  /* never synced */
+    int dir = open(root, O_RDONLY | O_DIRECTORY);
+    if (dir < 0 || rename(tmp, name) != 0 || fsync(dir) != 0 || close(dir) != 0) return 1;
+    fd = open(gone, O_WRONLY | O_CREAT, 0600);
+    if (fd < 0 || write(fd, "lost", 4) != 4 || ftruncate(fd, 2) != 0) return 1;
+    if (close(fd) != 0 || unlink(gone) != 0 || mkdir(folder, 0700) != 0) return 1;
+    dir = openat(AT_FDCWD, folder, O_RDONLY | O_DIRECTORY);
+    int inner = openat(dir, "inner", O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (inner < 0 || write(inner, "unsynced", 8) != 8) return 1;
+    return close(inner) != 0 || close(dir) != 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2 || files(argv[1], "parent")) return 1;
+    pid_t pid = fork();
+    if (pid == 0) _exit(files(argv[1], "child"));
+    int status;
+    if (waitpid(pid, &status, 0) != pid) return 1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+"""
+
+_SYNCED_LINE = "    case SYNCED:\n        if (failed) break;\n"
+"""The tracer's fsync line, which the broken copy drops."""
+
+
+def _compiler() -> str:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc or gcc) to build the test's program and the tracer")
+    return cc
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The program, built dynamically linked and statically linked."""
+    cc = _compiler()
+    folder = tmp_path_factory.mktemp("programs")
+    (folder / "files.c").write_text(PROGRAM)
+    built = {}
+    for how, flags in (("static", ["-static"]), ("dynamic", [])):
+        done = subprocess.run(
+            [cc, *flags, "-O2", "-o", str(folder / how), str(folder / "files.c")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot build a {how} C program here: {done.stderr.strip()[-200:]}")
+        built[how] = folder / how
+    return built
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The library and the tracer built afresh from their sources, and a broken tracer."""
+    _compiler()
+    folder = tmp_path_factory.mktemp("observer")
+    source = observer.TRACER_SOURCE.read_text()
+    assert source.count(_SYNCED_LINE) == 1, "the tracer's fsync line moved: update the test"
+    broken = folder / "fstrace-broken.c"
+    broken.write_text(source.replace(_SYNCED_LINE, "    case SYNCED:\n        break;\n"))
+    return {
+        "library": observer.build_library(folder),
+        "tracer": observer.build_tracer(folder),
+        "broken": observer.build_tracer(folder, source=broken),
+    }
+
+
+def _observed(root: Path, program: Path, tool: Path) -> None:
+    """Run ``program`` on ``root`` observed: under the tracer, or with the library preloaded."""
+    root.mkdir()
+    start_trace(root)
+    env = observer.observer_env(root, tool)
+    words = [str(program), str(root)]
+    if tool.suffix != ".so":
+        del env["LD_PRELOAD"]
+        words = [str(tool), "--", *words]
+    subprocess.run(words, env=subprocess_env(**env), check=True, timeout=60)
+
+
+def _told(root: Path) -> list[str]:
+    """The trace's lines with what varies between runs named alike: each pid by its order
+    of first appearance, no modification time, the trial folder as ROOT; each image line
+    with its bytes' length and first bytes."""
+    real = os.path.realpath(root)
+    pids: dict[int, str] = {}
+    told = []
+    for line in read_trace(root / TRACE_FOLDER):
+        if line.kind == "baseline":
+            continue
+        pid = pids.setdefault(line.pid, f"P{len(pids) + 1}")
+        numbers = list(line.numbers)
+        if line.left() is not None:
+            numbers = numbers[:-1]  # the modification time
+        if line.kind == "fsync":
+            name = numbers[0]
+            data = (root / TRACE_FOLDER / name).read_bytes()[: int(numbers[1])]
+            numbers[0] = re.sub(r"^img-\d+-", f"img-{pid}-", name) + f"={data!r}"
+        paths = [p.replace(real, "ROOT") for p in line.paths]
+        told.append(" ".join([line.kind, pid, *numbers]) + "\t" + "\t".join(paths))
+    return told
+
+
+def _files(root: Path) -> dict[str, bytes | None]:
+    return {
+        str(path.relative_to(root)): None if path.is_dir() else path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if TRACE_FOLDER not in path.relative_to(root).parts
+    }
+
+
+def _differences(
+    tmp_path: Path, programs: dict[str, Path], tools: dict[str, Path], tracer: str
+) -> list[str]:
+    """The library's trace of the dynamic build against ``tracer``'s of the static build:
+    every line that differs, then the power cuts' files if they differ."""
+    by_library, by_tracer = tmp_path / "library", tmp_path / tracer
+    _observed(by_library, programs["dynamic"], tools["library"])
+    _observed(by_tracer, programs["static"], tools[tracer])
+    library_lines, tracer_lines = _told(by_library), _told(by_tracer)
+    assert library_lines, "the library saw nothing: the comparison would prove nothing"
+    differ = [
+        f"line {n}: library {a!r}, tracer {b!r}"
+        for n, (a, b) in enumerate(zip(library_lines, tracer_lines, strict=False), 1)
+        if a != b
+    ]
+    if len(library_lines) != len(tracer_lines):
+        differ.append(f"{len(library_lines)} lines by the library, {len(tracer_lines)} traced")
+    cuts: dict[str, object] = {}
+    for root in (by_library, by_tracer):
+        done = power_cut(root, ["drop"], "fstrace", trial_seed=7)
+        cuts[root.name] = (done["landed"], done["files"], done["removed"], _files(root))
+    if cuts[by_library.name] != cuts[by_tracer.name]:
+        differ.append(f"the cuts differ: {cuts}")
+    return differ
+
+
+class TestSameTraceAsTheLibrary:
+    """The tracer writes the library's lines, so a power cut rebuilds the same files."""
+
+    def test_a_static_build_under_the_tracer_is_traced_as_the_dynamic_one_preloaded(
+        self, tmp_path: Path, programs: dict[str, Path], tools: dict[str, Path]
+    ) -> None:
+        """Line for line the same trace (pids and times aside), the same images, the same cut."""
+        assert _differences(tmp_path, programs, tools, "tracer") == []
+        # The pwrite never synced is undone; the names no folder fsync made durable are gone
+        # (the parent's folder is named before the child fsyncs the root, its file not).
+        assert _files(tmp_path / "tracer") == {
+            "child": b"durable appended",
+            "parent": b"durable appended",
+            "sub-parent": None,
+        }
+
+    def test_a_tracer_that_drops_its_fsync_lines_is_caught(
+        self, tmp_path: Path, programs: dict[str, Path], tools: dict[str, Path]
+    ) -> None:
+        """A copy of the tracer without its fsync lines: the comparison names them."""
+        differ = _differences(tmp_path, programs, tools, "broken")
+        assert differ and any("fsync" in line for line in differ), differ
+
+
+class TestTheTracerAlone:
+    """Its command line, its exit status, and where it is used."""
+
+    def test_bad_input_is_one_line_and_exit_2(self, tools: dict[str, Path]) -> None:
+        """No command after ``--``: one line of usage, exit 2."""
+        done = subprocess.run([str(tools["tracer"])], capture_output=True, text=True, check=False)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+    def test_it_exits_with_the_command_s_status(
+        self, tmp_path: Path, tools: dict[str, Path]
+    ) -> None:
+        """The command's exit status, and its death by a signal as that signal."""
+        start_trace(tmp_path)
+        env = observer.observer_env(tmp_path, tools["tracer"])
+        del env["LD_PRELOAD"]
+        for script, status in (("exit 3", 3), ("kill -TERM $$", -15)):
+            done = subprocess.run(
+                [str(tools["tracer"]), "--", "sh", "-c", script],
+                env=subprocess_env(**env),
+                check=False,
+                timeout=60,
+            )
+            assert done.returncode == status
+
+    def test_a_static_program_is_observed_under_the_tracer_or_refused_saying_why(
+        self, programs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        """Where the tracer runs, a static agent gets power loss and its command runs under
+        the tracer without the library; turned off, it is refused in one line."""
+        static, dynamic = programs["static"], programs["dynamic"]
+        assert observer.tracer() is not None, observer.tracer_unavailable()
+        assert not_applicable("power-loss", black_box(f"cmd:{static}")) is None
+        env = {**observer.observer_env(tmp_path, Path("/lib/fsobserve-x.so")), "A": "1"}
+        words, traced = observer.observed_command([str(static), "--flag"], env)
+        assert words == [str(observer.tracer()), "--", str(static), "--flag"]
+        assert "LD_PRELOAD" not in traced and traced["A"] == "1"
+        assert observer.observed_command([str(dynamic)], env) == ([str(dynamic)], env)
+        monkeypatch.setenv(observer.ENV_TRACER_SWITCH, "off")
+        assert not_applicable("power-loss", black_box(f"cmd:{static}")) == (
+            f"cmd:{static} cannot be observed: {static} is statically linked: no loader "
+            f"preloads the observer's library into it; the tracer is turned off "
+            f"({observer.ENV_TRACER_SWITCH}=off)"
+        )
