@@ -8,11 +8,13 @@ differs between any two runs (pids, modification times, the trial folder's path)
 images must hold the same bytes, and a power cut must rebuild the same files from each. A
 tracer built from a copy of its source that drops its fsync lines is caught by the same
 comparison. Without a C compiler (or a static C library) nothing here can be built: skipped,
-saying so.
+saying so. Last, a power-loss trial of the Temporal agent, whose dev server is a static Go
+program, runs and is judged (where ``make agent-temporal`` built its environment).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -27,6 +29,7 @@ from harness.chaos import observer
 from harness.chaos.observer import TRACE_FOLDER, power_cut, read_trace, start_trace
 from harness.chaos.schedule import not_applicable
 from tests.conftest import subprocess_env
+from tests.integration.test_blackbox import ROOT, harness
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the tracer is Linux's ptrace and seccomp"
@@ -253,3 +256,38 @@ class TestTheTracerAlone:
             f"preloads the observer's library into it; the tracer is turned off "
             f"({observer.ENV_TRACER_SWITCH}=off)"
         )
+
+
+TEMPORAL = "examples/agents/temporal"
+TEMPORAL_CUT = '[{"failpoints":"op.reply@3=kill","after_death":"power-loss:drop"}]'
+
+
+@pytest.mark.long
+def test_a_power_loss_trial_of_the_temporal_agent_runs_and_is_judged(tmp_path: Path) -> None:
+    """The dev server runs under the tracer: the cut lands on its SQLite file, the server is
+    started again on what the cut rebuilt, and every invariant is judged on the ledger."""
+    if not (ROOT / TEMPORAL / ".venv" / "bin" / "temporal").exists():
+        pytest.skip("the Temporal agent's environment is not built (make agent-temporal)")
+    ran = harness(
+        "trial",
+        f"{TEMPORAL}/phone_task.toml",
+        "--seed",
+        "507990045",
+        "--runtime",
+        f"cmd:{TEMPORAL}/.venv/bin/python {TEMPORAL}/agent.py",
+        "--schedule",
+        TEMPORAL_CUT,
+        "--reports",
+        str(tmp_path),
+    )
+    assert ran.returncode in (0, 1), ran.stderr
+    (folder,) = tmp_path.glob("*-trial/trial")
+    verdicts = {v["invariant"]: v for v in json.loads((folder / "verdicts.json").read_text())}
+    assert verdicts["F"]["status"] == "pass", verdicts["F"]
+    for key in ("I1", "I2", "I7", "I8"):
+        assert verdicts[key]["status"] in ("pass", "fail") and verdicts[key]["applied"]
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    (cut,) = [e for e in events if e["event"] == "fault" and e["fault"] == "power-loss:drop"]
+    assert cut["landed"] and "service-temporal/temporal.db" in cut["files"], cut
+    started = [e for e in events if e["event"] == "service" and e["action"] == "start"]
+    assert len(started) == 2  # before the first life, and on the rebuilt file
