@@ -10,8 +10,8 @@ once, before the first life, and keeps it across the agent's lives:
   ``SERVICE_NAME_PORT`` (``named_port_env``), a port no process holds included (the port of
   the agent's own endpoint that an engine calls back, the same in every life);
 - its files live in the trial folder (``service-NAME/``, ``{data}`` in its command), so
-  a power cut's observer sees them (a static binary through the tracer, ``fstrace.c``); its output goes to ``service-NAME.log``, kept with
-  the trial;
+  a power cut's observer sees them (a static program's through ``fstrace.c``); its
+  output goes to ``service-NAME.log``, kept with the trial;
 - it is ready when its port answers (``ready = "tcp"``) or an HTTP GET of a path answers
   2xx (``ready = "http:/health"``);
 - it leads a process group of its own: a kill of the agent's group never reaches it;
