@@ -4,8 +4,10 @@ Every life of a power-loss trial runs with ``fsobserve.c`` preloaded (``LD_PRELO
 it appends to ``fs-trace/trace`` in the trial folder one line per call that creates,
 truncates, renames, links or removes a name under the trial folder, per write, and per
 fsync or fdatasync (with an image of the file's content taken just before it) or fsync
-of a folder. After a kill, ``power_cut`` checks the folder against the trace (a change
-the observer did not see refuses the cut), then replays the trace over a model:
+of a folder. A statically linked program runs under ``fstrace.c`` instead, a tracer
+(ptrace) that writes the same lines. After a kill, ``power_cut`` checks the folder
+against the trace (a change the observer did not see refuses the cut), then replays the
+trace over a model:
 
 - each folder's names as they are (volatile) and as its last fsync left them (durable);
 - each file's durable content: its image at its last fsync; a file created since (or
