@@ -37,6 +37,7 @@ pytestmark = pytest.mark.skipif(
 
 PROGRAM = r"""
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -64,11 +65,12 @@ static int files(const char *root, const char *tag) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2 || files(argv[1], "parent")) return 1;
+    if (argc < 2 || files(argv[1], "parent")) return 1;
     pid_t pid = fork();
     if (pid == 0) _exit(files(argv[1], "child"));
     int status;
     if (waitpid(pid, &status, 0) != pid) return 1;
+    if (argc == 3) kill(0, SIGKILL); /* "kill": the whole process group, a tracer in it too */
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 """
@@ -120,16 +122,18 @@ def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def _observed(root: Path, program: Path, tool: Path) -> None:
-    """Run ``program`` on ``root`` observed: under the tracer, or with the library preloaded."""
+def _observed(root: Path, program: Path, tool: Path, ending: str) -> None:
+    """Run ``program`` on ``root`` observed: under the tracer, or with the library preloaded;
+    ``ending`` ``kill``: it ends by SIGKILL to its own process group."""
     root.mkdir()
     start_trace(root)
     env = observer.observer_env(root, tool)
-    words = [str(program), str(root)]
+    words = [str(program), str(root), *([ending] if ending == "kill" else [])]
     if tool.suffix != ".so":
         del env["LD_PRELOAD"]
         words = [str(tool), "--", *words]
-    subprocess.run(words, env=subprocess_env(**env), check=True, timeout=60)
+    done = subprocess.run(words, env=subprocess_env(**env), start_new_session=True, timeout=60)
+    assert done.returncode == (-9 if ending == "kill" else 0)
 
 
 def _told(root: Path) -> list[str]:
@@ -164,13 +168,17 @@ def _files(root: Path) -> dict[str, bytes | None]:
 
 
 def _differences(
-    tmp_path: Path, programs: dict[str, Path], tools: dict[str, Path], tracer: str
+    tmp_path: Path,
+    programs: dict[str, Path],
+    tools: dict[str, Path],
+    tracer: str,
+    ending: str = "exit",
 ) -> list[str]:
     """The library's trace of the dynamic build against ``tracer``'s of the static build:
     every line that differs, then the power cuts' files if they differ."""
     by_library, by_tracer = tmp_path / "library", tmp_path / tracer
-    _observed(by_library, programs["dynamic"], tools["library"])
-    _observed(by_tracer, programs["static"], tools[tracer])
+    _observed(by_library, programs["dynamic"], tools["library"], ending)
+    _observed(by_tracer, programs["static"], tools[tracer], ending)
     library_lines, tracer_lines = _told(by_library), _told(by_tracer)
     assert library_lines, "the library saw nothing: the comparison would prove nothing"
     differ = [
@@ -192,11 +200,13 @@ def _differences(
 class TestSameTraceAsTheLibrary:
     """The tracer writes the library's lines, so a power cut rebuilds the same files."""
 
+    @pytest.mark.parametrize("ending", ["exit", "kill"])
     def test_a_static_build_under_the_tracer_is_traced_as_the_dynamic_one_preloaded(
-        self, tmp_path: Path, programs: dict[str, Path], tools: dict[str, Path]
+        self, tmp_path: Path, programs: dict[str, Path], tools: dict[str, Path], ending: str
     ) -> None:
-        """Line for line the same trace (pids and times aside), the same images, the same cut."""
-        assert _differences(tmp_path, programs, tools, "tracer") == []
+        """Line for line the same trace (pids and times aside), the same images, the same
+        cut; also when the program ends by a SIGKILL of its group, which kills the tracer."""
+        assert _differences(tmp_path, programs, tools, "tracer", ending) == []
         # The pwrite never synced is undone; the names no folder fsync made durable are gone
         # (the parent's folder is named before the child fsyncs the root, its file not).
         assert _files(tmp_path / "tracer") == {
