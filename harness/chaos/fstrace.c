@@ -858,9 +858,18 @@ static int trace(pid_t child, int *seccomp_stops) {
             t->tgid = tid;
             forget_proc(tid);
             t->p.call = NONE;
-        } else if (sig == SIGTRAP && event != 0 && event != PTRACE_EVENT_STOP) {
-            /* fork, vfork, clone: the new one is traced already; its own state comes with
-             * its first stop. */
+        } else if (sig == SIGTRAP && (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK ||
+                                      event == PTRACE_EVENT_CLONE)) {
+            /* The new one is traced already. Its id may be one a thread gone unreported had
+             * (threads ended by another's exec): its process is asked again, and a new
+             * process's images start afresh, unless its own first stop came first and a
+             * call of it is under way. */
+            unsigned long made = 0;
+            if (trace_call(PTRACE_GETEVENTMSG, tid, NULL, &made) == 0) {
+                struct thread *n = thread_of((pid_t)made);
+                if (n->p.call == NONE) n->tgid = tgid_of((pid_t)made);
+                if (n->p.call == NONE && n->tgid == (pid_t)made) forget_proc(n->tgid);
+            }
         } else if (event == PTRACE_EVENT_STOP) {
             if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
                 request = PTRACE_LISTEN; /* a group stop: it stays stopped until SIGCONT */
