@@ -1,7 +1,8 @@
 """The tracer for statically linked programs against the library, on one C program.
 
 The same program (it creates, writes, fsyncs a file and its folder, renames, truncates,
-unlinks and makes a folder, then does it all again in a forked child) is built
+unlinks and makes a folder, then does it all again in a forked child, and once more in
+the child after it execs the program again) is built
 dynamically linked and ``-static``. The dynamic build runs with the library preloaded,
 the static one under the tracer: their traces must be equal line for line, but for what
 differs between any two runs (pids, modification times, the trial folder's path), their
@@ -39,6 +40,7 @@ PROGRAM = r"""
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,9 +67,14 @@ static int files(const char *root, const char *tag) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[2], "again") == 0) return files(argv[1], "again");
     if (argc < 2 || files(argv[1], "parent")) return 1;
     pid_t pid = fork();
-    if (pid == 0) _exit(files(argv[1], "child"));
+    if (pid == 0) { /* the child, then the program again in the child's process */
+        if (files(argv[1], "child")) _exit(1);
+        execl(argv[0], argv[0], argv[1], "again", (char *)NULL);
+        _exit(1);
+    }
     int status;
     if (waitpid(pid, &status, 0) != pid) return 1;
     if (argc == 3) kill(0, SIGKILL); /* "kill": the whole process group, a tracer in it too */
@@ -208,10 +215,12 @@ class TestSameTraceAsTheLibrary:
         cut; also when the program ends by a SIGKILL of its group, which kills the tracer."""
         assert _differences(tmp_path, programs, tools, "tracer", ending) == []
         # The pwrite never synced is undone; the names no folder fsync made durable are gone
-        # (the parent's folder is named before the child fsyncs the root, its file not).
+        # (a folder is named before the next program fsyncs the root, its file not).
         assert _files(tmp_path / "tracer") == {
+            "again": b"durable appended",
             "child": b"durable appended",
             "parent": b"durable appended",
+            "sub-child": None,
             "sub-parent": None,
         }
 
