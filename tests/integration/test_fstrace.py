@@ -9,8 +9,10 @@ differs between any two runs (pids, modification times, the trial folder's path)
 images must hold the same bytes, and a power cut must rebuild the same files from each. A
 tracer built from a copy of its source that drops its fsync lines is caught by the same
 comparison. Without a C compiler (or a static C library) nothing here can be built: skipped,
-saying so. Last, a power-loss trial of the Temporal agent, whose dev server is a static Go
-program, runs and is judged (where ``make agent-temporal`` built its environment).
+saying so. A static black box (it makes one file durable, leaves another unsynced, then
+execs the example agent) loses power under the tracer. Last, a power-loss trial of the
+Temporal agent, whose dev server is a static Go program, runs and is judged (where
+``make agent-temporal`` built its environment).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from harness.chaos import observer
 from harness.chaos.observer import TRACE_FOLDER, power_cut, read_trace, start_trace
 from harness.chaos.schedule import not_applicable
 from tests.conftest import subprocess_env
-from tests.integration.test_blackbox import ROOT, harness
+from tests.integration.test_blackbox import AGENT, PHONE, ROOT, harness
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the tracer is Linux's ptrace and seccomp"
@@ -275,6 +277,60 @@ class TestTheTracerAlone:
             f"preloads the observer's library into it; the tracer is turned off "
             f"({observer.ENV_TRACER_SWITCH}=off)"
         )
+
+
+WRAPPER = r"""
+#include <fcntl.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    int fd = open("durable.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "kept", 4) != 4 || fsync(fd) != 0 || close(fd) != 0) return 1;
+    int dir = open(".", O_RDONLY);
+    if (dir < 0 || fsync(dir) != 0 || close(dir) != 0) return 1;
+    fd = open("notes.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "lost", 4) != 4 || close(fd) != 0 || argc < 2) return 1;
+    execv(argv[1], argv + 1);
+    return 127;
+}
+"""
+
+
+def test_a_static_black_box_loses_power_under_the_tracer(tmp_path: Path) -> None:
+    """Its files and those of the agent it execs are traced: the cut lands, keeps the
+    synced file and drops the unsynced ones (the library would see none of them)."""
+    cc = _compiler()
+    (tmp_path / "wrapper.c").write_text(WRAPPER)
+    wrapper = tmp_path / "wrapper"
+    done = subprocess.run(
+        [cc, "-static", "-O2", "-o", str(wrapper), str(tmp_path / "wrapper.c")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot build a static C program here: {done.stderr.strip()[-200:]}")
+    ran = harness(
+        "trial",
+        PHONE,
+        "--seed",
+        "7",
+        "--runtime",
+        f"cmd:{wrapper} {sys.executable} {ROOT / AGENT}",
+        "--schedule",
+        '[{"failpoints":"model.received@2=kill","after_death":"power-loss:drop"}]',
+        "--reports",
+        str(tmp_path / "reports"),
+    )
+    assert ran.returncode in (0, 1), ran.stderr
+    (folder,) = (tmp_path / "reports").glob("*-trial/trial")
+    verdicts = {v["invariant"]: v for v in json.loads((folder / "verdicts.json").read_text())}
+    assert verdicts["F"]["status"] == "pass", verdicts["F"]
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    (cut,) = [e for e in events if e["event"] == "fault" and e["fault"] == "power-loss:drop"]
+    assert cut["landed"], cut
+    assert cut["files"]["durable.txt"]["kept"] == 4
+    assert {"notes.txt", "progress.jsonl"} <= set(cut["removed"])
 
 
 TEMPORAL = "examples/agents/temporal"
