@@ -4,7 +4,8 @@
  *   fstrace --probe                  exit 0 when tracing works here, else say why (exit 1)
  *
  * It reads the same settings as fsobserve.c (HARNESS_FS_TRACE, the trace folder, and
- * HARNESS_FS_ROOT, the trial folder as a real path); without them it only runs COMMAND.
+ * HARNESS_FS_ROOT, the trial folder as a real path); without them it only runs COMMAND,
+ * and with a trace it cannot open it says so in one line and exits 2.
  * The command runs in a child under a seccomp filter that stops it (SECCOMP_RET_TRACE)
  * at the calls fsobserve.c observes and lets every other call through untouched; this
  * process traces it and all it starts (ptrace), finds each call's paths through
@@ -881,11 +882,16 @@ static int trace(pid_t child, int *seccomp_stops) {
     return result;
 }
 
+/* 1 when both settings are set and the trace opens, 0 when they are not set; else says
+ * why in one line and returns -1. */
 static int settings(void) {
     const char *t = getenv("HARNESS_FS_TRACE");
     const char *r = getenv("HARNESS_FS_ROOT");
-    if (!t || !r || !*t || !*r || strlen(t) + 16 >= MAX_PATH || strlen(r) + 2 >= MAX_PATH)
-        return 0;
+    if (!t || !r || !*t || !*r) return 0;
+    if (strlen(t) + 16 >= MAX_PATH || strlen(r) + 2 >= MAX_PATH) {
+        fprintf(stderr, "fstrace: HARNESS_FS_TRACE or HARNESS_FS_ROOT is too long\n");
+        return -1;
+    }
     strcpy(trace_dir, t);
     strcpy(root, r);
     root_len = strlen(root);
@@ -893,7 +899,11 @@ static int settings(void) {
     char file[MAX_PATH];
     snprintf(file, sizeof file, "%s/trace", trace_dir);
     trace_fd = raw_open(file, O_WRONLY | O_APPEND | O_CREAT, 0600);
-    return trace_fd >= 0;
+    if (trace_fd < 0) {
+        fprintf(stderr, "fstrace: cannot open the trace %s: %s\n", file, strerror(errno));
+        return -1;
+    }
+    return 1;
 }
 
 static int probe(void) {
@@ -924,7 +934,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: fstrace -- COMMAND [ARGS...] | fstrace --probe\n");
         return 2;
     }
-    if (!settings()) {
+    int set = settings();
+    if (set < 0) return 2;
+    if (set == 0) {
         execvp(argv[2], argv + 2); /* nothing to observe: the command alone */
         fprintf(stderr, "fstrace: cannot run %s: %s\n", argv[2], strerror(errno));
         return errno == ENOENT ? 127 : 126;

@@ -237,10 +237,22 @@ class TestSameTraceAsTheLibrary:
 class TestTheTracerAlone:
     """Its command line, its exit status, and where it is used."""
 
-    def test_bad_input_is_one_line_and_exit_2(self, tools: dict[str, Path]) -> None:
-        """No command after ``--``: one line of usage, exit 2."""
+    def test_bad_input_is_one_line_and_exit_2(self, tools: dict[str, Path], tmp_path: Path) -> None:
+        """No command after ``--``, or a trace folder that is not there: one line, exit 2."""
         done = subprocess.run([str(tools["tracer"])], capture_output=True, text=True, check=False)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+        env = observer.observer_env(tmp_path, tools["tracer"])  # no trace folder made
+        del env["LD_PRELOAD"]
+        done = subprocess.run(
+            [str(tools["tracer"]), "--", "true"],
+            env=subprocess_env(**env),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        (said,) = done.stderr.strip().splitlines()
+        assert said.startswith("fstrace: cannot open the trace ")
 
     def test_it_exits_with_the_command_s_status(
         self, tmp_path: Path, tools: dict[str, Path]
