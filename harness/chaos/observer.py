@@ -244,11 +244,10 @@ def unobservable(words: Sequence[str]) -> str | None:
     found = _refusal(words)
     if found is None:
         return None
-    why, static = found
-    if not static:
-        return why
+    if not found.static:
+        return found.why
     untraced = tracer_unavailable()
-    return None if untraced is None else f"{why}; {untraced}"
+    return None if untraced is None else f"{found.why}; {untraced}"
 
 
 def observed_command(
@@ -260,7 +259,7 @@ def observed_command(
     with the library taken out of ``LD_PRELOAD`` (the tracer sees what the program starts
     too, and a line seen twice would be a change made twice)."""
     found = _refusal(words)
-    program = tracer() if found is not None and found[1] and env.get(ENV_TRACE) else None
+    program = tracer() if found is not None and found.static and env.get(ENV_TRACE) else None
     if program is None:
         return list(words), dict(env)
     preload = [
@@ -274,9 +273,17 @@ def observed_command(
     return [str(program), "--", *words], traced
 
 
-def _refusal(words: Sequence[str]) -> tuple[str, bool] | None:
-    """Why the library cannot load into the program ``words`` start, and whether that is
-    only because it is statically linked (the tracer's case); None when it can."""
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    """Why the library cannot load into a program, and whether only because the program is
+    statically linked (the tracer's case)."""
+
+    why: str
+    static: bool
+
+
+def _refusal(words: Sequence[str]) -> _Refusal | None:
+    """Why the library cannot load into the program ``words`` start; None when it can."""
     words = list(words)
     for _ in range(_HOPS):
         if not words:
@@ -295,7 +302,7 @@ def _refusal(words: Sequence[str]) -> tuple[str, bool] | None:
         except OSError:
             return None
         if why is not None:
-            return why, why.endswith(_STATIC)
+            return why
         if os.path.basename(found) != "env":
             return None
         # env [-option...] [NAME=value...] program ...: the program it runs next.
@@ -306,10 +313,7 @@ def _refusal(words: Sequence[str]) -> tuple[str, bool] | None:
     return None
 
 
-_STATIC = "is statically linked: no loader preloads the observer's library into it"
-
-
-def _elf_why(program: Any, head: bytes, path: str) -> str | None:
+def _elf_why(program: Any, head: bytes, path: str) -> _Refusal | None:
     """Why an ELF program will not take the library (static, of another kind, set-ID)."""
     if not head.startswith(b"\x7fELF") or len(head) < 64:
         return None
@@ -318,7 +322,8 @@ def _elf_why(program: Any, head: bytes, path: str) -> str | None:
         with open(lib, "rb") as ours:
             own = ours.read(64)
         if own.startswith(b"\x7fELF") and len(own) == 64 and _elf_kind(own) != _elf_kind(head):
-            return f"{path} is an ELF program of another kind than the observer's library"
+            why = f"{path} is an ELF program of another kind than the observer's library"
+            return _Refusal(why, static=False)
     order = "<" if head[5] == 1 else ">"
     if head[4] == 2:  # 64 bits: where the program headers are, their size and number
         (at,) = struct.unpack_from(f"{order}Q", head, 32)
@@ -333,12 +338,14 @@ def _elf_why(program: Any, head: bytes, path: str) -> str | None:
         for n in range(len(table) // max(size, 1))
     ]
     if _PT_INTERP not in types:
-        return f"{path} {_STATIC}"
+        static = "is statically linked: no loader preloads the observer's library into it"
+        return _Refusal(f"{path} {static}", static=True)
     mode = os.stat(path)
     if (mode.st_mode & stat.S_ISUID and mode.st_uid != os.getuid()) or (
         mode.st_mode & stat.S_ISGID and mode.st_gid != os.getgid()
     ):
-        return f"{path} is set-user-ID or set-group-ID: the loader ignores LD_PRELOAD there"
+        why = f"{path} is set-user-ID or set-group-ID: the loader ignores LD_PRELOAD there"
+        return _Refusal(why, static=False)
     return None
 
 
