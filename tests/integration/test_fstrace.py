@@ -21,10 +21,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness.adapters import black_box
@@ -81,6 +84,22 @@ int main(int argc, char **argv) {
     if (waitpid(pid, &status, 0) != pid) return 1;
     if (argc == 3) kill(0, SIGKILL); /* "kill": the whole process group, a tracer in it too */
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+"""
+
+PAUSER = r"""
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/paused", argv[1]);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (argc != 2 || fd < 0 || write(fd, "a", 1) != 1) return 1;
+    kill(0, SIGSTOP); /* the whole group, the tracer too */
+    return write(fd, "b", 1) != 1 || fsync(fd) != 0;
 }
 """
 
@@ -269,6 +288,42 @@ class TestTheTracerAlone:
                 timeout=60,
             )
             assert done.returncode == status
+
+    def test_a_paused_group_resumes_under_the_tracer(
+        self, tmp_path: Path, tools: dict[str, Path]
+    ) -> None:
+        """SIGSTOP to the group (the tracer in it) then SIGCONT, as the pause fault does: the
+        command goes on, and its writes after the pause are traced."""
+        cc = _compiler()
+        (tmp_path / "pauser.c").write_text(PAUSER)
+        program = tmp_path / "pauser"
+        subprocess.run([cc, "-static", "-o", str(program), str(tmp_path / "pauser.c")], check=True)
+        root = tmp_path / "root"
+        root.mkdir()
+        start_trace(root)
+        env = observer.observer_env(root, tools["tracer"])
+        del env["LD_PRELOAD"]
+        started = subprocess.Popen(
+            [str(tools["tracer"]), "--", str(program), str(root)],
+            env=subprocess_env(**env),
+            start_new_session=True,
+        )
+        try:
+            tracer = psutil.Process(started.pid)
+            for _ in range(6000):  # it stops its own group, the tracer with it
+                if tracer.status() == psutil.STATUS_STOPPED or started.poll() is not None:
+                    break
+                time.sleep(0.01)
+            assert tracer.status() == psutil.STATUS_STOPPED
+            os.killpg(started.pid, signal.SIGCONT)
+            assert started.wait(timeout=60) == 0
+        finally:
+            if started.poll() is None:
+                os.killpg(started.pid, signal.SIGKILL)
+                started.wait()
+        assert (root / "paused").read_bytes() == b"ab"
+        kinds = [line.kind for line in read_trace(root / TRACE_FOLDER) if line.kind != "baseline"]
+        assert kinds == ["create", "write", "write", "fsync"]
 
     def test_a_static_program_is_observed_under_the_tracer_or_refused_saying_why(
         self, programs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
