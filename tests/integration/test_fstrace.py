@@ -2,17 +2,18 @@
 
 The same program (it creates, writes, fsyncs a file and its folder, renames, truncates,
 unlinks and makes a folder, then does it all again in a forked child, and once more in
-the child after it execs the program again) is built
-dynamically linked and ``-static``. The dynamic build runs with the library preloaded,
-the static one under the tracer: their traces must be equal line for line, but for what
-differs between any two runs (pids, modification times, the trial folder's path), their
-images must hold the same bytes, and a power cut must rebuild the same files from each. A
-tracer built from a copy of its source that drops its fsync lines is caught by the same
-comparison. Without a C compiler (or a static C library) nothing here can be built: skipped,
-saying so. A static black box (it makes one file durable, leaves another unsynced, then
-execs the example agent) loses power under the tracer. Last, a power-loss trial of the
-Temporal agent, whose dev server is a static Go program, runs and is judged (where
-``make agent-temporal`` built its environment).
+the child after it execs the program again) is built dynamically linked and ``-static``.
+The dynamic build runs with the library preloaded, the static one under the tracer: their
+traces must be equal line for line, but for what differs between any two runs (pids,
+modification times, the trial folder's path), their images must hold the same bytes, and a
+power cut must rebuild the same files from each; also when the program ends by a SIGKILL
+of its own process group, the tracer in it. A tracer built from a copy of its source that
+drops its fsync lines is caught by the same comparison. The tracer alone: bad input, its
+exit status, a group stopped and continued. A static black box (it makes one file
+durable, leaves another unsynced, then execs the example agent) loses power under the
+tracer. Last, a power-loss trial of the Temporal agent, whose dev server is a static Go
+program, runs and is judged (where ``make agent-temporal`` built its environment).
+Without a C compiler (or a static C library) nothing here can be built: skipped, saying so.
 """
 
 from __future__ import annotations
