@@ -146,7 +146,10 @@ def _build(
             check=False,
         )
         if done.returncode != 0:
-            raise OSError(f"building the observer's {name} failed: {done.stderr.strip()[-800:]}")
+            # One line, the reason a refusal gives: the compiler's first error.
+            lines = done.stderr.strip().splitlines() or ["no message"]
+            said = next((line for line in lines if "error" in line), lines[-1])
+            raise OSError(f"building the observer's {name} failed: {said.strip()[-300:]}")
         os.replace(partial, target)
     finally:
         Path(partial).unlink(missing_ok=True)

@@ -7,6 +7,7 @@ written (``harness.chaos.fsobserve.c``), then rebuilds the folder as a power cut
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -268,6 +269,19 @@ def test_a_tracer_that_cannot_trace_here_is_unavailable_with_its_reason(tmp_path
     assert observer._probe(fake) == "the tracer cannot run here: ptrace: Operation not permitted"
     fake.write_text("#!/bin/sh\necho ok\n")
     assert observer._probe(fake) == fake
+
+
+def test_a_tracer_that_does_not_build_says_why_in_one_line(tmp_path: Path) -> None:
+    """The compiler's first error, on one line: the reason a static program's refusal gives."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler (cc or gcc) to fail a build with")
+    source = tmp_path / "fstrace.c"
+    source.write_text("int main(void) { return undeclared; }\n")
+    with pytest.raises(OSError) as failed:
+        observer.build_tracer(tmp_path / "out", source=source)
+    (said,) = str(failed.value).splitlines()
+    assert said.startswith("building the observer's fstrace failed: ") and "undeclared" in said
+    assert list((tmp_path / "out").iterdir()) == []  # no half-built file left
 
 
 def test_turned_off_the_tracer_is_unavailable_and_says_so(
