@@ -8,7 +8,8 @@ traces must be equal line for line, but for what differs between any two runs (p
 modification times, the trial folder's path), their images must hold the same bytes, and a
 power cut must rebuild the same files from each; also when the program ends by a SIGKILL
 of its own process group, the tracer in it. A tracer built from a copy of its source that
-drops its fsync lines is caught by the same comparison. The tracer alone: bad input, its
+drops its fsync lines is caught by the same comparison. Four threads, each with its own
+file, give the same lines by file. The tracer alone: bad input, its
 exit status, a group stopped and continued. A static black box (it makes one file
 durable, leaves another unsynced, then execs the example agent) loses power under the
 tracer. Last, a power-loss trial of the Temporal agent, whose dev server is a static Go
@@ -85,6 +86,42 @@ int main(int argc, char **argv) {
     if (waitpid(pid, &status, 0) != pid) return 1;
     if (argc == 3) kill(0, SIGKILL); /* "kill": the whole process group, a tracer in it too */
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+"""
+
+THREADS = r"""
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static const char *root;
+
+static void *work(void *tag) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/thread-%s", root, (const char *)tag);
+    for (int round = 0; round < 20; round++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd < 0 || write(fd, "0123456789", 10) != 10 || fsync(fd) != 0 || close(fd) != 0)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    pthread_t threads[4];
+    static const char *tags[4] = {"a", "b", "c", "d"};
+    if (argc != 2) return 1;
+    root = argv[1];
+    for (int i = 0; i < 4; i++) pthread_create(&threads[i], NULL, work, (void *)tags[i]);
+    int failed = 0;
+    for (int i = 0; i < 4; i++) {
+        void *got;
+        pthread_join(threads[i], &got);
+        failed |= got != NULL;
+    }
+    int dir = open(root, O_RDONLY | O_DIRECTORY);
+    return failed || dir < 0 || fsync(dir) != 0;
 }
 """
 
@@ -252,6 +289,51 @@ class TestSameTraceAsTheLibrary:
         """A copy of the tracer without its fsync lines: the comparison names them."""
         differ = _differences(tmp_path, programs, tools, "broken")
         assert differ and any("fsync" in line for line in differ), differ
+
+
+class TestThreads:
+    """Threads of one process, each with its own file."""
+
+    def test_a_static_program_s_threads_are_traced_as_the_library_sees_them(
+        self, tmp_path: Path, tools: dict[str, Path]
+    ) -> None:
+        """Four threads append and fsync their own file: by file, the same lines and images
+        (the threads' lines interleave as they ran), and the same cut."""
+        cc = _compiler()
+        (tmp_path / "threads.c").write_text(THREADS)
+        built = {}
+        for how, flags in (("static", ["-static"]), ("dynamic", [])):
+            done = subprocess.run(
+                [cc, *flags, "-pthread", "-o", str(tmp_path / how), str(tmp_path / "threads.c")],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                pytest.skip(f"cannot build a {how} C program here: {done.stderr.strip()[-200:]}")
+            built[how] = tmp_path / how
+        by_library, by_tracer = tmp_path / "library", tmp_path / "tracer"
+        _observed(by_library, built["dynamic"], tools["library"], "exit")
+        _observed(by_tracer, built["static"], tools["tracer"], "exit")
+        told = {root.name: _by_file(root) for root in (by_library, by_tracer)}
+        assert len(told["library"]) == 5  # four files and the folder
+        assert told["tracer"] == told["library"]
+        assert {line.split(" ")[1] for lines in told["tracer"].values() for line in lines} == {"P1"}
+        for root in (by_library, by_tracer):
+            assert power_cut(root, ["drop"], "fstrace", trial_seed=7)["landed"]
+        assert _files(by_tracer) == _files(by_library)
+        assert _files(by_tracer)["thread-a"] == b"0123456789" * 20
+
+
+def _by_file(root: Path) -> dict[str, list[str]]:
+    """``_told``'s lines by the path they name, in order, without the image's number (a
+    process numbers its images in the order its threads fsynced); the pid is kept (each
+    thread's lines name its process, not the thread)."""
+    by_path: dict[str, list[str]] = {}
+    for line in _told(root):
+        head, _, path = line.partition("\t")
+        by_path.setdefault(path, []).append(re.sub(r" img-P\d+-\d+=", " img=", head))
+    return by_path
 
 
 class TestTheTracerAlone:
