@@ -9,12 +9,12 @@ modification times, the trial folder's path), their images must hold the same by
 power cut must rebuild the same files from each; also when the program ends by a SIGKILL
 of its own process group, the tracer in it. A tracer built from a copy of its source that
 drops its fsync lines is caught by the same comparison. Four threads, each with its own
-file, give the same lines by file. The tracer alone: bad input, its
-exit status, a group stopped and continued. A static black box (it makes one file
-durable, leaves another unsynced, then execs the example agent) loses power under the
-tracer. Last, a power-loss trial of the Temporal agent, whose dev server is a static Go
-program, runs and is judged (where ``make agent-temporal`` built its environment).
-Without a C compiler (or a static C library) nothing here can be built: skipped, saying so.
+file, give the same lines by file. The tracer alone: bad input, its exit status, a group
+stopped and continued. A static black box (it makes one file durable, leaves another
+unsynced, then execs the example agent) loses power under the tracer. Last, a power-loss
+trial of the Temporal agent, whose dev server is a static Go program, runs and is judged
+(where ``make agent-temporal`` built its environment). Without a C compiler (or a static
+C library) nothing here can be built: skipped, saying so.
 """
 
 from __future__ import annotations
