@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 # The file-system observer that power-loss trials preload, built from its C source
-# (harness/chaos/fsobserve.c) into build/fsobserve, named by the source's hash.
+# (harness/chaos/fsobserve.c) into build/fsobserve, named by the source's hash; beside it the
+# tracer of statically linked programs (harness/chaos/fstrace.c), tried once (ptrace).
 observer: $(STAMP)
 	$(PY) -m harness.chaos.observer
 

@@ -8,10 +8,10 @@ command (``HARNESS_AGENT_COMMAND``) in the trial folder, in the same process gro
 with ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``,
 ``ANTHROPIC_API_KEY``, ``HARNESS_MCP_URL`` and ``HARNESS_MCP_COMMAND`` in its
 environment, ``TMPDIR`` the trial folder's ``tmp/``, and the file-system observer's
-variables (so it, and all it starts, is observed in a power-loss trial; the harness's
-other variables are not passed on). It exits with the agent's status, once the agent
-has exited and anything the agent left in the group is stopped; after an exit 0 it hits
-``agent.before_exit`` first.
+variables (so it, and all it starts, is observed in a power-loss trial, a statically
+linked program under the tracer; the harness's other variables are not passed on). It
+exits with the agent's status, once the agent has exited and anything the agent left in
+the group is stopped; after an exit 0 it hits ``agent.before_exit`` first.
 
 The supervisor's SIGKILL of the group ends the host, the agent and whatever the
 agent started at once; a random-time kill's timer, which fires in the host, is sent
@@ -49,6 +49,7 @@ from harness.blackbox.model import ModelEndpoint, Reply
 from harness.blackbox.tools import ToolEndpoint, issued_calls
 from harness.blackbox.warm import RECORD_ENV, WARM_FD_ENV, WarmAgent, recording_command, start_warm
 from harness.blackbox.wired import read_launcher, wire_env
+from harness.chaos.observer import observed_command
 from harness.exits import AGENT_CANNOT_START
 from harness.failpoints import (
     AIMED_KILL_SIGNAL,
@@ -210,6 +211,8 @@ def _start_agent(
         tell_supervisor(f"agent plain refused: {started}")
     if RECORD_ENV in os.environ:
         words = recording_command(words, os.environ[RECORD_ENV])
+    # Observed, a statically linked agent program runs under the tracer, not the library.
+    words, env = observed_command(words, env)
     agent = subprocess.Popen(words, cwd=trial, env=env, stdin=subprocess.DEVNULL, stdout=out)
     tell_supervisor(f"agent plain {agent.pid}")
     return agent

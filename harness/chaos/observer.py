@@ -4,8 +4,10 @@ Every life of a power-loss trial runs with ``fsobserve.c`` preloaded (``LD_PRELO
 it appends to ``fs-trace/trace`` in the trial folder one line per call that creates,
 truncates, renames, links or removes a name under the trial folder, per write, and per
 fsync or fdatasync (with an image of the file's content taken just before it) or fsync
-of a folder. After a kill, ``power_cut`` checks the folder against the trace (a change
-the observer did not see refuses the cut), then replays the trace over a model:
+of a folder. A statically linked program runs under ``fstrace.c`` instead, a tracer
+(ptrace) that writes the same lines. After a kill, ``power_cut`` checks the folder
+against the trace (a change the observer did not see refuses the cut), then replays the
+trace over a model:
 
 - each folder's names as they are (volatile) and as its last fsync left them (durable);
 - each file's durable content: its image at its last fsync; a file created since (or
@@ -28,7 +30,7 @@ import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,24 +41,32 @@ __all__ = [
     "ENV_ROOT",
     "ENV_SWITCH",
     "ENV_TRACE",
+    "ENV_TRACER_SWITCH",
     "HARNESS_FILES",
     "SOURCE",
+    "TRACER_SOURCE",
     "TRACE_FOLDER",
     "Refused",
     "build_library",
+    "build_tracer",
     "common_prefix",
     "harness_wrote",
     "library",
+    "observed_command",
     "observer_env",
     "power_cut",
     "read_trace",
     "start_trace",
+    "tracer",
+    "tracer_unavailable",
     "unavailable",
     "unobservable",
     "unseen_change",
 ]
 
 SOURCE = Path(__file__).with_name("fsobserve.c")
+TRACER_SOURCE = Path(__file__).with_name("fstrace.c")
+"""The tracer that writes the library's lines for a statically linked program (ptrace)."""
 ENV_TRACE = "HARNESS_FS_TRACE"
 ENV_ROOT = "HARNESS_FS_ROOT"
 ENV_LIBRARY_DIR = "HARNESS_FS_LIBRARY_DIR"
@@ -64,9 +74,12 @@ ENV_SWITCH = "HARNESS_FS_OBSERVER"
 """Set to ``off``: no observer, so no power-loss trial (each is not applicable, saying so)."""
 """Where the built library is kept (default: ``build/fsobserve`` of the checkout, which
 git ignores); read by the supervisor's process only."""
+ENV_TRACER_SWITCH = "HARNESS_FS_TRACER"
+"""Set to ``off``: no tracer, so a statically linked program cannot be observed."""
 TRACE_FOLDER = "fs-trace"
 SECTOR = 512
 _CFLAGS = ("-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror")
+_TRACER_CFLAGS = ("-O2", "-Wall", "-Wextra", "-Werror")
 
 
 class Refused(Exception):
@@ -92,28 +105,51 @@ def _default_library_dir() -> Path:
 def build_library(folder: Path, compiler: str | None = None) -> Path:
     """Build the library from ``SOURCE`` into ``folder`` (named by the source's hash) unless
     it is there; its path. ``OSError`` says why it cannot be built."""
+    return _build(SOURCE, folder, "fsobserve", ".so", [*_CFLAGS], ["-ldl"], compiler)
+
+
+def build_tracer(
+    folder: Path, compiler: str | None = None, *, source: Path = TRACER_SOURCE
+) -> Path:
+    """Build the tracer from ``source`` into ``folder`` (named by the source's hash) unless it
+    is there; its path. ``OSError`` says why it cannot be built."""
+    return _build(source, folder, "fstrace", "", [*_TRACER_CFLAGS], [], compiler)
+
+
+def _build(
+    source_path: Path,
+    folder: Path,
+    name: str,
+    suffix: str,
+    flags: list[str],
+    libraries: list[str],
+    compiler: str | None,
+) -> Path:
     if not sys.platform.startswith("linux"):
         raise OSError(f"the observer interposes the C library of Linux, not {sys.platform}")
-    source = SOURCE.read_bytes()
-    target = folder / f"fsobserve-{hashlib.sha256(source).hexdigest()[:16]}.so"
+    source = source_path.read_bytes()
+    target = folder / f"{name}-{hashlib.sha256(source).hexdigest()[:16]}{suffix}"
     if target.exists():
         return target
     cc = compiler or shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
-        raise OSError("no C compiler (cc) on PATH to build the observer")
+        raise OSError(f"no C compiler (cc) on PATH to build the observer's {name}")
     folder.mkdir(parents=True, exist_ok=True)
     # Built under a temporary name and renamed: workers building at once never see half.
-    fd, partial = tempfile.mkstemp(prefix=".fsobserve-", suffix=".so", dir=folder)
+    fd, partial = tempfile.mkstemp(prefix=f".{name}-", suffix=suffix, dir=folder)
     os.close(fd)
     try:
         done = subprocess.run(
-            [cc, *_CFLAGS, "-o", partial, str(SOURCE), "-ldl"],
+            [cc, *flags, "-o", partial, str(source_path), *libraries],
             capture_output=True,
             text=True,
             check=False,
         )
         if done.returncode != 0:
-            raise OSError(f"building the observer failed: {done.stderr.strip()[-800:]}")
+            # One line, the reason a refusal gives: the compiler's first error.
+            lines = done.stderr.strip().splitlines() or ["no message"]
+            said = next((line for line in lines if "error" in line), lines[-1])
+            raise OSError(f"building the observer's {name} failed: {said.strip()[-300:]}")
         os.replace(partial, target)
     finally:
         Path(partial).unlink(missing_ok=True)
@@ -133,6 +169,48 @@ def _found() -> Path | str:
     if os.environ.get(ENV_SWITCH) == "off":
         return f"the observer is turned off ({ENV_SWITCH}=off)"
     return _located(_library_dir(), os.environ.get("PATH", ""))
+
+
+@functools.cache
+def _tracer_located(folder: Path, path_var: str) -> Path | str:
+    del path_var
+    try:
+        program = build_tracer(folder)
+    except OSError as exc:
+        return str(exc)
+    return _probe(program)
+
+
+def _probe(program: Path) -> Path | str:
+    """The tracer when it can trace here (ptrace and seccomp permitted), else why not."""
+    try:
+        done = subprocess.run(
+            [str(program), "--probe"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the tracer cannot run here: {exc}"
+    if done.returncode != 0:
+        said = (done.stdout.strip() or done.stderr.strip() or "no reason").splitlines()[-1]
+        return f"the tracer cannot run here: {said}"
+    return program
+
+
+def _tracer_found() -> Path | str:
+    if os.environ.get(ENV_TRACER_SWITCH) == "off":
+        return f"the tracer is turned off ({ENV_TRACER_SWITCH}=off)"
+    return _tracer_located(_library_dir(), os.environ.get("PATH", ""))
+
+
+def tracer() -> Path | None:
+    """The built tracer (built and tried now when missing), or None when it cannot trace."""
+    found = _tracer_found()
+    return found if isinstance(found, Path) else None
+
+
+def tracer_unavailable() -> str | None:
+    """Why a statically linked program cannot be traced here, or None when it can."""
+    found = _tracer_found()
+    return found if isinstance(found, str) else None
 
 
 def library() -> Path | None:
@@ -155,14 +233,60 @@ _HOPS = 8
 
 
 def unobservable(words: Sequence[str]) -> str | None:
-    """Why the library cannot load into the program a command line starts, or None.
+    """Why neither the library nor the tracer can observe the program a command line
+    starts, or None.
 
-    The dynamic loader preloads it into a dynamically linked program of the library's own
-    kind (ELF class and machine), unless the program is set-user-ID or set-group-ID to
-    someone else (the loader then ignores ``LD_PRELOAD``). A script is its interpreter
-    (``#!``), and ``env`` the program it runs. A program not found, or not ELF, is left
-    to whoever starts it; what the program itself starts is checked at the cut.
+    The dynamic loader preloads the library into a dynamically linked program of the
+    library's own kind (ELF class and machine), unless the program is set-user-ID or
+    set-group-ID to someone else (the loader then ignores ``LD_PRELOAD``). A statically
+    linked program runs under the tracer instead (``observed_command``), where ptrace is
+    permitted. A script is its interpreter (``#!``), and ``env`` the program it runs. A
+    program not found, or not ELF, is left to whoever starts it; what the program itself
+    starts is checked at the cut.
     """
+    found = _refusal(words)
+    if found is None:
+        return None
+    if not found.static:
+        return found.why
+    untraced = tracer_unavailable()
+    return None if untraced is None else f"{found.why}; {untraced}"
+
+
+def observed_command(
+    words: Sequence[str], env: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that observe ``words`` started with ``env`` (a
+    life's or a service's, ``observer_env`` in it): as given, the library preloaded; or,
+    when its program is statically linked and the tracer can run here, under the tracer,
+    with the library taken out of ``LD_PRELOAD`` (the tracer sees what the program starts
+    too, and a line seen twice would be a change made twice)."""
+    found = _refusal(words)
+    program = tracer() if found is not None and found.static and env.get(ENV_TRACE) else None
+    if program is None:
+        return list(words), dict(env)
+    preload = [
+        word
+        for word in env.get("LD_PRELOAD", "").split()
+        if not os.path.basename(word).startswith("fsobserve-")
+    ]
+    traced = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    if preload:
+        traced["LD_PRELOAD"] = " ".join(preload)
+    return [str(program), "--", *words], traced
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    """Why the library cannot load into a program, and whether only because the program is
+    statically linked (the tracer's case)."""
+
+    why: str
+    static: bool
+
+
+def _refusal(words: Sequence[str]) -> _Refusal | None:
+    """Why the library cannot load into the program ``words`` start; None when it can."""
     words = list(words)
     for _ in range(_HOPS):
         if not words:
@@ -192,7 +316,7 @@ def unobservable(words: Sequence[str]) -> str | None:
     return None
 
 
-def _elf_why(program: Any, head: bytes, path: str) -> str | None:
+def _elf_why(program: Any, head: bytes, path: str) -> _Refusal | None:
     """Why an ELF program will not take the library (static, of another kind, set-ID)."""
     if not head.startswith(b"\x7fELF") or len(head) < 64:
         return None
@@ -201,7 +325,8 @@ def _elf_why(program: Any, head: bytes, path: str) -> str | None:
         with open(lib, "rb") as ours:
             own = ours.read(64)
         if own.startswith(b"\x7fELF") and len(own) == 64 and _elf_kind(own) != _elf_kind(head):
-            return f"{path} is an ELF program of another kind than the observer's library"
+            why = f"{path} is an ELF program of another kind than the observer's library"
+            return _Refusal(why, static=False)
     order = "<" if head[5] == 1 else ">"
     if head[4] == 2:  # 64 bits: where the program headers are, their size and number
         (at,) = struct.unpack_from(f"{order}Q", head, 32)
@@ -216,12 +341,14 @@ def _elf_why(program: Any, head: bytes, path: str) -> str | None:
         for n in range(len(table) // max(size, 1))
     ]
     if _PT_INTERP not in types:
-        return f"{path} is statically linked: no loader preloads the observer's library into it"
+        static = "is statically linked: no loader preloads the observer's library into it"
+        return _Refusal(f"{path} {static}", static=True)
     mode = os.stat(path)
     if (mode.st_mode & stat.S_ISUID and mode.st_uid != os.getuid()) or (
         mode.st_mode & stat.S_ISGID and mode.st_gid != os.getgid()
     ):
-        return f"{path} is set-user-ID or set-group-ID: the loader ignores LD_PRELOAD there"
+        why = f"{path} is set-user-ID or set-group-ID: the loader ignores LD_PRELOAD there"
+        return _Refusal(why, static=False)
     return None
 
 
@@ -867,12 +994,16 @@ def _tear_sectors(old: bytes, new: bytes, rng: random.Random) -> tuple[bytes, in
 
 
 def main() -> int:
-    """``python -m harness.chaos.observer``: build the library now (``make`` does)."""
+    """``python -m harness.chaos.observer``: build the library and the tracer now (``make``
+    does). A tracer that cannot run here is said, and is no failure: static programs are
+    then refused power loss, saying why."""
     lib = library()
     if lib is None:
         print(f"harness.chaos.observer: {unavailable()}", file=sys.stderr)
         return 1
     print(lib)
+    traced = tracer()
+    print(traced if traced is not None else f"no tracer: {tracer_unavailable()}")
     return 0
 
 

@@ -10,8 +10,8 @@ once, before the first life, and keeps it across the agent's lives:
   ``SERVICE_NAME_PORT`` (``named_port_env``), a port no process holds included (the port of
   the agent's own endpoint that an engine calls back, the same in every life);
 - its files live in the trial folder (``service-NAME/``, ``{data}`` in its command), so
-  a power cut's observer sees them; its output goes to ``service-NAME.log``, kept with
-  the trial;
+  a power cut's observer sees them (a static program's through ``fstrace.c``); its
+  output goes to ``service-NAME.log``, kept with the trial;
 - it is ready when its port answers (``ready = "tcp"``) or an HTTP GET of a path answers
   2xx (``ready = "http:/health"``);
 - it leads a process group of its own: a kill of the agent's group never reaches it;
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.blackbox import resolve_command
+from harness.chaos.observer import observed_command
 from harness.chaos.watchdog import release, watch
 from harness.errors import SupervisorError
 
@@ -222,7 +223,10 @@ class RunningServices:
             }
             words = [w.format(**fill) for w in resolve_command(spec.command, spec.home)]
             env = {**inherited, **{k: v.format(**fill) for k, v in spec.env.items()}}
-            env.update(self._observed)
+            if self._observed:
+                # A statically linked server runs under the tracer instead of the library.
+                env.update(self._observed)
+                words, env = observed_command(words, env)
             started = time.monotonic()
             process: subprocess.Popen[bytes] | None = None
             try:

@@ -5,10 +5,10 @@ makes ``durable.txt`` durable itself (written, fsynced, its folder fsynced: the 
 file's name too), then becomes the plain example agent, whose ``progress.jsonl`` is
 never fsynced. Killed and cut, the
 unsynced bytes must be lost (or the trial left unjudged), never kept, and the synced ones
-kept. A program the library cannot load into (a statically linked one, or one
-set-user-ID to another user) is refused a power loss in one line before anything runs;
-that it is truly unseen is shown by running it under the library beside the same
-program dynamically linked and not set-ID.
+kept. A program the library cannot load into (a statically linked one where the tracer
+cannot run, or one set-user-ID to another user) is refused a power loss in one line
+before anything runs; that it is truly unseen is shown by running it under the library
+beside the same program dynamically linked and not set-ID.
 """
 
 from __future__ import annotations
@@ -154,15 +154,18 @@ def test_a_statically_linked_program_is_truly_unseen_by_the_library(
 
 
 def test_a_statically_linked_agent_is_refused_power_loss_in_one_line(
-    programs: tuple[Path, Path], tmp_path: Path
+    programs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Refused before any run (no reports folder), exit 2; and not applicable in a campaign."""
+    """Without the tracer: refused before any run (no reports folder), exit 2; and not
+    applicable in a campaign."""
     static, dynamic = programs
     assert observer.library() is not None, observer.unavailable()
+    monkeypatch.setenv(observer.ENV_TRACER_SWITCH, "off")
     why = not_applicable("power-loss", black_box(f"cmd:{static} --flag"))
     assert why == (
         f"cmd:{static} --flag cannot be observed: {static} is statically linked: no loader "
-        "preloads the observer's library into it"
+        f"preloads the observer's library into it; the tracer is turned off "
+        f"({observer.ENV_TRACER_SWITCH}=off)"
     )
     assert not_applicable("power-loss", black_box(f"cmd:{dynamic}")) is None
     # Behind env and its settings, as a scenario's [agent] table writes it.
@@ -180,6 +183,7 @@ def test_a_statically_linked_agent_is_refused_power_loss_in_one_line(
         CUT_AT_THE_SECOND_MODEL_REQUEST,
         "--reports",
         str(reports),
+        **{observer.ENV_TRACER_SWITCH: "off"},
     )
     assert ran.returncode == 2, ran.stderr
     (said,) = ran.stderr.strip().splitlines()

@@ -2,8 +2,9 @@
 
 A power cut takes a scenario's services down with the agent and rebuilds their files from
 what they asked the kernel. A service whose command starts a statically linked program (an
-engine's server built in Go or Rust) asks the kernel unseen, so no cut of its system could
-be judged. Its scenario's power loss is therefore not applicable, with the reason naming
+engine's server built in Go or Rust) runs under the tracer where it can run; where it
+cannot (here: turned off), the service asks the kernel unseen, so no cut of its system
+could be judged. Its scenario's power loss is then not applicable, with the reason naming
 the service: no trial plans it, none draws it, and ``harness trial`` refuses it in one
 line. The shipped scenario's Python service keeps it.
 """
@@ -86,6 +87,14 @@ def observer_here() -> None:
         pytest.skip(f"no observer here: {observer.unavailable()}")
 
 
+@pytest.fixture
+def no_tracer(observer_here: None, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The tracer turned off (as where ptrace is not permitted): its setting, for a harness
+    started as a process."""
+    monkeypatch.setenv(observer.ENV_TRACER_SWITCH, "off")
+    return {observer.ENV_TRACER_SWITCH: "off"}
+
+
 def _golden(directory: Path) -> Golden:
     """A crash-free run of three calls, for drawing and listing (nothing runs)."""
     calls = [
@@ -100,9 +109,21 @@ def _golden(directory: Path) -> Golden:
     return Golden(directory, dict(HITS), 400.0, calls=calls)
 
 
-class TestAStaticService:
+class TestAStaticServiceUnderTheTracer:
+    def test_its_power_loss_is_applicable_where_the_tracer_runs(
+        self, observer_here: None, static_scenario: str
+    ) -> None:
+        """The tracer observes it: every file fault applies, as to a dynamic service."""
+        assert observer.tracer() is not None, observer.tracer_unavailable()
+        services = load_scenario(static_scenario).services
+        for kind in FILE_FAULTS:
+            assert not_applicable(kind, black_box(RUNTIME), services) is None
+        assert applicable(CUT, black_box(RUNTIME), services)
+
+
+class TestAStaticServiceWithoutTheTracer:
     def test_its_power_loss_is_not_applicable_and_names_the_service(
-        self, observer_here: None, static_scenario: str, static_program: Path
+        self, no_tracer: dict[str, str], static_scenario: str, static_program: Path
     ) -> None:
         """Every file fault is not applicable, the reason naming the service and its program."""
         services = load_scenario(static_scenario).services
@@ -110,14 +131,15 @@ class TestAStaticService:
         for kind in FILE_FAULTS:
             assert not_applicable(kind, adapter, services) == (
                 f"its service kv cannot be observed: {static_program} is statically linked: "
-                "no loader preloads the observer's library into it"
+                "no loader preloads the observer's library into it; the tracer is turned off "
+                f"({observer.ENV_TRACER_SWITCH}=off)"
             )
         assert not applicable(CUT, adapter, services)
         # The agent alone would be cut: it is the service that takes the cut away.
         assert not_applicable("power-loss", adapter) is None
 
     def test_no_exhaustive_trial_plans_it_and_no_random_trial_draws_it(
-        self, observer_here: None, static_scenario: str, tmp_path: Path
+        self, no_tracer: dict[str, str], static_scenario: str, tmp_path: Path
     ) -> None:
         """The campaign's lists of trials hold no power cut, and still hold the kills."""
         golden = _golden(tmp_path)
@@ -131,7 +153,7 @@ class TestAStaticService:
         assert not any("power-loss" in s.schedule.fault_kinds for s in drawn)
 
     def test_a_trial_asked_for_it_is_refused_in_one_line(
-        self, observer_here: None, static_scenario: str, tmp_path: Path
+        self, no_tracer: dict[str, str], static_scenario: str, tmp_path: Path
     ) -> None:
         """Before anything runs (no reports folder), exit 2, the reason as the campaign's."""
         reports = tmp_path / "reports"
@@ -144,6 +166,7 @@ class TestAStaticService:
             CUT.to_json(),
             "--reports",
             str(reports),
+            **no_tracer,
         )
         assert ran.returncode == 2, ran.stderr
         (said,) = ran.stderr.strip().splitlines()

@@ -7,6 +7,7 @@ written (``harness.chaos.fsobserve.c``), then rebuilds the folder as a power cut
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -258,6 +259,54 @@ def test_turned_off_the_library_is_unavailable_and_says_so(
     assert f"{observer.ENV_SWITCH}=off" in (observer.unavailable() or "")
     monkeypatch.delenv(observer.ENV_SWITCH)
     assert observer.ENV_SWITCH not in (observer.unavailable() or "")
+
+
+def test_a_tracer_that_cannot_trace_here_is_unavailable_with_its_reason(tmp_path: Path) -> None:
+    """Its probe's failure (ptrace refused, say) is the one-line reason static programs get."""
+    fake = tmp_path / "fstrace"
+    fake.write_text("#!/bin/sh\necho 'ptrace: Operation not permitted'\nexit 1\n")
+    fake.chmod(0o755)
+    assert observer._probe(fake) == "the tracer cannot run here: ptrace: Operation not permitted"
+    fake.write_text("#!/bin/sh\necho ok\n")
+    assert observer._probe(fake) == fake
+
+
+def test_a_tracer_that_does_not_build_says_why_in_one_line(tmp_path: Path) -> None:
+    """The compiler's first error, on one line: the reason a static program's refusal gives."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler (cc or gcc) to fail a build with")
+    source = tmp_path / "fstrace.c"
+    source.write_text("int main(void) { return undeclared; }\n")
+    with pytest.raises(OSError) as failed:
+        observer.build_tracer(tmp_path / "out", source=source)
+    (said,) = str(failed.value).splitlines()
+    assert said.startswith("building the observer's fstrace failed: ") and "undeclared" in said
+    assert list((tmp_path / "out").iterdir()) == []  # no half-built file left
+
+
+def test_turned_off_the_tracer_is_unavailable_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HARNESS_FS_TRACER=off: no tracer, and the reason names the switch."""
+    monkeypatch.setenv(observer.ENV_TRACER_SWITCH, "off")
+    assert observer.tracer() is None
+    assert f"{observer.ENV_TRACER_SWITCH}=off" in (observer.tracer_unavailable() or "")
+
+
+def test_only_the_library_leaves_ld_preload_under_the_tracer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A static program's command under the tracer keeps another preloaded library."""
+    program = tmp_path / "static"
+    program.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(57))  # 64-bit, no program header
+    monkeypatch.setattr(observer, "tracer", lambda: tmp_path / "fstrace")
+    monkeypatch.setattr(observer, "library", lambda: None)  # no kind to compare with
+    env = {observer.ENV_TRACE: "t", "LD_PRELOAD": "/b/fsobserve-1.so /other/libx.so"}
+    words, traced = observer.observed_command([str(program)], env)
+    assert words == [str(tmp_path / "fstrace"), "--", str(program)]
+    assert traced == {observer.ENV_TRACE: "t", "LD_PRELOAD": "/other/libx.so"}
+    # Not observed (no trace folder): as given.
+    assert observer.observed_command([str(program)], {}) == ([str(program)], {})
 
 
 class TestOnlyWhatSyncsCounts:
