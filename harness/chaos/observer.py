@@ -261,8 +261,10 @@ def observed_command(
     when its program is statically linked and the tracer can run here, under the tracer,
     with the library taken out of ``LD_PRELOAD`` (the tracer sees what the program starts
     too, and a line seen twice would be a change made twice)."""
+    if not env.get(ENV_TRACE):
+        return list(words), dict(env)  # not observed: its program is not read
     found = _refusal(words)
-    program = tracer() if found is not None and found.static and env.get(ENV_TRACE) else None
+    program = tracer() if found is not None and found.static else None
     if program is None:
         return list(words), dict(env)
     preload = [
