@@ -106,9 +106,7 @@ def kill_between_effect_and_reply(folder: Path, command: str, **more: str) -> No
     paused = folder / "paused"
     first = subprocess.Popen(
         [sys.executable, str(AGENT)],
-        env=environment(
-            folder, AGENT_MCP_COMMAND=command, PAYMENTS_PAUSE_FILE=str(paused), **more
-        ),
+        env=environment(folder, AGENT_MCP_COMMAND=command, PAYMENTS_PAUSE_FILE=str(paused), **more),
         cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
