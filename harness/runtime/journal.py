@@ -636,15 +636,6 @@ class Written:
     """Which file they went to: a compaction writes a new one (fsynced whole)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Queued:
-    """One ``write``'s records and their frames, queued for the file; ``durable``: a
-    ``settle`` makes them durable."""
-
-    encoded: list[tuple[Record, bytes]]
-    durable: bool
-
-
 class JournalWriter:
     """The single writer of a journal: holds its lock, appends durably.
 
@@ -674,11 +665,13 @@ class JournalWriter:
         # wait for rather than making their own, and the file it reaches.
         self._sync_state = _thread.allocate_lock()
         self._syncing = False
-        self._sync_waiters: collections.deque[_thread.LockType] = collections.deque()
+        self._sync_waiters: list[_thread.LockType] = []
         self._generation = 0
         # Listener events, told in order outside the locks (``_deliver``).
         self._events: collections.deque[JournalEvent] = collections.deque()
         self._telling = _thread.allocate_lock()
+        self._to_settle = False
+        """The write under way is made durable by ``settle`` (its ``Appended`` says so)."""
         self._writer_thread: int | None = None
         self._unsynced = 0
         """Writes made since the last fsync began that wait for one."""
@@ -686,14 +679,6 @@ class JournalWriter:
         """How many such writes the last fsync covered."""
         self._last_fsync = 0.0
         """How long the last fsync took, in seconds."""
-        # Threads' writes (``write``) are queued and put in the file by one ``os.write``
-        # (``_flush``), made by whoever gets there first, outside the lock: a thread
-        # that queues never waits for another's system call. Only a holder of
-        # ``_flushing`` writes to the file, so the queue reaches it in order.
-        self._queued: list[_Queued] = []
-        self._queued_bytes = 0
-        """Bytes queued or being written: the file's end once they are in is size + this."""
-        self._flushing = _thread.allocate_lock()
         self._gathering: _thread.LockType | None = None
         """Held by an fsync that waits for the group's writes; let go once they are in."""
         self._shared = False
@@ -837,29 +822,17 @@ class JournalWriter:
         poisons the writer (see the module docstring).
         """
         try:
-            with self._flushing, self._lock:
+            with self._lock:
                 return self._append(tuple(records), sync=sync)
         finally:
             self._deliver()
 
     def write(self, records: Iterable[Record], *, sync: bool = True) -> Written:
-        """Queue records for one ``write``, without waiting for their fsync: ``settle`` then
-        puts them in the file (with whatever other threads queued meanwhile: one system
-        call) and makes them durable. Threads that write while an fsync is under way share
-        the next one (group commit). Records that ask no fsync are in the file when this
-        returns. A record too large is refused as ``append_many`` refuses it."""
-        durable = sync and self._fsync
+        """Write records in one ``write``, without waiting for their fsync: ``settle`` then
+        makes them durable. Threads that write while an fsync is under way share the next
+        one (group commit). Fails as ``append_many`` does."""
         with self._lock:
-            self._require_open()
-            try:
-                failpoint("journal.append")  # nothing of these records in the file yet
-            except BaseException as exc:
-                message = self._poison(self.size, exc)
-                if isinstance(exc, OSError):
-                    raise JournalWriteError(message) from exc
-                raise
-            ahead, encoded = self._encode(tuple(records))
-            self._unsynced += durable
+            self._unsynced += sync and self._fsync
             if self._gathering is not None and self._unsynced >= self._last_batch:
                 self._gathering.release()  # the group is in: its fsync goes ahead
                 self._gathering = None
@@ -867,15 +840,12 @@ class JournalWriter:
             if self._writer_thread != me:
                 self._shared |= self._writer_thread is not None
                 self._writer_thread = me
-            start = self.size + self._queued_bytes
-            end = start + sum(len(frame) for _, frame in encoded)
-            self._queued.append(_Queued(encoded, durable))
-            self._queued_bytes = end - self.size
-            self._deferred.clear()
-            generation = self._generation
-        if not durable:
-            self._flush(wait=True)
-        return Written(start + ahead, end, durable, generation)
+            self._to_settle = sync and self._fsync
+            try:
+                offset = self._append(tuple(records), sync=False)
+            finally:
+                self._to_settle = False
+            return Written(offset, self.size, sync and self._fsync, self._generation)
 
     def settle(self, written: Written) -> None:
         """Return once ``written`` is durable (when it asked to be), and the listener told.
@@ -894,13 +864,9 @@ class JournalWriter:
     def _sync_through(self, written: Written) -> None:
         # Hit once per durable write, by its own thread, whether it then leads an fsync or
         # waits for one: a crash point whose count does not vary with how threads group.
-        # A failure here is the fsync that would cover this write failing. Its records are
-        # put in the file first, unless another thread is putting its own in: then they
-        # go in with the fsync that covers them.
-        if self.size < written.end:
-            self._flush(wait=False)
+        # A failure here is the fsync that would cover this write failing.
         try:
-            failpoint("journal.before_fsync")  # written (or queued), not yet durable
+            failpoint("journal.before_fsync")  # written, not yet durable
         except BaseException as exc:
             self._failed_sync(exc)
         while True:
@@ -911,15 +877,12 @@ class JournalWriter:
                 leading = not self._syncing
                 if leading:
                     self._syncing = True
-                else:  # wait for the fsync under way (woken after it, one after another)
+                else:  # wait for the fsync under way (woken with the others at its end)
                     waiter = _thread.allocate_lock()
                     waiter.acquire()
-                    cohort = self._sync_waiters
-                    cohort.append(waiter)
+                    self._sync_waiters.append(waiter)
             if not leading:
                 waiter.acquire()
-                with contextlib.suppress(IndexError):
-                    cohort.popleft().release()  # the next waiter of the same fsync
                 continue  # then look again: it covered these records, or one more is due
             try:
                 self._gather()
@@ -929,11 +892,9 @@ class JournalWriter:
             finally:
                 with self._sync_state:
                     self._syncing = False
-                    waiting, self._sync_waiters = self._sync_waiters, collections.deque()
-                # One at a time, each by the one before it: the interpreter runs one thread
-                # at once, so a herd woken together only queues for it, each a switch more.
-                with contextlib.suppress(IndexError):
-                    waiting.popleft().release()
+                    waiting, self._sync_waiters = self._sync_waiters, []
+                for waiter in waiting:  # all at once, not one after another
+                    waiter.release()
 
     def _failed_sync(self, exc: BaseException) -> NoReturn:
         """An fsync failed (or was interrupted): poison the writer and raise, an
@@ -984,12 +945,11 @@ class JournalWriter:
             if self._gathering is gate:
                 self._gathering = None
 
-    def _encode(self, records: tuple[Record, ...]) -> tuple[int, list[tuple[Record, bytes]]]:
-        """The deferred records, then ``records``, as frames, and the bytes of the deferred
-        ones; a record too large for a frame is refused before anything is written."""
+    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
+        fd = self._require_open()
         deferred = [(r, encode_frame(r)) for r in self._deferred]
         encoded = [*deferred, *[(r, encode_frame(r)) for r in records]]
-        offset = self.size + self._queued_bytes
+        offset = self.size
         for record, frame in encoded:
             # The reader takes a longer "length" for damage, so such a frame
             # would be dropped as a torn tail or brick the journal as corrupt.
@@ -999,47 +959,8 @@ class JournalWriter:
                     f"{len(frame) - HEADER_SIZE} bytes exceeds the journal's limit of "
                     f"{MAX_PAYLOAD} bytes; nothing was written"
                 )
-        return sum(len(frame) for _, frame in deferred), encoded
-
-    def _flush(self, *, wait: bool) -> None:
-        """Put the queued writes in the file, in one ``os.write`` made outside the lock.
-        Without ``wait``, a thread that finds another putting its own in goes on: that
-        one, or the fsync that must cover them, puts in what is left."""
-        if not self._flushing.acquire(wait):
-            return
-        try:
-            with self._lock:
-                if not self._queued:
-                    return
-                fd = self._require_open()
-                batches, self._queued = self._queued, []
-                offset = self.size
-            written = 0
-            data = b"".join(frame for batch in batches for _, frame in batch.encoded)
-            try:
-                written = os.write(fd, data)
-                if written != len(data):
-                    raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
-            except BaseException as exc:
-                with self._lock:
-                    self._failed_write(offset, exc, batches, written)
-            with self._lock:
-                self._queued_bytes -= len(data)
-                self._placed(batches, offset)
-        finally:
-            self._flushing.release()
-
-    def _append(self, records: tuple[Record, ...], *, sync: bool) -> int:
-        """Write the queued writes, then the deferred records and ``records``, in one
-        ``os.write``, and fsync when ``sync``; returns the offset of the first of
-        ``records``. The caller holds ``_flushing`` and the lock."""
-        fd = self._require_open()
-        ahead, encoded = self._encode(records)
+        frames = b"".join(frame for _, frame in encoded)
         synced = sync and self._fsync
-        batches = [*self._queued, _Queued(encoded, synced)]
-        self._queued = []
-        offset = self.size
-        frames = b"".join(frame for batch in batches for _, frame in batch.encoded)
         seconds = 0.0
         written = 0
         try:
@@ -1054,44 +975,30 @@ class JournalWriter:
                 _fsync(fd)
                 seconds = time.perf_counter() - started
         except BaseException as exc:
-            self._failed_write(offset, exc, batches, written)
+            # Whatever was interrupted (a full disk, an I/O error, a signal's
+            # exception between two system calls), nobody knows what the file
+            # now holds past ``offset``: the writer takes no more appends.
+            message = self._poison(offset, exc)
+            if isinstance(exc, OSError):
+                raise JournalWriteError(
+                    message, maybe_durable=_intents_within(encoded, written)
+                ) from exc
+            raise
         self._deferred.clear()
-        self._queued_bytes = 0
-        self._placed(batches, offset)
+        at = offset
+        for record, frame in encoded:
+            self._place(at, record)
+            at += len(frame)
+        self.frames += len(encoded)
+        self.size = offset + len(frames)
         if synced:
             self.synced_size = self.size
-            self._queue(Synced(self.size, seconds))
-        return self.size - sum(len(frame) for _, frame in encoded) + ahead
-
-    def _failed_write(
-        self, offset: int, exc: BaseException, batches: list[_Queued], written: int
-    ) -> NoReturn:
-        """A write at ``offset`` (or its fsync) failed, ``written`` bytes of it in: whatever
-        was interrupted (a full disk, an I/O error, a signal's exception between two system
-        calls), nobody knows what the file now holds past ``offset``: the writer takes no
-        more appends. The caller holds the lock."""
-        message = self._poison(offset, exc)
-        if isinstance(exc, OSError):
-            encoded = [pair for batch in batches for pair in batch.encoded]
-            raise JournalWriteError(
-                message, maybe_durable=_intents_within(encoded, written)
-            ) from exc
-        raise exc
-
-    def _placed(self, batches: list[_Queued], offset: int) -> None:
-        """``batches`` are in the file from ``offset``: index their records, move the end,
-        tell the listener (the lock is held)."""
-        at = offset
-        for batch in batches:
-            begin = at
-            for record, frame in batch.encoded:
-                self._place(at, record)
-                at += len(frame)
-            self.frames += len(batch.encoded)
-            if self._listener is not None:
-                records = tuple(r for r, _ in batch.encoded)
-                self._queue(Appended(records, begin, at, batch.durable))
-        self.size = at
+        if self._listener is not None:
+            durable = synced or self._to_settle
+            self._queue(Appended(tuple(r for r, _ in encoded), offset, self.size, durable))
+            if synced:
+                self._queue(Synced(self.size, seconds))
+        return offset + sum(len(frame) for _, frame in deferred)
 
     def _poison(self, offset: int, exc: BaseException) -> str:
         """Take no more appends, let go of the file, and say what is durable."""
@@ -1142,9 +1049,9 @@ class JournalWriter:
         and frame count and the place and op of each of its records (None: no index).
         Returns whether one was written; a failure is the append's."""
         self.prove()  # never map bytes that do not prove
-        with self._flushing, self._lock:
+        with self._lock:
             fd = self._require_open()
-            if self._deferred or self._queued:
+            if self._deferred:
                 self._append((), sync=False)  # its own records first, then the map of all
             new = self.size - self._indexed_end
             if new < self.INDEX_MIN_BYTES:
@@ -1203,13 +1110,7 @@ class JournalWriter:
         writer stays usable); after it, the writer is poisoned. Returns the
         new file's size.
         """
-        with self._flushing, self._lock:
-            if self._queued:  # what threads queued goes in the old file, read whole below
-                deferred, self._deferred = self._deferred, []
-                try:
-                    self._append((), sync=False)
-                finally:
-                    self._deferred = deferred
+        with self._lock:
             fd = self._require_open()
             stream = getattr(build, "stream", None)
             if stream is not None and type(self).read is JournalWriter.read:
@@ -1417,7 +1318,6 @@ class JournalWriter:
     def sync(self) -> None:
         """Make every record written so far durable: one fsync, made outside the writer's
         lock (on a duplicate of its descriptor), so that writes go on meanwhile."""
-        self._flush(wait=True)
         with self._lock:
             fd = self._require_open()
             end, generation = self.size, self._generation
@@ -1447,8 +1347,8 @@ class JournalWriter:
         proving = self._proving
         if proving is not None:
             proving.holds()  # its thread reads a descriptor of its own: let it end first
-        with self._flushing, self._lock:
-            if (self._deferred or self._queued) and self._fd is not None:
+        with self._lock:
+            if self._deferred and self._fd is not None:
                 with contextlib.suppress(JournalError):  # closing must not raise
                     self._append((), sync=True)
             self._release()
