@@ -155,13 +155,18 @@ def _compiler() -> str:
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The program, built dynamically linked and statically linked."""
+    return _built_both(tmp_path_factory.mktemp("programs"), "files.c", PROGRAM, "-O2")
+
+
+def _built_both(folder: Path, name: str, source: str, *flags: str) -> dict[str, Path]:
+    """``source`` (written to ``folder / name``) built statically and dynamically linked,
+    by how; the test is skipped where either cannot be built."""
     cc = _compiler()
-    folder = tmp_path_factory.mktemp("programs")
-    (folder / "files.c").write_text(PROGRAM)
+    (folder / name).write_text(source)
     built = {}
-    for how, flags in (("static", ["-static"]), ("dynamic", [])):
+    for how, linking in (("static", ["-static"]), ("dynamic", [])):
         done = subprocess.run(
-            [cc, *flags, "-O2", "-o", str(folder / how), str(folder / "files.c")],
+            [cc, *linking, *flags, "-o", str(folder / how), str(folder / name)],
             capture_output=True,
             text=True,
             check=False,
@@ -299,19 +304,7 @@ class TestThreads:
     ) -> None:
         """Four threads append and fsync their own file: by file, the same lines and images
         (the threads' lines interleave as they ran), and the same cut."""
-        cc = _compiler()
-        (tmp_path / "threads.c").write_text(THREADS)
-        built = {}
-        for how, flags in (("static", ["-static"]), ("dynamic", [])):
-            done = subprocess.run(
-                [cc, *flags, "-pthread", "-o", str(tmp_path / how), str(tmp_path / "threads.c")],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0:
-                pytest.skip(f"cannot build a {how} C program here: {done.stderr.strip()[-200:]}")
-            built[how] = tmp_path / how
+        built = _built_both(tmp_path, "threads.c", THREADS, "-pthread")
         by_library, by_tracer = tmp_path / "library", tmp_path / "tracer"
         _observed(by_library, built["dynamic"], tools["library"], "exit")
         _observed(by_tracer, built["static"], tools["tracer"], "exit")
